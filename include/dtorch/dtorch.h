@@ -1,0 +1,327 @@
+/*
+ * dtorch.h — the whole public C API of dtorch.
+ *
+ * A worked example (single device; later the same calls take a mesh):
+ *
+ *   #include <dtorch/dtorch.h>
+ *
+ *   int main(void) {
+ *     dt_manual_seed(0);
+ *     dt_tensor *x = dt_randn(DT_SHAPE(4, 8), NULL);       // float32 [4, 8]
+ *     dt_tensor *w = dt_randn(DT_SHAPE(16, 8), NULL);      // [out, in]
+ *     dt_tensor *h = dt_relu(dt_linear(x, w, NULL));       // [4, 16]
+ *     dt_tensor *p = dt_softmax(h, 1);
+ *     float host[64];
+ *     if (dt_to_host(p, host, sizeof host) != DT_OK) {
+ *       fprintf(stderr, "%s\n", dt_last_error());          // names the call
+ *       return 1;
+ *     }
+ *     dt_tensor_release(p); dt_tensor_release(h);
+ *     dt_tensor_release(w); dt_tensor_release(x);
+ *     return 0;
+ *   }
+ *
+ * Conventions (the same for every function below):
+ * - Functions that make a tensor return a NEW reference, or NULL with this
+ *   thread's last error set (dt_last_status / dt_last_error). They BORROW
+ *   their tensor arguments. A NULL tensor argument returns NULL and keeps the
+ *   first error, so dt_relu(dt_add(a, b)) reports the add's error — but the
+ *   intermediate must still be released when it is not NULL; chain only
+ *   where a leak does not matter or release explicitly.
+ * - Functions that make nothing return dt_status.
+ * - Release of NULL is a no-op. Tensors are immutable values: every op makes
+ *   a new tensor; views share storage with their base (seed 004).
+ * - Thread safety: every function may be called from any thread; a tensor
+ *   may be read by several threads at once. The last error is per thread.
+ */
+#ifndef DTORCH_DTORCH_H
+#define DTORCH_DTORCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(DTORCH_BUILDING)
+#define DT_API __attribute__((visibility("default")))
+#else
+#define DT_API
+#endif
+
+/* ------------------------------------------------------------------ errors */
+typedef enum dt_status {
+  DT_OK = 0, DT_ERR_INVALID_ARGUMENT, DT_ERR_SHAPE, DT_ERR_DTYPE,
+  DT_ERR_PLACEMENT, DT_ERR_MESH, DT_ERR_OUT_OF_MEMORY, DT_ERR_DEVICE,
+  DT_ERR_IO, DT_ERR_TIMEOUT, DT_ERR_DESYNC, DT_ERR_FAULT, DT_ERR_UNSUPPORTED,
+  DT_ERR_INTERNAL /* grow at the end */
+} dt_status;
+
+/* This thread's last failure status and message ("" / DT_OK if none).
+ * A successful call does not clear them; dt_clear_error does. */
+DT_API dt_status   dt_last_status(void);
+DT_API const char *dt_last_error(void);
+DT_API void        dt_clear_error(void);
+DT_API const char *dt_status_name(dt_status s);   /* "DT_ERR_SHAPE" */
+
+/* ------------------------------------------------------------ value types */
+typedef enum dt_dtype {
+  DT_FLOAT32, DT_FLOAT64, DT_FLOAT16, DT_BFLOAT16, DT_INT32, DT_INT64,
+  DT_UINT8, DT_BOOL, DT_DTYPE_COUNT
+} dt_dtype;
+DT_API const char *dt_dtype_name(dt_dtype d);   /* "float32"; "?" if bad */
+DT_API size_t      dt_dtype_size(dt_dtype d);   /* bytes; 0 if bad */
+
+#define DT_MAX_DIMS 8
+typedef struct dt_shape { int ndim; int64_t dims[DT_MAX_DIMS]; } dt_shape;
+/* DT_SHAPE() is a 0-d (scalar) shape; DT_SHAPE(4, 128) a 2-d one. */
+#define DT_SHAPE(...)                                                       \
+  ((dt_shape){ .ndim = (int)(sizeof((int64_t[]){0, ##__VA_ARGS__}) /        \
+                             sizeof(int64_t)) - 1,                          \
+               .dims = { __VA_ARGS__ } })
+
+typedef enum dt_reduce_op { DT_REDUCE_SUM, DT_REDUCE_AVG, DT_REDUCE_MAX,
+  DT_REDUCE_MIN, DT_REDUCE_PROD } dt_reduce_op;
+typedef enum dt_placement_kind { DT_PLACEMENT_REPLICATE, DT_PLACEMENT_SHARD,
+  DT_PLACEMENT_PARTIAL } dt_placement_kind;
+typedef struct dt_placement { dt_placement_kind kind; int dim;
+  dt_reduce_op reduce; } dt_placement;
+#define DT_REPLICATE ((dt_placement){ DT_PLACEMENT_REPLICATE, 0, DT_REDUCE_SUM })
+#define DT_SHARD(d) ((dt_placement){ DT_PLACEMENT_SHARD, (d), DT_REDUCE_SUM })
+#define DT_PARTIAL(op) ((dt_placement){ DT_PLACEMENT_PARTIAL, 0, (op) })
+#define DT_PLACEMENTS(...) ((const dt_placement[]){ __VA_ARGS__ })
+
+typedef struct dt_runtime dt_runtime;   /* the virtual world (execution issue) */
+typedef struct dt_mesh dt_mesh;         /* device mesh (mesh issue) */
+typedef struct dt_tensor dt_tensor;     /* a (global) tensor handle */
+
+/* ----------------------------------------------------------------- tensors */
+/* NULL options = float32, single device, no grad. `device` and `mesh` are
+ * exclusive (seed 003). device: NULL or "cpu". */
+typedef struct dt_tensor_options { dt_dtype dtype; dt_mesh *mesh;
+  const dt_placement *placements; /* NULL = all Replicate */
+  const char *device; /* exclusive with mesh */ bool requires_grad;
+} dt_tensor_options;
+
+/* Factories. Returns: a new tensor. Errors: negative dims, bad dtype,
+ * device+mesh. Ownership: caller releases. Thread safety: any thread. */
+DT_API dt_tensor *dt_empty(dt_shape shape, const dt_tensor_options *o);
+DT_API dt_tensor *dt_zeros(dt_shape shape, const dt_tensor_options *o);
+DT_API dt_tensor *dt_ones(dt_shape shape, const dt_tensor_options *o);
+DT_API dt_tensor *dt_full(dt_shape shape, double value,
+                          const dt_tensor_options *o);
+/* [start, end) by step; length ceil((end - start) / step). */
+DT_API dt_tensor *dt_arange(double start, double end, double step,
+                            const dt_tensor_options *o);
+/* Random: counter-based Philox 4x32-10 keyed by (seed, offset, element
+ * index). Each call advances this process's offset by the numel drawn, so
+ * element i of a tensor gets the same value whatever later splits it. */
+DT_API dt_tensor *dt_rand(dt_shape shape, const dt_tensor_options *o);
+DT_API dt_tensor *dt_randn(dt_shape shape, const dt_tensor_options *o);
+DT_API void       dt_manual_seed(uint64_t seed);  /* resets the offset too */
+DT_API dt_tensor *dt_zeros_like(const dt_tensor *t);
+DT_API dt_tensor *dt_ones_like(const dt_tensor *t);
+DT_API dt_tensor *dt_full_like(const dt_tensor *t, double value);
+
+/* data = the full global value, contiguous, row-major, of o->dtype;
+ * placements say how it is spread. */
+DT_API dt_tensor *dt_from_host(const void *data, dt_shape shape,
+                               const dt_tensor_options *o);
+/* The full value, contiguous row-major in t's dtype; dst_bytes must be at
+ * least numel * dtype size. Partial placements are reduced. */
+DT_API dt_status  dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes);
+
+DT_API dt_shape   dt_tensor_shape(const dt_tensor *t);
+DT_API dt_dtype   dt_tensor_dtype(const dt_tensor *t);
+DT_API int64_t    dt_tensor_numel(const dt_tensor *t);
+DT_API int        dt_tensor_ndim(const dt_tensor *t);
+/* Local strides in elements (a dt_shape used as an int64 vector). */
+DT_API dt_shape   dt_tensor_strides(const dt_tensor *t);
+DT_API int64_t    dt_tensor_storage_offset(const dt_tensor *t);
+DT_API bool       dt_tensor_is_contiguous(const dt_tensor *t);
+/* true when both views read the same storage (seed 004 experiment 3). */
+DT_API bool       dt_tensor_shares_storage(const dt_tensor *a,
+                                           const dt_tensor *b);
+DT_API bool       dt_tensor_requires_grad(const dt_tensor *t);
+DT_API dt_mesh   *dt_tensor_mesh(const dt_tensor *t);   /* borrowed; NULL */
+DT_API dt_tensor *dt_tensor_retain(dt_tensor *t);
+DT_API void       dt_tensor_release(dt_tensor *t);      /* NULL no-op */
+/* Live tensor handles and storage bytes in this process (leak checks). */
+DT_API int64_t    dt_live_tensors(void);
+DT_API int64_t    dt_live_storage_bytes(void);
+
+/* ------------------------------------------------------------------- views
+ * O(1): the result shares storage with `a` (except where noted). */
+DT_API dt_tensor *dt_view(dt_tensor *a, dt_shape shape);   /* -1 infers */
+DT_API dt_tensor *dt_reshape(dt_tensor *a, dt_shape shape);/* copies only when
+                                                     strides forbid a view */
+DT_API dt_tensor *dt_transpose(dt_tensor *a, int d0, int d1);
+DT_API dt_tensor *dt_permute(dt_tensor *a, const int *dims, int ndims);
+/* Python a[start:end:step] along dim; step >= 1; start/end clamp like
+ * Python and may be negative. */
+DT_API dt_tensor *dt_slice(dt_tensor *a, int dim, int64_t start, int64_t end,
+                           int64_t step);
+DT_API dt_tensor *dt_narrow(dt_tensor *a, int dim, int64_t start,
+                            int64_t length);
+DT_API dt_tensor *dt_select(dt_tensor *a, int dim, int64_t index);
+DT_API dt_tensor *dt_expand(dt_tensor *a, dt_shape shape); /* -1 keeps */
+DT_API dt_tensor *dt_squeeze(dt_tensor *a, int dim);  /* no-op if size != 1 */
+DT_API dt_tensor *dt_squeeze_all(dt_tensor *a);
+DT_API dt_tensor *dt_unsqueeze(dt_tensor *a, int dim);
+DT_API dt_tensor *dt_flatten(dt_tensor *a, int start_dim, int end_dim);
+DT_API dt_tensor *dt_contiguous(dt_tensor *a);  /* copy unless contiguous */
+DT_API dt_tensor *dt_clone(dt_tensor *a);       /* always a copy */
+
+/* --------------------------------------------------------------- pointwise
+ * Binary ops broadcast and promote types as PyTorch does. Scalar forms: an
+ * integer tensor keeps its dtype when the scalar is integral, and becomes
+ * float32 otherwise (the C API has one scalar type; PyTorch decides by the
+ * Python type). */
+DT_API dt_tensor *dt_add(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_sub(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_mul(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_div(dt_tensor *a, dt_tensor *b);   /* true division */
+DT_API dt_tensor *dt_pow(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_maximum(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_minimum(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_add_scalar(dt_tensor *a, double s);
+DT_API dt_tensor *dt_sub_scalar(dt_tensor *a, double s);
+DT_API dt_tensor *dt_mul_scalar(dt_tensor *a, double s);
+DT_API dt_tensor *dt_div_scalar(dt_tensor *a, double s);
+DT_API dt_tensor *dt_pow_scalar(dt_tensor *a, double s);
+/* Unary: float results for integer inputs where PyTorch gives them
+ * (exp, log, sqrt, ... on int → float32); neg/abs/relu keep the dtype. */
+DT_API dt_tensor *dt_neg(dt_tensor *a);
+DT_API dt_tensor *dt_abs(dt_tensor *a);
+DT_API dt_tensor *dt_exp(dt_tensor *a);
+DT_API dt_tensor *dt_log(dt_tensor *a);
+DT_API dt_tensor *dt_sqrt(dt_tensor *a);
+DT_API dt_tensor *dt_rsqrt(dt_tensor *a);
+DT_API dt_tensor *dt_sin(dt_tensor *a);
+DT_API dt_tensor *dt_cos(dt_tensor *a);
+DT_API dt_tensor *dt_tanh(dt_tensor *a);
+DT_API dt_tensor *dt_sigmoid(dt_tensor *a);
+DT_API dt_tensor *dt_relu(dt_tensor *a);
+DT_API dt_tensor *dt_silu(dt_tensor *a);
+DT_API dt_tensor *dt_gelu(dt_tensor *a);        /* exact (erf) form */
+DT_API dt_tensor *dt_gelu_tanh(dt_tensor *a);   /* approximate="tanh" */
+DT_API dt_tensor *dt_clamp(dt_tensor *a, double min, double max);
+DT_API dt_tensor *dt_where(dt_tensor *cond, dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_masked_fill(dt_tensor *a, dt_tensor *mask, double value);
+DT_API dt_tensor *dt_eq(dt_tensor *a, dt_tensor *b);   /* → bool */
+DT_API dt_tensor *dt_ne(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_lt(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_le(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_gt(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_ge(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_logical_and(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_logical_or(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_logical_not(dt_tensor *a);
+DT_API dt_tensor *dt_cast(dt_tensor *a, dt_dtype dtype);
+
+/* -------------------------------------------------------------- reductions
+ * dims: ndims entries (negative counts from the end); ndims 0 = all dims.
+ * sum/prod of integers and bools give int64; mean/var need a float dtype. */
+DT_API dt_tensor *dt_sum(dt_tensor *a, const int *dims, int ndims,
+                         bool keepdim);
+DT_API dt_tensor *dt_mean(dt_tensor *a, const int *dims, int ndims,
+                          bool keepdim);
+DT_API dt_tensor *dt_amax(dt_tensor *a, const int *dims, int ndims,
+                          bool keepdim);
+DT_API dt_tensor *dt_amin(dt_tensor *a, const int *dims, int ndims,
+                          bool keepdim);
+DT_API dt_tensor *dt_prod(dt_tensor *a, const int *dims, int ndims,
+                          bool keepdim);
+/* int64 index of the first extreme element within the reduced dims, counted
+ * row-major over those dims (ndims 0 = flat index, as torch.argmax). */
+DT_API dt_tensor *dt_argmax(dt_tensor *a, const int *dims, int ndims,
+                            bool keepdim);
+DT_API dt_tensor *dt_argmin(dt_tensor *a, const int *dims, int ndims,
+                            bool keepdim);
+DT_API dt_tensor *dt_var(dt_tensor *a, const int *dims, int ndims,
+                         bool unbiased, bool keepdim);
+
+/* ---------------------------------------------------------------- nn / math */
+DT_API dt_tensor *dt_softmax(dt_tensor *a, int dim);
+DT_API dt_tensor *dt_log_softmax(dt_tensor *a, int dim);
+/* Over the last dim; weight and bias may be NULL (no affine). */
+DT_API dt_tensor *dt_layer_norm(dt_tensor *x, dt_tensor *weight,
+                                dt_tensor *bias, double eps);
+DT_API dt_tensor *dt_rms_norm(dt_tensor *x, dt_tensor *weight, double eps);
+/* 1-D·1-D dot, 2-D mm, batched with broadcast batch dims (torch.matmul). */
+DT_API dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b);
+/* x [..., in] · weight [out, in]ᵀ + bias [out] (bias may be NULL). */
+DT_API dt_tensor *dt_linear(dt_tensor *x, dt_tensor *weight, dt_tensor *bias);
+/* indices (int32/int64, any shape) into weight [num, dim] → [..., dim]. */
+DT_API dt_tensor *dt_embedding(dt_tensor *indices, dt_tensor *weight);
+DT_API dt_tensor *dt_index_select(dt_tensor *a, int dim, dt_tensor *index);
+typedef enum dt_reduction { DT_REDUCTION_MEAN, DT_REDUCTION_SUM,
+  DT_REDUCTION_NONE } dt_reduction;
+/* logits [N, C] (or [C]), target int64/int32 class indices [N] (or []);
+ * targets equal to ignore_index contribute nothing (mean divides by the
+ * number of non-ignored targets). */
+DT_API dt_tensor *dt_cross_entropy(dt_tensor *logits, dt_tensor *target,
+                                   dt_reduction reduction,
+                                   int64_t ignore_index);
+/* Seeded: the mask comes from the Philox stream like dt_rand. train=false
+ * or p=0 returns a copy. Kept values are scaled by 1/(1-p). */
+DT_API dt_tensor *dt_dropout(dt_tensor *a, double p, bool train);
+
+/* ---------------------------------------------------------- joining/splitting */
+DT_API dt_tensor *dt_cat(dt_tensor *const *tensors, int n, int dim);
+DT_API dt_tensor *dt_stack(dt_tensor *const *tensors, int n, int dim);
+/* Views of `a` in pieces of split_size along dim (the last may be smaller).
+ * Writes up to max_out new references into out; returns how many pieces
+ * there are, or -1 on error (out then holds nothing to release). */
+DT_API int dt_split(dt_tensor *a, int64_t split_size, int dim,
+                    dt_tensor **out, int max_out);
+/* torch.chunk: pieces of ceil(n / chunks); may return fewer than chunks. */
+DT_API int dt_chunk(dt_tensor *a, int chunks, int dim, dt_tensor **out,
+                    int max_out);
+
+/* ------------------------------------------------------------ interception
+ * The C form of TorchDispatchMode. A hook sees every op called on this
+ * thread while it is pushed (innermost hook first), with its boxed args,
+ * and must run it with dt_op_call_run (or fail it by returning an error).
+ * Ops called from inside a hook are seen by the hooks below it only. */
+typedef struct dt_op_call dt_op_call;
+typedef dt_status (*dt_intercept_fn)(dt_op_call *call, void *user);
+DT_API dt_status   dt_intercept_push(dt_intercept_fn fn, void *user);
+DT_API dt_status   dt_intercept_pop(void);       /* error if none pushed */
+DT_API dt_status   dt_op_call_run(dt_op_call *call);   /* redispatch below */
+DT_API const char *dt_op_call_name(const dt_op_call *call);     /* "add" */
+DT_API int         dt_op_call_num_inputs(const dt_op_call *call);
+/* the i-th tensor input (NULL for an optional tensor not given) */
+DT_API dt_tensor  *dt_op_call_input(const dt_op_call *call, int i);
+DT_API int         dt_op_call_num_outputs(const dt_op_call *call);
+DT_API dt_tensor  *dt_op_call_output(const dt_op_call *call, int i);
+/* "add(float32[4, 8], float32[4, 8]) -> float32[4, 8]" into buf. */
+DT_API int         dt_op_call_format(const dt_op_call *call, char *buf,
+                                     size_t len);
+
+/* Op printer (seed 004 experiment 1): prints each op to `out`. */
+DT_API dt_status dt_op_printer_push(FILE *out);
+/* Op counter (experiment 2): counts ops by name while pushed. */
+typedef struct dt_op_counter dt_op_counter;
+DT_API dt_op_counter *dt_op_counter_push(void);
+/* pops the counter's hook (it must be the innermost hook) */
+DT_API dt_status dt_op_counter_pop(dt_op_counter *c);
+DT_API int64_t   dt_op_counter_get(const dt_op_counter *c, const char *op);
+DT_API int64_t   dt_op_counter_total(const dt_op_counter *c);
+/* "  20 matmul\n  17 relu\n..." most frequent first */
+DT_API int       dt_op_counter_format(const dt_op_counter *c, char *buf,
+                                      size_t len);
+DT_API void      dt_op_counter_free(dt_op_counter *c);
+
+/* ---------------------------------------------------------------- threads
+ * OpenBLAS must run single-threaded inside rank threads (they are the
+ * parallelism). dt_blas_set_threads is that hook; the runtime calls it. */
+DT_API void dt_blas_set_threads(int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DTORCH_DTORCH_H */

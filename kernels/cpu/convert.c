@@ -1,0 +1,102 @@
+/* Loads from any storage dtype into a compute type and stores back. One
+ * switch per block of elements, not per element. */
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/half.h"
+
+dt_dtype cpu_compute_type(dt_dtype d) {
+  switch (d) {
+  case DT_FLOAT64: return DT_FLOAT64;
+  case DT_FLOAT32: case DT_FLOAT16: case DT_BFLOAT16: return DT_FLOAT32;
+  case DT_BOOL: return DT_BOOL;
+  default: return DT_INT64;
+  }
+}
+
+/* read element as the widest value of its kind */
+#define LOAD_LOOP(T, EXPR)                                                  \
+  do {                                                                      \
+    T *o = dst;                                                             \
+    for (int64_t i = 0; i < n; i++, src += ss) o[i] = (T)(EXPR);            \
+  } while (0)
+
+#define LOAD_ALL(T)                                                         \
+  switch (sd) {                                                             \
+  case DT_FLOAT32: LOAD_LOOP(T, *(const float *)src); break;                \
+  case DT_FLOAT64: LOAD_LOOP(T, *(const double *)src); break;               \
+  case DT_FLOAT16: LOAD_LOOP(T, dt_f16_to_f32(*(const uint16_t *)src)); break; \
+  case DT_BFLOAT16: LOAD_LOOP(T, dt_bf16_to_f32(*(const uint16_t *)src)); break; \
+  case DT_INT32: LOAD_LOOP(T, *(const int32_t *)src); break;                \
+  case DT_INT64: LOAD_LOOP(T, *(const int64_t *)src); break;                \
+  case DT_UINT8: LOAD_LOOP(T, *(const uint8_t *)src); break;                \
+  case DT_BOOL: LOAD_LOOP(T, *(const uint8_t *)src != 0); break;            \
+  default: break;                                                           \
+  }
+
+void cpu_load(void *dst, dt_dtype ct, const char *src, dt_dtype sd,
+              int64_t ss, int64_t n) {
+  switch (ct) {
+  case DT_FLOAT32: LOAD_ALL(float); break;
+  case DT_FLOAT64: LOAD_ALL(double); break;
+  case DT_INT64: LOAD_ALL(int64_t); break;
+  case DT_BOOL: {
+    /* truthiness, not a numeric cast: 0.5 is true */
+    uint8_t *o = dst;
+    for (int64_t i = 0; i < n; i++, src += ss) {
+      switch (sd) {
+      case DT_FLOAT32: o[i] = *(const float *)src != 0; break;
+      case DT_FLOAT64: o[i] = *(const double *)src != 0; break;
+      case DT_FLOAT16: o[i] = (*(const uint16_t *)src & 0x7fff) != 0; break;
+      case DT_BFLOAT16: o[i] = (*(const uint16_t *)src & 0x7fff) != 0; break;
+      case DT_INT32: o[i] = *(const int32_t *)src != 0; break;
+      case DT_INT64: o[i] = *(const int64_t *)src != 0; break;
+      default: o[i] = *(const uint8_t *)src != 0; break;
+      }
+    }
+    break;
+  }
+  default: break;
+  }
+}
+
+#define STORE_LOOP(T, S, EXPR)                                              \
+  do {                                                                      \
+    const S *in = src;                                                      \
+    for (int64_t i = 0; i < n; i++, dst += ds) {                            \
+      S x = in[i];                                                          \
+      *(T *)dst = (EXPR);                                                   \
+    }                                                                       \
+  } while (0)
+
+/* float -> integer casts go through int64 like C (truncation); values out
+ * of range are undefined in C, so clamp them to int64's range first */
+static inline int64_t f2i(double x) {
+  if (x != x) return 0;
+  if (x >= 9.2233720368547758e18) return INT64_MAX;
+  if (x <= -9.2233720368547758e18) return INT64_MIN;
+  return (int64_t)x;
+}
+
+#define STORE_ALL(S, TOINT)                                                 \
+  switch (dd) {                                                             \
+  case DT_FLOAT32: STORE_LOOP(float, S, (float)x); break;                   \
+  case DT_FLOAT64: STORE_LOOP(double, S, (double)x); break;                 \
+  case DT_FLOAT16: STORE_LOOP(uint16_t, S, dt_f32_to_f16((float)x)); break; \
+  case DT_BFLOAT16: STORE_LOOP(uint16_t, S, dt_f32_to_bf16((float)x)); break; \
+  case DT_INT32: STORE_LOOP(int32_t, S, (int32_t)(uint32_t)(uint64_t)TOINT(x)); break; \
+  case DT_INT64: STORE_LOOP(int64_t, S, TOINT(x)); break;                   \
+  case DT_UINT8: STORE_LOOP(uint8_t, S, (uint8_t)(uint64_t)TOINT(x)); break; \
+  case DT_BOOL: STORE_LOOP(uint8_t, S, (uint8_t)(x != 0)); break;           \
+  default: break;                                                           \
+  }
+
+#define ID(x) (x)
+void cpu_store(char *dst, dt_dtype dd, int64_t ds, const void *src,
+               dt_dtype ct, int64_t n) {
+  switch (ct) {
+  case DT_FLOAT32: STORE_ALL(float, f2i); break;
+  case DT_FLOAT64: STORE_ALL(double, f2i); break;
+  case DT_INT64: STORE_ALL(int64_t, ID); break;
+  case DT_BOOL: STORE_ALL(uint8_t, ID); break;
+  default: break;
+  }
+}

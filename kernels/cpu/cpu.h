@@ -1,0 +1,109 @@
+/* CPU kernels: compute over (pointer, sizes, strides). No runtime types here
+ * beyond the public dt_dtype; the ops layer turns tensors into cpu_views.
+ *
+ * Elementwise kernels run through a strided iterator (PyTorch's
+ * TensorIterator idea): operands are broadcast to the output shape (stride 0
+ * on broadcast dims), dims are coalesced where memory allows, and an inner
+ * loop runs over the innermost dim. Inner loops have a contiguous fast path
+ * on the native type and otherwise load blocks into a compute type
+ * (float32 for float32/float16/bfloat16, float64, int64, bool), compute,
+ * and store converting back. The iterator runs any linear range
+ * [begin, end) of the output, so the scheduler can later split work into
+ * fixed-size chunks that depend only on the sizes. */
+#ifndef DT_KERNELS_CPU_CPU_H
+#define DT_KERNELS_CPU_CPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtorch/dtorch.h"
+
+typedef struct cpu_view {
+  char *data;                      /* first element */
+  dt_dtype dtype;
+  int ndim;
+  int64_t sizes[DT_MAX_DIMS];
+  int64_t strides[DT_MAX_DIMS];    /* in elements */
+} cpu_view;
+
+size_t cpu_dtype_size(dt_dtype d);
+
+/* ---- the strided iterator */
+#define CPU_ITER_MAX_OPS 4
+typedef void (*cpu_inner_fn)(char **ptrs, const int64_t *byte_strides,
+                             int64_t n, void *ctx);
+typedef struct cpu_iter {
+  int nops;                                   /* op 0 is the output */
+  int ndim;                                   /* after coalescing */
+  int64_t sizes[DT_MAX_DIMS];                 /* innermost first */
+  int64_t strides[CPU_ITER_MAX_OPS][DT_MAX_DIMS]; /* bytes, innermost first */
+  char *base[CPU_ITER_MAX_OPS];
+  int64_t numel;
+} cpu_iter;
+
+/* Builds an iterator over out's shape; inputs must already have out's ndim
+ * (callers expand them: size-1 dims get stride 0). */
+void cpu_iter_init(cpu_iter *it, const cpu_view *ops, int nops);
+/* Runs fn over output elements [begin, end) in row-major order. */
+void cpu_iter_run(const cpu_iter *it, int64_t begin, int64_t end,
+                  cpu_inner_fn fn, void *ctx);
+/* Broadcast view: v with its dims right-aligned to ndim/sizes, stride 0 where
+ * v has size 1 and sizes does not. */
+cpu_view cpu_view_broadcast(const cpu_view *v, int ndim, const int64_t *sizes);
+
+/* ---- conversions between storage dtypes and compute types */
+/* compute type used for a storage dtype: f32 for float32/16/bf16, f64, i64
+ * for integers, bool for bool */
+dt_dtype cpu_compute_type(dt_dtype d);
+/* n elements from src (dtype sd, byte stride ss) to a contiguous dst of
+ * compute type ct (DT_FLOAT32, DT_FLOAT64, DT_INT64 or DT_BOOL). */
+void cpu_load(void *dst, dt_dtype ct, const char *src, dt_dtype sd,
+              int64_t ss, int64_t n);
+/* n elements from a contiguous src of compute type ct to dst (dtype dd). */
+void cpu_store(char *dst, dt_dtype dd, int64_t ds, const void *src,
+               dt_dtype ct, int64_t n);
+
+/* ---- pointwise ops */
+typedef enum cpu_binary_op {
+  CPU_ADD, CPU_SUB, CPU_MUL, CPU_DIV, CPU_POW, CPU_MAX, CPU_MIN,
+  CPU_EQ, CPU_NE, CPU_LT, CPU_LE, CPU_GT, CPU_GE, CPU_AND, CPU_OR,
+  CPU_BINARY_COUNT
+} cpu_binary_op;
+typedef enum cpu_unary_op {
+  CPU_NEG, CPU_ABS, CPU_EXP, CPU_LOG, CPU_SQRT, CPU_RSQRT, CPU_SIN, CPU_COS,
+  CPU_TANH, CPU_SIGMOID, CPU_RELU, CPU_SILU, CPU_GELU, CPU_GELU_TANH,
+  CPU_NOT, CPU_COPY, CPU_UNARY_COUNT
+} cpu_unary_op;
+
+/* out = a op b; out, a, b already broadcast to out's shape; ct = compute
+ * type of the inputs (comparisons/logical ops write bool outputs). */
+void cpu_binary(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
+                const cpu_view *a, const cpu_view *b);
+/* out = a op s (scalar second operand) */
+void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
+                       const cpu_view *a, double s);
+/* out = op(a); CPU_COPY converts dtype (cast, contiguous, clone) */
+void cpu_unary(cpu_unary_op op, dt_dtype ct, const cpu_view *out,
+               const cpu_view *a);
+void cpu_clamp(dt_dtype ct, const cpu_view *out, const cpu_view *a,
+               double lo, double hi);
+/* out = cond ? a : b (all broadcast; cond bool-like) */
+void cpu_where(dt_dtype ct, const cpu_view *out, const cpu_view *cond,
+               const cpu_view *a, const cpu_view *b);
+/* fills a contiguous buffer of n elements of dtype d with value v */
+void cpu_fill(void *dst, dt_dtype d, int64_t n, double v);
+
+/* ---- random (Philox 4x32-10, counter-based) */
+/* Four 32-bit outputs for counter (c0..c3) and key (k0, k1). */
+void cpu_philox4x32(const uint32_t ctr[4], const uint32_t key[2],
+                    uint32_t out[4]);
+/* Element i of the stream (seed, offset): uniform in [0, 1) and N(0, 1).
+ * Depends only on (seed, offset + i): a shard computes its own slice. */
+double cpu_philox_uniform(uint64_t seed, uint64_t index);
+double cpu_philox_normal(uint64_t seed, uint64_t index);
+/* dst[j] for j in [0, n): element (first + j) of the stream */
+void cpu_rand_fill(void *dst, dt_dtype d, int64_t n, uint64_t seed,
+                   uint64_t first, bool normal);
+
+#endif

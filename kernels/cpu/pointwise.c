@@ -1,0 +1,386 @@
+/* Elementwise kernels over the strided iterator. Each inner loop takes the
+ * contiguous native-type fast path when it can, else converts blocks of
+ * CPU_BLOCK elements through the compute type. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+
+#define CPU_BLOCK 256
+
+/* ------------------------------------------------------------ binary */
+#define BIN_ARITH(T, OP, o, a, b, n)                                        \
+  for (int64_t i = 0; i < n; i++) o[i] = (T)(a[i] OP b[i])
+
+static int64_t ipow(int64_t b, int64_t e) {
+  if (e < 0) return b == 1 ? 1 : b == -1 ? (e & 1 ? -1 : 1) : 0;
+  int64_t r = 1;
+  while (e) {
+    if (e & 1) r = (int64_t)((uint64_t)r * (uint64_t)b);
+    b = (int64_t)((uint64_t)b * (uint64_t)b);
+    e >>= 1;
+  }
+  return r;
+}
+
+/* integer arithmetic wraps (two's complement) like PyTorch; do it unsigned */
+#define U(x) ((uint64_t)(x))
+static void bin_i64(cpu_binary_op op, int64_t n, void *ov, const int64_t *a,
+                    const int64_t *b) {
+  int64_t *o = ov;
+  uint8_t *ob = ov;
+  switch (op) {
+  case CPU_ADD: for (int64_t i = 0; i < n; i++) o[i] = (int64_t)(U(a[i]) + U(b[i])); break;
+  case CPU_SUB: for (int64_t i = 0; i < n; i++) o[i] = (int64_t)(U(a[i]) - U(b[i])); break;
+  case CPU_MUL: for (int64_t i = 0; i < n; i++) o[i] = (int64_t)(U(a[i]) * U(b[i])); break;
+  case CPU_POW: for (int64_t i = 0; i < n; i++) o[i] = ipow(a[i], b[i]); break;
+  case CPU_MAX: for (int64_t i = 0; i < n; i++) o[i] = a[i] > b[i] ? a[i] : b[i]; break;
+  case CPU_MIN: for (int64_t i = 0; i < n; i++) o[i] = a[i] < b[i] ? a[i] : b[i]; break;
+  case CPU_EQ: for (int64_t i = 0; i < n; i++) ob[i] = a[i] == b[i]; break;
+  case CPU_NE: for (int64_t i = 0; i < n; i++) ob[i] = a[i] != b[i]; break;
+  case CPU_LT: for (int64_t i = 0; i < n; i++) ob[i] = a[i] < b[i]; break;
+  case CPU_LE: for (int64_t i = 0; i < n; i++) ob[i] = a[i] <= b[i]; break;
+  case CPU_GT: for (int64_t i = 0; i < n; i++) ob[i] = a[i] > b[i]; break;
+  case CPU_GE: for (int64_t i = 0; i < n; i++) ob[i] = a[i] >= b[i]; break;
+  case CPU_AND: for (int64_t i = 0; i < n; i++) ob[i] = a[i] && b[i]; break;
+  case CPU_OR: for (int64_t i = 0; i < n; i++) ob[i] = a[i] || b[i]; break;
+  default: break; /* CPU_DIV never runs on integers (true division) */
+  }
+}
+#undef U
+
+/* float kinds: T = float or double, M = math suffix */
+#define BIN_FLOAT(NAME, T, POWF, FMAX)                                      \
+  static void NAME(cpu_binary_op op, int64_t n, void *ov,                   \
+                   const T *restrict a, const T *restrict b) {              \
+    T *restrict o = ov;                                                     \
+    uint8_t *ob = ov;                                                       \
+    switch (op) {                                                           \
+    case CPU_ADD: BIN_ARITH(T, +, o, a, b, n); break;                       \
+    case CPU_SUB: BIN_ARITH(T, -, o, a, b, n); break;                       \
+    case CPU_MUL: BIN_ARITH(T, *, o, a, b, n); break;                       \
+    case CPU_DIV: BIN_ARITH(T, /, o, a, b, n); break;                       \
+    case CPU_POW: for (int64_t i = 0; i < n; i++) o[i] = POWF(a[i], b[i]); break; \
+    /* maximum/minimum propagate NaN like PyTorch */                        \
+    case CPU_MAX:                                                           \
+      for (int64_t i = 0; i < n; i++)                                       \
+        o[i] = a[i] != a[i] ? a[i] : b[i] != b[i] ? b[i] : FMAX(a[i], b[i]);  \
+      break;                                                                \
+    case CPU_MIN:                                                           \
+      for (int64_t i = 0; i < n; i++)                                       \
+        o[i] = a[i] != a[i] ? a[i] : b[i] != b[i] ? b[i] : (a[i] < b[i] ? a[i] : b[i]); \
+      break;                                                                \
+    case CPU_EQ: for (int64_t i = 0; i < n; i++) ob[i] = a[i] == b[i]; break; \
+    case CPU_NE: for (int64_t i = 0; i < n; i++) ob[i] = a[i] != b[i]; break; \
+    case CPU_LT: for (int64_t i = 0; i < n; i++) ob[i] = a[i] < b[i]; break; \
+    case CPU_LE: for (int64_t i = 0; i < n; i++) ob[i] = a[i] <= b[i]; break; \
+    case CPU_GT: for (int64_t i = 0; i < n; i++) ob[i] = a[i] > b[i]; break; \
+    case CPU_GE: for (int64_t i = 0; i < n; i++) ob[i] = a[i] >= b[i]; break; \
+    case CPU_AND: for (int64_t i = 0; i < n; i++) ob[i] = a[i] != 0 && b[i] != 0; break; \
+    case CPU_OR: for (int64_t i = 0; i < n; i++) ob[i] = a[i] != 0 || b[i] != 0; break; \
+    default: break;                                                         \
+    }                                                                       \
+  }
+#define MAXOF(x, y) ((x) > (y) ? (x) : (y))
+BIN_FLOAT(bin_f32, float, powf, MAXOF)
+BIN_FLOAT(bin_f64, double, pow, MAXOF)
+
+static void bin_bool(cpu_binary_op op, int64_t n, uint8_t *o, const uint8_t *a,
+                     const uint8_t *b) {
+  for (int64_t i = 0; i < n; i++) {
+    switch (op) {
+    case CPU_ADD: case CPU_OR: case CPU_MAX: o[i] = a[i] | b[i]; break;
+    case CPU_MUL: case CPU_AND: case CPU_MIN: o[i] = a[i] & b[i]; break;
+    case CPU_EQ: o[i] = a[i] == b[i]; break;
+    case CPU_NE: o[i] = a[i] != b[i]; break;
+    case CPU_LT: o[i] = a[i] < b[i]; break;
+    case CPU_LE: o[i] = a[i] <= b[i]; break;
+    case CPU_GT: o[i] = a[i] > b[i]; break;
+    case CPU_GE: o[i] = a[i] >= b[i]; break;
+    default: o[i] = 0; break;
+    }
+  }
+}
+
+static void bin_contig(cpu_binary_op op, dt_dtype ct, int64_t n, void *o,
+                       const void *a, const void *b) {
+  switch (ct) {
+  case DT_FLOAT32: bin_f32(op, n, o, a, b); break;
+  case DT_FLOAT64: bin_f64(op, n, o, a, b); break;
+  case DT_INT64: bin_i64(op, n, o, a, b); break;
+  default: bin_bool(op, n, o, a, b); break;
+  }
+}
+
+static bool is_compare(cpu_binary_op op) { return op >= CPU_EQ; }
+
+typedef struct bin_ctx {
+  cpu_binary_op op;
+  dt_dtype ct, out_ct, dt[3]; /* out, a, b storage dtypes */
+  const void *scalar;          /* b is this one compute-type value */
+} bin_ctx;
+
+static void bin_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
+  const bin_ctx *c = vctx;
+  size_t cs = cpu_dtype_size(c->ct), ocs = cpu_dtype_size(c->out_ct);
+  bool native = c->dt[0] == c->out_ct && c->dt[1] == c->ct &&
+                (c->scalar || c->dt[2] == c->ct);
+  if (native && st[0] == (int64_t)ocs && st[1] == (int64_t)cs &&
+      !c->scalar && st[2] == (int64_t)cs) {
+    bin_contig(c->op, c->ct, n, p[0], p[1], p[2]);
+    return;
+  }
+  _Alignas(64) char ba[CPU_BLOCK * 8], bb[CPU_BLOCK * 8], bo[CPU_BLOCK * 8];
+  if (c->scalar)
+    for (int i = 0; i < CPU_BLOCK; i++) memcpy(bb + i * cs, c->scalar, cs);
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
+    cpu_load(ba, c->ct, p[1] + s * st[1], c->dt[1], st[1], k);
+    if (!c->scalar) cpu_load(bb, c->ct, p[2] + s * st[2], c->dt[2], st[2], k);
+    bin_contig(c->op, c->ct, k, bo, ba, bb);
+    cpu_store(p[0] + s * st[0], c->dt[0], st[0], bo, c->out_ct, k);
+  }
+}
+
+void cpu_binary(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
+                const cpu_view *a, const cpu_view *b) {
+  bin_ctx c = {op, ct, is_compare(op) ? DT_BOOL : ct,
+               {out->dtype, a->dtype, b->dtype}, NULL};
+  cpu_view ops[3] = {*out, *a, *b};
+  cpu_iter it;
+  cpu_iter_init(&it, ops, 3);
+  cpu_iter_run(&it, 0, it.numel, bin_inner, &c);
+}
+
+void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
+                       const cpu_view *a, double s) {
+  _Alignas(8) char sv[8];
+  switch (ct) {
+  case DT_FLOAT32: *(float *)sv = (float)s; break;
+  case DT_FLOAT64: *(double *)sv = s; break;
+  case DT_INT64: *(int64_t *)sv = (int64_t)s; break;
+  default: *(uint8_t *)sv = s != 0; break;
+  }
+  bin_ctx c = {op, ct, is_compare(op) ? DT_BOOL : ct,
+               {out->dtype, a->dtype, a->dtype}, sv};
+  cpu_view ops[2] = {*out, *a};
+  cpu_iter it;
+  cpu_iter_init(&it, ops, 2);
+  /* the scalar operand has no pointer; give the inner loop a dummy slot */
+  if (ct == DT_FLOAT32 && out->dtype == DT_FLOAT32 && a->dtype == DT_FLOAT32 &&
+      !is_compare(op) && op <= CPU_DIV) {
+    /* common case fast path: contiguous f32 ⊕ scalar */
+    bool contig = it.ndim == 1 && it.strides[0][0] == 4 && it.strides[1][0] == 4;
+    if (contig) {
+      float *o = (float *)(void *)out->data;
+      const float *x = (const float *)(const void *)a->data;
+      float v = *(float *)sv;
+      int64_t n = it.numel;
+      switch (op) {
+      case CPU_ADD: for (int64_t i = 0; i < n; i++) o[i] = x[i] + v; return;
+      case CPU_SUB: for (int64_t i = 0; i < n; i++) o[i] = x[i] - v; return;
+      case CPU_MUL: for (int64_t i = 0; i < n; i++) o[i] = x[i] * v; return;
+      default: for (int64_t i = 0; i < n; i++) o[i] = x[i] / v; return;
+      }
+    }
+  }
+  it.nops = 3;
+  it.base[2] = NULL;
+  for (int d = 0; d < it.ndim; d++) it.strides[2][d] = 0;
+  cpu_iter_run(&it, 0, it.numel, bin_inner, &c);
+}
+
+/* ------------------------------------------------------------- unary */
+static inline float gelu_f(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+static inline float gelu_tanh_f(float x) {
+  float k = 0.7978845608028654f; /* sqrt(2/pi) */
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+static inline double gelu_d(double x) {
+  return 0.5 * x * (1.0 + erf(x * 0.70710678118654752));
+}
+static inline double gelu_tanh_d(double x) {
+  double k = 0.79788456080286535588;
+  return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
+}
+
+#define UN_FLOAT(NAME, T, S, GELU, GELU_T)                                  \
+  static void NAME(cpu_unary_op op, int64_t n, T *restrict o,               \
+                   const T *restrict a) {                                   \
+    switch (op) {                                                           \
+    case CPU_NEG: for (int64_t i = 0; i < n; i++) o[i] = -a[i]; break;      \
+    case CPU_ABS: for (int64_t i = 0; i < n; i++) o[i] = fabs##S(a[i]); break; \
+    case CPU_EXP: for (int64_t i = 0; i < n; i++) o[i] = exp##S(a[i]); break; \
+    case CPU_LOG: for (int64_t i = 0; i < n; i++) o[i] = log##S(a[i]); break; \
+    case CPU_SQRT: for (int64_t i = 0; i < n; i++) o[i] = sqrt##S(a[i]); break; \
+    case CPU_RSQRT: for (int64_t i = 0; i < n; i++) o[i] = (T)1 / sqrt##S(a[i]); break; \
+    case CPU_SIN: for (int64_t i = 0; i < n; i++) o[i] = sin##S(a[i]); break; \
+    case CPU_COS: for (int64_t i = 0; i < n; i++) o[i] = cos##S(a[i]); break; \
+    case CPU_TANH: for (int64_t i = 0; i < n; i++) o[i] = tanh##S(a[i]); break; \
+    case CPU_SIGMOID: for (int64_t i = 0; i < n; i++) o[i] = (T)1 / ((T)1 + exp##S(-a[i])); break; \
+    case CPU_RELU: for (int64_t i = 0; i < n; i++) o[i] = a[i] > 0 ? a[i] : (a[i] != a[i] ? a[i] : 0); break; \
+    case CPU_SILU: for (int64_t i = 0; i < n; i++) o[i] = a[i] / ((T)1 + exp##S(-a[i])); break; \
+    case CPU_GELU: for (int64_t i = 0; i < n; i++) o[i] = GELU(a[i]); break; \
+    case CPU_GELU_TANH: for (int64_t i = 0; i < n; i++) o[i] = GELU_T(a[i]); break; \
+    case CPU_COPY: memcpy(o, a, (size_t)n * sizeof(T)); break;              \
+    default: break;                                                         \
+    }                                                                       \
+  }
+UN_FLOAT(un_f32, float, f, gelu_f, gelu_tanh_f)
+UN_FLOAT(un_f64, double, , gelu_d, gelu_tanh_d)
+
+static void un_i64(cpu_unary_op op, int64_t n, int64_t *o, const int64_t *a) {
+  for (int64_t i = 0; i < n; i++) {
+    switch (op) {
+    case CPU_NEG: o[i] = (int64_t)(0 - (uint64_t)a[i]); break;
+    case CPU_ABS: o[i] = a[i] < 0 ? (int64_t)(0 - (uint64_t)a[i]) : a[i]; break;
+    case CPU_RELU: o[i] = a[i] > 0 ? a[i] : 0; break;
+    default: o[i] = a[i]; break; /* CPU_COPY */
+    }
+  }
+}
+
+static void un_contig(cpu_unary_op op, dt_dtype ct, int64_t n, void *o,
+                      const void *a) {
+  switch (ct) {
+  case DT_FLOAT32: un_f32(op, n, o, a); break;
+  case DT_FLOAT64: un_f64(op, n, o, a); break;
+  case DT_INT64: un_i64(op, n, o, a); break;
+  default: { /* bool: logical_not, copy, abs/relu are identity */
+    uint8_t *ob = o;
+    const uint8_t *ab = a;
+    for (int64_t i = 0; i < n; i++) ob[i] = op == CPU_NOT ? !ab[i] : ab[i];
+    break;
+  }
+  }
+}
+
+typedef struct un_ctx { cpu_unary_op op; dt_dtype ct, dt[2]; } un_ctx;
+
+static void un_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
+  const un_ctx *c = vctx;
+  size_t cs = cpu_dtype_size(c->ct);
+  if (c->dt[0] == c->ct && c->dt[1] == c->ct && st[0] == (int64_t)cs &&
+      st[1] == (int64_t)cs) {
+    un_contig(c->op, c->ct, n, p[0], p[1]);
+    return;
+  }
+  if (c->op == CPU_COPY && c->dt[0] == c->dt[1]) { /* strided same-type copy */
+    size_t es = cpu_dtype_size(c->dt[0]);
+    for (int64_t i = 0; i < n; i++)
+      memcpy(p[0] + i * st[0], p[1] + i * st[1], es);
+    return;
+  }
+  _Alignas(64) char ba[CPU_BLOCK * 8], bo[CPU_BLOCK * 8];
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
+    cpu_load(ba, c->ct, p[1] + s * st[1], c->dt[1], st[1], k);
+    un_contig(c->op, c->ct, k, bo, ba);
+    cpu_store(p[0] + s * st[0], c->dt[0], st[0], bo, c->ct, k);
+  }
+}
+
+void cpu_unary(cpu_unary_op op, dt_dtype ct, const cpu_view *out,
+               const cpu_view *a) {
+  un_ctx c = {op, ct, {out->dtype, a->dtype}};
+  cpu_view ops[2] = {*out, *a};
+  cpu_iter it;
+  cpu_iter_init(&it, ops, 2);
+  cpu_iter_run(&it, 0, it.numel, un_inner, &c);
+}
+
+/* ------------------------------------------------------ clamp, where */
+typedef struct clamp_ctx { dt_dtype ct, dt[2]; double lo, hi; } clamp_ctx;
+
+static void clamp_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
+  const clamp_ctx *c = vctx;
+  _Alignas(64) char b[CPU_BLOCK * 8];
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
+    cpu_load(b, c->ct, p[1] + s * st[1], c->dt[1], st[1], k);
+    if (c->ct == DT_FLOAT32) {
+      float *x = (float *)b, lo = (float)c->lo, hi = (float)c->hi;
+      for (int64_t i = 0; i < k; i++) /* min(max(x, lo), hi); NaN stays */
+        if (x[i] == x[i]) x[i] = fminf(fmaxf(x[i], lo), hi);
+    } else if (c->ct == DT_FLOAT64) {
+      double *x = (double *)b;
+      for (int64_t i = 0; i < k; i++)
+        if (x[i] == x[i]) x[i] = fmin(fmax(x[i], c->lo), c->hi);
+    } else {
+      int64_t *x = (int64_t *)b;
+      for (int64_t i = 0; i < k; i++) {
+        /* integer bounds (the ops layer promotes otherwise) */
+        if (c->lo > -9.2e18 && (double)x[i] < c->lo) x[i] = (int64_t)c->lo;
+        if (c->hi < 9.2e18 && (double)x[i] > c->hi) x[i] = (int64_t)c->hi;
+      }
+    }
+    cpu_store(p[0] + s * st[0], c->dt[0], st[0], b, c->ct, k);
+  }
+}
+
+void cpu_clamp(dt_dtype ct, const cpu_view *out, const cpu_view *a,
+               double lo, double hi) {
+  clamp_ctx c = {ct, {out->dtype, a->dtype}, lo, hi};
+  cpu_view ops[2] = {*out, *a};
+  cpu_iter it;
+  cpu_iter_init(&it, ops, 2);
+  cpu_iter_run(&it, 0, it.numel, clamp_inner, &c);
+}
+
+typedef struct where_ctx { dt_dtype ct, dt[4]; } where_ctx;
+
+static void where_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
+  const where_ctx *c = vctx;
+  size_t cs = cpu_dtype_size(c->ct);
+  _Alignas(64) uint8_t bc[CPU_BLOCK];
+  _Alignas(64) char ba[CPU_BLOCK * 8], bb[CPU_BLOCK * 8];
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
+    cpu_load(bc, DT_BOOL, p[1] + s * st[1], c->dt[1], st[1], k);
+    cpu_load(ba, c->ct, p[2] + s * st[2], c->dt[2], st[2], k);
+    cpu_load(bb, c->ct, p[3] + s * st[3], c->dt[3], st[3], k);
+    for (int64_t i = 0; i < k; i++)
+      if (!bc[i]) memcpy(ba + i * cs, bb + i * cs, cs);
+    cpu_store(p[0] + s * st[0], c->dt[0], st[0], ba, c->ct, k);
+  }
+}
+
+void cpu_where(dt_dtype ct, const cpu_view *out, const cpu_view *cond,
+               const cpu_view *a, const cpu_view *b) {
+  where_ctx c = {ct, {out->dtype, cond->dtype, a->dtype, b->dtype}};
+  cpu_view ops[4] = {*out, *cond, *a, *b};
+  cpu_iter it;
+  cpu_iter_init(&it, ops, 4);
+  cpu_iter_run(&it, 0, it.numel, where_inner, &c);
+}
+
+void cpu_fill(void *dst, dt_dtype d, int64_t n, double v) {
+  char *p = dst;
+  size_t es = cpu_dtype_size(d);
+  if (n <= 0) return;
+  if (v == 0 && !(d == DT_FLOAT32 || d == DT_FLOAT64 ? signbit(v) : 0)) {
+    memset(p, 0, (size_t)n * es);
+    return;
+  }
+  /* convert once, then replicate by doubling memcpy */
+  double one = v;
+  dt_dtype ct = d == DT_FLOAT64 ? DT_FLOAT64
+                : (d == DT_INT64 || d == DT_INT32 || d == DT_UINT8) ? DT_INT64
+                : d == DT_BOOL ? DT_BOOL : DT_FLOAT32;
+  _Alignas(8) char tmp[8];
+  switch (ct) {
+  case DT_FLOAT64: memcpy(tmp, &one, 8); break;
+  case DT_INT64: { int64_t x = (int64_t)one; memcpy(tmp, &x, 8); break; }
+  case DT_BOOL: tmp[0] = one != 0; break;
+  default: { float f = (float)one; memcpy(tmp, &f, 4); break; }
+  }
+  cpu_store(p, d, (int64_t)es, tmp, ct, 1);
+  int64_t have = 1;
+  while (have < n) {
+    int64_t k = have < n - have ? have : n - have;
+    memcpy(p + have * es, p, (size_t)k * es);
+    have += k;
+  }
+}

@@ -1,0 +1,79 @@
+/* Counter-based random numbers: Philox 4x32-10 (Salmon et al., SC'11,
+ * "Parallel random numbers: as easy as 1, 2, 3"). Element i of the stream
+ * keyed by seed is a pure function of (seed, i), so any rank can produce any
+ * slice of a tensor's values without the others: the value of element i does
+ * not depend on how the tensor is split.
+ *
+ * Layout: one Philox call with counter (i / 2, 0, 0, 0)... would tie pairs of
+ * elements together; instead each element i uses counter (lo32(i), hi32(i),
+ * 0, 0) and takes out[0] (uniform) or out[0], out[1] (Box–Muller normal). */
+#include <math.h>
+
+#include "kernels/cpu/cpu.h"
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+void cpu_philox4x32(const uint32_t ctr[4], const uint32_t key[2],
+                    uint32_t out[4]) {
+  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
+  uint32_t k0 = key[0], k1 = key[1];
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+    uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c0 = n0;
+    c1 = (uint32_t)p1;
+    c2 = n2;
+    c3 = (uint32_t)p0;
+    k0 += PHILOX_W0;
+    k1 += PHILOX_W1;
+  }
+  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+static void philox_at(uint64_t seed, uint64_t index, uint32_t out[4]) {
+  uint32_t ctr[4] = {(uint32_t)index, (uint32_t)(index >> 32), 0, 0};
+  uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+  cpu_philox4x32(ctr, key, out);
+}
+
+/* 53 random bits to a double in [0, 1) */
+static double to_unit(uint32_t hi, uint32_t lo) {
+  uint64_t bits = ((uint64_t)hi << 21) ^ (lo >> 11);
+  return (double)(bits & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+
+double cpu_philox_uniform(uint64_t seed, uint64_t index) {
+  uint32_t r[4];
+  philox_at(seed, index, r);
+  return to_unit(r[0], r[1]);
+}
+
+double cpu_philox_normal(uint64_t seed, uint64_t index) {
+  uint32_t r[4];
+  philox_at(seed, index, r);
+  double u1 = to_unit(r[0], r[1]), u2 = to_unit(r[2], r[3]);
+  if (u1 < 1e-300) u1 = 1e-300;
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+void cpu_rand_fill(void *dst, dt_dtype d, int64_t n, uint64_t seed,
+                   uint64_t first, bool normal) {
+  char *p = dst;
+  size_t es = cpu_dtype_size(d);
+  for (int64_t i = 0; i < n; i++) {
+    double v = normal ? cpu_philox_normal(seed, first + (uint64_t)i)
+                      : cpu_philox_uniform(seed, first + (uint64_t)i);
+    if (!normal && d != DT_FLOAT64) {
+      /* rounding to a narrow float may give 1.0: keep [0, 1) */
+      float f = (float)v;
+      if (f >= 1.0f) v = 0.99999994f;
+      if (d == DT_FLOAT16 && v > 0.99951171875) v = 0.99951171875;
+      if (d == DT_BFLOAT16 && v > 0.99609375) v = 0.99609375;
+    }
+    cpu_store(p + (size_t)i * es, d, (int64_t)es, &v, DT_FLOAT64, 1);
+  }
+}

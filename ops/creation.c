@@ -1,0 +1,91 @@
+/* Factories: empty, full (zeros, ones and the _like forms are full),
+ * from_host. Schema args: shape 'I', dtype 'D', then per op. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/ops.h"
+
+dt_status ops_factory_infer(dt_op_call *c) {
+  int ishape = c->op == DT_OP_FROM_HOST ? 1 : 0;
+  dt_shape s = c->args[ishape].ints;
+  dt_dtype d = c->args[ishape + 1].dtype;
+  if (!dt_dtype_valid(d))
+    return dt_error_set(DT_ERR_DTYPE, "%s: dtype %d is not a valid dt_dtype",
+                        c->api, (int)d);
+  if (s.ndim < 0 || s.ndim > DT_MAX_DIMS)
+    return dt_error_set(DT_ERR_SHAPE, "%s: shape has %d dims (expected 0..%d)",
+                        c->api, s.ndim, DT_MAX_DIMS);
+  for (int i = 0; i < s.ndim; i++)
+    if (s.dims[i] < 0) {
+      char b[DT_SHAPE_STR_LEN];
+      return dt_error_set(DT_ERR_SHAPE,
+                          "%s: negative size %lld at dim %d of shape %s",
+                          c->api, (long long)s.dims[i], i,
+                          dt_shape_str(s.dims, s.ndim, b, sizeof b));
+    }
+  if ((c->op == DT_OP_RAND || c->op == DT_OP_RANDN) && !dt_dtype_is_float(d))
+    return dt_error_set(DT_ERR_DTYPE, "%s: random values need a floating "
+                        "dtype, got %s", c->api, dt_dtype_name(d));
+  ops_meta_set(&c->meta[0], d, s.ndim, s.dims);
+  return DT_OK;
+}
+
+dt_status ops_empty_cpu(dt_op_call *c) {
+  (void)c;
+  return DT_OK;
+}
+
+dt_status ops_full_cpu(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  cpu_fill(dt_tensor_data(o), o->dtype, dt_numel(o), c->args[2].d);
+  return DT_OK;
+}
+
+dt_status ops_random_cpu(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  cpu_rand_fill(dt_tensor_data(o), o->dtype, dt_numel(o),
+                (uint64_t)c->args[2].i, (uint64_t)c->args[3].i,
+                c->op == DT_OP_RANDN);
+  return DT_OK;
+}
+
+dt_status ops_from_host_cpu(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  size_t n = (size_t)dt_numel(o) * dt_dtype_size(o->dtype);
+  if (n) memcpy(dt_tensor_data(o), c->args[0].p, n);
+  return DT_OK;
+}
+
+dt_status ops_arange_infer(dt_op_call *c) {
+  double start = c->args[0].d, end = c->args[1].d, step = c->args[2].d;
+  dt_dtype d = c->args[3].dtype;
+  if (!dt_dtype_valid(d))
+    return dt_error_set(DT_ERR_DTYPE, "%s: dtype %d is not a valid dt_dtype",
+                        c->api, (int)d);
+  if (!isfinite(start) || !isfinite(end) || !isfinite(step))
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: start %g, end %g and step %g must be finite",
+                        c->api, start, end, step);
+  if (step == 0 || (step > 0 && end < start) || (step < 0 && end > start))
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: step %g does not lead from start %g to end %g",
+                        c->api, step, start, end);
+  double len = ceil((end - start) / step);
+  if (len > 9e15)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: %g elements is too many", c->api, len);
+  int64_t n = (int64_t)len;
+  ops_meta_set(&c->meta[0], d, 1, &n);
+  return DT_OK;
+}
+
+dt_status ops_arange_cpu(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  double start = c->args[0].d, step = c->args[2].d;
+  char *p = dt_tensor_data(o);
+  size_t es = dt_dtype_size(o->dtype);
+  int64_t n = dt_numel(o);
+  for (int64_t i = 0; i < n; i++)
+    dt_store_double(p + (size_t)i * es, o->dtype, start + (double)i * step);
+  return DT_OK;
+}

@@ -1,0 +1,267 @@
+/* Pointwise ops: binary (with broadcasting and type promotion), scalar
+ * forms, unary, clamp, where, masked_fill, cast; and the copy kernel shared
+ * by contiguous/clone/reshape. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/ops.h"
+
+/* the op list and the kernel enums are in the same order */
+_Static_assert(DT_OP_LOGICAL_OR - DT_OP_ADD == CPU_OR - CPU_ADD, "binary order");
+_Static_assert(DT_OP_POW_SCALAR - DT_OP_ADD_SCALAR == CPU_POW - CPU_ADD,
+               "scalar order");
+_Static_assert(DT_OP_LOGICAL_NOT - DT_OP_NEG == CPU_NOT - CPU_NEG, "unary order");
+
+static bool is_0d(const dt_tensor *t) { return t->local.ndim == 0; }
+
+static dt_status check_dtype(const dt_op_call *c, const dt_tensor *t,
+                             const char *arg) {
+  if (!dt_dtype_valid(t->dtype))
+    return dt_error_set(DT_ERR_DTYPE, "%s: %s has invalid dtype %d", c->api,
+                        arg, (int)t->dtype);
+  return DT_OK;
+}
+
+/* ---- binary */
+dt_status ops_binary_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t, *b = c->args[1].t;
+  dt_meta *m = &c->meta[0];
+  dt_status st = ops_broadcast_shapes(c, a->local.sizes, a->local.ndim,
+                                      b->local.sizes, b->local.ndim, m->sizes,
+                                      &m->ndim);
+  if (st != DT_OK) return st;
+  dt_dtype r = dt_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b));
+  switch (c->op) {
+  case DT_OP_SUB:
+    if (a->dtype == DT_BOOL && b->dtype == DT_BOOL)
+      return dt_error_set(DT_ERR_DTYPE, "%s: subtraction of two bool tensors "
+                          "is not supported; use dt_logical_and/or/not",
+                          c->api);
+    break;
+  case DT_OP_DIV:
+    if (!dt_dtype_is_float(r)) r = DT_FLOAT32; /* true division */
+    break;
+  case DT_OP_EQ: case DT_OP_NE: case DT_OP_LT: case DT_OP_LE: case DT_OP_GT:
+  case DT_OP_GE: case DT_OP_LOGICAL_AND: case DT_OP_LOGICAL_OR:
+    m->dtype = DT_BOOL;
+    m->alias = -1;
+    return DT_OK;
+  default: break;
+  }
+  m->dtype = r;
+  m->alias = -1;
+  return DT_OK;
+}
+
+dt_status ops_binary_cpu(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t, *b = c->args[1].t;
+  dt_tensor *o = c->out[0];
+  cpu_view vo = ops_view_of(o), va0 = ops_view_of(a), vb0 = ops_view_of(b);
+  cpu_view va = cpu_view_broadcast(&va0, vo.ndim, vo.sizes);
+  cpu_view vb = cpu_view_broadcast(&vb0, vo.ndim, vo.sizes);
+  dt_dtype ct;
+  if (c->op == DT_OP_LOGICAL_AND || c->op == DT_OP_LOGICAL_OR)
+    ct = DT_BOOL;
+  else if (o->dtype == DT_BOOL && c->op >= DT_OP_EQ)
+    ct = cpu_compute_type(dt_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b)));
+  else
+    ct = cpu_compute_type(o->dtype);
+  cpu_binary((cpu_binary_op)(c->op - DT_OP_ADD), ct, &vo, &va, &vb);
+  return DT_OK;
+}
+
+/* ---- tensor ⊕ scalar */
+dt_status ops_scalar_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  double s = c->args[1].d;
+  dt_status st = check_dtype(c, a, "a");
+  if (st != DT_OK) return st;
+  dt_dtype r = dt_result_type_scalar(a->dtype, s);
+  if (c->op == DT_OP_DIV_SCALAR && !dt_dtype_is_float(r)) r = DT_FLOAT32;
+  if (c->op == DT_OP_POW_SCALAR && !dt_dtype_is_float(r) && s < 0)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: integer tensor (%s) to a negative integer power "
+                        "%g is not allowed", c->api, dt_dtype_name(a->dtype), s);
+  if (c->op == DT_OP_SUB_SCALAR && a->dtype == DT_BOOL)
+    return dt_error_set(DT_ERR_DTYPE, "%s: subtraction from a bool tensor is "
+                        "not supported", c->api);
+  ops_meta_set(&c->meta[0], r, a->local.ndim, a->local.sizes);
+  return DT_OK;
+}
+
+dt_status ops_scalar_cpu(dt_op_call *c) {
+  cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
+  cpu_binary_scalar((cpu_binary_op)(c->op - DT_OP_ADD_SCALAR),
+                    cpu_compute_type(vo.dtype), &vo, &va, c->args[1].d);
+  return DT_OK;
+}
+
+/* ---- unary */
+dt_status ops_unary_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  dt_status st = check_dtype(c, a, "a");
+  if (st != DT_OK) return st;
+  dt_dtype r = a->dtype;
+  switch (c->op) {
+  case DT_OP_NEG:
+    if (a->dtype == DT_BOOL)
+      return dt_error_set(DT_ERR_DTYPE, "%s: negation of a bool tensor is not "
+                          "supported; use dt_logical_not", c->api);
+    break;
+  case DT_OP_ABS: case DT_OP_RELU: break;
+  case DT_OP_LOGICAL_NOT: r = DT_BOOL; break;
+  default:
+    if (!dt_dtype_is_float(r)) r = DT_FLOAT32; /* int → float like PyTorch */
+    break;
+  }
+  ops_meta_set(&c->meta[0], r, a->local.ndim, a->local.sizes);
+  return DT_OK;
+}
+
+dt_status ops_unary_cpu(dt_op_call *c) {
+  cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
+  dt_dtype ct = c->op == DT_OP_LOGICAL_NOT ? DT_BOOL : cpu_compute_type(vo.dtype);
+  cpu_unary((cpu_unary_op)(c->op - DT_OP_NEG), ct, &vo, &va);
+  return DT_OK;
+}
+
+/* ---- clamp */
+dt_status ops_clamp_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  double lo = c->args[1].d, hi = c->args[2].d;
+  if (isnan(lo) || isnan(hi))
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: min %g and max %g must not be NaN", c->api, lo, hi);
+  dt_dtype r = a->dtype;
+  if (!dt_dtype_is_float(r)) {
+    bool lo_int = isinf(lo) || lo == nearbyint(lo);
+    bool hi_int = isinf(hi) || hi == nearbyint(hi);
+    if (!lo_int || !hi_int) r = DT_FLOAT32;
+  }
+  if (r == DT_BOOL)
+    return dt_error_set(DT_ERR_DTYPE, "%s: clamp is not supported for bool",
+                        c->api);
+  ops_meta_set(&c->meta[0], r, a->local.ndim, a->local.sizes);
+  return DT_OK;
+}
+
+dt_status ops_clamp_cpu(dt_op_call *c) {
+  cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
+  cpu_clamp(cpu_compute_type(vo.dtype), &vo, &va, c->args[1].d, c->args[2].d);
+  return DT_OK;
+}
+
+/* ---- where / masked_fill */
+static dt_status check_mask(const dt_op_call *c, const dt_tensor *m,
+                            const char *arg) {
+  if (m->dtype != DT_BOOL && m->dtype != DT_UINT8)
+    return dt_error_set(DT_ERR_DTYPE, "%s: %s must be bool (or uint8), got %s",
+                        c->api, arg, dt_dtype_name(m->dtype));
+  return DT_OK;
+}
+
+dt_status ops_where_infer(dt_op_call *c) {
+  const dt_tensor *cond = c->args[0].t, *a = c->args[1].t, *b = c->args[2].t;
+  dt_status st = check_mask(c, cond, "cond");
+  if (st != DT_OK) return st;
+  int64_t ab[DT_MAX_DIMS];
+  int nab;
+  dt_meta *m = &c->meta[0];
+  st = ops_broadcast_shapes(c, a->local.sizes, a->local.ndim, b->local.sizes,
+                            b->local.ndim, ab, &nab);
+  if (st == DT_OK)
+    st = ops_broadcast_shapes(c, cond->local.sizes, cond->local.ndim, ab, nab,
+                              m->sizes, &m->ndim);
+  if (st != DT_OK) return st;
+  m->dtype = dt_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b));
+  m->alias = -1;
+  return DT_OK;
+}
+
+dt_status ops_where_cpu(dt_op_call *c) {
+  cpu_view vo = ops_view_of(c->out[0]);
+  cpu_view v[3];
+  for (int i = 0; i < 3; i++) {
+    cpu_view x = ops_view_of(c->args[i].t);
+    v[i] = cpu_view_broadcast(&x, vo.ndim, vo.sizes);
+  }
+  cpu_where(cpu_compute_type(vo.dtype), &vo, &v[0], &v[1], &v[2]);
+  return DT_OK;
+}
+
+dt_status ops_masked_fill_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t, *mask = c->args[1].t;
+  dt_status st = check_mask(c, mask, "mask");
+  if (st != DT_OK) return st;
+  int64_t sh[DT_MAX_DIMS];
+  int n;
+  st = ops_broadcast_shapes(c, a->local.sizes, a->local.ndim,
+                            mask->local.sizes, mask->local.ndim, sh, &n);
+  if (st != DT_OK) return st;
+  bool same = n == a->local.ndim;
+  for (int i = 0; same && i < n; i++) same = sh[i] == a->local.sizes[i];
+  if (!same) {
+    char sa[DT_SHAPE_STR_LEN], sm[DT_SHAPE_STR_LEN];
+    return dt_error_set(DT_ERR_SHAPE, "%s: mask %s must broadcast to a's "
+                        "shape %s without growing it", c->api,
+                        dt_shape_str(mask->local.sizes, mask->local.ndim, sm, sizeof sm),
+                        dt_shape_str(a->local.sizes, a->local.ndim, sa, sizeof sa));
+  }
+  ops_meta_set(&c->meta[0], a->dtype, a->local.ndim, a->local.sizes);
+  return DT_OK;
+}
+
+dt_status ops_masked_fill_cpu(dt_op_call *c) {
+  cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
+  cpu_view vm0 = ops_view_of(c->args[1].t);
+  cpu_view vm = cpu_view_broadcast(&vm0, vo.ndim, vo.sizes);
+  _Alignas(8) char one[8];
+  dt_store_double(one, vo.dtype, c->args[2].d);
+  cpu_view vf = vo; /* the fill value, broadcast everywhere */
+  vf.data = one;
+  for (int i = 0; i < vf.ndim; i++) vf.strides[i] = 0;
+  cpu_where(cpu_compute_type(vo.dtype), &vo, &vm, &vf, &va);
+  return DT_OK;
+}
+
+/* ---- cast and copy */
+dt_status ops_cast_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  dt_dtype d = c->args[1].dtype;
+  if (!dt_dtype_valid(d))
+    return dt_error_set(DT_ERR_DTYPE, "%s: dtype %d is not a valid dt_dtype",
+                        c->api, (int)d);
+  ops_meta_set(&c->meta[0], d, a->local.ndim, a->local.sizes);
+  return DT_OK;
+}
+
+dt_status ops_cast_cpu(dt_op_call *c) {
+  cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
+  dt_dtype ct;
+  if (vo.dtype == va.dtype)
+    ct = cpu_compute_type(vo.dtype);
+  else if (!dt_dtype_is_float(vo.dtype) && !dt_dtype_is_float(va.dtype))
+    ct = DT_INT64; /* int/bool ↔ int/bool keeps all 64 bits */
+  else
+    ct = DT_FLOAT64;
+  cpu_unary(CPU_COPY, ct, &vo, &va);
+  return DT_OK;
+}
+
+dt_status ops_copy_cpu(dt_op_call *c) {
+  cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
+  /* reshape/flatten copies: same numel, different shape; read in a's
+   * row-major order by iterating over a's shape with the output viewed
+   * contiguously in a's shape */
+  if (vo.ndim != va.ndim || memcmp(vo.sizes, va.sizes, sizeof(int64_t) * (size_t)va.ndim)) {
+    vo.ndim = va.ndim;
+    for (int i = 0; i < va.ndim; i++) vo.sizes[i] = va.sizes[i];
+    int64_t s = 1;
+    for (int i = va.ndim - 1; i >= 0; i--) {
+      vo.strides[i] = s;
+      s *= va.sizes[i];
+    }
+  }
+  cpu_unary(CPU_COPY, cpu_compute_type(vo.dtype), &vo, &va);
+  return DT_OK;
+}

@@ -1,0 +1,56 @@
+/* The op registry: name, schema, infer and CPU kernel per op id, generated
+ * from runtime/op_table.h. */
+#include "ops/ops.h"
+
+const dt_op_def dt_op_defs[DT_OP_COUNT] = {
+#define DT_OP(id, name, schema, infer, cpu) [DT_OP_##id] = {name, schema, infer, cpu},
+#include "runtime/op_table.h"
+#undef DT_OP
+};
+
+/* one entry per enum value, and every schema fits a call */
+#define DT_OP(id, name, schema, infer, cpu)                                 \
+  _Static_assert(sizeof(schema) - 1 <= DT_CALL_MAX_ARGS, "schema of " name);
+#include "runtime/op_table.h"
+#undef DT_OP
+_Static_assert(sizeof dt_op_defs / sizeof *dt_op_defs == DT_OP_COUNT,
+               "op table size");
+
+dt_status ops_alias_cpu(dt_op_call *c) {
+  return dt_error_set(DT_ERR_INTERNAL, "%s: view op %s made a fresh output",
+                      c->api, dt_op_defs[c->op].name);
+}
+
+dt_status ops_broadcast_shapes(const dt_op_call *c, const int64_t *a, int na,
+                               const int64_t *b, int nb, int64_t *out,
+                               int *nout) {
+  int n = na > nb ? na : nb;
+  for (int i = 0; i < n; i++) {
+    int ia = na - n + i, ib = nb - n + i;
+    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1) {
+      char sa[DT_SHAPE_STR_LEN], sb[DT_SHAPE_STR_LEN];
+      return dt_error_set(
+          DT_ERR_SHAPE,
+          "%s: shapes %s and %s cannot be broadcast (dim %d: %lld vs %lld)",
+          c->api, dt_shape_str(a, na, sa, sizeof sa),
+          dt_shape_str(b, nb, sb, sizeof sb), i - n, (long long)da,
+          (long long)db);
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  *nout = n;
+  return DT_OK;
+}
+
+dt_status ops_wrap_dim(const dt_op_call *c, const char *arg, int64_t dim,
+                       int ndim, int *out) {
+  int n = ndim > 0 ? ndim : 1;
+  if (dim < -n || dim >= n)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: %s %lld is out of range for a %d-d tensor "
+                        "(expected [%d, %d])",
+                        c->api, arg, (long long)dim, ndim, -n, n - 1);
+  *out = (int)(dim < 0 ? dim + n : dim);
+  return DT_OK;
+}

@@ -1,0 +1,375 @@
+/* View ops (O(1): the output aliases the input's storage with new sizes,
+ * strides and offset — seed 004) and the copies that fall back when strides
+ * forbid a view (reshape, flatten, contiguous, clone). */
+#include <string.h>
+
+#include "ops/ops.h"
+
+/* the output aliases argument 0 with the given layout */
+static void set_alias(dt_op_call *c, int ndim, const int64_t *sizes,
+                      const int64_t *strides, int64_t offset) {
+  const dt_tensor *a = c->args[0].t;
+  dt_meta *m = &c->meta[0];
+  m->dtype = a->dtype;
+  m->ndim = ndim;
+  for (int i = 0; i < ndim; i++) {
+    m->sizes[i] = sizes[i];
+    m->strides[i] = strides[i];
+  }
+  m->offset = offset;
+  m->alias = 0;
+}
+
+static void set_copy(dt_op_call *c, int ndim, const int64_t *sizes) {
+  ops_meta_set(&c->meta[0], c->args[0].t->dtype, ndim, sizes);
+}
+
+/* Resolves a requested shape against numel (one -1 allowed). */
+static dt_status infer_shape(const dt_op_call *c, dt_shape req, int64_t numel,
+                             int64_t *out) {
+  char sr[DT_SHAPE_STR_LEN];
+  if (req.ndim < 0 || req.ndim > DT_MAX_DIMS)
+    return dt_error_set(DT_ERR_SHAPE, "%s: shape has %d dims (expected 0..%d)",
+                        c->api, req.ndim, DT_MAX_DIMS);
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < req.ndim; i++) {
+    if (req.dims[i] == -1) {
+      if (infer >= 0)
+        return dt_error_set(DT_ERR_SHAPE, "%s: only one dim of %s may be -1",
+                            c->api, dt_shape_str(req.dims, req.ndim, sr, sizeof sr));
+      infer = i;
+    } else if (req.dims[i] < 0) {
+      return dt_error_set(DT_ERR_SHAPE, "%s: invalid size %lld at dim %d of %s",
+                          c->api, (long long)req.dims[i], i,
+                          dt_shape_str(req.dims, req.ndim, sr, sizeof sr));
+    } else {
+      known *= req.dims[i];
+    }
+    out[i] = req.dims[i];
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0)
+      return dt_error_set(DT_ERR_SHAPE, "%s: shape %s is invalid for input of "
+                          "size %lld", c->api,
+                          dt_shape_str(req.dims, req.ndim, sr, sizeof sr),
+                          (long long)numel);
+    out[infer] = numel / known;
+  } else if (known != numel) {
+    return dt_error_set(DT_ERR_SHAPE, "%s: shape %s is invalid for input of "
+                        "size %lld", c->api,
+                        dt_shape_str(req.dims, req.ndim, sr, sizeof sr),
+                        (long long)numel);
+  }
+  return DT_OK;
+}
+
+/* PyTorch's computeStride: strides for viewing (osz, ost) as nsz without a
+ * copy, if possible. Dims of the old tensor are grouped into runs that are
+ * contiguous among themselves; each run must map onto whole new dims. */
+static bool view_strides(const int64_t *osz, const int64_t *ost, int on,
+                         const int64_t *nsz, int nn, int64_t *nst) {
+  int64_t one_sz = 1, one_st = 1;
+  if (on == 0) { osz = &one_sz; ost = &one_st; on = 1; }
+  if (dt_numel_of(osz, on) == 0) {
+    dt_contiguous_strides(nsz, nn, nst);
+    return true;
+  }
+  int vd = nn - 1;
+  int64_t base = ost[on - 1], tnumel = 1, vnumel = 1;
+  for (int td = on - 1; td >= 0; td--) {
+    tnumel *= osz[td];
+    if (td == 0 || (osz[td - 1] != 1 && ost[td - 1] != tnumel * base)) {
+      while (vd >= 0 && (vnumel < tnumel || nsz[vd] == 1)) {
+        nst[vd] = vnumel * base;
+        vnumel *= nsz[vd];
+        vd--;
+      }
+      if (vnumel != tnumel) return false;
+      if (td > 0) {
+        base = ost[td - 1];
+        tnumel = 1;
+        vnumel = 1;
+      }
+    }
+  }
+  return vd == -1;
+}
+
+static dt_status view_or_copy(dt_op_call *c, dt_shape req, bool allow_copy) {
+  const dt_tensor *a = c->args[0].t;
+  int64_t sizes[DT_MAX_DIMS], strides[DT_MAX_DIMS];
+  dt_status st = infer_shape(c, req, dt_numel(a), sizes);
+  if (st != DT_OK) return st;
+  if (view_strides(a->local.sizes, a->local.strides, a->local.ndim, sizes,
+                   req.ndim, strides)) {
+    set_alias(c, req.ndim, sizes, strides, a->local.offset);
+    return DT_OK;
+  }
+  if (!allow_copy) {
+    char sa[DT_SHAPE_STR_LEN], ss[DT_SHAPE_STR_LEN];
+    return dt_error_set(DT_ERR_SHAPE,
+                        "%s: view size %s is not compatible with input size %s "
+                        "and strides %s (at least one dimension spans across "
+                        "two contiguous subspaces); use dt_reshape instead",
+                        c->api, dt_shape_str(sizes, req.ndim, ss, sizeof ss),
+                        dt_shape_str(a->local.sizes, a->local.ndim, sa, sizeof sa),
+                        dt_shape_str(a->local.strides, a->local.ndim,
+                                     (char[DT_SHAPE_STR_LEN]){0}, DT_SHAPE_STR_LEN));
+  }
+  set_copy(c, req.ndim, sizes);
+  return DT_OK;
+}
+
+dt_status ops_view_infer(dt_op_call *c) {
+  return view_or_copy(c, c->args[1].ints, false);
+}
+dt_status ops_reshape_infer(dt_op_call *c) {
+  return view_or_copy(c, c->args[1].ints, true);
+}
+
+dt_status ops_flatten_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  int s, e, n = a->local.ndim;
+  dt_status st = ops_wrap_dim(c, "start_dim", c->args[1].i, n, &s);
+  if (st == DT_OK) st = ops_wrap_dim(c, "end_dim", c->args[2].i, n, &e);
+  if (st != DT_OK) return st;
+  if (n == 0) return view_or_copy(c, DT_SHAPE(1), true);
+  if (s > e)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: start_dim %d must not come after end_dim %d",
+                        c->api, s, e);
+  dt_shape req = {.ndim = 0};
+  for (int i = 0; i < s; i++) req.dims[req.ndim++] = a->local.sizes[i];
+  int64_t m = 1;
+  for (int i = s; i <= e; i++) m *= a->local.sizes[i];
+  req.dims[req.ndim++] = m;
+  for (int i = e + 1; i < n; i++) req.dims[req.ndim++] = a->local.sizes[i];
+  return view_or_copy(c, req, true);
+}
+
+dt_status ops_transpose_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  int d0, d1, n = a->local.ndim;
+  dt_status st = ops_wrap_dim(c, "dim0", c->args[1].i, n, &d0);
+  if (st == DT_OK) st = ops_wrap_dim(c, "dim1", c->args[2].i, n, &d1);
+  if (st != DT_OK) return st;
+  int64_t sz[DT_MAX_DIMS], sd[DT_MAX_DIMS];
+  memcpy(sz, a->local.sizes, sizeof sz);
+  memcpy(sd, a->local.strides, sizeof sd);
+  if (n > 0) {
+    sz[d0] = a->local.sizes[d1]; sz[d1] = a->local.sizes[d0];
+    sd[d0] = a->local.strides[d1]; sd[d1] = a->local.strides[d0];
+  }
+  set_alias(c, n, sz, sd, a->local.offset);
+  return DT_OK;
+}
+
+dt_status ops_permute_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  dt_shape p = c->args[1].ints;
+  int n = a->local.ndim;
+  if (p.ndim != n)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: dims has %d entries for a %d-d tensor", c->api,
+                        p.ndim, n);
+  bool seen[DT_MAX_DIMS] = {0};
+  int64_t sz[DT_MAX_DIMS], sd[DT_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    int d;
+    dt_status st = ops_wrap_dim(c, "dims entry", p.dims[i], n, &d);
+    if (st != DT_OK) return st;
+    if (seen[d])
+      return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                          "%s: dim %d appears twice in dims", c->api, d);
+    seen[d] = true;
+    sz[i] = a->local.sizes[d];
+    sd[i] = a->local.strides[d];
+  }
+  set_alias(c, n, sz, sd, a->local.offset);
+  return DT_OK;
+}
+
+/* common: a copy of a's layout to edit */
+typedef struct layout { int n; int64_t sz[DT_MAX_DIMS], sd[DT_MAX_DIMS], off; } layout;
+static layout layout_of(const dt_tensor *a) {
+  layout l = {.n = a->local.ndim, .off = a->local.offset};
+  memcpy(l.sz, a->local.sizes, sizeof l.sz);
+  memcpy(l.sd, a->local.strides, sizeof l.sd);
+  return l;
+}
+static void remove_dim(layout *l, int d) {
+  for (int i = d; i + 1 < l->n; i++) {
+    l->sz[i] = l->sz[i + 1];
+    l->sd[i] = l->sd[i + 1];
+  }
+  l->n--;
+}
+
+static dt_status need_dims(const dt_op_call *c, const dt_tensor *a) {
+  if (a->local.ndim == 0)
+    return dt_error_set(DT_ERR_SHAPE, "%s: cannot be applied to a 0-d tensor",
+                        c->api);
+  return DT_OK;
+}
+
+dt_status ops_slice_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  int d;
+  dt_status st = need_dims(c, a);
+  if (st == DT_OK) st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim, &d);
+  if (st != DT_OK) return st;
+  int64_t start = c->args[2].i, end = c->args[3].i, step = c->args[4].i;
+  if (step < 1)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: step must be positive, got %lld", c->api,
+                        (long long)step);
+  int64_t n = a->local.sizes[d];
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = start < 0 ? 0 : start > n ? n : start;
+  end = end < start ? start : end > n ? n : end;
+  layout l = layout_of(a);
+  l.off += start * l.sd[d];
+  l.sz[d] = (end - start + step - 1) / step;
+  l.sd[d] *= step;
+  set_alias(c, l.n, l.sz, l.sd, l.off);
+  return DT_OK;
+}
+
+dt_status ops_narrow_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  int d;
+  dt_status st = need_dims(c, a);
+  if (st == DT_OK) st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim, &d);
+  if (st != DT_OK) return st;
+  int64_t n = a->local.sizes[d], start = c->args[2].i, len = c->args[3].i;
+  if (start < 0 && start >= -n) start += n;
+  if (start < 0 || len < 0 || start > n || len > n - start)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: start %lld and length %lld exceed dim %d of size "
+                        "%lld", c->api, (long long)c->args[2].i,
+                        (long long)len, d, (long long)n);
+  layout l = layout_of(a);
+  l.off += start * l.sd[d];
+  l.sz[d] = len;
+  set_alias(c, l.n, l.sz, l.sd, l.off);
+  return DT_OK;
+}
+
+dt_status ops_select_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  int d;
+  dt_status st = need_dims(c, a);
+  if (st == DT_OK) st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim, &d);
+  if (st != DT_OK) return st;
+  int64_t n = a->local.sizes[d], i = c->args[2].i;
+  if (i < -n || i >= n)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: index %lld is out of range for dim %d of size %lld",
+                        c->api, (long long)i, d, (long long)n);
+  if (i < 0) i += n;
+  layout l = layout_of(a);
+  l.off += i * l.sd[d];
+  remove_dim(&l, d);
+  set_alias(c, l.n, l.sz, l.sd, l.off);
+  return DT_OK;
+}
+
+dt_status ops_expand_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  dt_shape s = c->args[1].ints;
+  int n = a->local.ndim;
+  char sa[DT_SHAPE_STR_LEN], ss[DT_SHAPE_STR_LEN];
+  if (s.ndim < n || s.ndim > DT_MAX_DIMS)
+    return dt_error_set(DT_ERR_SHAPE, "%s: cannot expand %s to %d dims (%s)",
+                        c->api, dt_shape_str(a->local.sizes, n, sa, sizeof sa),
+                        s.ndim, s.ndim >= 0 && s.ndim <= DT_MAX_DIMS ?
+                        dt_shape_str(s.dims, s.ndim, ss, sizeof ss) : "?");
+  layout l = {.n = s.ndim, .off = a->local.offset};
+  for (int i = s.ndim - 1; i >= 0; i--) {
+    int j = i - (s.ndim - n);
+    int64_t want = s.dims[i];
+    if (j < 0) { /* a new leading dim */
+      if (want < 0)
+        return dt_error_set(DT_ERR_SHAPE, "%s: size -1 is not allowed for the "
+                            "new leading dim %d of %s", c->api, i,
+                            dt_shape_str(s.dims, s.ndim, ss, sizeof ss));
+      l.sz[i] = want;
+      l.sd[i] = 0;
+      continue;
+    }
+    int64_t have = a->local.sizes[j];
+    if (want == -1) want = have;
+    if (want != have && have != 1)
+      return dt_error_set(DT_ERR_SHAPE, "%s: the expanded size %lld must match "
+                          "the existing size %lld at non-singleton dim %d "
+                          "(shape %s → %s)", c->api, (long long)want,
+                          (long long)have, i,
+                          dt_shape_str(a->local.sizes, n, sa, sizeof sa),
+                          dt_shape_str(s.dims, s.ndim, ss, sizeof ss));
+    if (want < 0)
+      return dt_error_set(DT_ERR_SHAPE, "%s: invalid size %lld at dim %d",
+                          c->api, (long long)want, i);
+    l.sz[i] = want;
+    l.sd[i] = want == have ? a->local.strides[j] : 0;
+  }
+  set_alias(c, l.n, l.sz, l.sd, l.off);
+  return DT_OK;
+}
+
+dt_status ops_squeeze_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  int d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim, &d);
+  if (st != DT_OK) return st;
+  layout l = layout_of(a);
+  if (l.n > 0 && l.sz[d] == 1) remove_dim(&l, d);
+  set_alias(c, l.n, l.sz, l.sd, l.off);
+  return DT_OK;
+}
+
+dt_status ops_squeeze_all_infer(dt_op_call *c) {
+  layout l = layout_of(c->args[0].t);
+  for (int i = l.n - 1; i >= 0; i--)
+    if (l.sz[i] == 1) remove_dim(&l, i);
+  set_alias(c, l.n, l.sz, l.sd, l.off);
+  return DT_OK;
+}
+
+dt_status ops_unsqueeze_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  int d;
+  if (a->local.ndim >= DT_MAX_DIMS)
+    return dt_error_set(DT_ERR_SHAPE, "%s: a tensor has at most %d dims",
+                        c->api, DT_MAX_DIMS);
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim + 1, &d);
+  if (st != DT_OK) return st;
+  layout l = layout_of(a);
+  for (int i = l.n; i > d; i--) {
+    l.sz[i] = l.sz[i - 1];
+    l.sd[i] = l.sd[i - 1];
+  }
+  l.sz[d] = 1;
+  l.sd[d] = d < l.n ? l.sz[d + 1] * l.sd[d + 1] : 1;
+  l.n++;
+  set_alias(c, l.n, l.sz, l.sd, l.off);
+  return DT_OK;
+}
+
+dt_status ops_contiguous_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  if (dt_tensor_is_contiguous(a)) {
+    set_alias(c, a->local.ndim, a->local.sizes, a->local.strides,
+              a->local.offset);
+    return DT_OK;
+  }
+  set_copy(c, a->local.ndim, a->local.sizes);
+  return DT_OK;
+}
+
+dt_status ops_clone_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  set_copy(c, a->local.ndim, a->local.sizes);
+  return DT_OK;
+}

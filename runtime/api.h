@@ -1,0 +1,24 @@
+/* Helpers shared by the public entry points (runtime/api_*.c). */
+#ifndef DT_RUNTIME_API_H
+#define DT_RUNTIME_API_H
+
+#include "runtime/dispatch.h"
+#include "runtime/error.h"
+#include "runtime/tensor.h"
+
+/* Resolved tensor options. */
+typedef struct dt_resolved_opts { dt_dtype dtype; bool requires_grad; } dt_resolved_opts;
+/* Validates options (NULL = defaults); error names fn. */
+dt_status dt_resolve_options(const dt_tensor_options *o, const char *fn,
+                             dt_resolved_opts *r);
+
+/* Reserves n consecutive elements of the process random stream; returns the
+ * first index and the seed in *seed. */
+uint64_t dt_rng_reserve(uint64_t n, uint64_t *seed);
+
+/* One-tensor-in, one-tensor-out call helpers */
+dt_tensor *dt_call_t(dt_op_id op, const char *api, dt_tensor *a);
+dt_tensor *dt_call_tt(dt_op_id op, const char *api, dt_tensor *a, dt_tensor *b);
+dt_tensor *dt_call_ts(dt_op_id op, const char *api, dt_tensor *a, double s);
+
+#endif

@@ -1,0 +1,269 @@
+/* Public entry points: options, factories, random state, host transfer and
+ * views. Each builds a boxed call and dispatches it. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+#include "runtime/api.h"
+
+static _Atomic uint64_t rng_seed;
+static _Atomic uint64_t rng_offset;
+
+void dt_manual_seed(uint64_t seed) {
+  atomic_store_explicit(&rng_seed, seed, memory_order_relaxed);
+  atomic_store_explicit(&rng_offset, 0, memory_order_relaxed);
+}
+
+uint64_t dt_rng_reserve(uint64_t n, uint64_t *seed) {
+  *seed = atomic_load_explicit(&rng_seed, memory_order_relaxed);
+  return atomic_fetch_add_explicit(&rng_offset, n, memory_order_relaxed);
+}
+
+dt_status dt_resolve_options(const dt_tensor_options *o, const char *fn,
+                             dt_resolved_opts *r) {
+  r->dtype = DT_FLOAT32;
+  r->requires_grad = false;
+  if (!o) return DT_OK;
+  if (!dt_dtype_valid(o->dtype))
+    return dt_error_set(DT_ERR_DTYPE, "%s: options.dtype %d is not a valid "
+                        "dt_dtype", fn, (int)o->dtype);
+  if (o->mesh && o->device)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: options.device \"%s\" and options.mesh are both "
+                        "given; they are exclusive (a device makes a 1-rank "
+                        "mesh)", fn, o->device);
+  if (o->mesh)
+    return dt_error_set(DT_ERR_UNSUPPORTED,
+                        "%s: options.mesh: distributed tensors are not "
+                        "available in this build yet", fn);
+  if (o->placements)
+    return dt_error_set(DT_ERR_PLACEMENT,
+                        "%s: options.placements given without options.mesh",
+                        fn);
+  if (o->device && strcmp(o->device, "cpu") != 0) {
+    if (strncmp(o->device, "cuda", 4) == 0)
+      return dt_error_set(DT_ERR_DEVICE, "%s: options.device \"%s\": the CUDA "
+                          "backend is not built into this dtorch", fn,
+                          o->device);
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: options.device \"%s\" is unknown (expected "
+                        "\"cpu\" or \"cuda\")", fn, o->device);
+  }
+  r->dtype = o->dtype;
+  r->requires_grad = o->requires_grad;
+  if (r->requires_grad && !dt_dtype_is_float(r->dtype))
+    return dt_error_set(DT_ERR_DTYPE, "%s: only floating tensors can require "
+                        "grad, got %s", fn, dt_dtype_name(r->dtype));
+  return DT_OK;
+}
+
+static dt_tensor *factory(dt_op_id op, const char *api, dt_shape shape,
+                          const dt_tensor_options *o, double value) {
+  dt_resolved_opts r;
+  if (dt_resolve_options(o, api, &r) != DT_OK) return NULL;
+  dt_op_call c;
+  dt_call_init(&c, op, api);
+  dt_call_ints(&c, shape);
+  dt_call_dtype(&c, r.dtype);
+  if (op == DT_OP_FULL) dt_call_double(&c, value);
+  if (op == DT_OP_RAND || op == DT_OP_RANDN) {
+    if (shape.ndim < 0 || shape.ndim > DT_MAX_DIMS) {
+      dt_error_set(DT_ERR_SHAPE, "%s: shape has %d dims (expected 0..%d)", api,
+                   shape.ndim, DT_MAX_DIMS);
+      return NULL;
+    }
+    int64_t n = dt_numel_of(shape.dims, shape.ndim);
+    uint64_t seed, first = n > 0 ? dt_rng_reserve((uint64_t)n, &seed)
+                                 : dt_rng_reserve(0, &seed);
+    dt_call_int(&c, (int64_t)seed);
+    dt_call_int(&c, (int64_t)first);
+  }
+  c.requires_grad = r.requires_grad;
+  return dt_dispatch1(&c);
+}
+
+dt_tensor *dt_empty(dt_shape s, const dt_tensor_options *o) {
+  return factory(DT_OP_EMPTY, "dt_empty", s, o, 0);
+}
+dt_tensor *dt_zeros(dt_shape s, const dt_tensor_options *o) {
+  return factory(DT_OP_FULL, "dt_zeros", s, o, 0);
+}
+dt_tensor *dt_ones(dt_shape s, const dt_tensor_options *o) {
+  return factory(DT_OP_FULL, "dt_ones", s, o, 1);
+}
+dt_tensor *dt_full(dt_shape s, double v, const dt_tensor_options *o) {
+  return factory(DT_OP_FULL, "dt_full", s, o, v);
+}
+dt_tensor *dt_rand(dt_shape s, const dt_tensor_options *o) {
+  return factory(DT_OP_RAND, "dt_rand", s, o, 0);
+}
+dt_tensor *dt_randn(dt_shape s, const dt_tensor_options *o) {
+  return factory(DT_OP_RANDN, "dt_randn", s, o, 0);
+}
+
+dt_tensor *dt_arange(double start, double end, double step,
+                     const dt_tensor_options *o) {
+  dt_resolved_opts r;
+  if (dt_resolve_options(o, "dt_arange", &r) != DT_OK) return NULL;
+  dt_op_call c;
+  dt_call_init(&c, DT_OP_ARANGE, "dt_arange");
+  dt_call_double(&c, start);
+  dt_call_double(&c, end);
+  dt_call_double(&c, step);
+  dt_call_dtype(&c, r.dtype);
+  c.requires_grad = r.requires_grad;
+  return dt_dispatch1(&c);
+}
+
+static dt_tensor *like(const dt_tensor *t, double v, const char *api) {
+  DT_CHECK_TENSOR(t, api, "t");
+  dt_tensor_options o = {.dtype = t->dtype};
+  return factory(DT_OP_FULL, api, dt_tensor_shape(t), &o, v);
+}
+dt_tensor *dt_zeros_like(const dt_tensor *t) { return like(t, 0, "dt_zeros_like"); }
+dt_tensor *dt_ones_like(const dt_tensor *t) { return like(t, 1, "dt_ones_like"); }
+dt_tensor *dt_full_like(const dt_tensor *t, double v) {
+  return like(t, v, "dt_full_like");
+}
+
+dt_tensor *dt_from_host(const void *data, dt_shape shape,
+                        const dt_tensor_options *o) {
+  dt_resolved_opts r;
+  if (dt_resolve_options(o, "dt_from_host", &r) != DT_OK) return NULL;
+  if (!data && shape.ndim >= 0 && shape.ndim <= DT_MAX_DIMS &&
+      dt_numel_of(shape.dims, shape.ndim) != 0) {
+    dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_from_host: data is NULL");
+    return NULL;
+  }
+  dt_op_call c;
+  dt_call_init(&c, DT_OP_FROM_HOST, "dt_from_host");
+  dt_call_ptr(&c, data);
+  dt_call_ints(&c, shape);
+  dt_call_dtype(&c, r.dtype);
+  c.requires_grad = r.requires_grad;
+  return dt_dispatch1(&c);
+}
+
+dt_status dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes) {
+  if (!t)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_to_host: t is NULL");
+  size_t need = (size_t)dt_numel(t) * dt_dtype_size(t->dtype);
+  if (!dst && need)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_to_host: dst is NULL");
+  if (dst_bytes < need)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "dt_to_host: dst_bytes %zu is less than the %zu bytes "
+                        "of a %s tensor of %lld elements", dst_bytes, need,
+                        dt_dtype_name(t->dtype), (long long)dt_numel(t));
+  if (!need) return DT_OK;
+  cpu_view src = {.data = dt_tensor_data(t), .dtype = t->dtype,
+                  .ndim = t->local.ndim};
+  cpu_view out = src;
+  out.data = dst;
+  memcpy(src.sizes, t->local.sizes, sizeof src.sizes);
+  memcpy(src.strides, t->local.strides, sizeof src.strides);
+  memcpy(out.sizes, t->local.sizes, sizeof out.sizes);
+  dt_contiguous_strides(out.sizes, out.ndim, out.strides);
+  cpu_unary(CPU_COPY, cpu_compute_type(t->dtype), &out, &src);
+  return DT_OK;
+}
+
+/* ---- generic call helpers */
+dt_tensor *dt_call_t(dt_op_id op, const char *api, dt_tensor *a) {
+  DT_CHECK_TENSOR(a, api, "a");
+  dt_op_call c;
+  dt_call_init(&c, op, api);
+  dt_call_tensor(&c, a);
+  return dt_dispatch1(&c);
+}
+
+dt_tensor *dt_call_tt(dt_op_id op, const char *api, dt_tensor *a, dt_tensor *b) {
+  DT_CHECK_TENSOR(a, api, "a");
+  DT_CHECK_TENSOR(b, api, "b");
+  dt_op_call c;
+  dt_call_init(&c, op, api);
+  dt_call_tensor(&c, a);
+  dt_call_tensor(&c, b);
+  return dt_dispatch1(&c);
+}
+
+dt_tensor *dt_call_ts(dt_op_id op, const char *api, dt_tensor *a, double s) {
+  DT_CHECK_TENSOR(a, api, "a");
+  dt_op_call c;
+  dt_call_init(&c, op, api);
+  dt_call_tensor(&c, a);
+  dt_call_double(&c, s);
+  return dt_dispatch1(&c);
+}
+
+/* ---- views */
+static dt_tensor *call_ti(dt_op_id op, const char *api, dt_tensor *a,
+                          int nint, const int64_t *ints) {
+  DT_CHECK_TENSOR(a, api, "a");
+  dt_op_call c;
+  dt_call_init(&c, op, api);
+  dt_call_tensor(&c, a);
+  for (int i = 0; i < nint; i++) dt_call_int(&c, ints[i]);
+  return dt_dispatch1(&c);
+}
+static dt_tensor *call_tshape(dt_op_id op, const char *api, dt_tensor *a,
+                              dt_shape s) {
+  DT_CHECK_TENSOR(a, api, "a");
+  dt_op_call c;
+  dt_call_init(&c, op, api);
+  dt_call_tensor(&c, a);
+  dt_call_ints(&c, s);
+  return dt_dispatch1(&c);
+}
+
+dt_tensor *dt_view(dt_tensor *a, dt_shape s) {
+  return call_tshape(DT_OP_VIEW, "dt_view", a, s);
+}
+dt_tensor *dt_reshape(dt_tensor *a, dt_shape s) {
+  return call_tshape(DT_OP_RESHAPE, "dt_reshape", a, s);
+}
+dt_tensor *dt_expand(dt_tensor *a, dt_shape s) {
+  return call_tshape(DT_OP_EXPAND, "dt_expand", a, s);
+}
+dt_tensor *dt_permute(dt_tensor *a, const int *dims, int ndims) {
+  if (ndims < 0 || ndims > DT_MAX_DIMS || (!dims && ndims > 0)) {
+    dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                 "dt_permute: dims %s with ndims %d (expected 0..%d entries)",
+                 dims ? "given" : "NULL", ndims, DT_MAX_DIMS);
+    return NULL;
+  }
+  dt_shape s = {.ndim = ndims};
+  for (int i = 0; i < ndims; i++) s.dims[i] = dims[i];
+  return call_tshape(DT_OP_PERMUTE, "dt_permute", a, s);
+}
+dt_tensor *dt_transpose(dt_tensor *a, int d0, int d1) {
+  return call_ti(DT_OP_TRANSPOSE, "dt_transpose", a, 2, (int64_t[]){d0, d1});
+}
+dt_tensor *dt_slice(dt_tensor *a, int dim, int64_t start, int64_t end,
+                    int64_t step) {
+  return call_ti(DT_OP_SLICE, "dt_slice", a, 4,
+                 (int64_t[]){dim, start, end, step});
+}
+dt_tensor *dt_narrow(dt_tensor *a, int dim, int64_t start, int64_t length) {
+  return call_ti(DT_OP_NARROW, "dt_narrow", a, 3,
+                 (int64_t[]){dim, start, length});
+}
+dt_tensor *dt_select(dt_tensor *a, int dim, int64_t index) {
+  return call_ti(DT_OP_SELECT, "dt_select", a, 2, (int64_t[]){dim, index});
+}
+dt_tensor *dt_squeeze(dt_tensor *a, int dim) {
+  return call_ti(DT_OP_SQUEEZE, "dt_squeeze", a, 1, (int64_t[]){dim});
+}
+dt_tensor *dt_squeeze_all(dt_tensor *a) {
+  return dt_call_t(DT_OP_SQUEEZE_ALL, "dt_squeeze_all", a);
+}
+dt_tensor *dt_unsqueeze(dt_tensor *a, int dim) {
+  return call_ti(DT_OP_UNSQUEEZE, "dt_unsqueeze", a, 1, (int64_t[]){dim});
+}
+dt_tensor *dt_flatten(dt_tensor *a, int s, int e) {
+  return call_ti(DT_OP_FLATTEN, "dt_flatten", a, 2, (int64_t[]){s, e});
+}
+dt_tensor *dt_contiguous(dt_tensor *a) {
+  return dt_call_t(DT_OP_CONTIGUOUS, "dt_contiguous", a);
+}
+dt_tensor *dt_clone(dt_tensor *a) { return dt_call_t(DT_OP_CLONE, "dt_clone", a); }

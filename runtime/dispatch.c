@@ -1,0 +1,140 @@
+/* Dispatch: key sets, the layer table and redispatch, and the backend
+ * layer (infer → allocate → kernel). */
+#include "runtime/dispatch.h"
+
+#include "runtime/error.h"
+#include "runtime/intercept.h"
+#include "runtime/tensor.h"
+
+static _Thread_local dt_keyset tls_include;
+static _Thread_local dt_keyset tls_exclude;
+
+dt_keyset dt_tls_include(void) { return tls_include; }
+dt_keyset dt_tls_exclude(void) { return tls_exclude; }
+void dt_tls_set_include(dt_keyset ks) { tls_include = ks; }
+void dt_tls_set_exclude(dt_keyset ks) { tls_exclude = ks; }
+
+/* A layer that has nothing to do yet passes the call down. */
+static dt_status layer_fallthrough(dt_op_call *c) { return dt_redispatch(c); }
+
+static dt_status layer_cuda(dt_op_call *c) {
+  return dt_error_set(DT_ERR_DEVICE,
+                      "%s: the CUDA backend is not built into this dtorch",
+                      c->api);
+}
+
+typedef dt_status (*dt_layer_fn)(dt_op_call *c);
+static const dt_layer_fn layers[DT_KEY_COUNT] = {
+    [DT_KEY_CPU] = dt_backend_run,
+    [DT_KEY_CUDA] = layer_cuda,
+    [DT_KEY_DTENSOR] = layer_fallthrough,
+    [DT_KEY_AUTOGRAD] = layer_fallthrough,
+    [DT_KEY_INTERCEPT] = dt_intercept_layer,
+};
+_Static_assert(sizeof layers / sizeof *layers == DT_KEY_COUNT, "layer table");
+
+int dt_call_num_tensor_inputs(const dt_op_call *c) {
+  const char *s = dt_op_defs[c->op].schema;
+  int n = 0;
+  for (int i = 0; s[i]; i++) {
+    if (s[i] == 'T' || s[i] == 't') n++;
+    else if (s[i] == 'L') n += c->args[i].list.n;
+  }
+  return n;
+}
+
+dt_tensor *dt_call_tensor_input(const dt_op_call *c, int k) {
+  const char *s = dt_op_defs[c->op].schema;
+  for (int i = 0; s[i]; i++) {
+    if (s[i] == 'T' || s[i] == 't') {
+      if (k-- == 0) return c->args[i].t;
+    } else if (s[i] == 'L') {
+      if (k < c->args[i].list.n) return c->args[i].list.v[k];
+      k -= c->args[i].list.n;
+    }
+  }
+  return NULL;
+}
+
+static dt_keyset call_keys(const dt_op_call *c) {
+  const char *s = dt_op_defs[c->op].schema;
+  dt_keyset ks = 0;
+  for (int i = 0; s[i]; i++) {
+    if (s[i] == 'T' || s[i] == 't') {
+      if (c->args[i].t) ks |= c->args[i].t->keys;
+    } else if (s[i] == 'L') {
+      for (int j = 0; j < c->args[i].list.n; j++)
+        if (c->args[i].list.v[j]) ks |= c->args[i].list.v[j]->keys;
+    }
+  }
+  if (!(ks & DT_BACKEND_KEYS)) ks |= DT_KEYSET(DT_KEY_CPU); /* factories */
+  return (ks | tls_include | dt_intercept_keys()) & ~tls_exclude;
+}
+
+dt_status dt_redispatch(dt_op_call *c) {
+  if (!c->keys)
+    return dt_error_set(DT_ERR_INTERNAL, "%s: no dispatch key left for op %s",
+                        c->api, dt_op_defs[c->op].name);
+  int key = 31 - __builtin_clz(c->keys);
+  c->keys &= ~DT_KEYSET(key);
+  return layers[key](c);
+}
+
+dt_status dt_dispatch(dt_op_call *c) {
+  c->nout = 0;
+  c->keys = call_keys(c);
+  return dt_redispatch(c);
+}
+
+dt_tensor *dt_dispatch1(dt_op_call *c) {
+  if (dt_dispatch(c) != DT_OK) return NULL;
+  for (int i = 1; i < c->nout; i++) dt_tensor_release(c->out[i]);
+  return c->out[0];
+}
+
+static void release_outs(dt_op_call *c) {
+  for (int i = 0; i < c->nout; i++) {
+    dt_tensor_release(c->out[i]);
+    c->out[i] = NULL;
+  }
+  c->nout = 0;
+}
+
+dt_status dt_backend_run(dt_op_call *c) {
+  const dt_op_def *d = &dt_op_defs[c->op];
+  if (c->nout)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: op %s was already run for this call", c->api,
+                        d->name);
+  c->nmeta = 1;
+  c->meta[0].alias = -1;
+  c->meta[0].offset = 0;
+  dt_status st = d->infer(c);
+  if (st != DT_OK) return st;
+  DT_ASSERT(c->nmeta >= 1 && c->nmeta <= DT_CALL_MAX_OUTS);
+  bool fresh = false;
+  for (int i = 0; i < c->nmeta; i++) {
+    const dt_meta *m = &c->meta[i];
+    dt_tensor *t;
+    if (m->alias >= 0) {
+      const dt_tensor *base = c->args[m->alias].t;
+      t = dt_tensor_make(m->dtype, m->ndim, m->sizes, m->strides, m->offset,
+                         base->local.storage);
+    } else {
+      t = dt_tensor_alloc(m->dtype, m->ndim, m->sizes, c->api);
+      fresh = true;
+    }
+    if (!t) {
+      release_outs(c);
+      return dt_last_status();
+    }
+    t->requires_grad = c->requires_grad;
+    if (c->requires_grad) t->keys |= DT_KEYSET(DT_KEY_AUTOGRAD);
+    c->out[c->nout++] = t;
+  }
+  if (fresh) {
+    st = d->cpu(c);
+    if (st != DT_OK) release_outs(c);
+  }
+  return st;
+}

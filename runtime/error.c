@@ -1,0 +1,54 @@
+/* Thread-local last error and the status names. */
+#include "runtime/error.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+
+static _Thread_local dt_status tls_status = DT_OK;
+static _Thread_local char tls_message[1024];
+
+dt_status dt_error_set(dt_status code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tls_message, sizeof tls_message, fmt, ap);
+  va_end(ap);
+  tls_status = code;
+  return code;
+}
+
+dt_status dt_last_status(void) { return tls_status; }
+const char *dt_last_error(void) { return tls_message; }
+
+void dt_clear_error(void) {
+  tls_status = DT_OK;
+  tls_message[0] = '\0';
+}
+
+const char *dt_status_name(dt_status s) {
+  static const char *const names[] = {
+      "DT_OK",          "DT_ERR_INVALID_ARGUMENT", "DT_ERR_SHAPE",
+      "DT_ERR_DTYPE",   "DT_ERR_PLACEMENT",        "DT_ERR_MESH",
+      "DT_ERR_OUT_OF_MEMORY", "DT_ERR_DEVICE",     "DT_ERR_IO",
+      "DT_ERR_TIMEOUT", "DT_ERR_DESYNC",           "DT_ERR_FAULT",
+      "DT_ERR_UNSUPPORTED", "DT_ERR_INTERNAL"};
+  _Static_assert(sizeof names / sizeof *names == DT_ERR_INTERNAL + 1,
+                 "status name table out of date");
+  if ((unsigned)s > DT_ERR_INTERNAL) return "DT_ERR_?";
+  return names[s];
+}
+
+void dt_assert_fail(const char *expr, const char *file, int line) {
+  fprintf(stderr, "dtorch: internal invariant failed: %s (%s:%d)\n", expr,
+          file, line);
+  abort();
+}
+
+char *dt_shape_str(const int64_t *dims, int ndim, char *buf, size_t len) {
+  size_t n = 0;
+  n += (size_t)snprintf(buf, len, "[");
+  for (int i = 0; i < ndim && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, i ? ", %lld" : "%lld",
+                          (long long)dims[i]);
+  if (n < len) snprintf(buf + n, len - n, "]");
+  return buf;
+}

@@ -1,0 +1,133 @@
+/* Tensor handles: creation, refcounts, layout helpers and the public
+ * queries. */
+#include "runtime/tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/dispatch.h"
+#include "runtime/error.h"
+
+_Atomic int64_t dt_stat_live_tensors;
+_Atomic int64_t dt_stat_live_bytes;
+
+void dt_contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= sizes[i] > 1 ? sizes[i] : 1;
+  }
+}
+
+bool dt_layout_is_contiguous(const int64_t *sizes, const int64_t *strides,
+                             int ndim) {
+  int64_t expect = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    if (sizes[i] == 0) return true;
+    if (sizes[i] != 1 && strides[i] != expect) return false;
+    expect *= sizes[i];
+  }
+  return true;
+}
+
+int dt_wrap_dim(int dim, int ndim) {
+  int n = ndim > 0 ? ndim : 1;
+  if (dim < -n || dim >= n) return -1;
+  return dim < 0 ? dim + n : dim;
+}
+
+dt_tensor *dt_tensor_make(dt_dtype dtype, int ndim, const int64_t *sizes,
+                          const int64_t *strides, int64_t offset,
+                          dt_storage *storage) {
+  dt_tensor *t = malloc(sizeof *t);
+  if (!t) {
+    dt_error_set(DT_ERR_OUT_OF_MEMORY, "dt_tensor: out of host memory");
+    return NULL;
+  }
+  atomic_init(&t->refcount, 1);
+  t->keys = DT_KEYSET(DT_KEY_CPU);
+  t->dtype = dtype;
+  t->requires_grad = false;
+  t->local.storage = storage;
+  if (storage) dt_storage_retain(storage);
+  t->local.offset = offset;
+  t->local.ndim = ndim;
+  for (int i = 0; i < ndim; i++) {
+    t->local.sizes[i] = sizes[i];
+    t->local.strides[i] = strides[i];
+  }
+  atomic_fetch_add_explicit(&dt_stat_live_tensors, 1, memory_order_relaxed);
+  return t;
+}
+
+dt_tensor *dt_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
+                           const char *fn) {
+  int64_t strides[DT_MAX_DIMS];
+  dt_contiguous_strides(sizes, ndim, strides);
+  int64_t n = dt_numel_of(sizes, ndim);
+  dt_storage *s = dt_storage_new((size_t)n * dt_dtype_size(dtype), fn);
+  if (!s) return NULL;
+  dt_tensor *t = dt_tensor_make(dtype, ndim, sizes, strides, 0, s);
+  dt_storage_release(s);
+  return t;
+}
+
+dt_tensor *dt_tensor_retain(dt_tensor *t) {
+  /* relaxed: the caller already holds a reference that keeps t alive */
+  if (t) atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+  return t;
+}
+
+void dt_tensor_release(dt_tensor *t) {
+  if (!t) return;
+  /* acq_rel: our writes happen-before the free done by the last releaser */
+  if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
+    return;
+  if (t->local.storage) dt_storage_release(t->local.storage);
+  atomic_fetch_sub_explicit(&dt_stat_live_tensors, 1, memory_order_relaxed);
+  free(t);
+}
+
+int64_t dt_live_tensors(void) {
+  return atomic_load_explicit(&dt_stat_live_tensors, memory_order_relaxed);
+}
+int64_t dt_live_storage_bytes(void) {
+  return atomic_load_explicit(&dt_stat_live_bytes, memory_order_relaxed);
+}
+
+static dt_shape shape_of(const int64_t *v, int n) {
+  dt_shape s = {.ndim = n};
+  for (int i = 0; i < n; i++) s.dims[i] = v[i];
+  return s;
+}
+
+dt_shape dt_tensor_shape(const dt_tensor *t) {
+  if (!t) return (dt_shape){.ndim = -1};
+  return shape_of(t->local.sizes, t->local.ndim);
+}
+dt_shape dt_tensor_strides(const dt_tensor *t) {
+  if (!t) return (dt_shape){.ndim = -1};
+  return shape_of(t->local.strides, t->local.ndim);
+}
+dt_dtype dt_tensor_dtype(const dt_tensor *t) {
+  return t ? t->dtype : DT_DTYPE_COUNT;
+}
+int64_t dt_tensor_numel(const dt_tensor *t) { return t ? dt_numel(t) : -1; }
+int dt_tensor_ndim(const dt_tensor *t) { return t ? t->local.ndim : -1; }
+int64_t dt_tensor_storage_offset(const dt_tensor *t) {
+  return t ? t->local.offset : -1;
+}
+bool dt_tensor_is_contiguous(const dt_tensor *t) {
+  return t && dt_layout_is_contiguous(t->local.sizes, t->local.strides,
+                                      t->local.ndim);
+}
+bool dt_tensor_shares_storage(const dt_tensor *a, const dt_tensor *b) {
+  return a && b && a->local.storage && a->local.storage == b->local.storage;
+}
+bool dt_tensor_requires_grad(const dt_tensor *t) {
+  return t && t->requires_grad;
+}
+dt_mesh *dt_tensor_mesh(const dt_tensor *t) {
+  (void)t;
+  return NULL; /* single device: the default 1-rank mesh is implicit */
+}

@@ -1,0 +1,88 @@
+/* The tensor core (seed 004): refcounted storage, a local strided view
+ * (storage, sizes, strides, offset) and the public handle dt_tensor.
+ *
+ * A handle is immutable after creation except for its refcount. Single-device
+ * tensors hold one local; the mesh issue adds a spec and one local per rank
+ * without changing what a local is. */
+#ifndef DT_RUNTIME_TENSOR_H
+#define DT_RUNTIME_TENSOR_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dtorch/dtorch.h"
+#include "runtime/dtype.h"
+
+typedef struct dt_storage {
+  _Atomic int64_t refcount;
+  void *data;
+  size_t nbytes;     /* what was asked for */
+  size_t capacity;   /* what the allocator handed out */
+} dt_storage;
+
+typedef struct dt_local {
+  dt_storage *storage;     /* NULL only for numel == 0 tensors */
+  int64_t offset;          /* in elements */
+  int ndim;
+  int64_t sizes[DT_MAX_DIMS];
+  int64_t strides[DT_MAX_DIMS];   /* in elements; 0 for expanded dims */
+} dt_local;
+
+struct dt_tensor {
+  _Atomic int64_t refcount;
+  uint32_t keys;           /* dispatch keys this tensor lights (dispatch.h) */
+  dt_dtype dtype;
+  bool requires_grad;
+  dt_local local;
+};
+
+/* storage (runtime/alloc.c): a caching allocator behind it */
+dt_storage *dt_storage_new(size_t nbytes, const char *fn);
+void dt_storage_retain(dt_storage *s);
+void dt_storage_release(dt_storage *s);
+
+/* Makes a handle over `storage` (retained) with the given layout; NULL +
+ * DT_ERR_OUT_OF_MEMORY if the handle cannot be allocated. */
+dt_tensor *dt_tensor_make(dt_dtype dtype, int ndim, const int64_t *sizes,
+                          const int64_t *strides, int64_t offset,
+                          dt_storage *storage);
+/* A new contiguous tensor with fresh (uninitialised) storage. */
+dt_tensor *dt_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
+                           const char *fn);
+
+static inline int64_t dt_numel_of(const int64_t *sizes, int ndim) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= sizes[i];
+  return n;
+}
+static inline int64_t dt_numel(const dt_tensor *t) {
+  return dt_numel_of(t->local.sizes, t->local.ndim);
+}
+void dt_contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides);
+bool dt_layout_is_contiguous(const int64_t *sizes, const int64_t *strides,
+                             int ndim);
+/* address of the first element of t's view (NULL for empty storage) */
+static inline char *dt_tensor_data(const dt_tensor *t) {
+  if (!t->local.storage) return NULL;
+  return (char *)t->local.storage->data +
+         t->local.offset * (int64_t)dt_dtype_size(t->dtype);
+}
+/* normalises a possibly negative dim against ndim (scalar: ndim 0 accepts
+ * -1 and 0 like PyTorch); returns -1 when out of range */
+int dt_wrap_dim(int dim, int ndim);
+
+/* checks shared by every public entry point: a non-NULL tensor */
+#define DT_CHECK_TENSOR(t, fn, name)                                        \
+  do {                                                                      \
+    if (!(t)) {                                                             \
+      if (dt_last_status() == DT_OK)                                        \
+        dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name);  \
+      return NULL;                                                          \
+    }                                                                       \
+  } while (0)
+
+extern _Atomic int64_t dt_stat_live_tensors;
+extern _Atomic int64_t dt_stat_live_bytes;
+
+#endif
