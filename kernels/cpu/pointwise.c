@@ -192,18 +192,19 @@ void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
 
 /* ------------------------------------------------------------- unary */
 static inline float gelu_f(float x) {
-  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  return 0.5f * x * erfcf(-x * 0.70710678118654752f); /* no cancellation */
 }
 static inline float gelu_tanh_f(float x) {
   float k = 0.7978845608028654f; /* sqrt(2/pi) */
-  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+  /* 0.5 (1 + tanh u) = sigmoid(2u): no cancellation for x << 0 */
+  return x / (1.0f + expf(-2.0f * k * (x + 0.044715f * x * x * x)));
 }
 static inline double gelu_d(double x) {
-  return 0.5 * x * (1.0 + erf(x * 0.70710678118654752));
+  return 0.5 * x * erfc(-x * 0.70710678118654752);
 }
 static inline double gelu_tanh_d(double x) {
   double k = 0.79788456080286535588;
-  return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
+  return x / (1.0 + exp(-2.0 * k * (x + 0.044715 * x * x * x)));
 }
 
 #define UN_FLOAT(NAME, T, S, GELU, GELU_T)                                  \

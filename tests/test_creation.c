@@ -1,0 +1,227 @@
+/* Factories (empty/zeros/ones/full/arange/rand/randn/_like), host transfer
+ * for every dtype, and the counter-based RNG: Philox 4x32-10 known-answer
+ * vectors, an independent re-implementation, seeding and split invariance. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "kernels/cpu/cpu.h"
+
+static void test_full_family(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_shape shapes[] = {DT_SHAPE(), DT_SHAPE(0), DT_SHAPE(3, 0, 2), DT_SHAPE(1),
+                       DT_SHAPE(2, 3, 4)};
+  for (int di = 0; di < 8; di++)
+    for (int s = 0; s < 5; s++) {
+      dt_dtype d = tu_all_dtypes[di];
+      dt_tensor_options o = {.dtype = d};
+      dt_tensor *t[4] = {dt_zeros(shapes[s], &o), dt_ones(shapes[s], &o),
+                         dt_full(shapes[s], 5, &o), dt_empty(shapes[s], &o)};
+      double want[3] = {0, 1, d == DT_BOOL ? 1 : 5};
+      for (int k = 0; k < 4; k++) {
+        assert_non_null(t[k]);
+        assert_int_equal(dt_tensor_dtype(t[k]), d);
+        dt_shape got = dt_tensor_shape(t[k]);
+        assert_int_equal(got.ndim, shapes[s].ndim);
+        assert_memory_equal(got.dims, shapes[s].dims,
+                            sizeof(int64_t) * (size_t)got.ndim);
+        assert_int_equal(dt_tensor_numel(t[k]), tu_numel(shapes[s]));
+        assert_true(dt_tensor_is_contiguous(t[k]));
+        if (k == 3) continue; /* empty: values undefined */
+        double *v = tu_values(t[k]);
+        for (int64_t i = 0; i < tu_numel(shapes[s]); i++)
+          assert_true(v[i] == want[k]);
+        free(v);
+      }
+      dt_tensor *l[3] = {dt_zeros_like(t[2]), dt_ones_like(t[2]),
+                         dt_full_like(t[2], 5)};
+      for (int k = 0; k < 3; k++) {
+        assert_int_equal(dt_tensor_dtype(l[k]), d);
+        assert_int_equal(dt_tensor_numel(l[k]), tu_numel(shapes[s]));
+        double *v = tu_values(l[k]);
+        for (int64_t i = 0; i < tu_numel(shapes[s]); i++)
+          assert_true(v[i] == want[k]);
+        free(v);
+        dt_tensor_release(l[k]);
+      }
+      for (int k = 0; k < 4; k++) dt_tensor_release(t[k]);
+    }
+  /* negative zero survives full */
+  dt_tensor *nz = dt_full(DT_SHAPE(2), -0.0, NULL);
+  double *v = tu_values(nz);
+  assert_true(v[0] == 0 && signbit(v[0]));
+  free(v);
+  dt_tensor_release(nz);
+  tu_leaks_end();
+}
+
+static void test_arange(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  struct { double a, b, s; int64_t n; } c[] = {
+      {0, 10, 1, 10}, {1, 2, 0.3, 4}, {5, 0, -1.5, 4}, {0, 0, 1, 0},
+      {-3, 3, 2, 3},  {0.5, 1, 1, 1},
+  };
+  for (int i = 0; i < 6; i++)
+    for (int di = 0; di < 6; di++) { /* floats and int32/int64 */
+      dt_dtype d = tu_all_dtypes[di];
+      if (d == DT_INT32 || d == DT_INT64) {
+        if (c[i].s != floor(c[i].s) || c[i].a != floor(c[i].a)) continue;
+      }
+      dt_tensor *t = dt_arange(c[i].a, c[i].b, c[i].s,
+                               &(dt_tensor_options){.dtype = d});
+      assert_non_null(t);
+      assert_int_equal(dt_tensor_numel(t), c[i].n);
+      double *v = tu_values(t);
+      for (int64_t k = 0; k < c[i].n; k++)
+        assert_true(v[k] == tu_round(c[i].a + (double)k * c[i].s, d));
+      free(v);
+      dt_tensor_release(t);
+    }
+  tu_leaks_end();
+}
+
+static void test_host_roundtrip(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  for (int di = 0; di < 8; di++) {
+    dt_dtype d = tu_all_dtypes[di];
+    size_t es = dt_dtype_size(d);
+    unsigned char raw[24 * 8], back[24 * 8];
+    for (size_t i = 0; i < sizeof raw; i++) raw[i] = (unsigned char)(i * 37 + 11);
+    if (d == DT_BOOL)
+      for (int i = 0; i < 24; i++) raw[i] &= 1; /* bools are 0/1 */
+    if (d == DT_FLOAT16 || d == DT_BFLOAT16 || d == DT_FLOAT32 || d == DT_FLOAT64)
+      for (int i = 0; i < 24; i++) tu_encode(raw + (size_t)i * es, d, i * 0.25 - 3);
+    dt_tensor *t = dt_from_host(raw, DT_SHAPE(2, 3, 4), &(dt_tensor_options){.dtype = d});
+    assert_non_null(t);
+    assert_int_equal(dt_to_host(t, back, 24 * es), DT_OK);
+    assert_memory_equal(raw, back, 24 * es);
+    /* a permuted view comes back in its own row-major order */
+    dt_tensor *p = dt_permute(t, (int[]){2, 0, 1}, 3);
+    assert_int_equal(dt_to_host(p, back, 24 * es), DT_OK);
+    for (int k = 0; k < 4; k++)
+      for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+          assert_memory_equal(back + (size_t)((k * 2 + i) * 3 + j) * es,
+                              raw + (size_t)((i * 3 + j) * 4 + k) * es, es);
+    dt_tensor_release(p);
+    dt_tensor_release(t);
+  }
+  tu_leaks_end();
+}
+
+/* Random123's known-answer vectors for philox4x32-10 */
+static void test_philox_kat(void **state) {
+  (void)state;
+  struct { uint32_t ctr[4], key[2], out[4]; } kat[] = {
+      {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+       {0xffffffff, 0xffffffff},
+       {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+       {0xa4093822, 0x299f31d0},
+       {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+  };
+  for (int i = 0; i < 3; i++) {
+    uint32_t out[4];
+    cpu_philox4x32(kat[i].ctr, kat[i].key, out);
+    for (int k = 0; k < 4; k++)
+      if (out[k] != kat[i].out[k])
+        fail_msg("KAT %d word %d: got %08x want %08x", i, k, out[k], kat[i].out[k]);
+  }
+}
+
+/* element i of rand() is uniform(seed, offset + i): the same value whatever
+ * tensor it lands in */
+static void test_rand_split_invariance(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  for (int n = 0; n < 2; n++) {
+    dt_tensor *(*fn)(dt_shape, const dt_tensor_options *) = n ? dt_randn : dt_rand;
+    dt_manual_seed(42);
+    dt_tensor *whole = fn(DT_SHAPE(10, 100), &(dt_tensor_options){.dtype = DT_FLOAT64});
+    dt_manual_seed(42);
+    dt_tensor *a = fn(DT_SHAPE(3, 100), &(dt_tensor_options){.dtype = DT_FLOAT64});
+    dt_tensor *b = fn(DT_SHAPE(700), &(dt_tensor_options){.dtype = DT_FLOAT64});
+    double *vw = tu_values(whole), *va = tu_values(a), *vb = tu_values(b);
+    assert_memory_equal(vw, va, 300 * sizeof(double));
+    assert_memory_equal(vw + 300, vb, 700 * sizeof(double));
+    /* the value is the stream's element, computed on its own */
+    for (int i = 0; i < 1000; i += 97) {
+      double want = n ? cpu_philox_normal(42, (uint64_t)i)
+                      : cpu_philox_uniform(42, (uint64_t)i);
+      assert_true(vw[i] == want);
+    }
+    free(vw); free(va); free(vb);
+    dt_tensor_release(whole); dt_tensor_release(a); dt_tensor_release(b);
+  }
+  /* another seed gives other values */
+  dt_manual_seed(43);
+  dt_tensor *c = dt_rand(DT_SHAPE(4), NULL);
+  dt_manual_seed(42);
+  dt_tensor *d = dt_rand(DT_SHAPE(4), NULL);
+  double *vc = tu_values(c), *vd = tu_values(d);
+  assert_true(memcmp(vc, vd, 4 * sizeof(double)) != 0);
+  free(vc); free(vd);
+  dt_tensor_release(c); dt_tensor_release(d);
+  tu_leaks_end();
+}
+
+/* moments of 200k draws for every float dtype; uniform stays in [0, 1) */
+static void test_rand_distribution(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_manual_seed(7);
+  for (int di = 0; di < 4; di++) {
+    dt_dtype d = tu_float_dtypes[di];
+    const int n = 200000;
+    dt_tensor *u = dt_rand(DT_SHAPE(n), &(dt_tensor_options){.dtype = d});
+    dt_tensor *g = dt_randn(DT_SHAPE(n), &(dt_tensor_options){.dtype = d});
+    double *vu = tu_values(u), *vg = tu_values(g);
+    double su = 0, sg = 0, sg2 = 0;
+    for (int i = 0; i < n; i++) {
+      assert_true(vu[i] >= 0 && vu[i] < 1);
+      su += vu[i];
+      sg += vg[i];
+      sg2 += vg[i] * vg[i];
+    }
+    /* 6 sigma bounds: sd(mean) = 0.289/sqrt(n) and 1/sqrt(n) */
+    assert_true(fabs(su / n - 0.5) < 6 * 0.289 / sqrt(n) + 2e-3);
+    assert_true(fabs(sg / n) < 6 / sqrt(n) + 4e-3);
+    assert_true(fabs(sg2 / n - 1) < 0.02);
+    free(vu); free(vg);
+    dt_tensor_release(u); dt_tensor_release(g);
+  }
+  tu_leaks_end();
+}
+
+static void test_requires_grad_flag(void **state) {
+  (void)state;
+  dt_tensor *t = dt_zeros(DT_SHAPE(2), &(dt_tensor_options){.requires_grad = true});
+  dt_tensor *u = dt_zeros(DT_SHAPE(2), NULL);
+  assert_true(dt_tensor_requires_grad(t));
+  assert_false(dt_tensor_requires_grad(u));
+  assert_null(dt_tensor_mesh(t));
+  dt_tensor *r = dt_tensor_retain(t);
+  assert_ptr_equal(r, t);
+  dt_tensor_release(r);
+  dt_tensor_release(t);
+  dt_tensor_release(u);
+  dt_tensor_release(NULL); /* no-op */
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_full_family),
+      cmocka_unit_test(test_arange),
+      cmocka_unit_test(test_host_roundtrip),
+      cmocka_unit_test(test_philox_kat),
+      cmocka_unit_test(test_rand_split_invariance),
+      cmocka_unit_test(test_rand_distribution),
+      cmocka_unit_test(test_requires_grad_flag),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
