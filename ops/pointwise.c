@@ -53,9 +53,28 @@ dt_status ops_binary_infer(dt_op_call *c) {
   return DT_OK;
 }
 
+/* same shape, contiguous, already in the compute type: no iterator */
+static bool binary_flat(const dt_op_call *c, const dt_tensor *a,
+                        const dt_tensor *b, dt_tensor *o) {
+  dt_dtype ct = cpu_compute_type(o->dtype);
+  if (a->dtype != ct || b->dtype != ct || o->dtype != ct ||
+      c->op >= DT_OP_EQ || a->local.ndim != o->local.ndim ||
+      b->local.ndim != o->local.ndim)
+    return false;
+  for (int i = 0; i < o->local.ndim; i++)
+    if (a->local.sizes[i] != o->local.sizes[i] ||
+        b->local.sizes[i] != o->local.sizes[i])
+      return false;
+  if (!dt_tensor_is_contiguous(a) || !dt_tensor_is_contiguous(b)) return false;
+  cpu_binary_flat((cpu_binary_op)(c->op - DT_OP_ADD), ct, dt_numel(o),
+                  dt_tensor_data(o), dt_tensor_data(a), dt_tensor_data(b));
+  return true;
+}
+
 dt_status ops_binary_cpu(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t, *b = c->args[1].t;
   dt_tensor *o = c->out[0];
+  if (binary_flat(c, a, b, o)) return DT_OK;
   cpu_view vo = ops_view_of(o), va0 = ops_view_of(a), vb0 = ops_view_of(b);
   cpu_view va = cpu_view_broadcast(&va0, vo.ndim, vo.sizes);
   cpu_view vb = cpu_view_broadcast(&vb0, vo.ndim, vo.sizes);

@@ -1,2 +1,32 @@
+/* The `dtorch` command line: demo, bench, ops. */
 #include <stdio.h>
-int main(void) { return 0; }
+#include <string.h>
+
+#include "bench/bench.h"
+#include "tools/tools.h"
+
+static int usage(FILE *out) {
+  fprintf(out,
+          "usage: dtorch <command> [args]\n"
+          "  demo             the main job: an MLP forward, printed op by op\n"
+          "  bench core       tensor-core benchmarks (JSON lines)\n"
+          "  ops              list the registered ops and their schemas\n"
+          "  help             this text\n");
+  return out == stdout ? 0 : 2;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return usage(stderr);
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "demo")) return tool_demo(argc - 2, argv + 2);
+  if (!strcmp(cmd, "ops")) return tool_ops();
+  if (!strcmp(cmd, "help") || !strcmp(cmd, "--help")) return usage(stdout);
+  if (!strcmp(cmd, "bench")) {
+    if (argc >= 3 && !strcmp(argv[2], "core")) return bench_core(argc - 3, argv + 3);
+    fprintf(stderr, "dtorch bench: unknown suite '%s' (available: core)\n",
+            argc >= 3 ? argv[2] : "");
+    return 2;
+  }
+  fprintf(stderr, "dtorch: unknown command '%s'\n", cmd);
+  return usage(stderr);
+}

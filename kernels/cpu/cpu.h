@@ -80,6 +80,10 @@ typedef enum cpu_unary_op {
  * type of the inputs (comparisons/logical ops write bool outputs). */
 void cpu_binary(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
                 const cpu_view *a, const cpu_view *b);
+/* contiguous arrays already in the compute type ct (comparisons write
+ * bool): the iterator's innermost fast path, callable directly */
+void cpu_binary_flat(cpu_binary_op op, dt_dtype ct, int64_t n, void *out,
+                     const void *a, const void *b);
 /* out = a op s (scalar second operand) */
 void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
                        const cpu_view *a, double s);

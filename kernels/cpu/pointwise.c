@@ -102,8 +102,8 @@ static void bin_bool(cpu_binary_op op, int64_t n, uint8_t *o, const uint8_t *a,
   }
 }
 
-static void bin_contig(cpu_binary_op op, dt_dtype ct, int64_t n, void *o,
-                       const void *a, const void *b) {
+void cpu_binary_flat(cpu_binary_op op, dt_dtype ct, int64_t n, void *o,
+                     const void *a, const void *b) {
   switch (ct) {
   case DT_FLOAT32: bin_f32(op, n, o, a, b); break;
   case DT_FLOAT64: bin_f64(op, n, o, a, b); break;
@@ -127,7 +127,7 @@ static void bin_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
                 (c->scalar || c->dt[2] == c->ct);
   if (native && st[0] == (int64_t)ocs && st[1] == (int64_t)cs &&
       !c->scalar && st[2] == (int64_t)cs) {
-    bin_contig(c->op, c->ct, n, p[0], p[1], p[2]);
+    cpu_binary_flat(c->op, c->ct, n, p[0], p[1], p[2]);
     return;
   }
   _Alignas(64) char ba[CPU_BLOCK * 8], bb[CPU_BLOCK * 8], bo[CPU_BLOCK * 8];
@@ -137,7 +137,7 @@ static void bin_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
     int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
     cpu_load(ba, c->ct, p[1] + s * st[1], c->dt[1], st[1], k);
     if (!c->scalar) cpu_load(bb, c->ct, p[2] + s * st[2], c->dt[2], st[2], k);
-    bin_contig(c->op, c->ct, k, bo, ba, bb);
+    cpu_binary_flat(c->op, c->ct, k, bo, ba, bb);
     cpu_store(p[0] + s * st[0], c->dt[0], st[0], bo, c->out_ct, k);
   }
 }

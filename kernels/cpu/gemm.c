@@ -1,0 +1,254 @@
+/* GEMM kernels (gemm.h): BLAS for float32/float64 with transpose flags
+ * instead of copies, widen-to-float32 for float16/bfloat16, a 64-bit
+ * wrapping loop for integers, and the batch loop with the fold that turns
+ * x[B, T, in]·Wᵀ into one call.
+ *
+ * Zero-size cases are handled here, never passed to BLAS: M == 0 or N == 0
+ * writes nothing; K == 0 writes zeros (or the bias), as PyTorch does. */
+#include "kernels/cpu/gemm.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t max1(int64_t x) { return x > 1 ? x : 1; }
+
+/* How BLAS can read m in place: NoTrans with ld = the row stride, or Trans
+ * (m stored as its transpose, column-major) with ld = the column stride.
+ * The stride of a size-1 dim is free, so it never blocks either form. */
+static bool blas_layout(const cpu_matrix *m, CBLAS_TRANSPOSE *t, int *ld) {
+  int64_t r = m->rows, c = m->cols;
+  int64_t cs = c == 1 ? 1 : m->cs, rs = r == 1 ? 1 : m->rs;
+  if (cs == 1) {
+    int64_t l = r == 1 ? max1(c) : m->rs;
+    if (l >= max1(c) && l <= INT_MAX) {
+      *t = CblasNoTrans;
+      *ld = (int)l;
+      return true;
+    }
+  }
+  if (rs == 1) {
+    int64_t l = c == 1 ? max1(r) : m->cs;
+    if (l >= max1(r) && l <= INT_MAX) {
+      *t = CblasTrans;
+      *ld = (int)l;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* m (dtype sd) as a fresh row-major buffer of compute type ct; the load
+ * converts (float16 → float32) and gathers strided rows in one pass.
+ * Only called with rows, cols > 0. */
+static void *pack(const cpu_matrix *m, dt_dtype sd, dt_dtype ct) {
+  size_t es = cpu_dtype_size(ct), ss = cpu_dtype_size(sd);
+  char *p = malloc((size_t)(m->rows * m->cols) * es);
+  if (!p) return NULL;
+  for (int64_t i = 0; i < m->rows; i++)
+    cpu_load(p + (size_t)(i * m->cols) * es, ct, m->data + i * m->rs * (int64_t)ss,
+             sd, m->cs * (int64_t)ss, m->cols);
+  return p;
+}
+
+/* Initial value of the M×N accumulator rows (row stride ld elements, of
+ * compute type ct): the bias on every row, or zeros. */
+static void init_rows(void *acc, dt_dtype ct, int64_t m, int64_t n, int64_t ld,
+                      dt_dtype d, const char *bias, int64_t bias_stride) {
+  size_t es = cpu_dtype_size(ct);
+  int64_t bs = bias_stride * (int64_t)cpu_dtype_size(d);
+  for (int64_t i = 0; i < m; i++) {
+    char *row = (char *)acc + (size_t)(i * ld) * es;
+    if (bias)
+      cpu_load(row, ct, bias, d, bs, n);
+    else
+      memset(row, 0, (size_t)n * es);
+  }
+}
+
+/* float32 / float64 straight through BLAS. */
+static dt_status gemm_blas(dt_dtype d, const cpu_matrix *a,
+                           const cpu_matrix *b, const cpu_matrix *c,
+                           const char *bias, int64_t bias_stride) {
+  int64_t m = a->rows, k = a->cols, n = b->cols;
+  int64_t ldc = m == 1 ? max1(n) : c->rs;
+  if (ldc > INT_MAX) return DT_ERR_UNSUPPORTED;
+  if (bias || k == 0) init_rows(c->data, d, m, n, ldc, d, bias, bias_stride);
+  if (k == 0) return DT_OK;
+  CBLAS_TRANSPOSE ta, tb;
+  int lda, ldb;
+  void *pa = NULL, *pb = NULL;
+  const void *pta = a->data, *ptb = b->data;
+  if (!blas_layout(a, &ta, &lda)) {
+    pta = pa = pack(a, d, d);
+    ta = CblasNoTrans;
+    lda = (int)max1(k);
+  }
+  if (!blas_layout(b, &tb, &ldb)) {
+    ptb = pb = pack(b, d, d);
+    tb = CblasNoTrans;
+    ldb = (int)max1(n);
+  }
+  if (!pta || !ptb) {
+    free(pa);
+    free(pb);
+    return DT_ERR_OUT_OF_MEMORY;
+  }
+  if (d == DT_FLOAT32)
+    cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, pta, lda,
+                ptb, ldb, bias ? 1.0f : 0.0f, (float *)c->data, (int)ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0, pta, lda,
+                ptb, ldb, bias ? 1.0 : 0.0, (double *)c->data, (int)ldc);
+  free(pa);
+  free(pb);
+  return DT_OK;
+}
+
+/* float16 / bfloat16: widen to float32, sgemm, round once when storing. */
+static dt_status gemm_half(dt_dtype d, const cpu_matrix *a,
+                           const cpu_matrix *b, const cpu_matrix *c,
+                           const char *bias, int64_t bias_stride) {
+  int64_t m = a->rows, k = a->cols, n = b->cols;
+  float *pa = NULL, *pb = NULL;
+  float *acc = malloc((size_t)(m * n) * sizeof(float));
+  if (k > 0) {
+    pa = pack(a, d, DT_FLOAT32);
+    pb = pack(b, d, DT_FLOAT32);
+  }
+  dt_status st = DT_ERR_OUT_OF_MEMORY;
+  if (acc && (k == 0 || (pa && pb))) {
+    init_rows(acc, DT_FLOAT32, m, n, n, d, bias, bias_stride);
+    if (k > 0)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n,
+                  (int)k, 1.0f, pa, (int)k, pb, (int)n, 1.0f, acc, (int)n);
+    int64_t es = (int64_t)cpu_dtype_size(d);
+    for (int64_t i = 0; i < m; i++)
+      cpu_store(c->data + i * c->rs * es, d, c->cs * es, acc + i * n,
+                DT_FLOAT32, n);
+    st = DT_OK;
+  }
+  free(acc);
+  free(pa);
+  free(pb);
+  return st;
+}
+
+/* Integers: i-p-j loop over packed int64 operands. Unsigned arithmetic makes
+ * overflow wrap (defined) instead of being undefined; the store truncates to
+ * the output's width, as PyTorch's int matmul does. */
+static dt_status gemm_int(dt_dtype d, const cpu_matrix *a,
+                          const cpu_matrix *b, const cpu_matrix *c,
+                          const char *bias, int64_t bias_stride) {
+  int64_t m = a->rows, k = a->cols, n = b->cols;
+  uint64_t *pa = NULL, *pb = NULL;
+  uint64_t *acc = malloc((size_t)n * sizeof(uint64_t));
+  if (k > 0) {
+    pa = pack(a, d, DT_INT64);
+    pb = pack(b, d, DT_INT64);
+  }
+  dt_status st = DT_ERR_OUT_OF_MEMORY;
+  if (acc && (k == 0 || (pa && pb))) {
+    int64_t es = (int64_t)cpu_dtype_size(d);
+    for (int64_t i = 0; i < m; i++) {
+      init_rows(acc, DT_INT64, 1, n, n, d, bias, bias_stride);
+      for (int64_t p = 0; p < k; p++) {
+        uint64_t x = pa[i * k + p];
+        const uint64_t *row = pb + p * n;
+        for (int64_t j = 0; j < n; j++) acc[j] += x * row[j];
+      }
+      cpu_store(c->data + i * c->rs * es, d, c->cs * es, acc, DT_INT64, n);
+    }
+    st = DT_OK;
+  }
+  free(acc);
+  free(pa);
+  free(pb);
+  return st;
+}
+
+dt_status cpu_gemm(dt_dtype d, const cpu_matrix *a, const cpu_matrix *b,
+                   const cpu_matrix *c, const char *bias, int64_t bias_stride) {
+  int64_t m = a->rows, k = a->cols, n = b->cols;
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX) return DT_ERR_UNSUPPORTED;
+  switch (d) {
+  case DT_FLOAT32: case DT_FLOAT64: case DT_FLOAT16: case DT_BFLOAT16:
+  case DT_INT32: case DT_INT64: case DT_UINT8: break;
+  default: return DT_ERR_DTYPE;
+  }
+  if (m == 0 || n == 0) return DT_OK;
+  if (d == DT_FLOAT32 || d == DT_FLOAT64)
+    return gemm_blas(d, a, b, c, bias, bias_stride);
+  if (d == DT_FLOAT16 || d == DT_BFLOAT16)
+    return gemm_half(d, a, b, c, bias, bias_stride);
+  return gemm_int(d, a, b, c, bias, bias_stride);
+}
+
+/* Dims [0, n) of v fold into one dim: true and its stride in *stride (size-1
+ * dims are skipped; their stride is free). */
+static bool fold_dims(const cpu_view *v, int n, int64_t *stride) {
+  int64_t st = 0, span = -1;
+  for (int d = n - 1; d >= 0; d--) {
+    if (v->sizes[d] == 1) continue;
+    if (span < 0) {
+      st = v->strides[d];
+    } else if (v->strides[d] != span) {
+      return false;
+    }
+    span = v->strides[d] * v->sizes[d];
+  }
+  *stride = st;
+  return true;
+}
+
+static cpu_matrix matrix_at(const cpu_view *v, int64_t off, int64_t rows,
+                            int64_t rs) {
+  int nd = v->ndim;
+  /* an empty operand (K == 0) may have no storage at all */
+  char *p = v->data ? v->data + off * (int64_t)cpu_dtype_size(v->dtype) : NULL;
+  cpu_matrix m = {p, rows, v->sizes[nd - 1], rs, v->strides[nd - 1]};
+  return m;
+}
+
+dt_status cpu_bmm(const cpu_view *out, const cpu_view *a, const cpu_view *b,
+                  const char *bias, int64_t bias_stride) {
+  int nd = out->ndim, nb = nd - 2;
+  int64_t total = 1, numel = 1;
+  for (int i = 0; i < nd; i++) numel *= out->sizes[i];
+  for (int i = 0; i < nb; i++) total *= out->sizes[i];
+  if (numel == 0) return DT_OK;
+  dt_dtype d = out->dtype;
+  bool b_fixed = true;
+  for (int i = 0; i < nb; i++) b_fixed &= b->sizes[i] == 1 || b->strides[i] == 0;
+  int64_t rsa, rso;
+  if (b_fixed && fold_dims(a, nd - 1, &rsa) && fold_dims(out, nd - 1, &rso)) {
+    int64_t rows = total * out->sizes[nd - 2];
+    cpu_matrix ma = matrix_at(a, 0, rows, rsa);
+    cpu_matrix mb = matrix_at(b, 0, b->sizes[nd - 2], b->strides[nd - 2]);
+    cpu_matrix mc = matrix_at(out, 0, rows, rso);
+    return cpu_gemm(d, &ma, &mb, &mc, bias, bias_stride);
+  }
+  int64_t idx[DT_MAX_DIMS] = {0};
+  for (int64_t t = 0; t < total; t++) {
+    int64_t oa = 0, ob = 0, oc = 0;
+    for (int i = 0; i < nb; i++) {
+      oa += idx[i] * a->strides[i];
+      ob += idx[i] * b->strides[i];
+      oc += idx[i] * out->strides[i];
+    }
+    cpu_matrix ma = matrix_at(a, oa, a->sizes[nd - 2], a->strides[nd - 2]);
+    cpu_matrix mb = matrix_at(b, ob, b->sizes[nd - 2], b->strides[nd - 2]);
+    cpu_matrix mc = matrix_at(out, oc, out->sizes[nd - 2], out->strides[nd - 2]);
+    dt_status st = cpu_gemm(d, &ma, &mb, &mc, bias, bias_stride);
+    if (st != DT_OK) return st;
+    for (int i = nb - 1; i >= 0; i--) {
+      if (++idx[i] < out->sizes[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return DT_OK;
+}
+
+void cpu_blas_set_threads(int n) { openblas_set_num_threads(n); }
+int cpu_blas_get_threads(void) { return openblas_get_num_threads(); }

@@ -1,0 +1,163 @@
+/* nn kernels (nn.h): gathers along a dim, cross-entropy, dropout. Values go
+ * through double blocks (cpu_load / cpu_store), so every float dtype shares
+ * one loop and float16 / bfloat16 are rounded once. */
+#include "kernels/cpu/nn.h"
+
+#include <math.h>
+#include <string.h>
+
+#define NN_BLOCK 256
+
+/* element j (row-major) of an int32/int64 view of at least j + 1 elements */
+static int64_t index_at(const cpu_view *v, int64_t j) {
+  int64_t off = 0;
+  for (int d = v->ndim - 1; d >= 0; d--) {
+    off += (j % v->sizes[d]) * v->strides[d];
+    j /= v->sizes[d];
+  }
+  const char *p = v->data + off * (int64_t)cpu_dtype_size(v->dtype);
+  if (v->dtype == DT_INT32) {
+    int32_t x;
+    memcpy(&x, p, sizeof x);
+    return x;
+  }
+  int64_t x;
+  memcpy(&x, p, sizeof x);
+  return x;
+}
+
+static int64_t numel_of(const cpu_view *v) {
+  int64_t n = 1;
+  for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
+  return n;
+}
+
+/* true when the view's elements are one dense row-major block */
+static bool dense(const cpu_view *v) {
+  int64_t want = 1;
+  for (int d = v->ndim - 1; d >= 0; d--) {
+    if (v->sizes[d] == 1) continue;
+    if (v->strides[d] != want) return false;
+    want *= v->sizes[d];
+  }
+  return true;
+}
+
+dt_status cpu_index_select(const cpu_view *out, const cpu_view *a, int dim,
+                           const cpu_view *idx, int64_t *bad_pos,
+                           int64_t *bad_val) {
+  int64_t n = numel_of(idx), limit = a->sizes[dim];
+  int64_t es = (int64_t)cpu_dtype_size(a->dtype);
+  cpu_view src = *a, dst = *out;
+  src.sizes[dim] = 1;
+  dst.sizes[dim] = 1;
+  int64_t slice = numel_of(&src);
+  /* embedding and dim-0 selects of a contiguous table copy whole rows */
+  bool rows = dense(&src) && dense(&dst) && src.dtype == dst.dtype;
+  for (int64_t j = 0; j < n; j++) {
+    int64_t v = index_at(idx, j);
+    if (v < 0 || v >= limit) {
+      *bad_pos = j;
+      *bad_val = v;
+      return DT_ERR_INVALID_ARGUMENT;
+    }
+    if (slice == 0) continue; /* indices are still checked */
+    src.data = a->data + v * a->strides[dim] * es;
+    dst.data = out->data + j * out->strides[dim] * es;
+    if (rows)
+      memcpy(dst.data, src.data, (size_t)(slice * es));
+    else
+      cpu_unary(CPU_COPY, cpu_compute_type(dst.dtype), &dst, &src);
+  }
+  return DT_OK;
+}
+
+/* log(sum(exp(row))) of a strided row of n values, in double */
+static double row_logsumexp(const char *p, dt_dtype d, int64_t stride_b,
+                            int64_t n) {
+  double buf[NN_BLOCK], mx = -INFINITY;
+  for (int64_t s = 0; s < n; s += NN_BLOCK) {
+    int64_t k = n - s < NN_BLOCK ? n - s : NN_BLOCK;
+    cpu_load(buf, DT_FLOAT64, p + s * stride_b, d, stride_b, k);
+    for (int64_t i = 0; i < k; i++)
+      if (buf[i] > mx || isnan(buf[i])) mx = buf[i];
+  }
+  if (isnan(mx) || isinf(mx)) return mx; /* NaN stays NaN; ±inf rows too */
+  double sum = 0;
+  for (int64_t s = 0; s < n; s += NN_BLOCK) {
+    int64_t k = n - s < NN_BLOCK ? n - s : NN_BLOCK;
+    cpu_load(buf, DT_FLOAT64, p + s * stride_b, d, stride_b, k);
+    for (int64_t i = 0; i < k; i++) sum += exp(buf[i] - mx);
+  }
+  return mx + log(sum);
+}
+
+dt_status cpu_cross_entropy(char *out, dt_dtype od, int64_t ostride,
+                            const cpu_view *logits, const cpu_view *target,
+                            dt_reduction reduction, int64_t ignore_index,
+                            int64_t *bad_pos, int64_t *bad_val) {
+  int64_t n = logits->sizes[0], nc = logits->sizes[1];
+  dt_dtype d = logits->dtype;
+  int64_t es = (int64_t)cpu_dtype_size(d), oes = (int64_t)cpu_dtype_size(od);
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t t = index_at(target, i);
+    double loss = 0;
+    if (t != ignore_index) {
+      if (t < 0 || t >= nc) {
+        *bad_pos = i;
+        *bad_val = t;
+        return DT_ERR_INVALID_ARGUMENT;
+      }
+      const char *row = logits->data + i * logits->strides[0] * es;
+      double xt;
+      cpu_load(&xt, DT_FLOAT64, row + t * logits->strides[1] * es, d, es, 1);
+      loss = row_logsumexp(row, d, logits->strides[1] * es, nc) - xt;
+      total += loss;
+      count++;
+    }
+    if (reduction == DT_REDUCTION_NONE)
+      cpu_store(out + i * ostride * oes, od, oes, &loss, DT_FLOAT64, 1);
+  }
+  if (reduction != DT_REDUCTION_NONE) {
+    /* mean over no targets is 0/0 = NaN, as PyTorch; said without a
+     * division by zero */
+    double r = reduction == DT_REDUCTION_SUM ? total
+               : count ? total / (double)count : NAN;
+    cpu_store(out, od, oes, &r, DT_FLOAT64, 1);
+  }
+  return DT_OK;
+}
+
+typedef struct drop_ctx {
+  double p, q;            /* drop probability, 1 - p */
+  uint64_t seed, offset;
+  const char *base;       /* out's first element: its offset is the index */
+  dt_dtype od, ad;
+} drop_ctx;
+
+static void drop_inner(char **ptrs, const int64_t *st, int64_t n, void *vctx) {
+  const drop_ctx *c = vctx;
+  int64_t oes = (int64_t)cpu_dtype_size(c->od);
+  uint64_t first = c->offset + (uint64_t)((ptrs[0] - c->base) / oes);
+  double buf[NN_BLOCK];
+  for (int64_t s = 0; s < n; s += NN_BLOCK) {
+    int64_t k = n - s < NN_BLOCK ? n - s : NN_BLOCK;
+    cpu_load(buf, DT_FLOAT64, ptrs[1] + s * st[1], c->ad, st[1], k);
+    for (int64_t i = 0; i < k; i++) {
+      double u = cpu_philox_uniform(c->seed, first + (uint64_t)(s + i));
+      buf[i] = u >= c->p ? buf[i] / c->q : 0.0;
+    }
+    cpu_store(ptrs[0] + s * st[0], c->od, st[0], buf, DT_FLOAT64, k);
+  }
+}
+
+void cpu_dropout(const cpu_view *out, const cpu_view *a, double p,
+                 uint64_t seed, uint64_t offset) {
+  drop_ctx c = {p, 1.0 - p, seed, offset, out->data, out->dtype, a->dtype};
+  cpu_view ops[2] = {*out, *a};
+  cpu_iter it;
+  cpu_iter_init(&it, ops, 2);
+  cpu_iter_run(&it, 0, it.numel, drop_inner, &c);
+}

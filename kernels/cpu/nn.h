@@ -1,0 +1,38 @@
+/* Kernels of the nn ops (ops/nn.c): row gathers (embedding, index_select),
+ * cross-entropy and dropout. Pointers, sizes and strides only; bad data
+ * (an index out of range) is reported back as a status plus where and what,
+ * and the ops layer words the message. */
+#ifndef DT_KERNELS_CPU_NN_H
+#define DT_KERNELS_CPU_NN_H
+
+#include "kernels/cpu/cpu.h"
+
+/* out = a gathered along dim at the indices of idx (int32/int64, any shape,
+ * read in row-major order); out has a's ndim with sizes[dim] = numel(idx)
+ * and a's dtype. Returns DT_OK, or DT_ERR_INVALID_ARGUMENT for the first
+ * index outside [0, a->sizes[dim]): its row-major position in *bad_pos and
+ * its value in *bad_val (out is then partly written). */
+dt_status cpu_index_select(const cpu_view *out, const cpu_view *a, int dim,
+                           const cpu_view *idx, int64_t *bad_pos,
+                           int64_t *bad_val);
+
+/* Cross-entropy of logits [N, C] (a float dtype, any strides) against class
+ * indices target [N] (int32/int64), computed in double. NONE writes N losses
+ * to out (dtype od, stride ostride elements), with 0 for ignored targets;
+ * SUM and MEAN write one value, MEAN dividing by the number of targets not
+ * equal to ignore_index (NaN when there are none). Returns DT_OK, or
+ * DT_ERR_INVALID_ARGUMENT for the first target outside [0, C) that is not
+ * ignore_index (position and value in *bad_pos / *bad_val). */
+dt_status cpu_cross_entropy(char *out, dt_dtype od, int64_t ostride,
+                            const cpu_view *logits, const cpu_view *target,
+                            dt_reduction reduction, int64_t ignore_index,
+                            int64_t *bad_pos, int64_t *bad_val);
+
+/* out (contiguous, a's shape, a float dtype) = a[i] / (1 - p) where
+ * cpu_philox_uniform(seed, offset + i) >= p, else 0; i is the row-major
+ * index. 0 <= p < 1. The mask of element i depends only on (seed,
+ * offset + i), so a shard computes its slice alone. */
+void cpu_dropout(const cpu_view *out, const cpu_view *a, double p,
+                 uint64_t seed, uint64_t offset);
+
+#endif

@@ -1,0 +1,226 @@
+/* Normalisation kernels: softmax / log_softmax along any dim, layer_norm and
+ * rms_norm over the last dim, for strided inputs and contiguous outputs.
+ *
+ * Each row is one 1-D slice along the normalised dim, walked with the row
+ * walker of reduce.c. Everything is written once per compute type T (float
+ * for float32/float16/bfloat16, double for float64) as block functions that
+ * run either on a dense row in place (the fast path: float32/float64 rows
+ * with unit stride) or on blocks of CPU_ROW_BLOCK elements converted into a
+ * T buffer. Row sums use the lane order of reduce.h in double, so the two
+ * paths give the same bits. Softmax subtracts the row max before exp, so
+ * large logits do not overflow. */
+#include <math.h>
+#include <stddef.h>
+
+#include "kernels/cpu/reduce.h"
+
+#define BLOCK CPU_ROW_BLOCK
+#define LANES CPU_ROW_LANES
+
+typedef struct norm_args {
+  const cpu_view *w, *b;    /* NULL when absent */
+  int64_t ws, bs;           /* byte strides of w and b */
+  double eps;
+  bool rms;
+} norm_args;
+
+/* one row: its input (through the walker's rows) and its output */
+typedef struct row_io {
+  const cpu_rows *r;
+  const char *in;
+  char *out;
+  int64_t os;               /* output byte stride along the row */
+  dt_dtype od;
+  bool dense;               /* in and out are unit-stride rows of T */
+} row_io;
+
+#define MIN_BLOCK(len, j) ((len) - (j) < BLOCK ? (len) - (j) : BLOCK)
+
+/* ---- block functions and row drivers for one compute type */
+#define NORM_KERNELS(S, T, CT, EXP, LANES_SUM, LANES_SQDEV)                  \
+  static T max_##S(const T *x, int64_t n, T m) {                            \
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;                \
+    return m;                                                               \
+  }                                                                         \
+  static void sumexp_##S(const T *restrict x, int64_t n, T m,               \
+                         double *restrict lanes) {                          \
+    int64_t i = 0;                                                          \
+    for (; i + LANES <= n; i += LANES)                                      \
+      for (int l = 0; l < LANES; l++) lanes[l] += (double)EXP(x[i + l] - m); \
+    for (int l = 0; i < n; i++, l++) lanes[l] += (double)EXP(x[i] - m);     \
+  }                                                                         \
+  /* softmax: y = exp(x - m) * k (k = 1/sum); log: y = (x - m) - k */      \
+  static void softmax_blk_##S(const T *restrict x, T *restrict y, int64_t n, \
+                              T m, T k, bool lg) {                         \
+    if (lg)                                                                 \
+      for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) - k;                \
+    else                                                                    \
+      for (int64_t i = 0; i < n; i++) y[i] = EXP(x[i] - m) * k;             \
+  }                                                                         \
+  static void softmax_row_##S(const row_io *io, bool lg) {                 \
+    int64_t len = io->r->rowlen;                                            \
+    T m = (T)-INFINITY, buf[BLOCK], y[BLOCK];                               \
+    double lanes[LANES] = {0};                                              \
+    if (io->dense) {                                                        \
+      const T *x = (const T *)io->in;                                       \
+      m = max_##S(x, len, m);                                               \
+      sumexp_##S(x, len, m, lanes);                                         \
+      double s = cpu_lanes_total(lanes);                                    \
+      softmax_blk_##S(x, (T *)io->out, len, m,                              \
+                      lg ? (T)log(s) : (T)(1.0 / s), lg);                 \
+      return;                                                               \
+    }                                                                       \
+    for (int64_t j = 0; j < len; j += BLOCK) {                              \
+      cpu_rows_load(io->r, io->in, j, MIN_BLOCK(len, j), buf, CT);          \
+      m = max_##S(buf, MIN_BLOCK(len, j), m);                               \
+    }                                                                       \
+    for (int64_t j = 0; j < len; j += BLOCK) {                              \
+      cpu_rows_load(io->r, io->in, j, MIN_BLOCK(len, j), buf, CT);          \
+      sumexp_##S(buf, MIN_BLOCK(len, j), m, lanes);                         \
+    }                                                                       \
+    double s = cpu_lanes_total(lanes);                                      \
+    T k = lg ? (T)log(s) : (T)(1.0 / s);                                   \
+    for (int64_t j = 0; j < len; j += BLOCK) {                              \
+      int64_t n = MIN_BLOCK(len, j);                                        \
+      cpu_rows_load(io->r, io->in, j, n, buf, CT);                          \
+      softmax_blk_##S(buf, y, n, m, k, lg);                                \
+      cpu_store(io->out + j * io->os, io->od, io->os, y, CT, n);            \
+    }                                                                       \
+  }                                                                         \
+  /* y = (x - shift) * scale [* w] [+ b] */                                 \
+  static void affine_##S(const T *restrict x, T *restrict y, int64_t n,     \
+                         T shift, T scale, const T *w, const T *b) {        \
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] - shift) * scale;          \
+    if (w) for (int64_t i = 0; i < n; i++) y[i] *= w[i];                    \
+    if (b) for (int64_t i = 0; i < n; i++) y[i] += b[i];                    \
+  }                                                                         \
+  /* row statistics: shift (mean, or 0 for rms) and scale (1/sqrt(.+eps)) */ \
+  static void stats_##S(const row_io *io, const norm_args *a, T *shift,     \
+                        T *scale) {                                         \
+    int64_t len = io->r->rowlen;                                            \
+    double mean = 0, lanes[LANES] = {0};                                    \
+    T buf[BLOCK];                                                           \
+    if (!a->rms) {                                                          \
+      if (io->dense) LANES_SUM((const T *)io->in, len, lanes);              \
+      for (int64_t j = 0; !io->dense && j < len; j += BLOCK) {              \
+        cpu_rows_load(io->r, io->in, j, MIN_BLOCK(len, j), buf, CT);        \
+        LANES_SUM(buf, MIN_BLOCK(len, j), lanes);                           \
+      }                                                                     \
+      mean = cpu_lanes_total(lanes) / (double)len;                          \
+      for (int l = 0; l < LANES; l++) lanes[l] = 0;                         \
+    }                                                                       \
+    if (io->dense) LANES_SQDEV((const T *)io->in, len, mean, lanes);        \
+    for (int64_t j = 0; !io->dense && j < len; j += BLOCK) {                \
+      cpu_rows_load(io->r, io->in, j, MIN_BLOCK(len, j), buf, CT);          \
+      LANES_SQDEV(buf, MIN_BLOCK(len, j), mean, lanes);                     \
+    }                                                                       \
+    double var = cpu_lanes_total(lanes) / (double)len;                      \
+    *shift = (T)mean;                                                       \
+    *scale = (T)(1.0 / sqrt(var + a->eps));                                 \
+  }                                                                         \
+  static void norm_row_##S(const row_io *io, const norm_args *a) {          \
+    int64_t len = io->r->rowlen;                                            \
+    T shift, scale, buf[BLOCK], wb[BLOCK], bb[BLOCK], y[BLOCK];             \
+    stats_##S(io, a, &shift, &scale);                                       \
+    if (io->dense) {                                                        \
+      affine_##S((const T *)io->in, (T *)io->out, len, shift, scale,        \
+                 a->w ? (const T *)a->w->data : NULL,                       \
+                 a->b ? (const T *)a->b->data : NULL);                      \
+      return;                                                               \
+    }                                                                       \
+    for (int64_t j = 0; j < len; j += BLOCK) {                              \
+      int64_t n = MIN_BLOCK(len, j);                                        \
+      cpu_rows_load(io->r, io->in, j, n, buf, CT);                          \
+      if (a->w) cpu_load(wb, CT, a->w->data + j * a->ws, a->w->dtype,       \
+                         a->ws, n);                                         \
+      if (a->b) cpu_load(bb, CT, a->b->data + j * a->bs, a->b->dtype,       \
+                         a->bs, n);                                         \
+      affine_##S(buf, y, n, shift, scale, a->w ? wb : NULL,                 \
+                 a->b ? bb : NULL);                                         \
+      cpu_store(io->out + j * io->os, io->od, io->os, y, CT, n);            \
+    }                                                                       \
+  }
+
+NORM_KERNELS(f32, float, DT_FLOAT32, expf, cpu_lanes_sum_f32,
+             cpu_lanes_sqdev_f32)
+NORM_KERNELS(f64, double, DT_FLOAT64, exp, cpu_lanes_sum_f64,
+             cpu_lanes_sqdev_f64)
+
+/* ---- drivers: walk the rows of in and out together */
+typedef void (*row_fn)(const row_io *io, const void *ctx);
+
+static void softmax_f32_fn(const row_io *io, const void *ctx) {
+  softmax_row_f32(io, *(const bool *)ctx);
+}
+static void softmax_f64_fn(const row_io *io, const void *ctx) {
+  softmax_row_f64(io, *(const bool *)ctx);
+}
+static void norm_f32_fn(const row_io *io, const void *ctx) {
+  norm_row_f32(io, ctx);
+}
+static void norm_f64_fn(const row_io *io, const void *ctx) {
+  norm_row_f64(io, ctx);
+}
+
+/* unit stride in T: float32 rows for the f32 kernels, float64 for f64 */
+static bool dense_view(const cpu_view *v, const cpu_rows *r) {
+  return (v->dtype == DT_FLOAT32 || v->dtype == DT_FLOAT64) &&
+         cpu_rows_dense(r);
+}
+
+static void run_rows(const cpu_view *out, const cpu_view *in, uint32_t mask,
+                     bool dense_ok, row_fn fn, const void *ctx) {
+  cpu_rows ri, ro;
+  cpu_rows_init(&ri, in, mask);
+  cpu_rows_init(&ro, out, mask); /* same sizes: the same outer dims */
+  if (ri.nrows == 0 || ri.rowlen == 0) return;
+  row_io io = {.r = &ri, .od = out->dtype,
+               .os = ro.nrow ? ro.rstrides[0] : 0};
+  io.dense = dense_ok && out->dtype == in->dtype && dense_view(in, &ri) &&
+             dense_view(out, &ro);
+  cpu_row_walk wi, wo;
+  cpu_row_walk_start(&ri, in->data, 0, &wi);
+  cpu_row_walk_start(&ro, out->data, 0, &wo);
+  for (int64_t row = 0; row < ri.nrows; row++) {
+    if (row > 0) {
+      cpu_row_walk_next(&ri, &wi);
+      cpu_row_walk_next(&ro, &wo);
+    }
+    io.in = wi.base;
+    io.out = (char *)wo.base;
+    fn(&io, ctx);
+  }
+}
+
+void cpu_softmax(const cpu_view *out, const cpu_view *in, int dim, bool lg) {
+  uint32_t mask = in->ndim > 0 ? 1u << dim : 0;
+  run_rows(out, in, mask, true,
+           in->dtype == DT_FLOAT64 ? softmax_f64_fn : softmax_f32_fn, &lg);
+}
+
+/* weight/bias of x's dtype with unit stride can be read in place */
+static bool dense_param(const cpu_view *p, dt_dtype xd) {
+  return !p || (p->dtype == xd && (p->sizes[0] <= 1 || p->strides[0] == 1));
+}
+
+static void norm_rows(const cpu_view *out, const cpu_view *x,
+                      const cpu_view *w, const cpu_view *b, double eps,
+                      bool rms) {
+  norm_args a = {.w = w, .b = b, .eps = eps, .rms = rms};
+  if (w) a.ws = w->strides[0] * (int64_t)cpu_dtype_size(w->dtype);
+  if (b) a.bs = b->strides[0] * (int64_t)cpu_dtype_size(b->dtype);
+  uint32_t mask = x->ndim > 0 ? 1u << (x->ndim - 1) : 0;
+  bool dense_ok = dense_param(w, x->dtype) && dense_param(b, x->dtype);
+  run_rows(out, x, mask, dense_ok,
+           x->dtype == DT_FLOAT64 ? norm_f64_fn : norm_f32_fn, &a);
+}
+
+void cpu_layer_norm(const cpu_view *out, const cpu_view *x,
+                    const cpu_view *weight, const cpu_view *bias, double eps) {
+  norm_rows(out, x, weight, bias, eps, false);
+}
+
+void cpu_rms_norm(const cpu_view *out, const cpu_view *x,
+                  const cpu_view *weight, double eps) {
+  norm_rows(out, x, weight, NULL, eps, true);
+}

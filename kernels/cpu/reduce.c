@@ -1,0 +1,334 @@
+/* Reduction kernels: sum, mean, max, min, prod, argmax, argmin and var over
+ * any set of dims of a strided view, plus the row walker that norm.c shares.
+ *
+ * Each output element reduces one row (reduce.h explains the split and the
+ * lane order that makes float sums independent of strides). A row is read
+ * in blocks of CPU_ROW_BLOCK elements converted to the compute type (double
+ * for floats, int64 for integers and bool); a dense float32 row is read in
+ * place instead, with the same lane order, so both paths give the same
+ * bits. Results are gathered in a block and stored converting to the output
+ * dtype. */
+#include "kernels/cpu/reduce.h"
+
+#include <math.h>
+#include <string.h>
+
+#define BLOCK CPU_ROW_BLOCK
+#define LANES CPU_ROW_LANES
+/* var is not a cpu_reduce_op; the drivers take it as one past the last */
+#define OP_VAR CPU_REDUCE_COUNT
+
+/* ------------------------------------------------------------ row walking */
+void cpu_rows_init(cpu_rows *r, const cpu_view *v, uint32_t mask) {
+  int64_t es = (int64_t)cpu_dtype_size(v->dtype);
+  r->dtype = v->dtype;
+  r->nouter = r->nrow = 0;
+  r->nrows = r->rowlen = 1;
+  for (int d = 0; d < v->ndim; d++) {
+    int64_t sz = v->sizes[d], st = v->strides[d] * es;
+    if (!(mask >> d & 1)) {
+      r->nrows *= sz;
+      if (sz == 1) continue;
+      r->osizes[r->nouter] = sz;
+      r->ostrides[r->nouter++] = st;
+      continue;
+    }
+    r->rowlen *= sz;
+    if (sz == 1) continue;
+    int k = r->nrow - 1;
+    if (k >= 0 && r->rstrides[k] == st * sz) {
+      /* the previous row dim steps exactly over this one: merge them */
+      r->rsizes[k] *= sz;
+      r->rstrides[k] = st;
+    } else {
+      r->rsizes[r->nrow] = sz;
+      r->rstrides[r->nrow++] = st;
+    }
+  }
+}
+
+bool cpu_rows_dense(const cpu_rows *r) {
+  return r->nrow == 0 ||
+         (r->nrow == 1 &&
+          r->rstrides[0] == (int64_t)cpu_dtype_size(r->dtype));
+}
+
+void cpu_row_walk_start(const cpu_rows *r, const char *data, int64_t i,
+                        cpu_row_walk *w) {
+  w->base = data;
+  for (int k = r->nouter - 1; k >= 0; k--) {
+    w->idx[k] = i % r->osizes[k];
+    i /= r->osizes[k];
+    w->base += w->idx[k] * r->ostrides[k];
+  }
+}
+
+void cpu_row_walk_next(const cpu_rows *r, cpu_row_walk *w) {
+  for (int k = r->nouter - 1; k >= 0; k--) {
+    w->base += r->ostrides[k];
+    if (++w->idx[k] < r->osizes[k]) return;
+    w->base -= r->osizes[k] * r->ostrides[k];
+    w->idx[k] = 0;
+  }
+}
+
+void cpu_rows_load(const cpu_rows *r, const char *base, int64_t j0, int64_t n,
+                   void *buf, dt_dtype ct) {
+  if (n <= 0) return;
+  if (r->nrow == 0) { /* a row of one element */
+    cpu_load(buf, ct, base, r->dtype, 0, n);
+    return;
+  }
+  int last = r->nrow - 1;
+  int64_t idx[DT_MAX_DIMS], rem = j0;
+  const char *p = base;
+  for (int k = last; k >= 0; k--) {
+    idx[k] = rem % r->rsizes[k];
+    rem /= r->rsizes[k];
+    p += idx[k] * r->rstrides[k];
+  }
+  char *dst = buf;
+  size_t cs = cpu_dtype_size(ct);
+  for (;;) {
+    int64_t run = r->rsizes[last] - idx[last];
+    if (run > n) run = n;
+    cpu_load(dst, ct, p, r->dtype, r->rstrides[last], run);
+    dst += (size_t)run * cs;
+    n -= run;
+    if (n == 0) return;
+    p += run * r->rstrides[last];
+    idx[last] += run;
+    for (int k = last; k > 0 && idx[k] == r->rsizes[k]; k--) {
+      p += r->rstrides[k - 1] - r->rsizes[k] * r->rstrides[k];
+      idx[k] = 0;
+      idx[k - 1]++;
+    }
+  }
+}
+
+/* ------------------------------------------------------------- lane sums */
+#define LANES_SUM(NAME, T)                                                  \
+  void NAME(const T *restrict x, int64_t n, double *restrict lanes) {       \
+    double acc[LANES];                                                      \
+    memcpy(acc, lanes, sizeof acc);                                         \
+    int64_t i = 0;                                                          \
+    for (; i + LANES <= n; i += LANES)                                      \
+      for (int l = 0; l < LANES; l++) acc[l] += (double)x[i + l];           \
+    for (int l = 0; i < n; i++, l++) acc[l] += (double)x[i];                \
+    memcpy(lanes, acc, sizeof acc);                                         \
+  }
+LANES_SUM(cpu_lanes_sum_f32, float)
+LANES_SUM(cpu_lanes_sum_f64, double)
+
+#define LANES_SQDEV(NAME, T)                                                \
+  void NAME(const T *restrict x, int64_t n, double c,                       \
+            double *restrict lanes) {                                       \
+    double acc[LANES];                                                      \
+    memcpy(acc, lanes, sizeof acc);                                         \
+    int64_t i = 0;                                                          \
+    for (; i + LANES <= n; i += LANES)                                      \
+      for (int l = 0; l < LANES; l++) {                                     \
+        double d = (double)x[i + l] - c;                                    \
+        acc[l] += d * d;                                                    \
+      }                                                                     \
+    for (int l = 0; i < n; i++, l++) {                                      \
+      double d = (double)x[i] - c;                                          \
+      acc[l] += d * d;                                                      \
+    }                                                                       \
+    memcpy(lanes, acc, sizeof acc);                                         \
+  }
+LANES_SQDEV(cpu_lanes_sqdev_f32, float)
+LANES_SQDEV(cpu_lanes_sqdev_f64, double)
+
+double cpu_lanes_total(const double *l) {
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+static void lanes_prod(const double *restrict x, int64_t n,
+                       double *restrict lanes) {
+  double acc[LANES];
+  memcpy(acc, lanes, sizeof acc);
+  int64_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int l = 0; l < LANES; l++) acc[l] *= x[i + l];
+  for (int l = 0; i < n; i++, l++) acc[l] *= x[i];
+  memcpy(lanes, acc, sizeof acc);
+}
+
+static double lanes_prod_total(const double *l) {
+  return ((l[0] * l[4]) * (l[2] * l[6])) * ((l[1] * l[5]) * (l[3] * l[7]));
+}
+
+/* ------------------------------------------------------- one row, double */
+static bool dense_f32(const cpu_rows *r) {
+  return r->dtype == DT_FLOAT32 && cpu_rows_dense(r);
+}
+
+static double row_sum(const cpu_rows *r, const char *base) {
+  double lanes[LANES] = {0};
+  if (dense_f32(r)) {
+    cpu_lanes_sum_f32((const float *)base, r->rowlen, lanes);
+    return cpu_lanes_total(lanes);
+  }
+  double buf[BLOCK];
+  for (int64_t j = 0; j < r->rowlen; j += BLOCK) {
+    int64_t n = r->rowlen - j < BLOCK ? r->rowlen - j : BLOCK;
+    cpu_rows_load(r, base, j, n, buf, DT_FLOAT64);
+    cpu_lanes_sum_f64(buf, n, lanes);
+  }
+  return cpu_lanes_total(lanes);
+}
+
+static double row_prod(const cpu_rows *r, const char *base) {
+  double lanes[LANES] = {1, 1, 1, 1, 1, 1, 1, 1}, buf[BLOCK];
+  for (int64_t j = 0; j < r->rowlen; j += BLOCK) {
+    int64_t n = r->rowlen - j < BLOCK ? r->rowlen - j : BLOCK;
+    cpu_rows_load(r, base, j, n, buf, DT_FLOAT64);
+    lanes_prod(buf, n, lanes);
+  }
+  return lanes_prod_total(lanes);
+}
+
+static double row_var(const cpu_rows *r, const char *base, int64_t corr) {
+  int64_t len = r->rowlen;
+  if (len - corr <= 0) return NAN; /* N = 0, or N = 1 unbiased */
+  double mean = row_sum(r, base) / (double)len;
+  double lanes[LANES] = {0}, buf[BLOCK];
+  if (dense_f32(r)) {
+    cpu_lanes_sqdev_f32((const float *)base, len, mean, lanes);
+  } else {
+    for (int64_t j = 0; j < len; j += BLOCK) {
+      int64_t n = len - j < BLOCK ? len - j : BLOCK;
+      cpu_rows_load(r, base, j, n, buf, DT_FLOAT64);
+      cpu_lanes_sqdev_f64(buf, n, mean, lanes);
+    }
+  }
+  return cpu_lanes_total(lanes) / (double)(len - corr);
+}
+
+/* max/min/argmax/argmin: NaN wins, and the first NaN stays */
+typedef struct extreme { double v; int64_t at; } extreme;
+
+static void extreme_block_f64(extreme *e, const double *x, int64_t n,
+                              int64_t j0, bool max) {
+  for (int64_t i = 0; i < n && e->v == e->v; i++) {
+    double v = x[i];
+    if (v != v || (max ? v > e->v : v < e->v)) {
+      e->v = v;
+      e->at = j0 + i;
+    }
+  }
+}
+
+static extreme row_extreme_f64(const cpu_rows *r, const char *base, bool max) {
+  extreme e = {max ? -INFINITY : INFINITY, 0};
+  double buf[BLOCK];
+  for (int64_t j = 0; j < r->rowlen && e.v == e.v; j += BLOCK) {
+    int64_t n = r->rowlen - j < BLOCK ? r->rowlen - j : BLOCK;
+    cpu_rows_load(r, base, j, n, buf, DT_FLOAT64);
+    extreme_block_f64(&e, buf, n, j, max);
+  }
+  return e;
+}
+
+/* ------------------------------------------------------ one row, integer */
+typedef struct extreme_i { int64_t v, at; } extreme_i;
+
+static extreme_i row_int(const cpu_rows *r, const char *base,
+                         cpu_reduce_op op) {
+  int64_t buf[BLOCK];
+  uint64_t acc = op == CPU_REDUCE_PROD ? 1 : 0; /* wraps like PyTorch */
+  bool max = op == CPU_REDUCE_MAX || op == CPU_REDUCE_ARGMAX;
+  extreme_i e = {max ? INT64_MIN : INT64_MAX, 0};
+  for (int64_t j = 0; j < r->rowlen; j += BLOCK) {
+    int64_t n = r->rowlen - j < BLOCK ? r->rowlen - j : BLOCK;
+    cpu_rows_load(r, base, j, n, buf, DT_INT64);
+    switch (op) {
+    case CPU_REDUCE_SUM:
+      for (int64_t i = 0; i < n; i++) acc += (uint64_t)buf[i];
+      break;
+    case CPU_REDUCE_PROD:
+      for (int64_t i = 0; i < n; i++) acc *= (uint64_t)buf[i];
+      break;
+    default:
+      /* the first element always wins its tie with the initial value */
+      for (int64_t i = 0; i < n; i++)
+        if ((j == 0 && i == 0) || (max ? buf[i] > e.v : buf[i] < e.v)) {
+          e.v = buf[i];
+          e.at = j + i;
+        }
+      break;
+    }
+  }
+  if (op == CPU_REDUCE_SUM || op == CPU_REDUCE_PROD) e.v = (int64_t)acc;
+  return e;
+}
+
+/* ---------------------------------------------------------- the drivers */
+static bool is_float(dt_dtype d) {
+  return d == DT_FLOAT32 || d == DT_FLOAT64 || d == DT_FLOAT16 ||
+         d == DT_BFLOAT16;
+}
+
+static double row_double(const cpu_rows *r, const char *base,
+                         cpu_reduce_op op, int64_t corr, int64_t *at) {
+  switch (op) {
+  case CPU_REDUCE_SUM: return row_sum(r, base);
+  case CPU_REDUCE_MEAN:
+    return r->rowlen ? row_sum(r, base) / (double)r->rowlen : NAN;
+  case CPU_REDUCE_PROD: return row_prod(r, base);
+  case OP_VAR: return row_var(r, base, corr);
+  default: {
+    bool max = op == CPU_REDUCE_MAX || op == CPU_REDUCE_ARGMAX;
+    extreme e = row_extreme_f64(r, base, max);
+    *at = e.at;
+    return e.v;
+  }
+  }
+}
+
+/* corr: var's correction (op OP_VAR only) */
+static void reduce_rows(cpu_reduce_op op, const cpu_view *out,
+                        const cpu_view *in, uint32_t mask, int64_t corr) {
+  cpu_rows r;
+  cpu_rows_init(&r, in, mask);
+  if (r.nrows == 0) return;
+  bool arg = op == CPU_REDUCE_ARGMAX || op == CPU_REDUCE_ARGMIN;
+  bool fl = is_float(in->dtype);
+  /* results: double for float values, int64 for integers and indices */
+  dt_dtype rt = (fl && !arg) ? DT_FLOAT64 : DT_INT64;
+  union { double d[BLOCK]; int64_t i[BLOCK]; } res;
+  size_t os = cpu_dtype_size(out->dtype);
+  char *dst = out->data;
+  /* an empty row never reads the input (whose data may be NULL) */
+  cpu_row_walk w = {.base = NULL};
+  if (r.rowlen > 0) cpu_row_walk_start(&r, in->data, 0, &w);
+  int64_t k = 0;
+  for (int64_t row = 0; row < r.nrows; row++) {
+    if (r.rowlen > 0 && row > 0) cpu_row_walk_next(&r, &w);
+    const char *base = w.base;
+    int64_t at = 0;
+    if (fl) {
+      double v = row_double(&r, base, op, corr, &at);
+      if (arg) res.i[k] = at; else res.d[k] = v;
+    } else {
+      extreme_i e = row_int(&r, base, op);
+      res.i[k] = arg ? e.at : e.v;
+    }
+    if (++k == BLOCK || row + 1 == r.nrows) {
+      cpu_store(dst, out->dtype, (int64_t)os, &res, rt, k);
+      dst += (size_t)k * os;
+      k = 0;
+    }
+  }
+}
+
+void cpu_reduce(cpu_reduce_op op, const cpu_view *out, const cpu_view *in,
+                uint32_t mask) {
+  reduce_rows(op, out, in, mask, 0);
+}
+
+void cpu_var(const cpu_view *out, const cpu_view *in, uint32_t mask,
+             int64_t correction) {
+  reduce_rows(OP_VAR, out, in, mask, correction);
+}
