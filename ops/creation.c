@@ -23,6 +23,13 @@ dt_status ops_factory_infer(dt_op_call *c) {
                           c->api, (long long)s.dims[i], i,
                           dt_shape_str(s.dims, s.ndim, b, sizeof b));
     }
+  int64_t numel;
+  if (!dt_numel_checked(s.dims, s.ndim, &numel)) {
+    char b[DT_SHAPE_STR_LEN];
+    return dt_error_set(DT_ERR_SHAPE, "%s: shape %s has more than 2^63 "
+                        "elements", c->api,
+                        dt_shape_str(s.dims, s.ndim, b, sizeof b));
+  }
   if ((c->op == DT_OP_RAND || c->op == DT_OP_RANDN) && !dt_dtype_is_float(d))
     return dt_error_set(DT_ERR_DTYPE, "%s: random values need a floating "
                         "dtype, got %s", c->api, dt_dtype_name(d));

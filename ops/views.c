@@ -230,9 +230,13 @@ dt_status ops_slice_infer(dt_op_call *c) {
   start = start < 0 ? 0 : start > n ? n : start;
   end = end < start ? start : end > n ? n : end;
   layout l = layout_of(a);
+  int64_t len = end - start; /* 0 <= len <= n: no overflow below */
   l.off += start * l.sd[d];
-  l.sz[d] = (end - start + step - 1) / step;
-  l.sd[d] *= step;
+  l.sz[d] = len / step + (len % step != 0);
+  /* stride * step as PyTorch; it can only overflow when one element is
+   * left (step > len), whose stride is never used: keep it then */
+  int64_t st;
+  if (!__builtin_mul_overflow(l.sd[d], step, &st)) l.sd[d] = st;
   set_alias(c, l.n, l.sz, l.sd, l.off);
   return DT_OK;
 }

@@ -72,9 +72,11 @@ static dt_tensor *factory(dt_op_id op, const char *api, dt_shape shape,
                    shape.ndim, DT_MAX_DIMS);
       return NULL;
     }
-    int64_t n = dt_numel_of(shape.dims, shape.ndim);
-    uint64_t seed, first = n > 0 ? dt_rng_reserve((uint64_t)n, &seed)
-                                 : dt_rng_reserve(0, &seed);
+    /* a bad shape reserves nothing; infer then reports it */
+    int64_t n = 0;
+    if (!dt_numel_checked(shape.dims, shape.ndim, &n) || n < 0) n = 0;
+    for (int i = 0; i < shape.ndim; i++) if (shape.dims[i] < 0) n = 0;
+    uint64_t seed, first = dt_rng_reserve((uint64_t)n, &seed);
     dt_call_int(&c, (int64_t)seed);
     dt_call_int(&c, (int64_t)first);
   }
@@ -130,8 +132,9 @@ dt_tensor *dt_from_host(const void *data, dt_shape shape,
                         const dt_tensor_options *o) {
   dt_resolved_opts r;
   if (dt_resolve_options(o, "dt_from_host", &r) != DT_OK) return NULL;
+  int64_t n = 1;
   if (!data && shape.ndim >= 0 && shape.ndim <= DT_MAX_DIMS &&
-      dt_numel_of(shape.dims, shape.ndim) != 0) {
+      (!dt_numel_checked(shape.dims, shape.ndim, &n) || n != 0)) {
     dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_from_host: data is NULL");
     return NULL;
   }

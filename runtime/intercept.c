@@ -37,6 +37,9 @@ static dt_status run_level(dt_op_call *c, int level) {
                       "%s: intercept hook %d returned DT_OK without running "
                       "op %s (call dt_op_call_run)",
                       c->api, level, dt_op_defs[c->op].name);
+  if (st != DT_OK && dt_last_status() != st) /* a hook's bare status */
+    dt_error_set(st, "%s: intercept hook %d failed op %s with %s", c->api,
+                 level, dt_op_defs[c->op].name, dt_status_name(st));
   if (st != DT_OK) {
     for (int i = 0; i < c->nout; i++) dt_tensor_release(c->out[i]);
     c->nout = 0;

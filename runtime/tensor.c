@@ -62,10 +62,19 @@ dt_tensor *dt_tensor_make(dt_dtype dtype, int ndim, const int64_t *sizes,
 
 dt_tensor *dt_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
                            const char *fn) {
-  int64_t strides[DT_MAX_DIMS];
+  int64_t strides[DT_MAX_DIMS], n;
+  size_t bytes;
+  if (!dt_numel_checked(sizes, ndim, &n) ||
+      __builtin_mul_overflow((size_t)n, dt_dtype_size(dtype), &bytes)) {
+    char b[DT_SHAPE_STR_LEN];
+    dt_error_set(DT_ERR_OUT_OF_MEMORY,
+                 "%s: a %s tensor of shape %s does not fit in memory (its "
+                 "byte size overflows)", fn, dt_dtype_name(dtype),
+                 dt_shape_str(sizes, ndim, b, sizeof b));
+    return NULL;
+  }
   dt_contiguous_strides(sizes, ndim, strides);
-  int64_t n = dt_numel_of(sizes, ndim);
-  dt_storage *s = dt_storage_new((size_t)n * dt_dtype_size(dtype), fn);
+  dt_storage *s = dt_storage_new(bytes, fn);
   if (!s) return NULL;
   dt_tensor *t = dt_tensor_make(dtype, ndim, sizes, strides, 0, s);
   dt_storage_release(s);

@@ -56,6 +56,17 @@ static inline int64_t dt_numel_of(const int64_t *sizes, int ndim) {
   for (int i = 0; i < ndim; i++) n *= sizes[i];
   return n;
 }
+/* numel with overflow detection: false when the product passes INT64_MAX */
+static inline bool dt_numel_checked(const int64_t *sizes, int ndim,
+                                    int64_t *out) {
+  int64_t n = 1;
+  bool zero = false;
+  for (int i = 0; i < ndim; i++) zero |= sizes[i] == 0;
+  for (int i = 0; i < ndim && !zero; i++)
+    if (__builtin_mul_overflow(n, sizes[i], &n)) return false;
+  *out = zero ? 0 : n;
+  return true;
+}
 static inline int64_t dt_numel(const dt_tensor *t) {
   return dt_numel_of(t->local.sizes, t->local.ndim);
 }

@@ -38,16 +38,31 @@ typedef struct row_io {
 
 /* ---- block functions and row drivers for one compute type */
 #define NORM_KERNELS(S, T, CT, EXP, LANES_SUM, LANES_SQDEV)                  \
-  static T max_##S(const T *x, int64_t n, T m) {                            \
-    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;                \
-    return m;                                                               \
-  }                                                                         \
-  static void sumexp_##S(const T *restrict x, int64_t n, T m,               \
-                         double *restrict lanes) {                          \
+  /* the row max, in independent lanes so it vectorises (max is exact: \
+   * any order gives the same value; a NaN row ends NaN through the sum) */ \
+  static T max_##S(const T *restrict x, int64_t n, T m) {                   \
+    T acc[LANES];                                                           \
+    for (int l = 0; l < LANES; l++) acc[l] = m;                             \
     int64_t i = 0;                                                          \
     for (; i + LANES <= n; i += LANES)                                      \
-      for (int l = 0; l < LANES; l++) lanes[l] += (double)EXP(x[i + l] - m); \
-    for (int l = 0; i < n; i++, l++) lanes[l] += (double)EXP(x[i] - m);     \
+      for (int l = 0; l < LANES; l++)                                       \
+        acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];                     \
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;                             \
+    for (int l = 0; l < LANES; l++) m = acc[l] > m ? acc[l] : m;            \
+    return m;                                                               \
+  }                                                                         \
+  /* lanes += exp(x - m); keep (may be NULL) receives the exponentials */  \
+  static void sumexp_##S(const T *restrict x, int64_t n, T m,               \
+                         double *restrict lanes, T *restrict keep) {        \
+    double acc[LANES];                                                      \
+    for (int l = 0; l < LANES; l++) acc[l] = lanes[l];                      \
+    for (int64_t i = 0; i < n; i += LANES)                                  \
+      for (int l = 0; l < LANES && i + l < n; l++) {                        \
+        T e = EXP(x[i + l] - m);                                            \
+        if (keep) keep[i + l] = e;                                          \
+        acc[l] += (double)e;                                                \
+      }                                                                     \
+    for (int l = 0; l < LANES; l++) lanes[l] = acc[l];                      \
   }                                                                         \
   /* softmax: y = exp(x - m) * k (k = 1/sum); log: y = (x - m) - k */      \
   static void softmax_blk_##S(const T *restrict x, T *restrict y, int64_t n, \
@@ -63,11 +78,16 @@ typedef struct row_io {
     double lanes[LANES] = {0};                                              \
     if (io->dense) {                                                        \
       const T *x = (const T *)io->in;                                       \
+      T *o = (T *)io->out;                                                  \
       m = max_##S(x, len, m);                                               \
-      sumexp_##S(x, len, m, lanes);                                         \
+      /* softmax keeps exp(x - m) in o: the same bits as recomputing it */  \
+      sumexp_##S(x, len, m, lanes, lg ? NULL : o);                          \
       double s = cpu_lanes_total(lanes);                                    \
-      softmax_blk_##S(x, (T *)io->out, len, m,                              \
-                      lg ? (T)log(s) : (T)(1.0 / s), lg);                 \
+      T k = lg ? (T)log(s) : (T)(1.0 / s);                                  \
+      if (lg)                                                               \
+        softmax_blk_##S(x, o, len, m, k, true);                             \
+      else                                                                  \
+        for (int64_t i = 0; i < len; i++) o[i] *= k;                        \
       return;                                                               \
     }                                                                       \
     for (int64_t j = 0; j < len; j += BLOCK) {                              \
@@ -76,7 +96,7 @@ typedef struct row_io {
     }                                                                       \
     for (int64_t j = 0; j < len; j += BLOCK) {                              \
       cpu_rows_load(io->r, io->in, j, MIN_BLOCK(len, j), buf, CT);          \
-      sumexp_##S(buf, MIN_BLOCK(len, j), m, lanes);                         \
+      sumexp_##S(buf, MIN_BLOCK(len, j), m, lanes, NULL);                   \
     }                                                                       \
     double s = cpu_lanes_total(lanes);                                      \
     T k = lg ? (T)log(s) : (T)(1.0 / s);                                   \

@@ -287,6 +287,85 @@ static double row_double(const cpu_rows *r, const char *base,
   }
 }
 
+/* -------------------------------------------------------- column tiles
+ * When the innermost kept dim has unit stride (a reduction over leading
+ * dims, or over a transposed view) rows are far apart in memory but
+ * neighbouring outputs are adjacent: TILE of them are reduced together,
+ * each row position reading TILE contiguous elements. Output c still adds
+ * its element j into lane j % 8 in order of j, so the bits are those of
+ * the row path. Used for the lane reductions (sum, mean, prod, var). */
+#define TILE 64
+typedef enum tile_kind { TILE_SUM, TILE_PROD, TILE_SQDEV } tile_kind;
+
+static bool tiles_apply(const cpu_rows *r, cpu_reduce_op op) {
+  if (!is_float(r->dtype) || r->nouter == 0 || r->nrow == 0 ||
+      cpu_rows_dense(r))
+    return false;
+  if (op != CPU_REDUCE_SUM && op != CPU_REDUCE_MEAN &&
+      op != CPU_REDUCE_PROD && op != OP_VAR)
+    return false;
+  return r->ostrides[r->nouter - 1] == (int64_t)cpu_dtype_size(r->dtype);
+}
+
+/* lanes[l * TILE + c] op= element j of column c, for j with j % 8 == l;
+ * center: per-column value subtracted before squaring (TILE_SQDEV) */
+static void tile_pass(const cpu_rows *r, const char *base, int64_t nc,
+                      tile_kind kind, const double *center, double *lanes) {
+  int64_t idx[DT_MAX_DIMS] = {0}, es = (int64_t)cpu_dtype_size(r->dtype);
+  const char *p = base;
+  double x[TILE];
+  for (int64_t j = 0; j < r->rowlen; j++) {
+    cpu_load(x, DT_FLOAT64, p, r->dtype, es, nc);
+    double *acc = lanes + (j % LANES) * TILE;
+    if (kind == TILE_SUM)
+      for (int64_t c = 0; c < nc; c++) acc[c] += x[c];
+    else if (kind == TILE_PROD)
+      for (int64_t c = 0; c < nc; c++) acc[c] *= x[c];
+    else
+      for (int64_t c = 0; c < nc; c++) {
+        double d = x[c] - center[c];
+        acc[c] += d * d;
+      }
+    for (int k = r->nrow - 1; k >= 0; k--) { /* next row position */
+      p += r->rstrides[k];
+      if (++idx[k] < r->rsizes[k]) break;
+      p -= r->rsizes[k] * r->rstrides[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+static double tile_total(const double *lanes, int64_t c, bool prod) {
+  double l[LANES];
+  for (int k = 0; k < LANES; k++) l[k] = lanes[k * TILE + c];
+  return prod ? lanes_prod_total(l) : cpu_lanes_total(l);
+}
+
+/* res[0..nc) for the nc rows (columns) starting at base */
+static void tile_reduce(const cpu_rows *r, const char *base, int64_t nc,
+                        cpu_reduce_op op, int64_t corr, double *res) {
+  double lanes[LANES * TILE], mean[TILE];
+  bool prod = op == CPU_REDUCE_PROD;
+  double len = (double)r->rowlen;
+  for (int k = 0; k < LANES * TILE; k++) lanes[k] = prod ? 1 : 0;
+  tile_pass(r, base, nc, prod ? TILE_PROD : TILE_SUM, NULL, lanes);
+  for (int64_t c = 0; c < nc; c++) {
+    double t = tile_total(lanes, c, prod);
+    res[c] = op == CPU_REDUCE_MEAN ? t / len : t;
+    mean[c] = t / len;
+  }
+  if (op != OP_VAR) return;
+  if (r->rowlen - corr <= 0) { /* N = 1 unbiased (rowlen > 0 here) */
+    for (int64_t c = 0; c < nc; c++) res[c] = NAN;
+    return;
+  }
+  for (int k = 0; k < LANES * TILE; k++) lanes[k] = 0;
+  tile_pass(r, base, nc, TILE_SQDEV, mean, lanes);
+  for (int64_t c = 0; c < nc; c++)
+    res[c] = tile_total(lanes, c, false) / (double)(r->rowlen - corr);
+}
+
+/* ---------------------------------------------------------------- driver */
 /* corr: var's correction (op OP_VAR only) */
 static void reduce_rows(cpu_reduce_op op, const cpu_view *out,
                         const cpu_view *in, uint32_t mask, int64_t corr) {
@@ -294,7 +373,7 @@ static void reduce_rows(cpu_reduce_op op, const cpu_view *out,
   cpu_rows_init(&r, in, mask);
   if (r.nrows == 0) return;
   bool arg = op == CPU_REDUCE_ARGMAX || op == CPU_REDUCE_ARGMIN;
-  bool fl = is_float(in->dtype);
+  bool fl = is_float(in->dtype), tiled = tiles_apply(&r, op);
   /* results: double for float values, int64 for integers and indices */
   dt_dtype rt = (fl && !arg) ? DT_FLOAT64 : DT_INT64;
   union { double d[BLOCK]; int64_t i[BLOCK]; } res;
@@ -304,22 +383,29 @@ static void reduce_rows(cpu_reduce_op op, const cpu_view *out,
   cpu_row_walk w = {.base = NULL};
   if (r.rowlen > 0) cpu_row_walk_start(&r, in->data, 0, &w);
   int64_t k = 0;
-  for (int64_t row = 0; row < r.nrows; row++) {
-    if (r.rowlen > 0 && row > 0) cpu_row_walk_next(&r, &w);
-    const char *base = w.base;
-    int64_t at = 0;
-    if (fl) {
-      double v = row_double(&r, base, op, corr, &at);
+  for (int64_t row = 0; row < r.nrows;) {
+    int64_t nc = 1, at = 0;
+    if (tiled) { /* up to TILE rows, not past the end of the inner run */
+      int last = r.nouter - 1;
+      nc = r.osizes[last] - w.idx[last] < TILE ? r.osizes[last] - w.idx[last]
+                                               : TILE;
+      tile_reduce(&r, w.base, nc, op, corr, &res.d[k]);
+    } else if (fl) {
+      double v = row_double(&r, w.base, op, corr, &at);
       if (arg) res.i[k] = at; else res.d[k] = v;
     } else {
-      extreme_i e = row_int(&r, base, op);
+      extreme_i e = row_int(&r, w.base, op);
       res.i[k] = arg ? e.at : e.v;
     }
-    if (++k == BLOCK || row + 1 == r.nrows) {
+    k += nc;
+    row += nc;
+    if (k > BLOCK - TILE || row == r.nrows) {
       cpu_store(dst, out->dtype, (int64_t)os, &res, rt, k);
       dst += (size_t)k * os;
       k = 0;
     }
+    for (int64_t i = 0; i < nc && row < r.nrows && r.rowlen > 0; i++)
+      cpu_row_walk_next(&r, &w);
   }
 }
 

@@ -1,0 +1,186 @@
+/* Joining ops: cat and stack (schema "Li": a tensor list and a dim).
+ *
+ * Both make one fresh contiguous output and copy each input into its slice
+ * of it with the strided copy kernel (any input strides, any input dtype →
+ * the promoted output dtype). split and chunk are not ops: they are
+ * composites of narrow (runtime/api_join.c).
+ *
+ * PyTorch rules kept here:
+ * - cat: every input has the same ndim (>= 1) and the same sizes except in
+ *   dim; dtypes promote (dt_promote_types) over all inputs.
+ * - cat's legacy rule: a 1-d input of shape [0] is skipped — it takes part
+ *   in dtype promotion but not in the shape checks or the dim wrapping, so
+ *   cat([empty(0), x]) == x for any x. If every input is skipped, dim is
+ *   checked against a 1-d tensor and the result has shape [0].
+ * - stack: every input has the same shape; dim is in [-(ndim+1), ndim]; the
+ *   result has one more dim (so inputs have at most DT_MAX_DIMS - 1 dims). */
+#include <string.h>
+
+#include "ops/ops.h"
+
+static bool cat_skipped(const dt_tensor *t) {
+  return t->local.ndim == 1 && t->local.sizes[0] == 0;
+}
+
+/* The public entry points (runtime/api_join.c) validate the list itself:
+ * n >= 1 and no NULL entry; here that is an invariant. */
+static void assert_list(const dt_op_call *c) {
+  DT_ASSERT(c->args[0].list.n >= 1 && c->args[0].list.v);
+  for (int i = 0; i < c->args[0].list.n; i++)
+    DT_ASSERT(c->args[0].list.v[i]);
+}
+
+static dt_dtype promoted(const dt_op_call *c) {
+  dt_tensor *const *v = c->args[0].list.v;
+  dt_dtype d = v[0]->dtype;
+  for (int i = 1; i < c->args[0].list.n; i++)
+    d = dt_promote_types(d, v[i]->dtype);
+  return d;
+}
+
+/* ---- cat */
+dt_status ops_cat_infer(dt_op_call *c) {
+  assert_list(c);
+  dt_tensor *const *v = c->args[0].list.v;
+  int n = c->args[0].list.n;
+  for (int i = 0; i < n; i++)
+    if (v[i]->local.ndim == 0)
+      return dt_error_set(DT_ERR_SHAPE, "%s: tensors[%d] is 0-d; a "
+                          "zero-dimensional tensor cannot be concatenated "
+                          "(use dt_stack)", c->api, i);
+  int ref = -1; /* the first input that is not skipped */
+  for (int i = 0; i < n && ref < 0; i++)
+    if (!cat_skipped(v[i])) ref = i;
+  dt_meta *m = &c->meta[0];
+  int nd = ref >= 0 ? v[ref]->local.ndim : 1, d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, nd, &d);
+  if (st != DT_OK) return st;
+  if (ref < 0) { /* every input is an empty [0]: so is the result */
+    int64_t zero = 0;
+    ops_meta_set(m, promoted(c), 1, &zero);
+    return DT_OK;
+  }
+  const dt_tensor *r = v[ref];
+  int64_t sizes[DT_MAX_DIMS], total = 0;
+  memcpy(sizes, r->local.sizes, sizeof sizes);
+  for (int i = 0; i < n; i++) {
+    const dt_tensor *t = v[i];
+    if (cat_skipped(t)) continue;
+    bool ok = t->local.ndim == nd;
+    for (int k = 0; ok && k < nd; k++)
+      ok = k == d || t->local.sizes[k] == r->local.sizes[k];
+    if (!ok) {
+      char sr[DT_SHAPE_STR_LEN], si[DT_SHAPE_STR_LEN];
+      return dt_error_set(DT_ERR_SHAPE, "%s: tensors[%d] has shape %s but "
+                          "tensors[%d] has shape %s; sizes must match except "
+                          "in dim %d", c->api, i,
+                          dt_shape_str(t->local.sizes, t->local.ndim, si,
+                                       sizeof si),
+                          ref, dt_shape_str(r->local.sizes, nd, sr, sizeof sr),
+                          d);
+    }
+    total += t->local.sizes[d];
+  }
+  sizes[d] = total;
+  ops_meta_set(m, promoted(c), nd, sizes);
+  return DT_OK;
+}
+
+/* compute type for copying src into dst, as ops_cast_cpu chooses it: the
+ * native type when equal, int64 between integers/bools, else float64 */
+static dt_dtype copy_type(dt_dtype dst, dt_dtype src) {
+  if (dst == src) return cpu_compute_type(dst);
+  if (!dt_dtype_is_float(dst) && !dt_dtype_is_float(src)) return DT_INT64;
+  return DT_FLOAT64;
+}
+
+/* the part of out that starts `at` elements along dim `d` and has src's
+ * sizes (drop_dim: src lacks dim d, as stack's inputs do) */
+static cpu_view out_slice(const cpu_view *out, int d, int64_t at,
+                          const cpu_view *src, bool drop_dim) {
+  cpu_view s = *out;
+  s.data = out->data + at * out->strides[d] *
+                           (int64_t)cpu_dtype_size(out->dtype);
+  if (drop_dim) {
+    s.ndim = out->ndim - 1;
+    for (int k = d; k < s.ndim; k++) s.strides[k] = out->strides[k + 1];
+  }
+  for (int k = 0; k < s.ndim; k++) s.sizes[k] = src->sizes[k];
+  return s;
+}
+
+dt_status ops_cat_cpu(dt_op_call *c) {
+  dt_tensor *const *v = c->args[0].list.v;
+  int n = c->args[0].list.n;
+  cpu_view vo = ops_view_of(c->out[0]);
+  if (dt_numel(c->out[0]) == 0) return DT_OK;
+  int d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, vo.ndim, &d);
+  if (st != DT_OK) return st;
+  int64_t at = 0;
+  for (int i = 0; i < n; i++) {
+    if (cat_skipped(v[i])) continue;
+    cpu_view vi = ops_view_of(v[i]);
+    int64_t len = vi.sizes[d];
+    if (dt_numel(v[i]) > 0) {
+      cpu_view vs = out_slice(&vo, d, at, &vi, false);
+      cpu_unary(CPU_COPY, copy_type(vo.dtype, vi.dtype), &vs, &vi);
+    }
+    at += len;
+  }
+  DT_ASSERT(at == vo.sizes[d]);
+  return DT_OK;
+}
+
+/* ---- stack */
+dt_status ops_stack_infer(dt_op_call *c) {
+  assert_list(c);
+  dt_tensor *const *v = c->args[0].list.v;
+  int n = c->args[0].list.n, nd = v[0]->local.ndim, d;
+  if (nd >= DT_MAX_DIMS)
+    return dt_error_set(DT_ERR_SHAPE, "%s: inputs have %d dims; the result "
+                        "would exceed the maximum of %d", c->api, nd,
+                        DT_MAX_DIMS);
+  int64_t dim = c->args[1].i;
+  if (dim < -(nd + 1) || dim > nd)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dim %lld is out of "
+                        "range for stacking %d-d tensors (expected [%d, %d])",
+                        c->api, (long long)dim, nd, -(nd + 1), nd);
+  d = (int)(dim < 0 ? dim + nd + 1 : dim);
+  for (int i = 1; i < n; i++) {
+    const dt_tensor *t = v[i];
+    bool ok = t->local.ndim == nd &&
+              !memcmp(t->local.sizes, v[0]->local.sizes,
+                      sizeof(int64_t) * (size_t)nd);
+    if (!ok) {
+      char s0[DT_SHAPE_STR_LEN], si[DT_SHAPE_STR_LEN];
+      return dt_error_set(DT_ERR_SHAPE, "%s: stack expects each tensor to be "
+                          "equal size, but tensors[0] has shape %s and "
+                          "tensors[%d] has shape %s", c->api,
+                          dt_shape_str(v[0]->local.sizes, nd, s0, sizeof s0),
+                          i, dt_shape_str(t->local.sizes, t->local.ndim, si,
+                                          sizeof si));
+    }
+  }
+  int64_t sizes[DT_MAX_DIMS];
+  for (int k = 0, j = 0; k <= nd; k++)
+    sizes[k] = k == d ? n : v[0]->local.sizes[j++];
+  ops_meta_set(&c->meta[0], promoted(c), nd + 1, sizes);
+  return DT_OK;
+}
+
+dt_status ops_stack_cpu(dt_op_call *c) {
+  dt_tensor *const *v = c->args[0].list.v;
+  int n = c->args[0].list.n;
+  cpu_view vo = ops_view_of(c->out[0]);
+  if (dt_numel(c->out[0]) == 0) return DT_OK;
+  int d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, vo.ndim, &d);
+  if (st != DT_OK) return st;
+  for (int i = 0; i < n; i++) {
+    cpu_view vi = ops_view_of(v[i]);
+    cpu_view vs = out_slice(&vo, d, i, &vi, true);
+    cpu_unary(CPU_COPY, copy_type(vo.dtype, vi.dtype), &vs, &vi);
+  }
+  return DT_OK;
+}

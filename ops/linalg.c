@@ -1,0 +1,232 @@
+/* Linear algebra ops: matmul (torch.matmul's rank rules with broadcast
+ * batch dims) and linear (x·weightᵀ + bias).
+ *
+ * Both reduce to one shape: out [batch..., M, N] = A [batch..., M, K] ·
+ * B [batch..., K, N]. Infer works out (batch, M, K, N) and which operand is
+ * a vector (its M or N dim is then absent from the output); the kernels
+ * build matching strided views with no copies — a 1-D operand becomes a
+ * [1, K] or [K, 1] view, weightᵀ is a stride swap, broadcast batch dims get
+ * stride 0 — and hand them to cpu_bmm (kernels/cpu/gemm.c). */
+#include "kernels/cpu/gemm.h"
+#include "ops/ops.h"
+
+typedef struct mm_shape {
+  int nbatch;
+  int64_t batch[DT_MAX_DIMS];
+  int64_t m, k, n;
+  bool a_vec, b_vec;       /* 1-D operand: the output drops its M / N dim */
+} mm_shape;
+
+/* Both operands: valid, the same dtype (PyTorch refuses mixed matmul), and
+ * not bool (no bool GEMM in PyTorch either). */
+static dt_status check_dtypes(const dt_op_call *c, const char *an,
+                              const dt_tensor *a, const char *bn,
+                              const dt_tensor *b) {
+  if (!dt_dtype_valid(a->dtype) || !dt_dtype_valid(b->dtype))
+    return dt_error_set(DT_ERR_DTYPE, "%s: %s or %s has an invalid dtype "
+                        "(%d, %d)", c->api, an, bn, (int)a->dtype,
+                        (int)b->dtype);
+  if (a->dtype != b->dtype)
+    return dt_error_set(DT_ERR_DTYPE, "%s: %s (%s) and %s (%s) must have the "
+                        "same dtype; cast one of them first", c->api, an,
+                        dt_dtype_name(a->dtype), bn, dt_dtype_name(b->dtype));
+  if (a->dtype == DT_BOOL)
+    return dt_error_set(DT_ERR_DTYPE, "%s: %s and %s are bool; matrix "
+                        "products need a numeric dtype", c->api, an, bn);
+  return DT_OK;
+}
+
+static dt_status not_multipliable(const dt_op_call *c, const dt_tensor *a,
+                                  const dt_tensor *b, const char *why,
+                                  long long x, long long y) {
+  char sa[DT_SHAPE_STR_LEN], sb[DT_SHAPE_STR_LEN];
+  return dt_error_set(DT_ERR_SHAPE, "%s: shapes %s and %s cannot be "
+                      "multiplied (%s: %lld vs %lld)", c->api,
+                      dt_shape_str(a->local.sizes, a->local.ndim, sa, sizeof sa),
+                      dt_shape_str(b->local.sizes, b->local.ndim, sb, sizeof sb),
+                      why, x, y);
+}
+
+/* torch.matmul's shape rules for a·b into *s. */
+static dt_status matmul_shape(const dt_op_call *c, const dt_tensor *a,
+                              const dt_tensor *b, mm_shape *s) {
+  const int64_t *as = a->local.sizes, *bs = b->local.sizes;
+  int na = a->local.ndim, nb = b->local.ndim;
+  if (na == 0 || nb == 0) {
+    char sa[DT_SHAPE_STR_LEN], sb[DT_SHAPE_STR_LEN];
+    return dt_error_set(DT_ERR_SHAPE, "%s: both arguments need at least 1 "
+                        "dim, got shapes %s and %s (use dt_mul for scalars)",
+                        c->api, dt_shape_str(as, na, sa, sizeof sa),
+                        dt_shape_str(bs, nb, sb, sizeof sb));
+  }
+  s->a_vec = na == 1;
+  s->b_vec = nb == 1;
+  s->m = na == 1 ? 1 : as[na - 2];
+  s->k = as[na - 1];
+  int64_t kb = nb == 1 ? bs[0] : bs[nb - 2];
+  s->n = nb == 1 ? 1 : bs[nb - 1];
+  if (s->k != kb)
+    return not_multipliable(c, a, b, "contracted dim", (long long)s->k,
+                            (long long)kb);
+  int ba = na > 2 ? na - 2 : 0, bb = nb > 2 ? nb - 2 : 0;
+  s->nbatch = ba > bb ? ba : bb;
+  for (int i = 0; i < s->nbatch; i++) {
+    int ia = ba - s->nbatch + i, ib = bb - s->nbatch + i;
+    int64_t da = ia >= 0 ? as[ia] : 1, db = ib >= 0 ? bs[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      return not_multipliable(c, a, b, "batch dims do not broadcast",
+                              (long long)da, (long long)db);
+    s->batch[i] = da == 1 ? db : da;
+  }
+  return DT_OK;
+}
+
+/* The output's shape: batch..., M unless a is a vector, N unless b is. */
+static void mm_meta(dt_meta *m, dt_dtype d, const mm_shape *s) {
+  int64_t sz[DT_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < s->nbatch; i++) sz[n++] = s->batch[i];
+  if (!s->a_vec) sz[n++] = s->m;
+  if (!s->b_vec) sz[n++] = s->n;
+  ops_meta_set(m, d, n, sz);
+}
+
+/* a 1-D view [K] as a [1, K] row (as_row) or a [K, 1] column */
+static cpu_view vec_as_matrix(const cpu_view *v, bool as_row) {
+  cpu_view r = *v;
+  r.ndim = 2;
+  int keep = as_row ? 1 : 0;
+  r.sizes[keep] = v->sizes[0];
+  r.strides[keep] = v->strides[0];
+  r.sizes[1 - keep] = 1;
+  r.strides[1 - keep] = 0;
+  return r;
+}
+
+static dt_status gemm_error(const dt_op_call *c, dt_status st,
+                            const mm_shape *s) {
+  long long m = (long long)s->m, k = (long long)s->k, n = (long long)s->n;
+  switch (st) {
+  case DT_ERR_OUT_OF_MEMORY:
+    return dt_error_set(st, "%s: out of memory for the packing buffers of a "
+                        "[%lld, %lld] x [%lld, %lld] product", c->api, m, k,
+                        k, n);
+  case DT_ERR_UNSUPPORTED:
+    return dt_error_set(st, "%s: a [%lld, %lld] x [%lld, %lld] product has a "
+                        "dim beyond BLAS's 32-bit int", c->api, m, k, k, n);
+  default:
+    return dt_error_set(st, "%s: dtype %s is not supported by the CPU GEMM",
+                        c->api, dt_dtype_name(c->out[0]->dtype));
+  }
+}
+
+/* Runs out [batch..., M, N] = a2 · b2 (+ bias), where a2 / b2 are views of
+ * rank >= 2 whose leading dims broadcast to the batch. */
+static dt_status mm_run(dt_op_call *c, const mm_shape *s, const cpu_view *a2,
+                        const cpu_view *b2, const dt_tensor *bias) {
+  int nd = s->nbatch + 2;
+  int64_t sz[DT_MAX_DIMS];
+  for (int i = 0; i < s->nbatch; i++) sz[i] = s->batch[i];
+  sz[nd - 2] = s->m;
+  sz[nd - 1] = s->k;
+  cpu_view va = cpu_view_broadcast(a2, nd, sz);
+  sz[nd - 2] = s->k;
+  sz[nd - 1] = s->n;
+  cpu_view vb = cpu_view_broadcast(b2, nd, sz);
+  sz[nd - 2] = s->m;
+  cpu_view vo = ops_view_of(c->out[0]);
+  vo.ndim = nd;
+  for (int i = 0; i < nd; i++) vo.sizes[i] = sz[i];
+  dt_contiguous_strides(vo.sizes, nd, vo.strides);
+  const char *bp = bias ? dt_tensor_data(bias) : NULL;
+  int64_t bstride = bias ? bias->local.strides[0] : 0;
+  dt_status st = cpu_bmm(&vo, &va, &vb, bp, bstride);
+  return st == DT_OK ? DT_OK : gemm_error(c, st, s);
+}
+
+/* ---- matmul */
+dt_status ops_matmul_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t, *b = c->args[1].t;
+  mm_shape s;
+  dt_status st = matmul_shape(c, a, b, &s);
+  if (st == DT_OK) st = check_dtypes(c, "a", a, "b", b);
+  if (st != DT_OK) return st;
+  mm_meta(&c->meta[0], a->dtype, &s);
+  return DT_OK;
+}
+
+dt_status ops_matmul_cpu(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t, *b = c->args[1].t;
+  mm_shape s;
+  dt_status st = matmul_shape(c, a, b, &s);
+  if (st != DT_OK) return st;
+  cpu_view va = ops_view_of(a), vb = ops_view_of(b);
+  if (s.a_vec) va = vec_as_matrix(&va, true);
+  if (s.b_vec) vb = vec_as_matrix(&vb, false);
+  return mm_run(c, &s, &va, &vb, NULL);
+}
+
+/* ---- linear: x [..., in] · weight [out, in]ᵀ + bias [out] */
+static dt_status linear_shape(const dt_op_call *c, mm_shape *s) {
+  const dt_tensor *x = c->args[0].t, *w = c->args[1].t, *bias = c->args[2].t;
+  char sx[DT_SHAPE_STR_LEN], sw[DT_SHAPE_STR_LEN], sb[DT_SHAPE_STR_LEN];
+  int nx = x->local.ndim;
+  const int64_t *xs = x->local.sizes, *ws = w->local.sizes;
+  dt_shape_str(xs, nx, sx, sizeof sx);
+  dt_shape_str(ws, w->local.ndim, sw, sizeof sw);
+  if (nx == 0)
+    return dt_error_set(DT_ERR_SHAPE, "%s: x must have at least 1 dim "
+                        "[..., in], got shape %s", c->api, sx);
+  if (w->local.ndim != 2)
+    return dt_error_set(DT_ERR_SHAPE, "%s: weight must be 2-D [out, in], got "
+                        "shape %s", c->api, sw);
+  if (xs[nx - 1] != ws[1])
+    return dt_error_set(DT_ERR_SHAPE, "%s: x %s and weight %s do not match: "
+                        "x's last dim %lld != weight's in-features %lld",
+                        c->api, sx, sw, (long long)xs[nx - 1],
+                        (long long)ws[1]);
+  if (bias && (bias->local.ndim != 1 || bias->local.sizes[0] != ws[0]))
+    return dt_error_set(DT_ERR_SHAPE, "%s: bias shape %s does not match "
+                        "weight %s (expected [%lld])", c->api,
+                        dt_shape_str(bias->local.sizes, bias->local.ndim, sb,
+                                     sizeof sb),
+                        sw, (long long)ws[0]);
+  s->a_vec = nx == 1;
+  s->b_vec = false;
+  s->m = nx == 1 ? 1 : xs[nx - 2];
+  s->k = ws[1];
+  s->n = ws[0];
+  s->nbatch = nx > 2 ? nx - 2 : 0;
+  for (int i = 0; i < s->nbatch; i++) s->batch[i] = xs[i];
+  return DT_OK;
+}
+
+dt_status ops_linear_infer(dt_op_call *c) {
+  const dt_tensor *x = c->args[0].t, *w = c->args[1].t, *bias = c->args[2].t;
+  mm_shape s;
+  dt_status st = linear_shape(c, &s);
+  if (st == DT_OK) st = check_dtypes(c, "x", x, "weight", w);
+  if (st == DT_OK && bias && bias->dtype != x->dtype)
+    st = dt_error_set(DT_ERR_DTYPE, "%s: bias (%s) must have the dtype of x "
+                      "and weight (%s)", c->api, dt_dtype_name(bias->dtype),
+                      dt_dtype_name(x->dtype));
+  if (st != DT_OK) return st;
+  mm_meta(&c->meta[0], x->dtype, &s);
+  return DT_OK;
+}
+
+dt_status ops_linear_cpu(dt_op_call *c) {
+  const dt_tensor *x = c->args[0].t, *w = c->args[1].t, *bias = c->args[2].t;
+  mm_shape s;
+  dt_status st = linear_shape(c, &s);
+  if (st != DT_OK) return st;
+  cpu_view vx = ops_view_of(x), vw = ops_view_of(w);
+  if (s.a_vec) vx = vec_as_matrix(&vx, true);
+  /* weightᵀ as a view: BLAS reads it with a transpose flag, no copy */
+  cpu_view wt = vw;
+  wt.sizes[0] = vw.sizes[1];
+  wt.sizes[1] = vw.sizes[0];
+  wt.strides[0] = vw.strides[1];
+  wt.strides[1] = vw.strides[0];
+  return mm_run(c, &s, &vx, &wt, bias);
+}

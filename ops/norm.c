@@ -1,0 +1,111 @@
+/* Normalisation ops: softmax and log_softmax ("Ti": tensor, dim),
+ * layer_norm ("Tttd": x, optional weight, optional bias, eps) and rms_norm
+ * ("Ttd": x, optional weight, eps), the last two over x's last dim.
+ *
+ * infer checks dtypes (floating only, as PyTorch), the dim, the affine
+ * parameters' shapes and eps; the CPU kernels live in kernels/cpu/norm.c. */
+#include <math.h>
+
+#include "kernels/cpu/reduce.h"
+#include "ops/ops.h"
+
+static dt_status need_float(const dt_op_call *c, const dt_tensor *t,
+                            const char *arg) {
+  if (!dt_dtype_is_float(t->dtype))
+    return dt_error_set(DT_ERR_DTYPE,
+                        "%s: %s must have a floating dtype, got %s (cast with "
+                        "dt_cast first)", c->api, arg,
+                        dt_dtype_valid(t->dtype) ? dt_dtype_name(t->dtype)
+                                                 : "an invalid dtype");
+  return DT_OK;
+}
+
+dt_status ops_softmax_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  int d;
+  dt_status st = need_float(c, a, "a");
+  if (st == DT_OK) st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim, &d);
+  if (st != DT_OK) return st;
+  ops_meta_set(&c->meta[0], a->dtype, a->local.ndim, a->local.sizes);
+  return DT_OK;
+}
+
+dt_status ops_softmax_cpu(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  int d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim, &d);
+  if (st != DT_OK) return st;
+  cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(a);
+  cpu_softmax(&vo, &va, d, c->op == DT_OP_LOG_SOFTMAX);
+  return DT_OK;
+}
+
+/* weight/bias: NULL, or 1-D of the last dim's size and x's dtype */
+static dt_status check_param(const dt_op_call *c, const dt_tensor *x,
+                             const dt_tensor *p, const char *arg) {
+  if (!p) return DT_OK;
+  int64_t last = x->local.sizes[x->local.ndim - 1];
+  if (p->local.ndim != 1 || p->local.sizes[0] != last) {
+    char sp[DT_SHAPE_STR_LEN], sx[DT_SHAPE_STR_LEN];
+    return dt_error_set(DT_ERR_SHAPE,
+                        "%s: %s has shape %s; expected [%lld], the last dim "
+                        "of x %s", c->api, arg,
+                        dt_shape_str(p->local.sizes, p->local.ndim, sp,
+                                     sizeof sp),
+                        (long long)last,
+                        dt_shape_str(x->local.sizes, x->local.ndim, sx,
+                                     sizeof sx));
+  }
+  if (p->dtype != x->dtype)
+    return dt_error_set(DT_ERR_DTYPE, "%s: %s is %s but x is %s (they must "
+                        "match)", c->api, arg,
+                        dt_dtype_valid(p->dtype) ? dt_dtype_name(p->dtype)
+                                                 : "an invalid dtype",
+                        dt_dtype_name(x->dtype));
+  return DT_OK;
+}
+
+/* x floating with at least one dim, eps finite and >= 0, params fit */
+static dt_status norm_infer(dt_op_call *c, const dt_tensor *w,
+                            const dt_tensor *b, double eps) {
+  const dt_tensor *x = c->args[0].t;
+  dt_status st = need_float(c, x, "x");
+  if (st != DT_OK) return st;
+  if (x->local.ndim == 0)
+    return dt_error_set(DT_ERR_SHAPE, "%s: x is 0-d; it needs a last dim to "
+                        "normalise over", c->api);
+  if (!isfinite(eps) || eps < 0)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: eps %g must be finite and >= 0", c->api, eps);
+  st = check_param(c, x, w, "weight");
+  if (st == DT_OK) st = check_param(c, x, b, "bias");
+  if (st != DT_OK) return st;
+  ops_meta_set(&c->meta[0], x->dtype, x->local.ndim, x->local.sizes);
+  return DT_OK;
+}
+
+dt_status ops_layer_norm_infer(dt_op_call *c) {
+  return norm_infer(c, c->args[1].t, c->args[2].t, c->args[3].d);
+}
+
+dt_status ops_layer_norm_cpu(dt_op_call *c) {
+  cpu_view vo = ops_view_of(c->out[0]), vx = ops_view_of(c->args[0].t);
+  cpu_view vw = {0}, vb = {0};
+  if (c->args[1].t) vw = ops_view_of(c->args[1].t);
+  if (c->args[2].t) vb = ops_view_of(c->args[2].t);
+  cpu_layer_norm(&vo, &vx, c->args[1].t ? &vw : NULL,
+                 c->args[2].t ? &vb : NULL, c->args[3].d);
+  return DT_OK;
+}
+
+dt_status ops_rms_norm_infer(dt_op_call *c) {
+  return norm_infer(c, c->args[1].t, NULL, c->args[2].d);
+}
+
+dt_status ops_rms_norm_cpu(dt_op_call *c) {
+  cpu_view vo = ops_view_of(c->out[0]), vx = ops_view_of(c->args[0].t);
+  cpu_view vw = {0};
+  if (c->args[1].t) vw = ops_view_of(c->args[1].t);
+  cpu_rms_norm(&vo, &vx, c->args[1].t ? &vw : NULL, c->args[2].d);
+  return DT_OK;
+}

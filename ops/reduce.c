@@ -1,0 +1,137 @@
+/* Reduction ops: sum, mean, amax, amin, prod, argmax, argmin ("TIb": tensor,
+ * dims, keepdim) and var ("TIbb": tensor, dims, unbiased, keepdim).
+ *
+ * infer turns the dims list into a bit mask of reduced dims (negative dims
+ * count from the end, duplicates are an error, an empty list reduces every
+ * dim), checks dtypes and empty extents, and gives the output shape; the
+ * CPU kernel (kernels/cpu/reduce.c) computes into the contiguous output. */
+#include "kernels/cpu/reduce.h"
+#include "ops/ops.h"
+
+/* the op list and the kernel enum are in the same order */
+_Static_assert(DT_OP_ARGMIN - DT_OP_SUM == CPU_REDUCE_ARGMIN - CPU_REDUCE_SUM,
+               "reduce order");
+_Static_assert(DT_MAX_DIMS <= 32, "the reduced-dims mask is 32 bits");
+
+/* The reduced dims of a as a bit mask; errors name c->api and the dim. */
+static dt_status dims_mask(const dt_op_call *c, const dt_tensor *a,
+                           dt_shape dims, uint32_t *mask) {
+  int n = a->local.ndim;
+  if (dims.ndim < 0 || dims.ndim > DT_MAX_DIMS)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: ndims %d is out of range (expected 0..%d)",
+                        c->api, dims.ndim, DT_MAX_DIMS);
+  if (dims.ndim == 0) {
+    *mask = n ? (uint32_t)((1ull << n) - 1) : 0;
+    return DT_OK;
+  }
+  uint32_t m = 0;
+  for (int i = 0; i < dims.ndim; i++) {
+    int d;
+    dt_status st = ops_wrap_dim(c, "dim", dims.dims[i], n, &d);
+    if (st != DT_OK) return st;
+    if (m >> d & 1)
+      return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                          "%s: dim %lld (dims[%d]) names dim %d, which "
+                          "appears more than once in dims", c->api,
+                          (long long)dims.dims[i], i, d);
+    m |= 1u << d;
+  }
+  *mask = n ? m : 0; /* a 0-d tensor has no dims to reduce */
+  return DT_OK;
+}
+
+/* Output shape: kept dims, and reduced dims as 1 when keepdim. */
+static void reduced_shape(const dt_tensor *a, uint32_t mask, bool keepdim,
+                          dt_meta *m, dt_dtype dtype) {
+  int64_t sz[DT_MAX_DIMS];
+  int nd = 0;
+  for (int i = 0; i < a->local.ndim; i++) {
+    if (!(mask >> i & 1)) sz[nd++] = a->local.sizes[i];
+    else if (keepdim) sz[nd++] = 1;
+  }
+  ops_meta_set(m, dtype, nd, sz);
+}
+
+static dt_status need_float(const dt_op_call *c, const dt_tensor *a,
+                            const char *what) {
+  if (!dt_dtype_valid(a->dtype))
+    return dt_error_set(DT_ERR_DTYPE, "%s: a has invalid dtype %d", c->api,
+                        (int)a->dtype);
+  if (what && !dt_dtype_is_float(a->dtype))
+    return dt_error_set(DT_ERR_DTYPE,
+                        "%s: %s needs a floating dtype, got %s (cast with "
+                        "dt_cast first)", c->api, what,
+                        dt_dtype_name(a->dtype));
+  return DT_OK;
+}
+
+/* max/min/argmax/argmin have no identity: an empty extent is an error */
+static dt_status need_nonempty(const dt_op_call *c, const dt_tensor *a,
+                               uint32_t mask) {
+  for (int i = 0; i < a->local.ndim; i++) {
+    if (!(mask >> i & 1) || a->local.sizes[i] != 0) continue;
+    char s[DT_SHAPE_STR_LEN];
+    return dt_error_set(DT_ERR_SHAPE,
+                        "%s: cannot reduce over a zero-size dimension (dim %d "
+                        "of a tensor of shape %s); %s has no identity",
+                        c->api, i,
+                        dt_shape_str(a->local.sizes, a->local.ndim, s,
+                                     sizeof s),
+                        dt_op_defs[c->op].name);
+  }
+  return DT_OK;
+}
+
+dt_status ops_reduce_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  uint32_t mask;
+  bool mean = c->op == DT_OP_MEAN;
+  dt_status st = need_float(c, a, mean ? "mean" : NULL);
+  if (st == DT_OK) st = dims_mask(c, a, c->args[1].ints, &mask);
+  if (st != DT_OK) return st;
+  dt_dtype r = a->dtype;
+  switch (c->op) {
+  case DT_OP_SUM: case DT_OP_PROD:
+    if (!dt_dtype_is_float(r)) r = DT_INT64; /* ints and bool, as PyTorch */
+    break;
+  case DT_OP_AMAX: case DT_OP_AMIN: case DT_OP_ARGMAX: case DT_OP_ARGMIN:
+    st = need_nonempty(c, a, mask);
+    if (st != DT_OK) return st;
+    if (c->op == DT_OP_ARGMAX || c->op == DT_OP_ARGMIN) r = DT_INT64;
+    break;
+  default: break;
+  }
+  reduced_shape(a, mask, c->args[2].b, &c->meta[0], r);
+  return DT_OK;
+}
+
+dt_status ops_reduce_cpu(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  uint32_t mask;
+  dt_status st = dims_mask(c, a, c->args[1].ints, &mask);
+  if (st != DT_OK) return st;
+  cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(a);
+  cpu_reduce((cpu_reduce_op)(c->op - DT_OP_SUM), &vo, &va, mask);
+  return DT_OK;
+}
+
+dt_status ops_var_infer(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  uint32_t mask;
+  dt_status st = need_float(c, a, "var");
+  if (st == DT_OK) st = dims_mask(c, a, c->args[1].ints, &mask);
+  if (st != DT_OK) return st;
+  reduced_shape(a, mask, c->args[3].b, &c->meta[0], a->dtype);
+  return DT_OK;
+}
+
+dt_status ops_var_cpu(dt_op_call *c) {
+  const dt_tensor *a = c->args[0].t;
+  uint32_t mask;
+  dt_status st = dims_mask(c, a, c->args[1].ints, &mask);
+  if (st != DT_OK) return st;
+  cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(a);
+  cpu_var(&vo, &va, mask, c->args[2].b ? 1 : 0);
+  return DT_OK;
+}

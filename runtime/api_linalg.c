@@ -1,0 +1,97 @@
+/* Public entry points of the linear-algebra and nn ops (ops/linalg.c,
+ * ops/nn.c), and the BLAS thread hook.
+ *
+ * BLAS threads. OpenBLAS keeps its own thread pool, sized from
+ * OPENBLAS_NUM_THREADS or the core count. dtorch leaves that default alone:
+ * a single-device program gets every core in a GEMM, as PyTorch's intra-op
+ * pool does, and dt_matmul runs at the speed of a direct cblas_sgemm in the
+ * same process whatever order the two are called in. Rank threads are a
+ * different matter: with N ranks each running a GEMM, an OpenBLAS pool per
+ * call oversubscribes the cores N-fold. So the runtime that starts rank
+ * threads (the execution issue) must call dt_blas_set_threads(1) before the
+ * first rank runs an op, and may restore the old count (read it first with
+ * cpu_blas_get_threads) when the last runtime is destroyed. The setting is
+ * process-wide, as OpenBLAS's is.
+ *
+ * dt_dropout draws its mask from the process random stream: it reserves
+ * numel indices with dt_rng_reserve, exactly like dt_rand, but only when it
+ * actually draws (train, 0 < p < 1) — the copy (eval, p = 0) and the zeros
+ * (p = 1) take none, as in PyTorch, so a p = 0 dropout leaves later random
+ * values unchanged. */
+#include "kernels/cpu/gemm.h"
+#include "runtime/api.h"
+
+dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b) {
+  return dt_call_tt(DT_OP_MATMUL, "dt_matmul", a, b);
+}
+
+dt_tensor *dt_linear(dt_tensor *x, dt_tensor *weight, dt_tensor *bias) {
+  DT_CHECK_TENSOR(x, "dt_linear", "x");
+  DT_CHECK_TENSOR(weight, "dt_linear", "weight");
+  dt_op_call c;
+  dt_call_init(&c, DT_OP_LINEAR, "dt_linear");
+  dt_call_tensor(&c, x);
+  dt_call_tensor(&c, weight);
+  dt_call_tensor(&c, bias); /* optional: NULL means no bias */
+  return dt_dispatch1(&c);
+}
+
+dt_tensor *dt_embedding(dt_tensor *indices, dt_tensor *weight) {
+  DT_CHECK_TENSOR(indices, "dt_embedding", "indices");
+  DT_CHECK_TENSOR(weight, "dt_embedding", "weight");
+  dt_op_call c;
+  dt_call_init(&c, DT_OP_EMBEDDING, "dt_embedding");
+  dt_call_tensor(&c, indices);
+  dt_call_tensor(&c, weight);
+  return dt_dispatch1(&c);
+}
+
+dt_tensor *dt_index_select(dt_tensor *a, int dim, dt_tensor *index) {
+  DT_CHECK_TENSOR(a, "dt_index_select", "a");
+  DT_CHECK_TENSOR(index, "dt_index_select", "index");
+  dt_op_call c;
+  dt_call_init(&c, DT_OP_INDEX_SELECT, "dt_index_select");
+  dt_call_tensor(&c, a);
+  dt_call_int(&c, dim);
+  dt_call_tensor(&c, index);
+  return dt_dispatch1(&c);
+}
+
+dt_tensor *dt_cross_entropy(dt_tensor *logits, dt_tensor *target,
+                            dt_reduction reduction, int64_t ignore_index) {
+  DT_CHECK_TENSOR(logits, "dt_cross_entropy", "logits");
+  DT_CHECK_TENSOR(target, "dt_cross_entropy", "target");
+  dt_op_call c;
+  dt_call_init(&c, DT_OP_CROSS_ENTROPY, "dt_cross_entropy");
+  dt_call_tensor(&c, logits);
+  dt_call_tensor(&c, target);
+  dt_call_int(&c, (int64_t)reduction);
+  dt_call_int(&c, ignore_index);
+  return dt_dispatch1(&c);
+}
+
+dt_tensor *dt_dropout(dt_tensor *a, double p, bool train) {
+  DT_CHECK_TENSOR(a, "dt_dropout", "a");
+  uint64_t seed = 0, first = 0;
+  if (train && p > 0.0 && p < 1.0)
+    first = dt_rng_reserve((uint64_t)dt_tensor_numel(a), &seed);
+  dt_op_call c;
+  dt_call_init(&c, DT_OP_DROPOUT, "dt_dropout");
+  dt_call_tensor(&c, a);
+  dt_call_double(&c, p);
+  dt_call_bool(&c, train);
+  dt_call_int(&c, (int64_t)seed);
+  dt_call_int(&c, (int64_t)first);
+  return dt_dispatch1(&c);
+}
+
+/* n < 1 is a caller error: nothing changes and DT_ERR_INVALID_ARGUMENT is
+ * set (the function returns void, so dt_last_status is where it shows). */
+void dt_blas_set_threads(int n) {
+  if (n < 1) {
+    dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_blas_set_threads: n %d must be "
+                 "at least 1", n);
+    return;
+  }
+  cpu_blas_set_threads(n);
+}

@@ -1,0 +1,268 @@
+/* Bad input to creation, options, host transfer and pointwise ops: each
+ * case checks the exact status, that the message names the function and
+ * the argument or value at fault, and that nothing leaks. (View errors are
+ * in test_errors_views.c; reductions and linalg have their own suites.) */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/testutil.h"
+
+#define LEAK_GUARD_BEGIN() do { dt_clear_error(); tu_leaks_begin(); } while (0)
+#define LEAK_GUARD_END() tu_leaks_end()
+
+static void test_null_tensors(void **state) {
+  (void)state;
+  LEAK_GUARD_BEGIN();
+  dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL);
+  tu_expect_error(dt_add(a, NULL), DT_ERR_INVALID_ARGUMENT, "dt_add",
+                  "b is NULL", NULL);
+  tu_expect_error(dt_add(NULL, a), DT_ERR_INVALID_ARGUMENT, "dt_add",
+                  "a is NULL", NULL);
+  tu_expect_error(dt_mul_scalar(NULL, 2), DT_ERR_INVALID_ARGUMENT,
+                  "dt_mul_scalar", "a is NULL", NULL);
+  tu_expect_error(dt_exp(NULL), DT_ERR_INVALID_ARGUMENT, "dt_exp", "a", NULL);
+  tu_expect_error(dt_where(a, NULL, a), DT_ERR_INVALID_ARGUMENT, "dt_where",
+                  "a is NULL", NULL);
+  tu_expect_error(dt_where(NULL, a, a), DT_ERR_INVALID_ARGUMENT, "dt_where",
+                  "cond is NULL", NULL);
+  tu_expect_error(dt_masked_fill(a, NULL, 0), DT_ERR_INVALID_ARGUMENT,
+                  "dt_masked_fill", "mask is NULL", NULL);
+  tu_expect_error(dt_clamp(NULL, 0, 1), DT_ERR_INVALID_ARGUMENT, "dt_clamp",
+                  NULL);
+  tu_expect_error(dt_cast(NULL, DT_INT32), DT_ERR_INVALID_ARGUMENT, "dt_cast",
+                  NULL);
+  tu_expect_error(dt_zeros_like(NULL), DT_ERR_INVALID_ARGUMENT,
+                  "dt_zeros_like", "t is NULL", NULL);
+  tu_expect_error(dt_transpose(NULL, 0, 1), DT_ERR_INVALID_ARGUMENT,
+                  "dt_transpose", "a is NULL", NULL);
+  /* queries on NULL answer without failing */
+  assert_int_equal(dt_tensor_ndim(NULL), -1);
+  assert_int_equal(dt_tensor_numel(NULL), -1);
+  assert_false(dt_tensor_shares_storage(a, NULL));
+  dt_tensor_release(NULL);
+  dt_tensor_release(a);
+  LEAK_GUARD_END();
+}
+
+/* a NULL argument that came from a failed call keeps that call's error */
+static void test_null_propagation(void **state) {
+  (void)state;
+  LEAK_GUARD_BEGIN();
+  dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL), *b = dt_ones(DT_SHAPE(4), NULL);
+  tu_expect_error(dt_relu(dt_add(a, b)), DT_ERR_SHAPE, "dt_add", "[2, 3]",
+                  "[4]", NULL);
+  tu_expect_error(dt_neg(dt_exp(dt_mul(b, a))), DT_ERR_SHAPE, "dt_mul", NULL);
+  tu_expect_error(dt_add(a, dt_view(a, DT_SHAPE(5))), DT_ERR_SHAPE, "dt_view",
+                  "[5]", NULL);
+  dt_tensor_release(a);
+  dt_tensor_release(b);
+  LEAK_GUARD_END();
+}
+
+static void test_broadcast_mismatch(void **state) {
+  (void)state;
+  LEAK_GUARD_BEGIN();
+  dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL),
+            *b = dt_ones(DT_SHAPE(4, 2), NULL);
+  dt_tensor *c = dt_ones(DT_SHAPE(5, 1, 3), NULL),
+            *m = dt_ones(DT_SHAPE(7), &(dt_tensor_options){.dtype = DT_BOOL});
+  tu_expect_error(dt_add(a, b), DT_ERR_SHAPE, "dt_add", "[2, 3]", "[4, 2]", NULL);
+  tu_expect_error(dt_lt(b, c), DT_ERR_SHAPE, "dt_lt", "[4, 2]", "[5, 1, 3]",
+                  NULL);
+  tu_expect_error(dt_where(m, a, a), DT_ERR_SHAPE, "dt_where", "[7]", NULL);
+  tu_expect_error(dt_masked_fill(a, m, 1), DT_ERR_SHAPE, "dt_masked_fill",
+                  "[7]", "[2, 3]", NULL);
+  /* a mask may not grow a: [2, 3] masked by [4, 2, 3] */
+  dt_tensor *big =
+      dt_ones(DT_SHAPE(4, 2, 3), &(dt_tensor_options){.dtype = DT_BOOL});
+  tu_expect_error(dt_masked_fill(a, big, 1), DT_ERR_SHAPE, "dt_masked_fill",
+                  "[4, 2, 3]", "[2, 3]", NULL);
+  dt_tensor *ts[] = {a, b, c, m, big};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
+  LEAK_GUARD_END();
+}
+
+static void test_bad_creation(void **state) {
+  (void)state;
+  LEAK_GUARD_BEGIN();
+  dt_tensor_options bad = {.dtype = (dt_dtype)99};
+  tu_expect_error(dt_zeros(DT_SHAPE(2), &bad), DT_ERR_DTYPE, "dt_zeros",
+                  "dtype", "99", NULL);
+  tu_expect_error(
+      dt_full(DT_SHAPE(2), 1, &(dt_tensor_options){.dtype = (dt_dtype)-1}),
+      DT_ERR_DTYPE, "dt_full", "-1", NULL);
+  tu_expect_error(dt_zeros(DT_SHAPE(2, -3), NULL), DT_ERR_SHAPE, "dt_zeros",
+                  "-3", "dim 1", NULL);
+  tu_expect_error(dt_empty(DT_SHAPE(-1), NULL), DT_ERR_SHAPE, "dt_empty", "-1",
+                  NULL);
+  tu_expect_error(dt_ones((dt_shape){.ndim = 9}, NULL), DT_ERR_SHAPE, "dt_ones",
+                  "9 dims", NULL);
+  tu_expect_error(dt_ones((dt_shape){.ndim = -1}, NULL), DT_ERR_SHAPE, "dt_ones",
+                  "-1 dims", NULL);
+  tu_expect_error(dt_rand(DT_SHAPE(2), &(dt_tensor_options){.dtype = DT_INT32}),
+                  DT_ERR_DTYPE, "dt_rand", "int32", NULL);
+  tu_expect_error(dt_randn(DT_SHAPE(2), &(dt_tensor_options){.dtype = DT_BOOL}),
+                  DT_ERR_DTYPE, "dt_randn", "bool", NULL);
+  tu_expect_error(dt_randn(DT_SHAPE(2, -2), NULL), DT_ERR_SHAPE, "dt_randn",
+                  "-2", NULL);
+  LEAK_GUARD_END();
+}
+
+static void test_bad_arange(void **state) {
+  (void)state;
+  LEAK_GUARD_BEGIN();
+  tu_expect_error(dt_arange(0, 5, 0, NULL), DT_ERR_INVALID_ARGUMENT,
+                  "dt_arange", "step 0", NULL);
+  tu_expect_error(dt_arange(0, 5, -1, NULL), DT_ERR_INVALID_ARGUMENT,
+                  "dt_arange", "step -1", "end 5", NULL);
+  tu_expect_error(dt_arange(5, 0, 1, NULL), DT_ERR_INVALID_ARGUMENT,
+                  "dt_arange", "start 5", NULL);
+  tu_expect_error(dt_arange(0, NAN, 1, NULL), DT_ERR_INVALID_ARGUMENT,
+                  "dt_arange", "finite", NULL);
+  tu_expect_error(dt_arange(0, INFINITY, 1, NULL), DT_ERR_INVALID_ARGUMENT,
+                  "dt_arange", "finite", NULL);
+  tu_expect_error(dt_arange(0, 1e300, 1e-300, NULL), DT_ERR_INVALID_ARGUMENT,
+                  "dt_arange", "too many", NULL);
+  tu_expect_error(dt_arange(0, 5, 1, &(dt_tensor_options){.dtype = (dt_dtype)8}),
+                  DT_ERR_DTYPE, "dt_arange", "8", NULL);
+  LEAK_GUARD_END();
+}
+
+static void test_bad_options(void **state) {
+  (void)state;
+  LEAK_GUARD_BEGIN();
+  int dummy;
+  dt_mesh *mesh = (dt_mesh *)&dummy; /* only checked for NULL */
+  tu_expect_error(dt_zeros(DT_SHAPE(2), &(dt_tensor_options){.device = "cpu",
+                                                             .mesh = mesh}),
+                  DT_ERR_INVALID_ARGUMENT, "dt_zeros", "device", "mesh",
+                  "exclusive", NULL);
+  tu_expect_error(dt_ones(DT_SHAPE(2), &(dt_tensor_options){
+                              .placements = DT_PLACEMENTS(DT_SHARD(0))}),
+                  DT_ERR_PLACEMENT, "dt_ones", "placements", "mesh", NULL);
+  tu_expect_error(dt_zeros(DT_SHAPE(2), &(dt_tensor_options){.device = "cuda"}),
+                  DT_ERR_DEVICE, "dt_zeros", "\"cuda\"", NULL);
+  tu_expect_error(dt_zeros(DT_SHAPE(2), &(dt_tensor_options){.device = "cuda:1"}),
+                  DT_ERR_DEVICE, "dt_zeros", "cuda:1", NULL);
+  tu_expect_error(dt_randn(DT_SHAPE(2), &(dt_tensor_options){.device = "tpu"}),
+                  DT_ERR_INVALID_ARGUMENT, "dt_randn", "\"tpu\"", "unknown",
+                  NULL);
+  tu_expect_error(dt_zeros(DT_SHAPE(2), &(dt_tensor_options){
+                              .dtype = DT_INT64, .requires_grad = true}),
+                  DT_ERR_DTYPE, "dt_zeros", "grad", "int64", NULL);
+  tu_expect_error(dt_arange(0, 3, 1, &(dt_tensor_options){
+                               .dtype = DT_BOOL, .requires_grad = true}),
+                  DT_ERR_DTYPE, "dt_arange", "grad", "bool", NULL);
+  float host[2] = {1, 2};
+  tu_expect_error(
+      dt_from_host(host, DT_SHAPE(2), &(dt_tensor_options){.device = "gpu"}),
+      DT_ERR_INVALID_ARGUMENT, "dt_from_host", "\"gpu\"", NULL);
+  /* a good explicit device is fine */
+  dt_tensor *ok = dt_zeros(DT_SHAPE(2), &(dt_tensor_options){.device = "cpu"});
+  assert_non_null(ok);
+  dt_tensor_release(ok);
+  LEAK_GUARD_END();
+}
+
+static void test_bad_host_transfer(void **state) {
+  (void)state;
+  LEAK_GUARD_BEGIN();
+  dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL);
+  float buf[6];
+  tu_expect_status(dt_to_host(a, buf, 8), DT_ERR_INVALID_ARGUMENT, "dt_to_host",
+                   "dst_bytes 8", "24 bytes", NULL);
+  tu_expect_status(dt_to_host(a, buf, 23), DT_ERR_INVALID_ARGUMENT, "23", "24",
+                   NULL);
+  tu_expect_status(dt_to_host(a, NULL, 24), DT_ERR_INVALID_ARGUMENT,
+                   "dt_to_host", "dst is NULL", NULL);
+  tu_expect_status(dt_to_host(NULL, buf, sizeof buf), DT_ERR_INVALID_ARGUMENT,
+                   "dt_to_host", "t is NULL", NULL);
+  tu_expect_error(dt_from_host(NULL, DT_SHAPE(2, 3), NULL),
+                  DT_ERR_INVALID_ARGUMENT, "dt_from_host", "data is NULL",
+                  NULL);
+  tu_expect_error(dt_from_host(buf, DT_SHAPE(2, -3), NULL), DT_ERR_SHAPE,
+                  "dt_from_host", "-3", NULL);
+  tu_expect_error(dt_from_host(buf, DT_SHAPE(6),
+                               &(dt_tensor_options){.dtype = (dt_dtype)42}),
+                  DT_ERR_DTYPE, "dt_from_host", "42", NULL);
+  /* empty transfers need no buffer */
+  dt_tensor *e = dt_from_host(NULL, DT_SHAPE(0, 3), NULL);
+  assert_non_null(e);
+  assert_int_equal(dt_to_host(e, NULL, 0), DT_OK);
+  dt_tensor_release(e);
+  assert_int_equal(dt_to_host(a, buf, sizeof buf + 4),
+                   DT_OK); /* larger is fine */
+  dt_tensor_release(a);
+  LEAK_GUARD_END();
+}
+
+static void test_bad_pointwise_dtypes(void **state) {
+  (void)state;
+  LEAK_GUARD_BEGIN();
+  dt_tensor_options ob = {.dtype = DT_BOOL}, oi = {.dtype = DT_INT32};
+  dt_tensor *p = dt_ones(DT_SHAPE(3), &ob), *q = dt_zeros(DT_SHAPE(3), &ob);
+  dt_tensor *i = dt_ones(DT_SHAPE(3), &oi), *f = dt_ones(DT_SHAPE(3), NULL);
+  tu_expect_error(dt_sub(p, q), DT_ERR_DTYPE, "dt_sub", "bool", NULL);
+  tu_expect_error(dt_sub_scalar(p, 1), DT_ERR_DTYPE, "dt_sub_scalar", "bool",
+                  NULL);
+  tu_expect_error(dt_neg(p), DT_ERR_DTYPE, "dt_neg", "bool", "dt_logical_not",
+                  NULL);
+  tu_expect_error(dt_masked_fill(f, f, 0), DT_ERR_DTYPE, "dt_masked_fill",
+                  "mask", "float32", NULL);
+  tu_expect_error(dt_where(i, f, f), DT_ERR_DTYPE, "dt_where", "cond", "int32",
+                  NULL);
+  tu_expect_error(dt_pow_scalar(i, -2), DT_ERR_INVALID_ARGUMENT,
+                  "dt_pow_scalar", "int32", "-2", NULL);
+  tu_expect_error(dt_clamp(f, NAN, 1), DT_ERR_INVALID_ARGUMENT, "dt_clamp",
+                  "min nan", NULL);
+  tu_expect_error(dt_clamp(f, 0, NAN), DT_ERR_INVALID_ARGUMENT, "dt_clamp",
+                  "max nan", NULL);
+  tu_expect_error(dt_clamp(p, 0, 1), DT_ERR_DTYPE, "dt_clamp", "bool", NULL);
+  tu_expect_error(dt_cast(f, (dt_dtype)99), DT_ERR_DTYPE, "dt_cast", "99", NULL);
+  tu_expect_error(dt_cast(f, DT_DTYPE_COUNT), DT_ERR_DTYPE, "dt_cast", "8", NULL);
+  /* what is allowed next to those */
+  dt_tensor *ok[] = {dt_pow_scalar(i, 2), dt_pow_scalar(f, -2),
+                     dt_logical_not(p), dt_add(p, q), dt_where(p, f, i)};
+  for (size_t k = 0; k < sizeof ok / sizeof *ok; k++) {
+    if (!ok[k]) fail_msg("case %zu: %s", k, dt_last_error());
+    dt_tensor_release(ok[k]);
+  }
+  dt_tensor *ts[] = {p, q, i, f};
+  for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) dt_tensor_release(ts[k]);
+  LEAK_GUARD_END();
+}
+
+/* numel * element size must not wrap: [2^31, 2^31] float32 is 2^64 bytes,
+ * which wraps to 0 in size_t; the factory must fail, not hand back a
+ * tensor over a 0-byte storage */
+static void test_size_overflow(void **state) {
+  (void)state;
+  LEAK_GUARD_BEGIN();
+  dt_tensor *t = dt_empty(DT_SHAPE(1LL << 31, 1LL << 31), NULL);
+  if (t) {
+    dt_tensor_release(t);
+    fail_msg("dt_empty([2^31, 2^31]) float32 succeeded (2^64 bytes)");
+  }
+  dt_status st = dt_last_status();
+  assert_true(st == DT_ERR_SHAPE || st == DT_ERR_OUT_OF_MEMORY ||
+              st == DT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(dt_last_error(), "dt_empty"));
+  dt_clear_error();
+  LEAK_GUARD_END();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_null_tensors),
+      cmocka_unit_test(test_null_propagation),
+      cmocka_unit_test(test_broadcast_mismatch),
+      cmocka_unit_test(test_bad_creation),
+      cmocka_unit_test(test_bad_arange),
+      cmocka_unit_test(test_bad_options),
+      cmocka_unit_test(test_bad_host_transfer),
+      cmocka_unit_test(test_bad_pointwise_dtypes),
+      cmocka_unit_test(test_size_overflow),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

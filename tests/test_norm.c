@@ -1,0 +1,547 @@
+/* Tests of softmax, log_softmax, layer_norm and rms_norm against naive
+ * double-precision references written here, on every float dtype, shapes
+ * with size-0 and size-1 dims, 0-d tensors, every dim (negative too), and
+ * contiguous, step-2 and transposed inputs (and step-2 weights); plus
+ * numerical stability, masking rows, bitwise agreement of the dense fast
+ * path with strided inputs, and bad arguments. The input helpers mirror
+ * tests/test_reduce.c (which checks the fast float16 encoding against
+ * tu_encode). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/testutil.h"
+
+typedef enum layout { L_CONTIG, L_NONCONTIG, L_TRANSPOSED, L_COUNT } layout;
+static const char *const layout_names[L_COUNT] = {"contiguous", "step-2",
+                                                   "transposed"};
+
+/* ------------------------------------------------------------ helpers */
+/* float16 rounding by scaling (ties to even): what tu_round(v, FLOAT16)
+ * gives, without its brute-force search (test_reduce checks that) */
+static double round_f16(double v) {
+  if (v != v || isinf(v)) return v;
+  double a = fabs(v);
+  if (a >= 65520.0) return copysign(INFINITY, v);
+  int e;
+  frexp(a, &e);         /* a = m * 2^e, m in [0.5, 1) */
+  int q = e - 11;       /* 11 significant bits */
+  if (q < -24) q = -24; /* subnormals: fixed spacing 2^-24 */
+  return copysign(ldexp(nearbyint(ldexp(a, -q)), q), v);
+}
+static double round_to(double v, dt_dtype d) {
+  return d == DT_FLOAT16 ? round_f16(v) : tu_round(v, d);
+}
+
+/* float16 bits of a value float16 holds exactly (tu_encode's search is
+ * too slow for the thousands of tensors built here; test_reduce checks
+ * the two agree) */
+static uint16_t f16_bits(double v) {
+  uint16_t sign = signbit(v) ? 0x8000 : 0;
+  double a = fabs(v);
+  if (a != a) return 0x7e00;
+  if (isinf(a)) return (uint16_t)(sign | 0x7c00);
+  int e;
+  double m = frexp(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+  if (a == 0) return sign;
+  if (e < -13) return (uint16_t)(sign | (uint16_t)ldexp(a, 24)); /* subnormal */
+  return (uint16_t)(sign | (e + 14) << 10 | ((uint16_t)ldexp(m, 11) - 1024));
+}
+
+static bool is_float(dt_dtype d) {
+  return d == DT_FLOAT32 || d == DT_FLOAT64 || d == DT_FLOAT16 ||
+         d == DT_BFLOAT16;
+}
+
+static void shape_str(dt_shape s, char *buf, size_t len) {
+  size_t n = (size_t)snprintf(buf, len, "[");
+  for (int i = 0; i < s.ndim && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, i ? ", %lld" : "%lld",
+                          (long long)s.dims[i]);
+  if (n < len) snprintf(buf + n, len - n, "]");
+}
+
+static void assert_shape(dt_tensor *t, dt_shape want, const char *what) {
+  dt_shape got = dt_tensor_shape(t);
+  bool same = got.ndim == want.ndim;
+  for (int i = 0; same && i < want.ndim; i++)
+    same = got.dims[i] == want.dims[i];
+  if (!same) {
+    char g[128], w[128];
+    shape_str(got, g, sizeof g);
+    shape_str(want, w, sizeof w);
+    fail_msg("%s: shape %s, want %s", what, g, w);
+  }
+}
+
+/* tu_tensor, with a fast path for float16 (values already rounded) */
+static dt_tensor *host_tensor(const double *v, dt_shape s, dt_dtype d) {
+  if (d != DT_FLOAT16) return tu_tensor(v, s, d);
+  int64_t n = tu_numel(s);
+  uint16_t *h = malloc(sizeof(uint16_t) * (size_t)(n ? n : 1));
+  for (int64_t i = 0; i < n; i++) h[i] = f16_bits(v[i]);
+  dt_tensor *t = dt_from_host(h, s, &(dt_tensor_options){.dtype = d});
+  free(h);
+  assert_non_null(t);
+  return t;
+}
+
+/* tu_noncontig for values v of shape s (built with host_tensor): a step-2
+ * slice of storage twice as long in the last dim; 0-d: a select */
+static dt_tensor *step2(const double *v, dt_shape s, dt_dtype d) {
+  if (d != DT_FLOAT16) {
+    dt_tensor *t = tu_tensor(v, s, d), *r = tu_noncontig(t);
+    dt_tensor_release(t);
+    return r;
+  }
+  int64_t n = tu_numel(s);
+  double *w = malloc(sizeof(double) * (size_t)(2 * n + 3));
+  dt_shape bs = s.ndim ? s : DT_SHAPE(3);
+  if (s.ndim) bs.dims[s.ndim - 1] *= 2;
+  else w[0] = w[2] = -7, w[1] = v[0];
+  for (int64_t i = 0; s.ndim && i < n; i++) {
+    w[2 * i] = v[i];
+    w[2 * i + 1] = -7; /* garbage the view must never read */
+  }
+  dt_tensor *big = host_tensor(w, bs, d);
+  dt_tensor *r = s.ndim ? dt_slice(big, s.ndim - 1, 0, INT64_MAX, 2)
+                        : dt_select(big, 0, 1);
+  dt_tensor_release(big);
+  free(w);
+  assert_non_null(r);
+  return r;
+}
+
+/* random values for n elements of dtype d: floats in [lo, hi), ints in
+ * [lo, hi]; flip negates every third (prod data: signs without shrinking) */
+static double *random_values(int64_t n, dt_dtype d, uint64_t seed, double lo,
+                             double hi, bool flip) {
+  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  tu_fill_random(v, n, is_float(d) ? DT_FLOAT64 : d, seed, lo, hi);
+  for (int64_t i = 0; i < n; i++) {
+    if (flip && i % 3 == 0 && d != DT_UINT8 && d != DT_BOOL) v[i] = -v[i];
+    if (is_float(d)) v[i] = round_to(v[i], d);
+  }
+  return v;
+}
+
+/* A tensor of logical shape s and dtype d in layout l; *vals receives its
+ * row-major values. Transposed: the storage holds shape s with dims 0 and
+ * last swapped and the result is its transpose (1-d and 0-d: step-2). */
+static dt_tensor *make_input(dt_shape s, dt_dtype d, uint64_t seed, double lo,
+                             double hi, bool flip, layout l, double **vals) {
+  if (l == L_TRANSPOSED && s.ndim < 2) l = L_NONCONTIG;
+  int last = s.ndim - 1;
+  dt_shape bs = s;
+  if (l == L_TRANSPOSED) {
+    bs.dims[0] = s.dims[last];
+    bs.dims[last] = s.dims[0];
+  }
+  int64_t n = tu_numel(s);
+  double *bv = random_values(n, d, seed, lo, hi, flip);
+  if (l == L_NONCONTIG) {
+    *vals = bv;
+    return step2(bv, s, d);
+  }
+  dt_tensor *base = host_tensor(bv, bs, d);
+  if (l == L_CONTIG) {
+    *vals = bv;
+    return base;
+  }
+  dt_tensor *t = dt_transpose(base, 0, last);
+  dt_tensor_release(base);
+  assert_non_null(t);
+  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  int64_t idx[DT_MAX_DIMS];
+  for (int64_t i = 0; i < n; i++) { /* v[i0, .., iL] = bv[iL, .., i0] */
+    tu_unravel(i, s, idx);
+    int64_t tmp = idx[0];
+    idx[0] = idx[last];
+    idx[last] = tmp;
+    int64_t flat = 0;
+    for (int k = 0; k < bs.ndim; k++) flat = flat * bs.dims[k] + idx[k];
+    v[i] = bv[flat];
+  }
+  free(bv);
+  *vals = v;
+  return t;
+}
+
+/* ----------------------------------------------------------- references */
+/* softmax (or log_softmax) of v (shape s) along dim d, in double */
+static void ref_softmax(const double *v, dt_shape s, int d, bool lg,
+                        double *out) {
+  int64_t n = tu_numel(s), len = s.ndim ? s.dims[d] : 1, inner = 1;
+  for (int k = d + 1; k < s.ndim; k++) inner *= s.dims[k];
+  int64_t idx[DT_MAX_DIMS];
+  for (int64_t i = 0; i < n; i++) {
+    int64_t at = 0;
+    if (s.ndim) {
+      tu_unravel(i, s, idx);
+      at = idx[d];
+    }
+    const double *row = v + (i - at * inner); /* row[k * inner] */
+    double m = -INFINITY, sum = 0;
+    for (int64_t k = 0; k < len; k++) m = row[k * inner] > m ? row[k * inner] : m;
+    for (int64_t k = 0; k < len; k++) sum += exp(row[k * inner] - m);
+    out[i] = lg ? (v[i] - m) - log(sum) : exp(v[i] - m) / sum;
+  }
+}
+
+/* layer_norm (rms: rms_norm) of x (shape s) over the last dim; w, b may be
+ * NULL; *scale: the largest |normalised * w| + |b| */
+static void ref_norm(const double *x, dt_shape s, const double *w,
+                     const double *b, double eps, bool rms, double *out,
+                     double *scale) {
+  int64_t len = s.dims[s.ndim - 1], n = tu_numel(s);
+  *scale = 0;
+  for (int64_t r = 0; len && r < n / len; r++) {
+    const double *row = x + r * len;
+    double mean = 0, var = 0;
+    for (int64_t k = 0; k < len; k++) mean += row[k];
+    mean = rms ? 0 : mean / len;
+    for (int64_t k = 0; k < len; k++) var += (row[k] - mean) * (row[k] - mean);
+    var /= len;
+    for (int64_t k = 0; k < len; k++) {
+      double y = (row[k] - mean) / sqrt(var + eps) * (w ? w[k] : 1);
+      double c = fabs(y) + (b ? fabs(b[k]) : 0);
+      out[r * len + k] = y + (b ? b[k] : 0);
+      *scale = c > *scale ? c : *scale;
+    }
+  }
+}
+
+/* got ≈ want rounded to d: 8 * tu_rtol(d) relative (a rounding step of d);
+ * absolute: 8 * tu_rtol of the compute type (float32 for the 16-bit
+ * types) times the magnitude of the terms */
+static void check_result(dt_tensor *r, const double *ref, dt_shape s,
+                         dt_dtype d, double scale, const char *what) {
+  if (!r) fail_msg("%s: %s", what, dt_last_error());
+  if (dt_tensor_dtype(r) != d)
+    fail_msg("%s: dtype %s, want %s", what, dt_dtype_name(dt_tensor_dtype(r)),
+             dt_dtype_name(d));
+  assert_shape(r, s, what);
+  int64_t n = tu_numel(s);
+  double *got = tu_values(r);
+  double rtol = 8 * tu_rtol(d);
+  double atol = 8 * tu_rtol(d == DT_FLOAT64 ? DT_FLOAT64 : DT_FLOAT32) * scale;
+  for (int64_t i = 0; i < n; i++) {
+    double want = round_to(ref[i], d);
+    tu_assert_close(&got[i], &want, 1, rtol, atol, what);
+  }
+  free(got);
+  dt_tensor_release(r);
+}
+
+static const dt_shape shapes[] = {
+    DT_SHAPE(),      DT_SHAPE(5),        DT_SHAPE(0),      DT_SHAPE(2, 3, 4),
+    DT_SHAPE(3, 0, 2), DT_SHAPE(1, 7, 1), DT_SHAPE(3, 33), DT_SHAPE(2, 300),
+    DT_SHAPE(4, 1, 3, 2), DT_SHAPE(4, 1), DT_SHAPE(0, 4),
+};
+#define NSHAPES (sizeof shapes / sizeof *shapes)
+
+/* ------------------------------------------------------ softmax sweeps */
+static void softmax_case(dt_tensor *a, const double *v, dt_shape s,
+                         dt_dtype d, int dim, bool lg, layout l) {
+  char what[200], sh[128];
+  shape_str(s, sh, sizeof sh);
+  snprintf(what, sizeof what, "%s %s %s %s dim %d",
+           lg ? "log_softmax" : "softmax", dt_dtype_name(d), sh,
+           layout_names[l], dim);
+  int64_t n = tu_numel(s);
+  double *ref = malloc(sizeof(double) * (size_t)(n ? n : 1)), scale = 1;
+  int wd = s.ndim && dim < 0 ? dim + s.ndim : s.ndim ? dim : 0;
+  ref_softmax(v, s, wd, lg, ref);
+  for (int64_t i = 0; lg && i < n; i++)
+    scale = fabs(ref[i]) > scale ? fabs(ref[i]) : scale;
+  check_result(lg ? dt_log_softmax(a, dim) : dt_softmax(a, dim), ref, s, d,
+               scale, what);
+  free(ref);
+}
+
+static void check_softmax(dt_dtype d) {
+  tu_leaks_begin();
+  for (size_t si = 0; si < NSHAPES; si++) {
+    dt_shape s = shapes[si];
+    for (int l = 0; l < L_COUNT; l++) {
+      double *v;
+      dt_tensor *a = make_input(s, d, 31 * si + (uint64_t)d, -4, 4, false,
+                                (layout)l, &v);
+      int nd = s.ndim ? s.ndim : 1;
+      for (int k = 0; k < nd; k++)
+        for (int lg = 0; lg < 2; lg++) {
+          softmax_case(a, v, s, d, k, lg, (layout)l);
+          softmax_case(a, v, s, d, k - nd, lg, (layout)l);
+        }
+      free(v);
+      dt_tensor_release(a);
+    }
+  }
+  tu_leaks_end();
+}
+
+/* --------------------------------------------------- layer/rms sweeps */
+typedef struct affine { dt_tensor *w, *b; double *wv, *bv; } affine;
+
+/* kind: 0 none, 1 weight, 2 weight + bias, 3 bias only; odd kinds use
+ * step-2 parameters */
+static affine make_affine(int kind, int64_t len, dt_dtype d, uint64_t seed) {
+  affine f = {0};
+  layout l = kind % 2 ? L_NONCONTIG : L_CONTIG;
+  if (kind == 1 || kind == 2)
+    f.w = make_input(DT_SHAPE(len), d, seed, 0.5, 1.5, true, l, &f.wv);
+  if (kind >= 2)
+    f.b = make_input(DT_SHAPE(len), d, seed + 7, -1, 1, false, l, &f.bv);
+  return f;
+}
+
+static void affine_free(affine *f) {
+  dt_tensor_release(f->w);
+  dt_tensor_release(f->b);
+  free(f->wv);
+  free(f->bv);
+}
+
+static void norm_case(dt_tensor *x, const double *v, dt_shape s, dt_dtype d,
+                      const affine *f, double eps, bool rms, layout l) {
+  char what[200], sh[128];
+  shape_str(s, sh, sizeof sh);
+  snprintf(what, sizeof what, "%s %s %s %s weight %d bias %d eps %g",
+           rms ? "rms_norm" : "layer_norm", dt_dtype_name(d), sh,
+           layout_names[l], f->w != NULL, !rms && f->b, eps);
+  int64_t n = tu_numel(s);
+  double *ref = malloc(sizeof(double) * (size_t)(n ? n : 1)), scale;
+  ref_norm(v, s, f->wv, rms ? NULL : f->bv, eps, rms, ref, &scale);
+  dt_tensor *r = rms ? dt_rms_norm(x, f->w, eps)
+                     : dt_layer_norm(x, f->w, f->b, eps);
+  check_result(r, ref, s, d, scale > 1 ? scale : 1, what);
+  free(ref);
+}
+
+static void check_norms(dt_dtype d) {
+  tu_leaks_begin();
+  for (size_t si = 0; si < NSHAPES; si++) {
+    dt_shape s = shapes[si];
+    if (s.ndim == 0) continue; /* needs a last dim: test_norm_errors */
+    int64_t len = s.dims[s.ndim - 1];
+    for (int l = 0; l < L_COUNT; l++) {
+      double *v;
+      dt_tensor *x = make_input(s, d, 77 * si + (uint64_t)d, -2, 2, false,
+                                (layout)l, &v);
+      for (int kind = 0; kind < 4; kind++) {
+        affine f = make_affine(kind, len, d, 5 * si + (uint64_t)kind);
+        double eps = kind % 2 ? 1e-5 : 0.1;
+        norm_case(x, v, s, d, &f, eps, false, (layout)l);
+        if (kind < 3) norm_case(x, v, s, d, &f, eps, true, (layout)l);
+        affine_free(&f);
+      }
+      free(v);
+      dt_tensor_release(x);
+    }
+  }
+  tu_leaks_end();
+}
+
+static void test_softmax_float32(void **state) { (void)state; check_softmax(DT_FLOAT32); }
+static void test_softmax_float64(void **state) { (void)state; check_softmax(DT_FLOAT64); }
+static void test_softmax_float16(void **state) { (void)state; check_softmax(DT_FLOAT16); }
+static void test_softmax_bfloat16(void **state) { (void)state; check_softmax(DT_BFLOAT16); }
+static void test_norms_float32(void **state) { (void)state; check_norms(DT_FLOAT32); }
+static void test_norms_float64(void **state) { (void)state; check_norms(DT_FLOAT64); }
+static void test_norms_float16(void **state) { (void)state; check_norms(DT_FLOAT16); }
+static void test_norms_bfloat16(void **state) { (void)state; check_norms(DT_BFLOAT16); }
+
+/* ---------------------------------------------------- targeted checks */
+static void expect_exact(dt_tensor *r, const double *want, int64_t n,
+                         double rtol, const char *what) {
+  if (!r) fail_msg("%s: %s", what, dt_last_error());
+  double *got = tu_values(r);
+  tu_assert_close(got, want, n, rtol, 0, what);
+  free(got);
+  dt_tensor_release(r);
+}
+
+/* large logits do not overflow; -inf masks give exact zeros; a row that
+ * is all -inf is NaN (as PyTorch); hand-computed values */
+static void test_softmax_special(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  for (int k = 0; k < 4; k++) {
+    dt_dtype d = tu_float_dtypes[k];
+    /* steps of whole ulps of the dtype at that magnitude */
+    double big = d == DT_FLOAT16 ? 10000 : 1000;
+    double step = d == DT_FLOAT16 ? 8 : d == DT_BFLOAT16 ? 4 : 1;
+    const double v[3] = {big, big + step, big + 2 * step};
+    dt_tensor *a = tu_tensor(v, DT_SHAPE(3), d);
+    double e1 = exp(-step), e2 = exp(-2 * step), z = 1 + e1 + e2;
+    double want[3] = {round_to(e2 / z, d), round_to(e1 / z, d),
+                      round_to(1 / z, d)};
+    expect_exact(dt_softmax(a, 0), want, 3, 8 * tu_rtol(d), "large logits");
+    double lwant[3] = {round_to(-2 * step - log(z), d),
+                       round_to(-step - log(z), d), round_to(-log(z), d)};
+    expect_exact(dt_log_softmax(a, -1), lwant, 3, 8 * tu_rtol(d),
+                 "large logits (log)");
+    dt_tensor_release(a);
+
+    const double m[6] = {-INFINITY, 0, -INFINITY, -INFINITY, -INFINITY,
+                         -INFINITY};
+    dt_tensor *b = tu_tensor(m, DT_SHAPE(2, 3), d);
+    expect_exact(dt_softmax(b, 1), (double[]){0, 1, 0, NAN, NAN, NAN}, 6, 0,
+                 "masked rows");
+    expect_exact(dt_log_softmax(b, 1),
+                 (double[]){-INFINITY, 0, -INFINITY, NAN, NAN, NAN}, 6, 0,
+                 "masked rows (log)");
+    dt_tensor_release(b);
+
+    dt_tensor *s = dt_full(DT_SHAPE(), 3.5, &(dt_tensor_options){.dtype = d});
+    expect_exact(dt_softmax(s, 0), (double[]){1}, 1, 0, "0-d softmax");
+    expect_exact(dt_log_softmax(s, -1), (double[]){0}, 1, 0, "0-d log");
+    dt_tensor_release(s);
+  }
+  tu_leaks_end();
+}
+
+static void test_norm_hand_values(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_tensor *x = tu_tensor((double[]){1, 2, 3, 4, 3, 4, 0, 0}, DT_SHAPE(2, 4),
+                           DT_FLOAT64);
+  /* row 0: mean 2.5, var 1.25; row 1: mean 1.75, var 3.1875 */
+  double r0 = 1 / sqrt(1.25), r1 = 1 / sqrt(3.1875);
+  expect_exact(dt_layer_norm(x, NULL, NULL, 0), (double[]){
+      -1.5 * r0, -0.5 * r0, 0.5 * r0, 1.5 * r0, 1.25 * r1, 2.25 * r1,
+      -1.75 * r1, -1.75 * r1}, 8, 1e-14, "layer_norm by hand");
+  dt_tensor *w = tu_tensor((double[]){1, 2, 3, 4}, DT_SHAPE(4), DT_FLOAT64);
+  /* row 0: mean of squares 7.5; row 1: 6.25 */
+  double q0 = 1 / sqrt(7.5 + 0.5), q1 = 1 / sqrt(6.25 + 0.5);
+  expect_exact(dt_rms_norm(x, w, 0.5), (double[]){
+      1 * q0, 4 * q0, 9 * q0, 16 * q0, 3 * q1, 8 * q1, 0, 0}, 8, 1e-14,
+      "rms_norm by hand");
+  /* one element per row: (x - mean) = 0, so y = bias */
+  dt_tensor *c = tu_tensor((double[]){5, -3}, DT_SHAPE(2, 1), DT_FLOAT32);
+  dt_tensor *wb = tu_tensor((double[]){2}, DT_SHAPE(1), DT_FLOAT32);
+  dt_tensor *bb = tu_tensor((double[]){0.25}, DT_SHAPE(1), DT_FLOAT32);
+  expect_exact(dt_layer_norm(c, wb, bb, 1e-5), (double[]){0.25, 0.25}, 2, 0,
+               "layer_norm of one element");
+  dt_tensor_release(bb);
+  dt_tensor_release(wb);
+  dt_tensor_release(c);
+  dt_tensor_release(w);
+  dt_tensor_release(x);
+  tu_leaks_end();
+}
+
+/* the dense fast path and the strided path give the same bits, run after
+ * run (their sums use the same lane order) */
+static void test_norm_deterministic(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  for (int k = 0; k < 4; k++) {
+    dt_dtype d = tu_float_dtypes[k];
+    dt_shape s = DT_SHAPE(5, 700);
+    double *v = random_values(3500, d, 11 + k, -6, 6, false);
+    double *wv = random_values(700, d, 12 + k, 0.5, 1.5, true);
+    double *bv = random_values(700, d, 13 + k, -1, 1, false);
+    dt_tensor *a = host_tensor(v, s, d), *nc = step2(v, s, d);
+    dt_tensor *t1 = dt_transpose(a, 0, 1), *tc = dt_contiguous(t1);
+    dt_tensor *tr = dt_transpose(tc, 0, 1);
+    dt_tensor *w = host_tensor(wv, DT_SHAPE(700), d);
+    dt_tensor *ws = step2(wv, DT_SHAPE(700), d);
+    dt_tensor *b = host_tensor(bv, DT_SHAPE(700), d);
+    dt_tensor *in[3] = {a, nc, tr}, *wt[2] = {w, ws};
+    size_t bytes = 3500 * (d == DT_FLOAT64 ? 8 : d == DT_FLOAT32 ? 4 : 2);
+    unsigned char *first = malloc(bytes), *got = malloc(bytes);
+    for (int op = 0; op < 4; op++) {
+      for (int i = 0; i < 4; i++) {
+        dt_tensor *x = in[i % 3], *wi = wt[i % 2];
+        dt_tensor *r = op == 0 ? dt_softmax(x, -1)
+                     : op == 1 ? dt_log_softmax(x, 1)
+                     : op == 2 ? dt_layer_norm(x, wi, b, 1e-5)
+                               : dt_rms_norm(x, wi, 1e-6);
+        assert_non_null(r);
+        assert_int_equal(dt_to_host(r, i ? got : first, bytes), DT_OK);
+        if (i && memcmp(first, got, bytes) != 0)
+          fail_msg("op %d %s: input %d gives different bits", op,
+                   dt_dtype_name(d), i);
+        dt_tensor_release(r);
+      }
+    }
+    free(first);
+    free(got);
+    dt_tensor *all[8] = {a, nc, t1, tc, tr, w, ws, b};
+    for (int i = 0; i < 8; i++) dt_tensor_release(all[i]);
+    free(v);
+    free(wv);
+    free(bv);
+  }
+  tu_leaks_end();
+}
+
+/* -------------------------------------------------------------- errors */
+static void test_norm_errors(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_clear_error();
+  dt_tensor *x = dt_zeros(DT_SHAPE(3, 4), NULL);
+  dt_tensor *i = dt_zeros(DT_SHAPE(3, 4), &(dt_tensor_options){.dtype = DT_INT32});
+  dt_tensor *bo = dt_zeros(DT_SHAPE(2), &(dt_tensor_options){.dtype = DT_BOOL});
+  dt_tensor *w5 = dt_ones(DT_SHAPE(5), NULL);
+  dt_tensor *w2d = dt_ones(DT_SHAPE(1, 4), NULL);
+  dt_tensor *w64 = dt_ones(DT_SHAPE(4), &(dt_tensor_options){.dtype = DT_FLOAT64});
+  dt_tensor *s = dt_zeros(DT_SHAPE(), NULL);
+  dt_tensor *il = dt_zeros(DT_SHAPE(4), &(dt_tensor_options){.dtype = DT_INT64});
+
+  tu_expect_error(dt_softmax(NULL, 0), DT_ERR_INVALID_ARGUMENT, "dt_softmax",
+                  "a is NULL", NULL);
+  tu_expect_error(dt_softmax(i, 1), DT_ERR_DTYPE, "dt_softmax", "int32",
+                  NULL);
+  tu_expect_error(dt_log_softmax(bo, 0), DT_ERR_DTYPE, "dt_log_softmax",
+                  "bool", NULL);
+  tu_expect_error(dt_log_softmax(x, 3), DT_ERR_INVALID_ARGUMENT,
+                  "dt_log_softmax", "dim 3", "2-d", NULL);
+  tu_expect_error(dt_softmax(x, -3), DT_ERR_INVALID_ARGUMENT, "dt_softmax",
+                  "-3", NULL);
+  tu_expect_error(dt_layer_norm(NULL, NULL, NULL, 1e-5),
+                  DT_ERR_INVALID_ARGUMENT, "dt_layer_norm", "x is NULL", NULL);
+  tu_expect_error(dt_layer_norm(x, w5, NULL, 1e-5), DT_ERR_SHAPE,
+                  "dt_layer_norm", "weight", "[5]", "[3, 4]", NULL);
+  tu_expect_error(dt_layer_norm(x, NULL, w2d, 1e-5), DT_ERR_SHAPE,
+                  "dt_layer_norm", "bias", "[1, 4]", NULL);
+  tu_expect_error(dt_layer_norm(x, NULL, NULL, -1), DT_ERR_INVALID_ARGUMENT,
+                  "dt_layer_norm", "eps -1", NULL);
+  tu_expect_error(dt_layer_norm(x, NULL, NULL, NAN), DT_ERR_INVALID_ARGUMENT,
+                  "dt_layer_norm", "eps nan", NULL);
+  tu_expect_error(dt_rms_norm(x, NULL, INFINITY), DT_ERR_INVALID_ARGUMENT,
+                  "dt_rms_norm", "eps inf", NULL);
+  tu_expect_error(dt_rms_norm(x, w64, 1e-6), DT_ERR_DTYPE, "dt_rms_norm",
+                  "weight", "float64", "float32", NULL);
+  tu_expect_error(dt_rms_norm(il, NULL, 1e-6), DT_ERR_DTYPE, "dt_rms_norm",
+                  "int64", NULL);
+  tu_expect_error(dt_layer_norm(s, NULL, NULL, 1e-5), DT_ERR_SHAPE,
+                  "dt_layer_norm", "0-d", NULL);
+  tu_expect_error(dt_rms_norm(NULL, w5, 1e-6), DT_ERR_INVALID_ARGUMENT,
+                  "dt_rms_norm", "x is NULL", NULL);
+
+  dt_tensor *all[8] = {x, i, bo, w5, w2d, w64, s, il};
+  for (int k = 0; k < 8; k++) dt_tensor_release(all[k]);
+  tu_leaks_end();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_softmax_special),
+      cmocka_unit_test(test_norm_hand_values),
+      cmocka_unit_test(test_norm_deterministic),
+      cmocka_unit_test(test_norm_errors),
+      cmocka_unit_test(test_softmax_float32),
+      cmocka_unit_test(test_softmax_float64),
+      cmocka_unit_test(test_softmax_float16),
+      cmocka_unit_test(test_softmax_bfloat16),
+      cmocka_unit_test(test_norms_float32),
+      cmocka_unit_test(test_norms_float64),
+      cmocka_unit_test(test_norms_float16),
+      cmocka_unit_test(test_norms_bfloat16),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
