@@ -235,8 +235,8 @@ dt_status ops_slice_infer(dt_op_call *c) {
   l.sz[d] = len / step + (len % step != 0);
   /* stride * step as PyTorch; it can only overflow when one element is
    * left (step > len), whose stride is never used: keep it then */
-  int64_t st;
-  if (!__builtin_mul_overflow(l.sd[d], step, &st)) l.sd[d] = st;
+  int64_t stepped;
+  if (!__builtin_mul_overflow(l.sd[d], step, &stepped)) l.sd[d] = stepped;
   set_alias(c, l.n, l.sz, l.sd, l.off);
   return DT_OK;
 }
