@@ -47,21 +47,24 @@ double tu_decode(const void *p, dt_dtype d) {
   }
 }
 
-/* nearest representable value by brute search over the neighbourhood:
- * slow but obviously right for the test's purposes */
+/* nearest representable half: binary search over the positive encodings,
+ * which are ordered like their values; ties go to the even encoding */
 static uint16_t half_encode(double v) {
   if (isnan(v)) return 0x7e00;
   uint16_t sign = signbit(v) ? 0x8000 : 0;
   double a = fabs(v);
-  uint16_t best = 0;
-  double bd = INFINITY;
-  for (uint32_t h = 0; h < 0x7c01; h++) {
-    double x = half_decode((uint16_t)h);
-    double dd = fabs(x - a);
-    if (dd < bd || (dd == bd && (h & 1) == 0)) { bd = dd; best = (uint16_t)h; }
-    if (x > a) break;
+  if (a >= 65520) return (uint16_t)(sign | 0x7c00);
+  uint32_t lo = 0, hi = 0x7bff; /* find the largest h with value <= a */
+  while (lo < hi) {
+    uint32_t mid = (lo + hi + 1) / 2;
+    if (half_decode((uint16_t)mid) <= a) lo = mid; else hi = mid - 1;
   }
-  if (a >= 65520) best = 0x7c00;
+  uint32_t best = lo;
+  if (lo < 0x7bff || a > half_decode(0x7bff)) {
+    double below = half_decode((uint16_t)lo), above = half_decode((uint16_t)(lo + 1));
+    double db = a - below, da = above - a;
+    if (da < db || (da == db && (lo & 1))) best = lo + 1;
+  }
   return (uint16_t)(sign | best);
 }
 
