@@ -17,7 +17,7 @@
 /* A kernel-side view of a tensor: pointer to its first element, sizes and
  * strides in elements, dtype. */
 static inline cpu_view ops_view_of(const dt_tensor *t) {
-  cpu_view v;
+  cpu_view v = {0}; /* dims past ndim zeroed: the struct is copied around */
   v.data = dt_tensor_data(t);
   v.dtype = t->dtype;
   v.ndim = t->local.ndim;

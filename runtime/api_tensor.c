@@ -1,22 +1,32 @@
 /* Public entry points: options, factories, random state, host transfer and
  * views. Each builds a boxed call and dispatches it. */
-#include <stdatomic.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
 #include "runtime/api.h"
 
-static _Atomic uint64_t rng_seed;
-static _Atomic uint64_t rng_offset;
+/* The process random stream: (seed, next offset). A mutex keeps the pair
+ * consistent when one thread seeds while another draws (two atomics could
+ * pair a new seed with an old offset). */
+static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t rng_seed;
+static uint64_t rng_offset;
 
 void dt_manual_seed(uint64_t seed) {
-  atomic_store_explicit(&rng_seed, seed, memory_order_relaxed);
-  atomic_store_explicit(&rng_offset, 0, memory_order_relaxed);
+  pthread_mutex_lock(&rng_lock);
+  rng_seed = seed;
+  rng_offset = 0;
+  pthread_mutex_unlock(&rng_lock);
 }
 
 uint64_t dt_rng_reserve(uint64_t n, uint64_t *seed) {
-  *seed = atomic_load_explicit(&rng_seed, memory_order_relaxed);
-  return atomic_fetch_add_explicit(&rng_offset, n, memory_order_relaxed);
+  pthread_mutex_lock(&rng_lock);
+  *seed = rng_seed;
+  uint64_t first = rng_offset;
+  rng_offset += n;
+  pthread_mutex_unlock(&rng_lock);
+  return first;
 }
 
 dt_status dt_resolve_options(const dt_tensor_options *o, const char *fn,

@@ -452,13 +452,17 @@ static void test_norm_deterministic(void **state) {
     dt_tensor *in[3] = {a, nc, tr}, *wt[2] = {w, ws};
     size_t bytes = 3500 * (d == DT_FLOAT64 ? 8 : d == DT_FLOAT32 ? 4 : 2);
     unsigned char *first = malloc(bytes), *got = malloc(bytes);
-    for (int op = 0; op < 4; op++) {
+    /* softmax over dim 0 runs column tiles (contiguous), strided rows
+     * (step-2) and dense-input rows (transposed) */
+    for (int op = 0; op < 6; op++) {
       for (int i = 0; i < 4; i++) {
         dt_tensor *x = in[i % 3], *wi = wt[i % 2];
         dt_tensor *r = op == 0 ? dt_softmax(x, -1)
                      : op == 1 ? dt_log_softmax(x, 1)
                      : op == 2 ? dt_layer_norm(x, wi, b, 1e-5)
-                               : dt_rms_norm(x, wi, 1e-6);
+                     : op == 3 ? dt_rms_norm(x, wi, 1e-6)
+                     : op == 4 ? dt_softmax(x, 0)
+                               : dt_log_softmax(x, -2);
         assert_non_null(r);
         assert_int_equal(dt_to_host(r, i ? got : first, bytes), DT_OK);
         if (i && memcmp(first, got, bytes) != 0)

@@ -166,14 +166,63 @@ NORM_KERNELS(f32, float, DT_FLOAT32, expf, cpu_lanes_sum_f32,
 NORM_KERNELS(f64, double, DT_FLOAT64, exp, cpu_lanes_sum_f64,
              cpu_lanes_sqdev_f64)
 
+/* ---- softmax over a dim that is not innermost in memory: column tiles.
+ * When the innermost other dim has unit stride (in and out), TILE
+ * neighbouring rows are done together, each row position reading TILE
+ * contiguous elements. Every column uses the expressions and lane order of
+ * softmax_row, so the bits are the same. */
+#define TILE 64
+#define SOFTMAX_TILE(S, T, CT, EXP)                                         \
+  static void softmax_tile_##S(const row_io *io, int64_t nc, bool lg) {     \
+    int64_t len = io->r->rowlen, st = io->r->rstrides[0];                   \
+    int64_t es = (int64_t)cpu_dtype_size(io->r->dtype);                     \
+    int64_t eo = (int64_t)cpu_dtype_size(io->od);                           \
+    T m[TILE], k[TILE], x[TILE], y[TILE];                                   \
+    double lanes[LANES][TILE] = {{0}};                                      \
+    for (int64_t c = 0; c < nc; c++) m[c] = (T)-INFINITY;                   \
+    for (int64_t j = 0; j < len; j++) {                                     \
+      cpu_load(x, CT, io->in + j * st, io->r->dtype, es, nc);               \
+      for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] ? x[c] : m[c];    \
+    }                                                                       \
+    for (int64_t j = 0; j < len; j++) {                                     \
+      cpu_load(x, CT, io->in + j * st, io->r->dtype, es, nc);               \
+      for (int64_t c = 0; c < nc; c++)                                      \
+        lanes[0][c] += (double)EXP(x[c] - m[c]);                    \
+    }                                                                       \
+    for (int64_t c = 0; c < nc; c++) {                                      \
+      double l[LANES];                                                      \
+      for (int i = 0; i < LANES; i++) l[i] = lanes[i][c];                   \
+      double s = cpu_lanes_total(l);                                        \
+      k[c] = lg ? (T)log(s) : (T)(1.0 / s);                                 \
+    }                                                                       \
+    for (int64_t j = 0; j < len; j++) {                                     \
+      cpu_load(x, CT, io->in + j * st, io->r->dtype, es, nc);               \
+      for (int64_t c = 0; c < nc; c++)                                      \
+        y[c] = lg ? (x[c] - m[c]) - k[c] : EXP(x[c] - m[c]) * k[c];         \
+      cpu_store(io->out + j * io->os, io->od, eo, y, CT, nc);               \
+    }                                                                       \
+  }
+SOFTMAX_TILE(f32, float, DT_FLOAT32, expf)
+SOFTMAX_TILE(f64, double, DT_FLOAT64, exp)
+
 /* ---- drivers: walk the rows of in and out together */
 typedef void (*row_fn)(const row_io *io, const void *ctx);
+/* nc neighbouring rows at once (column tiles); NULL where not supported */
+typedef void (*tile_fn)(const row_io *io, int64_t nc, const void *ctx);
 
 static void softmax_f32_fn(const row_io *io, const void *ctx) {
   softmax_row_f32(io, *(const bool *)ctx);
 }
 static void softmax_f64_fn(const row_io *io, const void *ctx) {
   softmax_row_f64(io, *(const bool *)ctx);
+}
+static void softmax_tile_f32_fn(const row_io *io, int64_t nc,
+                                const void *ctx) {
+  softmax_tile_f32(io, nc, *(const bool *)ctx);
+}
+static void softmax_tile_f64_fn(const row_io *io, int64_t nc,
+                                const void *ctx) {
+  softmax_tile_f64(io, nc, *(const bool *)ctx);
 }
 static void norm_f32_fn(const row_io *io, const void *ctx) {
   norm_row_f32(io, ctx);
@@ -188,8 +237,16 @@ static bool dense_view(const cpu_view *v, const cpu_rows *r) {
          cpu_rows_dense(r);
 }
 
+/* rows far apart whose neighbours (innermost other dim) are adjacent */
+static bool tiles_apply(const cpu_rows *ri, const cpu_rows *ro) {
+  if (ri->nrow != 1 || ri->nouter == 0) return false;
+  int last = ri->nouter - 1;
+  return ri->ostrides[last] == (int64_t)cpu_dtype_size(ri->dtype) &&
+         ro->ostrides[last] == (int64_t)cpu_dtype_size(ro->dtype);
+}
+
 static void run_rows(const cpu_view *out, const cpu_view *in, uint32_t mask,
-                     bool dense_ok, row_fn fn, const void *ctx) {
+                     bool dense_ok, row_fn fn, tile_fn tfn, const void *ctx) {
   cpu_rows ri, ro;
   cpu_rows_init(&ri, in, mask);
   cpu_rows_init(&ro, out, mask); /* same sizes: the same outer dims */
@@ -198,24 +255,35 @@ static void run_rows(const cpu_view *out, const cpu_view *in, uint32_t mask,
                .os = ro.nrow ? ro.rstrides[0] : 0};
   io.dense = dense_ok && out->dtype == in->dtype && dense_view(in, &ri) &&
              dense_view(out, &ro);
+  bool tiled = tfn && !io.dense && tiles_apply(&ri, &ro);
   cpu_row_walk wi, wo;
   cpu_row_walk_start(&ri, in->data, 0, &wi);
   cpu_row_walk_start(&ro, out->data, 0, &wo);
-  for (int64_t row = 0; row < ri.nrows; row++) {
-    if (row > 0) {
+  for (int64_t row = 0; row < ri.nrows;) {
+    io.in = wi.base;
+    io.out = (char *)wo.base;
+    int64_t nc = 1;
+    if (tiled) { /* up to TILE rows, not past the end of the inner run */
+      int last = ri.nouter - 1;
+      nc = ri.osizes[last] - wi.idx[last];
+      if (nc > TILE) nc = TILE;
+      tfn(&io, nc, ctx);
+    } else {
+      fn(&io, ctx);
+    }
+    row += nc;
+    for (int64_t i = 0; i < nc && row < ri.nrows; i++) {
       cpu_row_walk_next(&ri, &wi);
       cpu_row_walk_next(&ro, &wo);
     }
-    io.in = wi.base;
-    io.out = (char *)wo.base;
-    fn(&io, ctx);
   }
 }
 
 void cpu_softmax(const cpu_view *out, const cpu_view *in, int dim, bool lg) {
   uint32_t mask = in->ndim > 0 ? 1u << dim : 0;
-  run_rows(out, in, mask, true,
-           in->dtype == DT_FLOAT64 ? softmax_f64_fn : softmax_f32_fn, &lg);
+  bool f64 = in->dtype == DT_FLOAT64;
+  run_rows(out, in, mask, true, f64 ? softmax_f64_fn : softmax_f32_fn,
+           f64 ? softmax_tile_f64_fn : softmax_tile_f32_fn, &lg);
 }
 
 /* weight/bias of x's dtype with unit stride can be read in place */
@@ -232,7 +300,7 @@ static void norm_rows(const cpu_view *out, const cpu_view *x,
   uint32_t mask = x->ndim > 0 ? 1u << (x->ndim - 1) : 0;
   bool dense_ok = dense_param(w, x->dtype) && dense_param(b, x->dtype);
   run_rows(out, x, mask, dense_ok,
-           x->dtype == DT_FLOAT64 ? norm_f64_fn : norm_f32_fn, &a);
+           x->dtype == DT_FLOAT64 ? norm_f64_fn : norm_f32_fn, NULL, &a);
 }
 
 void cpu_layer_norm(const cpu_view *out, const cpu_view *x,

@@ -84,9 +84,9 @@ void tu_encode(void *p, dt_dtype d, double v) {
     u += 0x7fff + ((u >> 16) & 1); /* round to nearest even */
     uint16_t h = (uint16_t)(u >> 16); memcpy(p, &h, 2); break;
   }
-  case DT_INT32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
+  case DT_INT32: { int32_t x = (int32_t)(uint32_t)(int64_t)v; memcpy(p, &x, 4); break; }
   case DT_INT64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
-  case DT_UINT8: *(uint8_t *)p = (uint8_t)v; break;
+  case DT_UINT8: *(uint8_t *)p = (uint8_t)(int64_t)v; break; /* wraps */
   default: *(uint8_t *)p = v != 0; break;
   }
 }
