@@ -8,9 +8,6 @@
 
 #include "support/testutil.h"
 
-#define LEAK_GUARD_BEGIN() do { dt_clear_error(); tu_leaks_begin(); } while (0)
-#define LEAK_GUARD_END() tu_leaks_end()
-
 /* reads all of f (rewound) into a malloc'd string */
 static char *slurp(FILE *f) {
   rewind(f);
@@ -41,7 +38,7 @@ static const char *line_at(const char *s, int i, char *buf, size_t len) {
 
 static void test_op_printer(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   FILE *f = tmpfile();
   assert_non_null(f);
   assert_int_equal(dt_op_printer_push(f), DT_OK);
@@ -76,14 +73,13 @@ static void test_op_printer(void **state) {
   }
   if (line_at(out, 8, line, sizeof line)) fail_msg("extra line \"%s\"", line);
   free(out);
-  dt_tensor *ts[] = {a, b, c, r, t, k, i, s, after};
-  for (size_t j = 0; j < sizeof ts / sizeof *ts; j++) dt_tensor_release(ts[j]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a, b, c, r, t, k, i, s, after);
+  tu_leaks_end();
 }
 
 static void test_op_counter(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL);
   dt_op_counter *cnt = dt_op_counter_push();
   assert_non_null(cnt);
@@ -113,9 +109,8 @@ static void test_op_counter(void **state) {
   assert_int_equal(dt_op_counter_format(cnt, NULL, 10), -1);
   dt_op_counter_free(cnt);
   dt_op_counter_free(NULL);
-  dt_tensor *ts[] = {a, x, y, z, r1, r2, t, n, more};
-  for (size_t j = 0; j < sizeof ts / sizeof *ts; j++) dt_tensor_release(ts[j]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a, x, y, z, r1, r2, t, n, more);
+  tu_leaks_end();
 }
 
 /* ---- recording hooks */
@@ -160,7 +155,7 @@ static dt_status record_hook(dt_op_call *call, void *user) {
 
 static void test_nested_hooks(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL);
   char log[1024] = "";
   recorder A = {.tag = "A", .log = log}, B = {.tag = "B", .log = log};
@@ -179,13 +174,13 @@ static void test_nested_hooks(void **state) {
   free(v);
   dt_tensor_release(c);
   dt_tensor_release(a);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 /* an op called from inside hook B is seen by the hooks below B only */
 static void test_hook_calls_op(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL);
   char log[1024] = "";
   recorder A = {.tag = "A", .log = log};
@@ -203,7 +198,7 @@ static void test_hook_calls_op(void **state) {
   assert_int_equal(C.seen, 1);
   dt_tensor_release(c);
   dt_tensor_release(a);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 /* runs dt_add(a, a) under hook r (above a plain recorder) and expects it
@@ -236,14 +231,14 @@ static void expect_hook_failure(recorder *r, dt_status want, const char *s1,
 
 static void test_hook_failures(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   /* fails with the error of an op it called */
   recorder r1 = {.tag = "r1", .fail_by_op = true};
   expect_hook_failure(&r1, DT_ERR_SHAPE, "dt_view", "-1");
   /* returns DT_OK without running the op */
   recorder r2 = {.tag = "r2", .skip_run = true};
   expect_hook_failure(&r2, DT_ERR_INVALID_ARGUMENT, "dt_add", "dt_op_call_run");
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 /* A hook cannot set a message (dt_error_set is internal), so it may return
@@ -252,14 +247,14 @@ static void test_hook_failures(void **state) {
  * the output the hook let run. */
 static void test_hook_bare_status(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   /* runs the op, then returns an error: the output is released */
   recorder r3 = {.tag = "r3", .fail_after = DT_ERR_FAULT};
   expect_hook_failure(&r3, DT_ERR_FAULT, "dt_add", NULL);
   /* returns an error status before running the op */
   recorder r4 = {.tag = "r4", .fail_before = DT_ERR_UNSUPPORTED};
   expect_hook_failure(&r4, DT_ERR_UNSUPPORTED, "dt_add", NULL);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 /* ---- accessors, seen from inside a hook and checked after it */
@@ -290,7 +285,7 @@ static dt_status inspect_hook(dt_op_call *call, void *user) {
 
 static void test_call_accessors(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL), *b = dt_zeros(DT_SHAPE(3), NULL);
   inspect s;
   memset(&s, 0, sizeof s);
@@ -332,14 +327,13 @@ static void test_call_accessors(void **state) {
   assert_int_equal(dt_op_call_format(NULL, buf, sizeof buf), -1);
   tu_expect_status(dt_op_call_run(NULL), DT_ERR_INVALID_ARGUMENT,
                    "dt_op_call_run", NULL);
-  dt_tensor *ts[] = {a, b, c, k, z};
-  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a, b, c, k, z);
+  tu_leaks_end();
 }
 
 static void test_list_inputs(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(2), NULL), *b = dt_zeros(DT_SHAPE(3), NULL);
   dt_tensor *l[3] = {a, b, a};
   inspect s;
@@ -359,7 +353,7 @@ static void test_list_inputs(void **state) {
   dt_tensor_release(k);
   dt_tensor_release(a);
   dt_tensor_release(b);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 /* a hook that tries to change the hook stack and to run its op twice */
@@ -375,7 +369,7 @@ static dt_status meddle_hook(dt_op_call *call, void *user) {
 
 static void test_stack_rules(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_clear_error();
   tu_expect_status(dt_intercept_pop(), DT_ERR_INVALID_ARGUMENT,
                    "dt_intercept_pop", "no hook", NULL);
@@ -424,7 +418,7 @@ static void test_stack_rules(void **state) {
   dt_clear_error();
   dt_tensor_release(n);
   dt_tensor_release(a);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 /* ---- hooks are per thread */
@@ -452,7 +446,7 @@ static void *thread_body(void *arg) {
 
 static void test_hooks_per_thread(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_op_counter *c = dt_op_counter_push();
   assert_non_null(c);
   thread_result r = {0};
@@ -470,7 +464,7 @@ static void test_hooks_per_thread(void **state) {
   assert_int_equal(dt_op_counter_get(c, "add"), 0);
   dt_op_counter_free(c);
   dt_tensor_release(a);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 int main(void) {

@@ -48,6 +48,43 @@ static void test_f16_encode_rounding(void **state) {
               (dt_f32_to_f16(NAN) & 0x3ff) != 0);
 }
 
+/* the test support's own float16 encoder (tu_encode / tu_round, which
+ * build every float16 test tensor), held to the same rules: every finite
+ * half round-trips, midpoints round to even, values either side of a
+ * midpoint to the nearer half; overflow, zeros, infinities and NaN */
+static void test_tu_f16_encoder(void **state) {
+  (void)state;
+  for (uint32_t h = 0; h < 0x7c00; h++) {
+    double x = half_ref((uint16_t)h);
+    uint16_t got;
+    tu_encode(&got, DT_FLOAT16, x);
+    assert_int_equal(got, h);
+    tu_encode(&got, DT_FLOAT16, -x);
+    assert_int_equal(got, h | 0x8000);
+    double next = h + 1 < 0x7c00 ? half_ref((uint16_t)(h + 1)) : 65536;
+    double mid = (x + next) / 2, even = (h & 1) ? next : x;
+    if (h + 1 == 0x7c00) even = INFINITY; /* 65520 rounds up to inf */
+    if (tu_round(mid, DT_FLOAT16) != even ||
+        tu_round(-mid, DT_FLOAT16) != -even)
+      fail_msg("tu_round(+-%.17g) is not +-%.17g", mid, even);
+    if (tu_round(nextafter(mid, -INFINITY), DT_FLOAT16) != x)
+      fail_msg("tu_round just below %.17g is not %.17g", mid, x);
+    if (h + 1 < 0x7c00 &&
+        tu_round(nextafter(mid, INFINITY), DT_FLOAT16) != next)
+      fail_msg("tu_round just above %.17g is not %.17g", mid, next);
+  }
+  assert_true(tu_round(1e6, DT_FLOAT16) == INFINITY);
+  assert_true(tu_round(-1e6, DT_FLOAT16) == -INFINITY);
+  assert_true(isnan(tu_round(NAN, DT_FLOAT16)));
+  const double special[4] = {0.0, -0.0, INFINITY, -INFINITY};
+  const uint16_t bits[4] = {0x0000, 0x8000, 0x7c00, 0xfc00};
+  for (int i = 0; i < 4; i++) {
+    uint16_t got;
+    tu_encode(&got, DT_FLOAT16, special[i]);
+    assert_int_equal(got, bits[i]);
+  }
+}
+
 static void test_bf16(void **state) {
   (void)state;
   for (uint32_t h = 0; h < 65536; h++) {
@@ -131,6 +168,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_f16_decode_exhaustive),
       cmocka_unit_test(test_f16_encode_rounding),
+      cmocka_unit_test(test_tu_f16_encoder),
       cmocka_unit_test(test_bf16),
       cmocka_unit_test(test_names_sizes),
       cmocka_unit_test(test_promotion_table),

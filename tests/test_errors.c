@@ -8,12 +8,9 @@
 
 #include "support/testutil.h"
 
-#define LEAK_GUARD_BEGIN() do { dt_clear_error(); tu_leaks_begin(); } while (0)
-#define LEAK_GUARD_END() tu_leaks_end()
-
 static void test_null_tensors(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL);
   tu_expect_error(dt_add(a, NULL), DT_ERR_INVALID_ARGUMENT, "dt_add",
                   "b is NULL", NULL);
@@ -42,13 +39,13 @@ static void test_null_tensors(void **state) {
   assert_false(dt_tensor_shares_storage(a, NULL));
   dt_tensor_release(NULL);
   dt_tensor_release(a);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 /* a NULL argument that came from a failed call keeps that call's error */
 static void test_null_propagation(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL), *b = dt_ones(DT_SHAPE(4), NULL);
   tu_expect_error(dt_relu(dt_add(a, b)), DT_ERR_SHAPE, "dt_add", "[2, 3]",
                   "[4]", NULL);
@@ -57,12 +54,12 @@ static void test_null_propagation(void **state) {
                   "[5]", NULL);
   dt_tensor_release(a);
   dt_tensor_release(b);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_broadcast_mismatch(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL),
             *b = dt_ones(DT_SHAPE(4, 2), NULL);
   dt_tensor *c = dt_ones(DT_SHAPE(5, 1, 3), NULL),
@@ -78,14 +75,13 @@ static void test_broadcast_mismatch(void **state) {
       dt_ones(DT_SHAPE(4, 2, 3), &(dt_tensor_options){.dtype = DT_BOOL});
   tu_expect_error(dt_masked_fill(a, big, 1), DT_ERR_SHAPE, "dt_masked_fill",
                   "[4, 2, 3]", "[2, 3]", NULL);
-  dt_tensor *ts[] = {a, b, c, m, big};
-  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a, b, c, m, big);
+  tu_leaks_end();
 }
 
 static void test_bad_creation(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor_options bad = {.dtype = (dt_dtype)99};
   tu_expect_error(dt_zeros(DT_SHAPE(2), &bad), DT_ERR_DTYPE, "dt_zeros",
                   "dtype", "99", NULL);
@@ -106,12 +102,12 @@ static void test_bad_creation(void **state) {
                   DT_ERR_DTYPE, "dt_randn", "bool", NULL);
   tu_expect_error(dt_randn(DT_SHAPE(2, -2), NULL), DT_ERR_SHAPE, "dt_randn",
                   "-2", NULL);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_bad_arange(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   tu_expect_error(dt_arange(0, 5, 0, NULL), DT_ERR_INVALID_ARGUMENT,
                   "dt_arange", "step 0", NULL);
   tu_expect_error(dt_arange(0, 5, -1, NULL), DT_ERR_INVALID_ARGUMENT,
@@ -126,12 +122,12 @@ static void test_bad_arange(void **state) {
                   "dt_arange", "too many", NULL);
   tu_expect_error(dt_arange(0, 5, 1, &(dt_tensor_options){.dtype = (dt_dtype)8}),
                   DT_ERR_DTYPE, "dt_arange", "8", NULL);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_bad_options(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   int dummy;
   dt_mesh *mesh = (dt_mesh *)&dummy; /* only checked for NULL */
   tu_expect_error(dt_zeros(DT_SHAPE(2), &(dt_tensor_options){.device = "cpu",
@@ -162,12 +158,12 @@ static void test_bad_options(void **state) {
   dt_tensor *ok = dt_zeros(DT_SHAPE(2), &(dt_tensor_options){.device = "cpu"});
   assert_non_null(ok);
   dt_tensor_release(ok);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_bad_host_transfer(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL);
   float buf[6];
   tu_expect_status(dt_to_host(a, buf, 8), DT_ERR_INVALID_ARGUMENT, "dt_to_host",
@@ -194,12 +190,12 @@ static void test_bad_host_transfer(void **state) {
   assert_int_equal(dt_to_host(a, buf, sizeof buf + 4),
                    DT_OK); /* larger is fine */
   dt_tensor_release(a);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_bad_pointwise_dtypes(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor_options ob = {.dtype = DT_BOOL}, oi = {.dtype = DT_INT32};
   dt_tensor *p = dt_ones(DT_SHAPE(3), &ob), *q = dt_zeros(DT_SHAPE(3), &ob);
   dt_tensor *i = dt_ones(DT_SHAPE(3), &oi), *f = dt_ones(DT_SHAPE(3), NULL);
@@ -228,9 +224,8 @@ static void test_bad_pointwise_dtypes(void **state) {
     if (!ok[k]) fail_msg("case %zu: %s", k, dt_last_error());
     dt_tensor_release(ok[k]);
   }
-  dt_tensor *ts[] = {p, q, i, f};
-  for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) dt_tensor_release(ts[k]);
-  LEAK_GUARD_END();
+  TU_RELEASE(p, q, i, f);
+  tu_leaks_end();
 }
 
 /* numel * element size must not wrap: [2^31, 2^31] float32 is 2^64 bytes,
@@ -238,7 +233,7 @@ static void test_bad_pointwise_dtypes(void **state) {
  * tensor over a 0-byte storage */
 static void test_size_overflow(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *t = dt_empty(DT_SHAPE(1LL << 31, 1LL << 31), NULL);
   if (t) {
     dt_tensor_release(t);
@@ -249,7 +244,7 @@ static void test_size_overflow(void **state) {
               st == DT_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(dt_last_error(), "dt_empty"));
   dt_clear_error();
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 int main(void) {

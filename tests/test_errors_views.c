@@ -6,12 +6,9 @@
 
 #include "support/testutil.h"
 
-#define LEAK_GUARD_BEGIN() do { dt_clear_error(); tu_leaks_begin(); } while (0)
-#define LEAK_GUARD_END() tu_leaks_end()
-
 static void test_dim_out_of_range(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(3, 4), NULL);
   tu_expect_error(dt_transpose(a, 0, 2), DT_ERR_INVALID_ARGUMENT, "dt_transpose",
                   "dim1 2", "2-d", "[-2, 1]", NULL);
@@ -36,12 +33,12 @@ static void test_dim_out_of_range(void **state) {
   tu_expect_error(dt_permute(a, (int[]){0, 2}, 2), DT_ERR_INVALID_ARGUMENT,
                   "dt_permute", "2", "2-d", NULL);
   dt_tensor_release(a);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_bad_view_shapes(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(3, 4), NULL);
   tu_expect_error(dt_view(a, DT_SHAPE(-1, -1)), DT_ERR_SHAPE, "dt_view",
                   "only one dim", "[-1, -1]", NULL);
@@ -58,12 +55,12 @@ static void test_bad_view_shapes(void **state) {
   tu_expect_error(dt_reshape(a, DT_SHAPE(7)), DT_ERR_SHAPE, "dt_reshape", "[7]",
                   "12", NULL);
   dt_tensor_release(a);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_bad_expand(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(3, 1), NULL);
   tu_expect_error(dt_expand(a, DT_SHAPE(4, 5)), DT_ERR_SHAPE, "dt_expand",
                   "4", "3", "non-singleton", NULL);
@@ -74,12 +71,12 @@ static void test_bad_expand(void **state) {
   tu_expect_error(dt_expand(a, DT_SHAPE(3, -2)), DT_ERR_SHAPE, "dt_expand",
                   "-2", NULL);
   dt_tensor_release(a);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_bad_permute(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(2, 3, 4), NULL);
   tu_expect_error(dt_permute(a, (int[]){0, 0, 1}, 3), DT_ERR_INVALID_ARGUMENT,
                   "dt_permute", "dim 0", "twice", NULL);
@@ -92,12 +89,12 @@ static void test_bad_permute(void **state) {
   tu_expect_error(dt_permute(a, (int[]){0}, -1), DT_ERR_INVALID_ARGUMENT,
                   "dt_permute", "ndims -1", NULL);
   dt_tensor_release(a);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_bad_slice_narrow_select(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_ones(DT_SHAPE(3, 4), NULL), *s = dt_ones(DT_SHAPE(), NULL);
   tu_expect_error(dt_slice(a, 0, 0, 3, 0), DT_ERR_INVALID_ARGUMENT, "dt_slice",
                   "step", "0", NULL);
@@ -120,19 +117,19 @@ static void test_bad_slice_narrow_select(void **state) {
   tu_expect_error(dt_select(s, 0, 0), DT_ERR_SHAPE, "dt_select", "0-d", NULL);
   dt_tensor_release(a);
   dt_tensor_release(s);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_too_many_dims(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *e = dt_ones(DT_SHAPE(1, 2, 1, 2, 1, 2, 1, 2), NULL);
   tu_expect_error(dt_unsqueeze(e, 0), DT_ERR_SHAPE, "dt_unsqueeze", "8", NULL);
   tu_expect_error(dt_unsqueeze(e, -1), DT_ERR_SHAPE, "dt_unsqueeze", "8", NULL);
   tu_expect_error(dt_expand(e, (dt_shape){.ndim = 9}), DT_ERR_SHAPE, "dt_expand",
                   "9", NULL);
   dt_tensor_release(e);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 int main(void) {

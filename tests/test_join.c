@@ -9,9 +9,6 @@
 
 #include "support/testutil.h"
 
-#define LEAK_GUARD_BEGIN() do { dt_clear_error(); tu_leaks_begin(); } while (0)
-#define LEAK_GUARD_END() tu_leaks_end()
-
 typedef struct input { dt_tensor *t; double *v; dt_shape s; } input;
 
 /* values that every dtype holds exactly and every wider dtype keeps */
@@ -27,12 +24,6 @@ static void free_inputs(input *in, int n) {
     dt_tensor_release(in[i].t);
     free(in[i].v);
   }
-}
-
-static int64_t ravel(const int64_t *idx, dt_shape s) {
-  int64_t f = 0;
-  for (int k = 0; k < s.ndim; k++) f = f * s.dims[k] + idx[k];
-  return f;
 }
 
 static bool legacy_skipped(dt_shape s) { return s.ndim == 1 && s.dims[0] == 0; }
@@ -51,7 +42,7 @@ static double *ref_cat(const input *in, int n, int dim, dt_shape out,
       if (idx[dim] < in[i].s.dims[dim]) break;
       idx[dim] -= in[i].s.dims[dim];
     }
-    w[o] = tu_round(in[i].v[ravel(idx, in[i].s)], od);
+    w[o] = tu_round(in[i].v[tu_ravel(idx, in[i].s)], od);
   }
   return w;
 }
@@ -66,64 +57,55 @@ static double *ref_stack(const input *in, int dim, dt_shape out, dt_dtype od) {
     for (int k = 0, j = 0; k < out.ndim; k++)
       if (k != dim) sub[j++] = idx[k];
     const input *x = &in[idx[dim]];
-    w[o] = tu_round(x->v[ravel(sub, x->s)], od);
+    w[o] = tu_round(x->v[tu_ravel(sub, x->s)], od);
   }
   return w;
 }
 
-static void expect_shape(dt_tensor *t, dt_shape want) {
-  dt_shape s = dt_tensor_shape(t);
-  assert_int_equal(s.ndim, want.ndim);
-  for (int k = 0; k < want.ndim; k++) assert_int_equal(s.dims[k], want.dims[k]);
-}
-
-/* cat of `in` along dim: shape, dtype, a fresh contiguous storage, values */
-static void check_cat(input *in, int n, int dim, int wrapped, dt_shape out,
-                      dt_dtype od) {
+/* cat (stack: !cat) of `in` along dim: shape, dtype, a contiguous result
+ * (cat: in fresh storage), values */
+static void check_join(bool cat, input *in, int n, int dim, int wrapped,
+                       dt_shape out, dt_dtype od) {
+  const char *op = cat ? "dt_cat" : "dt_stack";
   dt_tensor *ts[8] = {0};
   for (int i = 0; i < n; i++) ts[i] = in[i].t;
-  dt_tensor *r = dt_cat(ts, n, dim);
-  if (!r) fail_msg("dt_cat: %s", dt_last_error());
-  expect_shape(r, out);
+  dt_tensor *r = cat ? dt_cat(ts, n, dim) : dt_stack(ts, n, dim);
+  if (!r) fail_msg("%s: %s", op, dt_last_error());
+  tu_assert_shape(r, out, op);
   assert_int_equal(dt_tensor_dtype(r), od);
   assert_true(dt_tensor_is_contiguous(r));
-  for (int i = 0; i < n; i++) assert_false(dt_tensor_shares_storage(r, ts[i]));
-  double *got = tu_values(r), *want = ref_cat(in, n, wrapped, out, od);
-  tu_assert_close(got, want, tu_numel(out), 0, 0, "cat");
+  for (int i = 0; cat && i < n; i++)
+    assert_false(dt_tensor_shares_storage(r, ts[i]));
+  double *got = tu_values(r);
+  double *want = cat ? ref_cat(in, n, wrapped, out, od)
+                     : ref_stack(in, wrapped, out, od);
+  tu_assert_close(got, want, tu_numel(out), 0, 0, cat ? "cat" : "stack");
   free(got);
   free(want);
   dt_tensor_release(r);
+}
+
+static void check_cat(input *in, int n, int dim, int wrapped, dt_shape out,
+                      dt_dtype od) {
+  check_join(true, in, n, dim, wrapped, out, od);
 }
 
 static void check_stack(input *in, int n, int dim, int wrapped, dt_shape out,
                         dt_dtype od) {
-  dt_tensor *ts[8] = {0};
-  for (int i = 0; i < n; i++) ts[i] = in[i].t;
-  dt_tensor *r = dt_stack(ts, n, dim);
-  if (!r) fail_msg("dt_stack: %s", dt_last_error());
-  expect_shape(r, out);
-  assert_int_equal(dt_tensor_dtype(r), od);
-  assert_true(dt_tensor_is_contiguous(r));
-  double *got = tu_values(r), *want = ref_stack(in, wrapped, out, od);
-  tu_assert_close(got, want, tu_numel(out), 0, 0, "stack");
-  free(got);
-  free(want);
-  dt_tensor_release(r);
+  check_join(false, in, n, dim, wrapped, out, od);
 }
 
 /* replaces in->t by a non-contiguous (0-d: offset) view with the same
  * values */
 static void make_noncontig(input *in) {
-  dt_tensor *nc = tu_noncontig(in->t);
-  if (in->s.ndim > 0) assert_false(dt_tensor_is_contiguous(nc));
-  else assert_int_equal(dt_tensor_storage_offset(nc), 1); /* 0-d: offset */
-  dt_tensor_release(in->t);
-  in->t = nc;
+  tu_make_noncontig(&in->t);
+  if (in->s.ndim > 0) assert_false(dt_tensor_is_contiguous(in->t));
+  else assert_int_equal(dt_tensor_storage_offset(in->t), 1); /* 0-d: offset */
 }
 
 static void test_cat_every_dtype(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   for (int k = 0; k < 8; k++) {
     dt_dtype d = tu_all_dtypes[k];
     input in[3] = {make_input(DT_SHAPE(2, 3, 4), d, 1),
@@ -149,13 +131,13 @@ static void test_cat_every_dtype(void **state) {
     check_cat(b, 2, -1, 1, DT_SHAPE(3, 7), d);
     free_inputs(b, 2);
   }
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 /* transposed and broadcast inputs (strides permuted or 0, not a slice) */
 static void test_cat_strided_inputs(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   input a = make_input(DT_SHAPE(4, 3), DT_FLOAT32, 11);
   input t = {.s = DT_SHAPE(3, 4)};
   t.t = dt_transpose(a.t, 0, 1);
@@ -180,7 +162,7 @@ static void test_cat_strided_inputs(void **state) {
   free_inputs(&x, 1);
   free_inputs(in, 2);
   free_inputs(&a, 1);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 typedef struct promo { int n; dt_dtype in[3]; dt_dtype want; } promo;
@@ -200,7 +182,7 @@ static const promo promos[] = {
 
 static void test_mixed_dtypes(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   for (size_t p = 0; p < sizeof promos / sizeof *promos; p++) {
     const promo *q = &promos[p];
     input c[3], s[3];
@@ -215,12 +197,12 @@ static void test_mixed_dtypes(void **state) {
     free_inputs(c, q->n);
     free_inputs(s, q->n);
   }
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_stack_every_dtype(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   for (int k = 0; k < 8; k++) {
     dt_dtype d = tu_all_dtypes[k];
     input in[3] = {make_input(DT_SHAPE(2, 3), d, 40),
@@ -242,12 +224,12 @@ static void test_stack_every_dtype(void **state) {
     check_stack(z, 2, -1, 0, DT_SHAPE(2), d);
     free_inputs(z, 2);
   }
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_size_zero(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   input a[2] = {make_input(DT_SHAPE(2, 0, 3), DT_INT32, 50),
                 make_input(DT_SHAPE(2, 4, 3), DT_INT32, 51)};
   check_cat(a, 2, 1, 1, DT_SHAPE(2, 4, 3), DT_INT32);
@@ -264,13 +246,13 @@ static void test_size_zero(void **state) {
   check_cat(e, 2, -1, 0, DT_SHAPE(0), DT_UINT8);
   check_stack(e, 2, 0, 0, DT_SHAPE(2, 0), DT_UINT8);
   free_inputs(e, 2);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 /* cat's legacy rule: a 1-d [0] input is skipped for shapes, not dtypes */
 static void test_cat_legacy_skip(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   input in[4] = {make_input(DT_SHAPE(0), DT_FLOAT64, 60),
                  make_input(DT_SHAPE(2, 3), DT_INT32, 61),
                  make_input(DT_SHAPE(0), DT_INT32, 62),
@@ -286,12 +268,12 @@ static void test_cat_legacy_skip(void **state) {
   tu_expect_error(dt_cat(ts, 2, 0), DT_ERR_SHAPE, "dt_cat", "tensors[1]",
                   "[2, 4]", "[0, 3]", NULL);
   free_inputs(m, 2);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_join_errors(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_zeros(DT_SHAPE(2, 3), NULL),
             *b = dt_zeros(DT_SHAPE(2, 4), NULL);
   dt_tensor *s = dt_zeros(DT_SHAPE(), NULL),
@@ -337,7 +319,7 @@ static void test_join_errors(void **state) {
   tu_expect_error(dt_cat(ss, 1, 0), DT_ERR_SHAPE, "dt_cat", "tensors[0]", NULL);
   dt_tensor_release(a); dt_tensor_release(b); dt_tensor_release(s);
   dt_tensor_release(c3); dt_tensor_release(e8);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 /* ---- split / chunk */
@@ -348,7 +330,7 @@ static void check_piece(dt_tensor *p, dt_tensor *a, const double *av,
                         dt_shape as, int dim, int64_t start, int64_t len) {
   dt_shape want = as;
   want.dims[dim] = len;
-  expect_shape(p, want);
+  tu_assert_shape(p, want, "piece");
   dt_shape st = dt_tensor_strides(p), ast = dt_tensor_strides(a);
   for (int k = 0; k < as.ndim; k++) assert_int_equal(st.dims[k], ast.dims[k]);
   assert_int_equal(dt_tensor_storage_offset(p),
@@ -360,11 +342,26 @@ static void check_piece(dt_tensor *p, dt_tensor *a, const double *av,
     int64_t idx[DT_MAX_DIMS];
     tu_unravel(o, want, idx);
     idx[dim] += start;
-    if (got[o] != av[ravel(idx, as)])
+    if (got[o] != av[tu_ravel(idx, as)])
       fail_msg("piece element %lld: got %g want %g", (long long)o, got[o],
-               av[ravel(idx, as)]);
+               av[tu_ravel(idx, as)]);
   }
   free(got);
+}
+
+/* the n pieces in out that `op` (dt_split or dt_chunk) made of a (values
+ * av) along dim: npieces of them, of lengths lens, in order */
+static void check_pieces(const char *op, int n, dt_tensor **out, dt_tensor *a,
+                         const double *av, int wrapped, const int64_t *lens,
+                         int npieces) {
+  if (n < 0) fail_msg("%s: %s", op, dt_last_error());
+  assert_int_equal(n, npieces);
+  int64_t start = 0;
+  for (int i = 0; i < n; i++) {
+    check_piece(out[i], a, av, dt_tensor_shape(a), wrapped, start, lens[i]);
+    start += lens[i];
+    dt_tensor_release(out[i]);
+  }
 }
 
 /* split(a, size, dim) must give pieces of the given lengths */
@@ -372,33 +369,19 @@ static void check_split(dt_tensor *a, const double *av, int64_t size, int dim,
                         int wrapped, const int64_t *lens, int npieces) {
   dt_tensor *out[16];
   int n = dt_split(a, size, dim, out, 16);
-  if (n < 0) fail_msg("dt_split: %s", dt_last_error());
-  assert_int_equal(n, npieces);
-  int64_t start = 0;
-  for (int i = 0; i < n; i++) {
-    check_piece(out[i], a, av, dt_tensor_shape(a), wrapped, start, lens[i]);
-    start += lens[i];
-    dt_tensor_release(out[i]);
-  }
+  check_pieces("dt_split", n, out, a, av, wrapped, lens, npieces);
 }
 
 static void check_chunk(dt_tensor *a, const double *av, int chunks, int dim,
                         int wrapped, const int64_t *lens, int npieces) {
   dt_tensor *out[16];
   int n = dt_chunk(a, chunks, dim, out, 16);
-  if (n < 0) fail_msg("dt_chunk: %s", dt_last_error());
-  assert_int_equal(n, npieces);
-  int64_t start = 0;
-  for (int i = 0; i < n; i++) {
-    check_piece(out[i], a, av, dt_tensor_shape(a), wrapped, start, lens[i]);
-    start += lens[i];
-    dt_tensor_release(out[i]);
-  }
+  check_pieces("dt_chunk", n, out, a, av, wrapped, lens, npieces);
 }
 
 static void test_split(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   for (int k = 0; k < 8; k++) {
     double *v;
     dt_tensor *a = tu_random(DT_SHAPE(7, 5), tu_all_dtypes[k], 70, 0, 100, &v);
@@ -410,13 +393,13 @@ static void test_split(void **state) {
     dt_tensor_release(a);
     free(v);
   }
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 /* pieces of a transposed view and of a narrowed (offset) view */
 static void test_split_views(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   double *v;
   dt_tensor *a = tu_random(DT_SHAPE(7, 5), DT_FLOAT32, 71, -1, 1, &v);
   dt_tensor *t = dt_transpose(a, 0, 1);
@@ -441,12 +424,12 @@ static void test_split_views(void **state) {
   dt_tensor_release(out[0]);
   dt_tensor_release(out[1]);
   free(v);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_split_out_buffer(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_arange(0, 10, 1, NULL);
   int64_t live = dt_live_tensors();
   assert_int_equal(dt_split(a, 3, 0, NULL, 0), 4);  /* a count query */
@@ -470,12 +453,12 @@ static void test_split_out_buffer(void **state) {
   dt_op_counter_free(cnt);
   for (int i = 0; i < 3; i++) dt_tensor_release(out[i]);
   dt_tensor_release(a);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_chunk(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   double *v;
   dt_tensor *a = tu_random(DT_SHAPE(5, 6), DT_INT64, 80, -9, 9, &v);
   check_chunk(a, v, 3, 0, 0, (int64_t[]){2, 2, 1}, 3);
@@ -486,7 +469,7 @@ static void test_chunk(void **state) {
   check_chunk(a, v, 1, 0, 0, (int64_t[]){5}, 1);
   dt_tensor_release(a);
   free(v);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void expect_split_error(int got, dt_status want, const char *s1,
@@ -497,7 +480,7 @@ static void expect_split_error(int got, dt_status want, const char *s1,
 
 static void test_split_size_zero(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   double v[1] = {0};
   dt_tensor *e = dt_zeros(DT_SHAPE(3, 0), NULL);
   check_split(e, v, 2, 1, 1, (int64_t[]){0}, 1);   /* one empty piece */
@@ -507,12 +490,12 @@ static void test_split_size_zero(void **state) {
   expect_split_error(dt_split(e, 0, 0, out, 2), DT_ERR_INVALID_ARGUMENT,
                      "dt_split", "split_size 0 is invalid for dim 0 of size 3");
   dt_tensor_release(e);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_split_errors(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = dt_zeros(DT_SHAPE(4, 6), NULL), *s = dt_zeros(DT_SHAPE(), NULL);
   dt_tensor *out[4];
   expect_split_error(dt_split(NULL, 2, 0, out, 4), DT_ERR_INVALID_ARGUMENT,
@@ -549,7 +532,7 @@ static void test_split_errors(void **state) {
   expect_split_error(dt_split(bad, 1, 0, out, 4), DT_ERR_SHAPE, "dt_view", "[5]");
   dt_tensor_release(huge); dt_tensor_release(one);
   dt_tensor_release(a); dt_tensor_release(s);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 int main(void) {

@@ -8,16 +8,6 @@
 
 #include "testutil.h"
 
-static void assert_shape(dt_tensor *t, dt_shape want, const char *what) {
-  dt_shape got = dt_tensor_shape(t);
-  if (got.ndim != want.ndim)
-    fail_msg("%s: got %d dims, want %d", what, got.ndim, want.ndim);
-  for (int i = 0; i < got.ndim; i++)
-    if (got.dims[i] != want.dims[i])
-      fail_msg("%s: dim %d is %lld, want %lld", what, i,
-               (long long)got.dims[i], (long long)want.dims[i]);
-}
-
 static dt_tensor *ints(const double *v, dt_shape s, dt_dtype d) {
   return tu_tensor(v, s, d);
 }
@@ -31,17 +21,14 @@ static void check_embedding(dt_shape si, dt_dtype id, dt_dtype wd,
   dt_tensor *w = tu_random(DT_SHAPE(num, dim), wd, 11, -3, 3, &wv);
   dt_tensor *idx = ints(iv, si, id);
   if (strided) {
-    dt_tensor *w2 = tu_noncontig(w), *i2 = tu_noncontig(idx);
-    dt_tensor_release(w);
-    dt_tensor_release(idx);
-    w = w2;
-    idx = i2;
+    tu_make_noncontig(&w);
+    tu_make_noncontig(&idx);
   }
   dt_tensor *e = dt_embedding(idx, w);
   if (!e) fail_msg("embedding: %s", dt_last_error());
   dt_shape so = si;
   so.dims[so.ndim++] = dim;
-  assert_shape(e, so, "embedding");
+  tu_assert_shape(e, so, "embedding");
   assert_int_equal(dt_tensor_dtype(e), wd);
   double *got = tu_values(e);
   double *want = malloc(sizeof(double) * (size_t)(n * dim + 1));
@@ -80,11 +67,7 @@ static void check_index_select(dt_shape sa, int dim, dt_shape si,
                                const double *iv, dt_dtype id, bool strided) {
   double *av;
   dt_tensor *a = tu_random(sa, DT_FLOAT32, 5, -2, 2, &av);
-  if (strided) {
-    dt_tensor *a2 = tu_noncontig(a);
-    dt_tensor_release(a);
-    a = a2;
-  }
+  if (strided) tu_make_noncontig(&a);
   dt_tensor *idx = ints(iv, si, id);
   dt_tensor *r = dt_index_select(a, dim, idx);
   if (!r) fail_msg("index_select dim %d: %s", dim, dt_last_error());
@@ -92,16 +75,14 @@ static void check_index_select(dt_shape sa, int dim, dt_shape si,
   int64_t n = tu_numel(si);
   dt_shape so = sa;
   if (nd > 0) so.dims[d] = n;
-  assert_shape(r, so, "index_select");
+  tu_assert_shape(r, so, "index_select");
   int64_t on = tu_numel(so);
   double *want = malloc(sizeof(double) * (size_t)(on ? on : 1));
   int64_t ix[DT_MAX_DIMS];
   for (int64_t k = 0; k < on; k++) {
     tu_unravel(k, so, ix);
     if (nd > 0) ix[d] = (int64_t)iv[ix[d]];
-    int64_t flat = 0;
-    for (int q = 0; q < nd; q++) flat = flat * sa.dims[q] + ix[q];
-    want[k] = av[flat];
+    want[k] = av[tu_ravel(ix, sa)];
   }
   double *got = tu_values(r);
   tu_assert_close(got, want, on, 0, 0, "index_select");
@@ -152,11 +133,8 @@ static void check_ce(int64_t n, int64_t c, bool one_d, dt_dtype d, dt_dtype td,
   dt_tensor *x = tu_random(sx, d, 21, -4, 4, &xv);
   dt_tensor *t = ints(tv, st, td);
   if (strided) {
-    dt_tensor *x2 = tu_noncontig(x), *t2 = tu_noncontig(t);
-    dt_tensor_release(x);
-    dt_tensor_release(t);
-    x = x2;
-    t = t2;
+    tu_make_noncontig(&x);
+    tu_make_noncontig(&t);
   }
   dt_tensor *l = dt_cross_entropy(x, t, red, ignore);
   if (!l) fail_msg("cross_entropy: %s", dt_last_error());
@@ -173,10 +151,10 @@ static void check_ce(int64_t n, int64_t c, bool one_d, dt_dtype d, dt_dtype td,
   double *got = tu_values(l);
   double tol = tu_rtol(d) * 2; /* computed in double, rounded once */
   if (red == DT_REDUCTION_NONE) {
-    assert_shape(l, one_d ? DT_SHAPE() : DT_SHAPE(n), "ce none");
+    tu_assert_shape(l, one_d ? DT_SHAPE() : DT_SHAPE(n), "ce none");
     tu_assert_close(got, per, rows, tol, tol, "cross_entropy none");
   } else {
-    assert_shape(l, DT_SHAPE(), "ce reduced");
+    tu_assert_shape(l, DT_SHAPE(), "ce reduced");
     double want = red == DT_REDUCTION_SUM ? sum : count ? sum / (double)count
                                                         : NAN;
     tu_assert_close(got, &want, 1, tol, tol, "cross_entropy reduced");
@@ -339,9 +317,7 @@ static void test_dropout_split_invariant(void **state) {
   assert_dropout(yt, tv, 1000, p, 5, 0, DT_FLOAT64);
   free(tv);
   free(xv);
-  dt_tensor *all[] = {big, small, yb, ys, t, tc, yt};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-    dt_tensor_release(all[i]);
+  TU_RELEASE(big, small, yb, ys, t, tc, yt);
   tu_leaks_end();
 }
 
@@ -374,9 +350,7 @@ static void test_dropout_modes(void **state) {
   free(g0);
   free(g1);
   free(xv);
-  dt_tensor *all[] = {x, yh, ye, y0, y1, yn, e, ee};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-    dt_tensor_release(all[i]);
+  TU_RELEASE(x, yh, ye, y0, y1, yn, e, ee);
   tu_leaks_end();
 }
 
@@ -448,10 +422,8 @@ static void test_errors(void **state) {
   tu_expect_error(dt_dropout(NULL, 0.5, true), DT_ERR_INVALID_ARGUMENT,
                   "dt_dropout", NULL);
 
-  dt_tensor *all[] = {w, w1, fidx, bad, neg, idx2, logits, ilogits, t3, t4,
-                      t4f, t4ok, x, xi};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-    dt_tensor_release(all[i]);
+  TU_RELEASE(w, w1, fidx, bad, neg, idx2, logits, ilogits, t3, t4, t4f, t4ok, x,
+             xi);
   tu_leaks_end();
 }
 

@@ -3,170 +3,14 @@
  * with size-0 and size-1 dims, 0-d tensors, every dim (negative too), and
  * contiguous, step-2 and transposed inputs (and step-2 weights); plus
  * numerical stability, masking rows, bitwise agreement of the dense fast
- * path with strided inputs, and bad arguments. The input helpers mirror
- * tests/test_reduce.c (which checks the fast float16 encoding against
- * tu_encode). */
+ * path with strided inputs, and bad arguments. Inputs come from
+ * tu_layout_input (tests/support/testutil.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "support/testutil.h"
-
-typedef enum layout { L_CONTIG, L_NONCONTIG, L_TRANSPOSED, L_COUNT } layout;
-static const char *const layout_names[L_COUNT] = {"contiguous", "step-2",
-                                                   "transposed"};
-
-/* ------------------------------------------------------------ helpers */
-/* float16 rounding by scaling (ties to even): what tu_round(v, FLOAT16)
- * gives, without its brute-force search (test_reduce checks that) */
-static double round_f16(double v) {
-  if (v != v || isinf(v)) return v;
-  double a = fabs(v);
-  if (a >= 65520.0) return copysign(INFINITY, v);
-  int e;
-  frexp(a, &e);         /* a = m * 2^e, m in [0.5, 1) */
-  int q = e - 11;       /* 11 significant bits */
-  if (q < -24) q = -24; /* subnormals: fixed spacing 2^-24 */
-  return copysign(ldexp(nearbyint(ldexp(a, -q)), q), v);
-}
-static double round_to(double v, dt_dtype d) {
-  return d == DT_FLOAT16 ? round_f16(v) : tu_round(v, d);
-}
-
-/* float16 bits of a value float16 holds exactly (tu_encode's search is
- * too slow for the thousands of tensors built here; test_reduce checks
- * the two agree) */
-static uint16_t f16_bits(double v) {
-  uint16_t sign = signbit(v) ? 0x8000 : 0;
-  double a = fabs(v);
-  if (a != a) return 0x7e00;
-  if (isinf(a)) return (uint16_t)(sign | 0x7c00);
-  int e;
-  double m = frexp(a, &e); /* a = m * 2^e, m in [0.5, 1) */
-  if (a == 0) return sign;
-  if (e < -13) return (uint16_t)(sign | (uint16_t)ldexp(a, 24)); /* subnormal */
-  return (uint16_t)(sign | (e + 14) << 10 | ((uint16_t)ldexp(m, 11) - 1024));
-}
-
-static bool is_float(dt_dtype d) {
-  return d == DT_FLOAT32 || d == DT_FLOAT64 || d == DT_FLOAT16 ||
-         d == DT_BFLOAT16;
-}
-
-static void shape_str(dt_shape s, char *buf, size_t len) {
-  size_t n = (size_t)snprintf(buf, len, "[");
-  for (int i = 0; i < s.ndim && n < len; i++)
-    n += (size_t)snprintf(buf + n, len - n, i ? ", %lld" : "%lld",
-                          (long long)s.dims[i]);
-  if (n < len) snprintf(buf + n, len - n, "]");
-}
-
-static void assert_shape(dt_tensor *t, dt_shape want, const char *what) {
-  dt_shape got = dt_tensor_shape(t);
-  bool same = got.ndim == want.ndim;
-  for (int i = 0; same && i < want.ndim; i++)
-    same = got.dims[i] == want.dims[i];
-  if (!same) {
-    char g[128], w[128];
-    shape_str(got, g, sizeof g);
-    shape_str(want, w, sizeof w);
-    fail_msg("%s: shape %s, want %s", what, g, w);
-  }
-}
-
-/* tu_tensor, with a fast path for float16 (values already rounded) */
-static dt_tensor *host_tensor(const double *v, dt_shape s, dt_dtype d) {
-  if (d != DT_FLOAT16) return tu_tensor(v, s, d);
-  int64_t n = tu_numel(s);
-  uint16_t *h = malloc(sizeof(uint16_t) * (size_t)(n ? n : 1));
-  for (int64_t i = 0; i < n; i++) h[i] = f16_bits(v[i]);
-  dt_tensor *t = dt_from_host(h, s, &(dt_tensor_options){.dtype = d});
-  free(h);
-  assert_non_null(t);
-  return t;
-}
-
-/* tu_noncontig for values v of shape s (built with host_tensor): a step-2
- * slice of storage twice as long in the last dim; 0-d: a select */
-static dt_tensor *step2(const double *v, dt_shape s, dt_dtype d) {
-  if (d != DT_FLOAT16) {
-    dt_tensor *t = tu_tensor(v, s, d), *r = tu_noncontig(t);
-    dt_tensor_release(t);
-    return r;
-  }
-  int64_t n = tu_numel(s);
-  double *w = malloc(sizeof(double) * (size_t)(2 * n + 3));
-  dt_shape bs = s.ndim ? s : DT_SHAPE(3);
-  if (s.ndim) bs.dims[s.ndim - 1] *= 2;
-  else w[0] = w[2] = -7, w[1] = v[0];
-  for (int64_t i = 0; s.ndim && i < n; i++) {
-    w[2 * i] = v[i];
-    w[2 * i + 1] = -7; /* garbage the view must never read */
-  }
-  dt_tensor *big = host_tensor(w, bs, d);
-  dt_tensor *r = s.ndim ? dt_slice(big, s.ndim - 1, 0, INT64_MAX, 2)
-                        : dt_select(big, 0, 1);
-  dt_tensor_release(big);
-  free(w);
-  assert_non_null(r);
-  return r;
-}
-
-/* random values for n elements of dtype d: floats in [lo, hi), ints in
- * [lo, hi]; flip negates every third (prod data: signs without shrinking) */
-static double *random_values(int64_t n, dt_dtype d, uint64_t seed, double lo,
-                             double hi, bool flip) {
-  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  tu_fill_random(v, n, is_float(d) ? DT_FLOAT64 : d, seed, lo, hi);
-  for (int64_t i = 0; i < n; i++) {
-    if (flip && i % 3 == 0 && d != DT_UINT8 && d != DT_BOOL) v[i] = -v[i];
-    if (is_float(d)) v[i] = round_to(v[i], d);
-  }
-  return v;
-}
-
-/* A tensor of logical shape s and dtype d in layout l; *vals receives its
- * row-major values. Transposed: the storage holds shape s with dims 0 and
- * last swapped and the result is its transpose (1-d and 0-d: step-2). */
-static dt_tensor *make_input(dt_shape s, dt_dtype d, uint64_t seed, double lo,
-                             double hi, bool flip, layout l, double **vals) {
-  if (l == L_TRANSPOSED && s.ndim < 2) l = L_NONCONTIG;
-  int last = s.ndim - 1;
-  dt_shape bs = s;
-  if (l == L_TRANSPOSED) {
-    bs.dims[0] = s.dims[last];
-    bs.dims[last] = s.dims[0];
-  }
-  int64_t n = tu_numel(s);
-  double *bv = random_values(n, d, seed, lo, hi, flip);
-  if (l == L_NONCONTIG) {
-    *vals = bv;
-    return step2(bv, s, d);
-  }
-  dt_tensor *base = host_tensor(bv, bs, d);
-  if (l == L_CONTIG) {
-    *vals = bv;
-    return base;
-  }
-  dt_tensor *t = dt_transpose(base, 0, last);
-  dt_tensor_release(base);
-  assert_non_null(t);
-  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  int64_t idx[DT_MAX_DIMS];
-  for (int64_t i = 0; i < n; i++) { /* v[i0, .., iL] = bv[iL, .., i0] */
-    tu_unravel(i, s, idx);
-    int64_t tmp = idx[0];
-    idx[0] = idx[last];
-    idx[last] = tmp;
-    int64_t flat = 0;
-    for (int k = 0; k < bs.ndim; k++) flat = flat * bs.dims[k] + idx[k];
-    v[i] = bv[flat];
-  }
-  free(bv);
-  *vals = v;
-  return t;
-}
 
 /* ----------------------------------------------------------- references */
 /* softmax (or log_softmax) of v (shape s) along dim d, in double */
@@ -217,17 +61,13 @@ static void ref_norm(const double *x, dt_shape s, const double *w,
  * types) times the magnitude of the terms */
 static void check_result(dt_tensor *r, const double *ref, dt_shape s,
                          dt_dtype d, double scale, const char *what) {
-  if (!r) fail_msg("%s: %s", what, dt_last_error());
-  if (dt_tensor_dtype(r) != d)
-    fail_msg("%s: dtype %s, want %s", what, dt_dtype_name(dt_tensor_dtype(r)),
-             dt_dtype_name(d));
-  assert_shape(r, s, what);
+  tu_assert_meta(r, d, s, what);
   int64_t n = tu_numel(s);
   double *got = tu_values(r);
   double rtol = 8 * tu_rtol(d);
   double atol = 8 * tu_rtol(d == DT_FLOAT64 ? DT_FLOAT64 : DT_FLOAT32) * scale;
   for (int64_t i = 0; i < n; i++) {
-    double want = round_to(ref[i], d);
+    double want = tu_round(ref[i], d);
     tu_assert_close(&got[i], &want, 1, rtol, atol, what);
   }
   free(got);
@@ -243,12 +83,12 @@ static const dt_shape shapes[] = {
 
 /* ------------------------------------------------------ softmax sweeps */
 static void softmax_case(dt_tensor *a, const double *v, dt_shape s,
-                         dt_dtype d, int dim, bool lg, layout l) {
+                         dt_dtype d, int dim, bool lg, tu_layout l) {
   char what[200], sh[128];
-  shape_str(s, sh, sizeof sh);
+  tu_shape_str(s, sh, sizeof sh);
   snprintf(what, sizeof what, "%s %s %s %s dim %d",
            lg ? "log_softmax" : "softmax", dt_dtype_name(d), sh,
-           layout_names[l], dim);
+           tu_layout_names[l], dim);
   int64_t n = tu_numel(s);
   double *ref = malloc(sizeof(double) * (size_t)(n ? n : 1)), scale = 1;
   int wd = s.ndim && dim < 0 ? dim + s.ndim : s.ndim ? dim : 0;
@@ -264,15 +104,15 @@ static void check_softmax(dt_dtype d) {
   tu_leaks_begin();
   for (size_t si = 0; si < NSHAPES; si++) {
     dt_shape s = shapes[si];
-    for (int l = 0; l < L_COUNT; l++) {
+    for (int l = 0; l < TU_LAYOUTS; l++) {
       double *v;
-      dt_tensor *a = make_input(s, d, 31 * si + (uint64_t)d, -4, 4, false,
-                                (layout)l, &v);
+      dt_tensor *a = tu_layout_input(s, d, 31 * si + (uint64_t)d, -4, 4, false,
+                                (tu_layout)l, &v);
       int nd = s.ndim ? s.ndim : 1;
       for (int k = 0; k < nd; k++)
         for (int lg = 0; lg < 2; lg++) {
-          softmax_case(a, v, s, d, k, lg, (layout)l);
-          softmax_case(a, v, s, d, k - nd, lg, (layout)l);
+          softmax_case(a, v, s, d, k, lg, (tu_layout)l);
+          softmax_case(a, v, s, d, k - nd, lg, (tu_layout)l);
         }
       free(v);
       dt_tensor_release(a);
@@ -288,11 +128,11 @@ typedef struct affine { dt_tensor *w, *b; double *wv, *bv; } affine;
  * step-2 parameters */
 static affine make_affine(int kind, int64_t len, dt_dtype d, uint64_t seed) {
   affine f = {0};
-  layout l = kind % 2 ? L_NONCONTIG : L_CONTIG;
+  tu_layout l = kind % 2 ? TU_STEP2 : TU_CONTIG;
   if (kind == 1 || kind == 2)
-    f.w = make_input(DT_SHAPE(len), d, seed, 0.5, 1.5, true, l, &f.wv);
+    f.w = tu_layout_input(DT_SHAPE(len), d, seed, 0.5, 1.5, true, l, &f.wv);
   if (kind >= 2)
-    f.b = make_input(DT_SHAPE(len), d, seed + 7, -1, 1, false, l, &f.bv);
+    f.b = tu_layout_input(DT_SHAPE(len), d, seed + 7, -1, 1, false, l, &f.bv);
   return f;
 }
 
@@ -304,12 +144,12 @@ static void affine_free(affine *f) {
 }
 
 static void norm_case(dt_tensor *x, const double *v, dt_shape s, dt_dtype d,
-                      const affine *f, double eps, bool rms, layout l) {
+                      const affine *f, double eps, bool rms, tu_layout l) {
   char what[200], sh[128];
-  shape_str(s, sh, sizeof sh);
+  tu_shape_str(s, sh, sizeof sh);
   snprintf(what, sizeof what, "%s %s %s %s weight %d bias %d eps %g",
            rms ? "rms_norm" : "layer_norm", dt_dtype_name(d), sh,
-           layout_names[l], f->w != NULL, !rms && f->b, eps);
+           tu_layout_names[l], f->w != NULL, !rms && f->b, eps);
   int64_t n = tu_numel(s);
   double *ref = malloc(sizeof(double) * (size_t)(n ? n : 1)), scale;
   ref_norm(v, s, f->wv, rms ? NULL : f->bv, eps, rms, ref, &scale);
@@ -325,15 +165,15 @@ static void check_norms(dt_dtype d) {
     dt_shape s = shapes[si];
     if (s.ndim == 0) continue; /* needs a last dim: test_norm_errors */
     int64_t len = s.dims[s.ndim - 1];
-    for (int l = 0; l < L_COUNT; l++) {
+    for (int l = 0; l < TU_LAYOUTS; l++) {
       double *v;
-      dt_tensor *x = make_input(s, d, 77 * si + (uint64_t)d, -2, 2, false,
-                                (layout)l, &v);
+      dt_tensor *x = tu_layout_input(s, d, 77 * si + (uint64_t)d, -2, 2, false,
+                                (tu_layout)l, &v);
       for (int kind = 0; kind < 4; kind++) {
         affine f = make_affine(kind, len, d, 5 * si + (uint64_t)kind);
         double eps = kind % 2 ? 1e-5 : 0.1;
-        norm_case(x, v, s, d, &f, eps, false, (layout)l);
-        if (kind < 3) norm_case(x, v, s, d, &f, eps, true, (layout)l);
+        norm_case(x, v, s, d, &f, eps, false, (tu_layout)l);
+        if (kind < 3) norm_case(x, v, s, d, &f, eps, true, (tu_layout)l);
         affine_free(&f);
       }
       free(v);
@@ -375,11 +215,11 @@ static void test_softmax_special(void **state) {
     const double v[3] = {big, big + step, big + 2 * step};
     dt_tensor *a = tu_tensor(v, DT_SHAPE(3), d);
     double e1 = exp(-step), e2 = exp(-2 * step), z = 1 + e1 + e2;
-    double want[3] = {round_to(e2 / z, d), round_to(e1 / z, d),
-                      round_to(1 / z, d)};
+    double want[3] = {tu_round(e2 / z, d), tu_round(e1 / z, d),
+                      tu_round(1 / z, d)};
     expect_exact(dt_softmax(a, 0), want, 3, 8 * tu_rtol(d), "large logits");
-    double lwant[3] = {round_to(-2 * step - log(z), d),
-                       round_to(-step - log(z), d), round_to(-log(z), d)};
+    double lwant[3] = {tu_round(-2 * step - log(z), d),
+                       tu_round(-step - log(z), d), tu_round(-log(z), d)};
     expect_exact(dt_log_softmax(a, -1), lwant, 3, 8 * tu_rtol(d),
                  "large logits (log)");
     dt_tensor_release(a);
@@ -424,6 +264,17 @@ static void test_norm_hand_values(void **state) {
   dt_tensor *bb = tu_tensor((double[]){0.25}, DT_SHAPE(1), DT_FLOAT32);
   expect_exact(dt_layer_norm(c, wb, bb, 1e-5), (double[]){0.25, 0.25}, 2, 0,
                "layer_norm of one element");
+  /* expanded (stride-0) x and weight */
+  dt_tensor *ex = dt_expand(wb, DT_SHAPE(3));
+  dt_tensor *xe = dt_expand(bb, DT_SHAPE(2, 3));
+  assert_non_null(ex);
+  assert_non_null(xe);
+  expect_exact(dt_softmax(xe, 0), (double[]){0.5, 0.5, 0.5, 0.5, 0.5, 0.5},
+               6, 0, "softmax of expanded");
+  expect_exact(dt_rms_norm(xe, ex, 0), (double[]){2, 2, 2, 2, 2, 2}, 6,
+               1e-6, "rms_norm of expanded");
+  dt_tensor_release(xe);
+  dt_tensor_release(ex);
   dt_tensor_release(bb);
   dt_tensor_release(wb);
   dt_tensor_release(c);
@@ -440,15 +291,15 @@ static void test_norm_deterministic(void **state) {
   for (int k = 0; k < 4; k++) {
     dt_dtype d = tu_float_dtypes[k];
     dt_shape s = DT_SHAPE(5, 700);
-    double *v = random_values(3500, d, 11 + k, -6, 6, false);
-    double *wv = random_values(700, d, 12 + k, 0.5, 1.5, true);
-    double *bv = random_values(700, d, 13 + k, -1, 1, false);
-    dt_tensor *a = host_tensor(v, s, d), *nc = step2(v, s, d);
+    double *v = tu_random_values(3500, d, 11 + k, -6, 6, false);
+    double *wv = tu_random_values(700, d, 12 + k, 0.5, 1.5, true);
+    double *bv = tu_random_values(700, d, 13 + k, -1, 1, false);
+    dt_tensor *a = tu_tensor(v, s, d), *nc = tu_noncontig_values(v, s, d);
     dt_tensor *t1 = dt_transpose(a, 0, 1), *tc = dt_contiguous(t1);
     dt_tensor *tr = dt_transpose(tc, 0, 1);
-    dt_tensor *w = host_tensor(wv, DT_SHAPE(700), d);
-    dt_tensor *ws = step2(wv, DT_SHAPE(700), d);
-    dt_tensor *b = host_tensor(bv, DT_SHAPE(700), d);
+    dt_tensor *w = tu_tensor(wv, DT_SHAPE(700), d);
+    dt_tensor *ws = tu_noncontig_values(wv, DT_SHAPE(700), d);
+    dt_tensor *b = tu_tensor(bv, DT_SHAPE(700), d);
     dt_tensor *in[3] = {a, nc, tr}, *wt[2] = {w, ws};
     size_t bytes = 3500 * (d == DT_FLOAT64 ? 8 : d == DT_FLOAT32 ? 4 : 2);
     unsigned char *first = malloc(bytes), *got = malloc(bytes);
@@ -473,8 +324,7 @@ static void test_norm_deterministic(void **state) {
     }
     free(first);
     free(got);
-    dt_tensor *all[8] = {a, nc, t1, tc, tr, w, ws, b};
-    for (int i = 0; i < 8; i++) dt_tensor_release(all[i]);
+    TU_RELEASE(a, nc, t1, tc, tr, w, ws, b);
     free(v);
     free(wv);
     free(bv);
@@ -527,8 +377,7 @@ static void test_norm_errors(void **state) {
   tu_expect_error(dt_rms_norm(NULL, w5, 1e-6), DT_ERR_INVALID_ARGUMENT,
                   "dt_rms_norm", "x is NULL", NULL);
 
-  dt_tensor *all[8] = {x, i, bo, w5, w2d, w64, s, il};
-  for (int k = 0; k < 8; k++) dt_tensor_release(all[k]);
+  TU_RELEASE(x, i, bo, w5, w2d, w64, s, il);
   tu_leaks_end();
 }
 

@@ -43,10 +43,6 @@ static const binop ops[] = {
     {"logical_or", dt_logical_or, K_LOGIC, r_or},
 };
 
-static bool is_float(dt_dtype d) {
-  return d == DT_FLOAT32 || d == DT_FLOAT64 || d == DT_FLOAT16 || d == DT_BFLOAT16;
-}
-
 /* the value stored in dtype d for the exact result v (integers wrap) */
 static double store_as(double v, dt_dtype d) {
   if (d == DT_BOOL) return v != 0;
@@ -67,7 +63,7 @@ static double store_as(double v, dt_dtype d) {
 
 static dt_dtype expect_dtype(const binop *op, dt_dtype r) {
   if (op->k == K_CMP || op->k == K_LOGIC) return DT_BOOL;
-  if (op->k == K_DIV && !is_float(r)) return DT_FLOAT32;
+  if (op->k == K_DIV && !tu_is_float(r)) return DT_FLOAT32;
   return r;
 }
 
@@ -76,12 +72,12 @@ static void ranges(const binop *op, dt_dtype d, int which, double *lo,
                    double *hi) {
   if (d == DT_UINT8) { *lo = 0; *hi = op->fn == dt_pow ? 3 : 15; return; }
   if (op->fn == dt_pow) {
-    if (is_float(d)) { *lo = which ? -2 : 0.5; *hi = which ? 2 : 2; }
+    if (tu_is_float(d)) { *lo = which ? -2 : 0.5; *hi = which ? 2 : 2; }
     else { *lo = which ? 0 : -3; *hi = which ? 4 : 3; }
     return;
   }
-  if (op->k == K_DIV && which == 1 && is_float(d)) { *lo = 0.5; *hi = 4; return; }
-  if (is_float(d)) { *lo = -4; *hi = 4; } else { *lo = -20; *hi = 20; }
+  if (op->k == K_DIV && which == 1 && tu_is_float(d)) { *lo = 0.5; *hi = 4; return; }
+  if (tu_is_float(d)) { *lo = -4; *hi = 4; } else { *lo = -20; *hi = 20; }
 }
 
 static void check_op(const binop *op, dt_shape sa, dt_dtype da, dt_shape sb,
@@ -92,16 +88,15 @@ static void check_op(const binop *op, dt_shape sa, dt_dtype da, dt_shape sb,
   dt_tensor *a = tu_random(sa, da, seed, lo, hi, &va);
   ranges(op, db, 1, &lo, &hi);
   dt_tensor *b = tu_random(sb, db, seed + 1, lo, hi, &vb);
-  if (op->k == K_DIV && !is_float(db)) /* avoid 0/0 in integer division */
+  if (op->k == K_DIV && !tu_is_float(db)) /* avoid 0/0 in integer division */
     for (int64_t i = 0; i < tu_numel(sb); i++) if (vb[i] == 0) vb[i] = 3;
-  if (op->k == K_DIV && !is_float(db)) {
+  if (op->k == K_DIV && !tu_is_float(db)) {
     dt_tensor_release(b);
     b = tu_tensor(vb, sb, db);
   }
   if (noncontig) {
-    dt_tensor *na = tu_noncontig(a), *nb = tu_noncontig(b);
-    dt_tensor_release(a); dt_tensor_release(b);
-    a = na; b = nb;
+    tu_make_noncontig(&a);
+    tu_make_noncontig(&b);
     assert_false(dt_tensor_is_contiguous(a) && tu_numel(sa) > 1);
   }
   dt_tensor *o = op->fn(a, b);
@@ -122,7 +117,7 @@ static void check_op(const binop *op, dt_shape sa, dt_dtype da, dt_shape sb,
   for (int64_t i = 0; i < n; i++) {
     double x = va[tu_bcast_index(i, so, sa)], y = vb[tu_bcast_index(i, so, sb)];
     ref[i] = store_as(op->ref(x, y), want_dtype);
-    if (!is_float(want_dtype) && isnan(ref[i])) ref[i] = vo[i];
+    if (!tu_is_float(want_dtype) && isnan(ref[i])) ref[i] = vo[i];
   }
   double rtol = tu_rtol(want_dtype);
   /* float16/bfloat16 compute in float32 then round: one extra rounding;
@@ -214,8 +209,7 @@ static void test_zero_dim_promotion(void **state) {
   double *v = tu_values(r4);
   assert_true(v[0] == 5.5);
   free(v);
-  dt_tensor *all[] = {s64, si, h, i8, r1, r2, r3, r4};
-  for (int i = 0; i < 8; i++) dt_tensor_release(all[i]);
+  TU_RELEASE(s64, si, h, i8, r1, r2, r3, r4);
   tu_leaks_end();
 }
 
@@ -224,9 +218,9 @@ static void check_scalar(const char *name, sca_fn fn, double (*ref)(double, doub
                          dt_dtype d, double s, dt_dtype want, bool nc) {
   double *va;
   bool is_pow = fn == dt_pow_scalar;
-  double lo = d == DT_UINT8 ? 0 : is_pow && is_float(d) ? 0.5 : -9;
+  double lo = d == DT_UINT8 ? 0 : is_pow && tu_is_float(d) ? 0.5 : -9;
   dt_tensor *a = tu_random(DT_SHAPE(3, 5), d, 77, lo, d == DT_UINT8 ? 9 : 3, &va);
-  if (nc) { dt_tensor *t = tu_noncontig(a); dt_tensor_release(a); a = t; }
+  if (nc) tu_make_noncontig(&a);
   dt_tensor *o = fn(a, s);
   if (!o) fail_msg("%s: %s", name, dt_last_error());
   assert_int_equal(dt_tensor_dtype(o), want);
@@ -246,7 +240,7 @@ static void test_scalar_forms(void **state) {
   tu_leaks_begin();
   for (int di = 0; di < 8; di++) {
     dt_dtype d = tu_all_dtypes[di];
-    bool fl = is_float(d);
+    bool fl = tu_is_float(d);
     dt_dtype int_keep = d == DT_BOOL ? DT_INT64 : d;
     for (int nc = 0; nc < 2; nc++) {
       check_scalar("add_scalar", dt_add_scalar, r_add, d, 2, int_keep, nc);
@@ -293,8 +287,7 @@ static void test_nan_semantics(void **state) {
   assert_true(isnan(vn[0]) && isnan(vn[1]) && vn[2] == 1 && isnan(vn[3]));
   for (int i = 0; i < 4; i++) assert_true(ve[i] == 0 && vne[i] == 1);
   free(vx); free(vn); free(ve); free(vne);
-  dt_tensor *all[] = {ta, tb, mx, mn, eq, ne};
-  for (int i = 0; i < 6; i++) dt_tensor_release(all[i]);
+  TU_RELEASE(ta, tb, mx, mn, eq, ne);
 }
 
 /* integer arithmetic wraps like PyTorch's (two's complement) */

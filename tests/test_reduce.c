@@ -21,161 +21,6 @@ static const char *const rop_names[R_COUNT] = {
     "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "var",
     "var(unbiased)"};
 
-typedef enum layout { L_CONTIG, L_NONCONTIG, L_TRANSPOSED, L_COUNT } layout;
-static const char *const layout_names[L_COUNT] = {"contiguous", "step-2",
-                                                   "transposed"};
-
-/* ------------------------------------------------------------ helpers */
-/* float16 rounding by scaling (ties to even): what tu_round(v, FLOAT16)
- * gives, without its brute-force search (test_round_f16 checks that) */
-static double round_f16(double v) {
-  if (v != v || isinf(v)) return v;
-  double a = fabs(v);
-  if (a >= 65520.0) return copysign(INFINITY, v);
-  int e;
-  frexp(a, &e);         /* a = m * 2^e, m in [0.5, 1) */
-  int q = e - 11;       /* 11 significant bits */
-  if (q < -24) q = -24; /* subnormals: fixed spacing 2^-24 */
-  return copysign(ldexp(nearbyint(ldexp(a, -q)), q), v);
-}
-static double round_to(double v, dt_dtype d) {
-  return d == DT_FLOAT16 ? round_f16(v) : tu_round(v, d);
-}
-
-/* float16 bits of a value float16 holds exactly (tu_encode's search is
- * too slow for the thousands of tensors built here; test_round_f16 checks
- * the two agree) */
-static uint16_t f16_bits(double v) {
-  uint16_t sign = signbit(v) ? 0x8000 : 0;
-  double a = fabs(v);
-  if (a != a) return 0x7e00;
-  if (isinf(a)) return (uint16_t)(sign | 0x7c00);
-  int e;
-  double m = frexp(a, &e); /* a = m * 2^e, m in [0.5, 1) */
-  if (a == 0) return sign;
-  if (e < -13) return (uint16_t)(sign | (uint16_t)ldexp(a, 24)); /* subnormal */
-  return (uint16_t)(sign | (e + 14) << 10 | ((uint16_t)ldexp(m, 11) - 1024));
-}
-
-static bool is_float(dt_dtype d) {
-  return d == DT_FLOAT32 || d == DT_FLOAT64 || d == DT_FLOAT16 ||
-         d == DT_BFLOAT16;
-}
-
-static void shape_str(dt_shape s, char *buf, size_t len) {
-  size_t n = (size_t)snprintf(buf, len, "[");
-  for (int i = 0; i < s.ndim && n < len; i++)
-    n += (size_t)snprintf(buf + n, len - n, i ? ", %lld" : "%lld",
-                          (long long)s.dims[i]);
-  if (n < len) snprintf(buf + n, len - n, "]");
-}
-
-static void assert_shape(dt_tensor *t, dt_shape want, const char *what) {
-  dt_shape got = dt_tensor_shape(t);
-  bool same = got.ndim == want.ndim;
-  for (int i = 0; same && i < want.ndim; i++)
-    same = got.dims[i] == want.dims[i];
-  if (!same) {
-    char g[128], w[128];
-    shape_str(got, g, sizeof g);
-    shape_str(want, w, sizeof w);
-    fail_msg("%s: shape %s, want %s", what, g, w);
-  }
-}
-
-/* tu_tensor, with a fast path for float16 (values already rounded) */
-static dt_tensor *host_tensor(const double *v, dt_shape s, dt_dtype d) {
-  if (d != DT_FLOAT16) return tu_tensor(v, s, d);
-  int64_t n = tu_numel(s);
-  uint16_t *h = malloc(sizeof(uint16_t) * (size_t)(n ? n : 1));
-  for (int64_t i = 0; i < n; i++) h[i] = f16_bits(v[i]);
-  dt_tensor *t = dt_from_host(h, s, &(dt_tensor_options){.dtype = d});
-  free(h);
-  assert_non_null(t);
-  return t;
-}
-
-/* tu_noncontig for values v of shape s (built with host_tensor): a step-2
- * slice of storage twice as long in the last dim; 0-d: a select */
-static dt_tensor *step2(const double *v, dt_shape s, dt_dtype d) {
-  if (d != DT_FLOAT16) {
-    dt_tensor *t = tu_tensor(v, s, d), *r = tu_noncontig(t);
-    dt_tensor_release(t);
-    return r;
-  }
-  int64_t n = tu_numel(s);
-  double *w = malloc(sizeof(double) * (size_t)(2 * n + 3));
-  dt_shape bs = s.ndim ? s : DT_SHAPE(3);
-  if (s.ndim) bs.dims[s.ndim - 1] *= 2;
-  else w[0] = w[2] = -7, w[1] = v[0];
-  for (int64_t i = 0; s.ndim && i < n; i++) {
-    w[2 * i] = v[i];
-    w[2 * i + 1] = -7; /* garbage the view must never read */
-  }
-  dt_tensor *big = host_tensor(w, bs, d);
-  dt_tensor *r = s.ndim ? dt_slice(big, s.ndim - 1, 0, INT64_MAX, 2)
-                        : dt_select(big, 0, 1);
-  dt_tensor_release(big);
-  free(w);
-  assert_non_null(r);
-  return r;
-}
-
-/* random values for n elements of dtype d: floats in [lo, hi), ints in
- * [lo, hi]; flip negates every third (prod data: signs without shrinking) */
-static double *random_values(int64_t n, dt_dtype d, uint64_t seed, double lo,
-                             double hi, bool flip) {
-  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  tu_fill_random(v, n, is_float(d) ? DT_FLOAT64 : d, seed, lo, hi);
-  for (int64_t i = 0; i < n; i++) {
-    if (flip && i % 3 == 0 && d != DT_UINT8 && d != DT_BOOL) v[i] = -v[i];
-    if (is_float(d)) v[i] = round_to(v[i], d);
-  }
-  return v;
-}
-
-/* A tensor of logical shape s and dtype d in layout l; *vals receives its
- * row-major values. Transposed: the storage holds shape s with dims 0 and
- * last swapped and the result is its transpose (1-d and 0-d: step-2). */
-static dt_tensor *make_input(dt_shape s, dt_dtype d, uint64_t seed, double lo,
-                             double hi, bool flip, layout l, double **vals) {
-  if (l == L_TRANSPOSED && s.ndim < 2) l = L_NONCONTIG;
-  int last = s.ndim - 1;
-  dt_shape bs = s;
-  if (l == L_TRANSPOSED) {
-    bs.dims[0] = s.dims[last];
-    bs.dims[last] = s.dims[0];
-  }
-  int64_t n = tu_numel(s);
-  double *bv = random_values(n, d, seed, lo, hi, flip);
-  if (l == L_NONCONTIG) {
-    *vals = bv;
-    return step2(bv, s, d);
-  }
-  dt_tensor *base = host_tensor(bv, bs, d);
-  if (l == L_CONTIG) {
-    *vals = bv;
-    return base;
-  }
-  dt_tensor *t = dt_transpose(base, 0, last);
-  dt_tensor_release(base);
-  assert_non_null(t);
-  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  int64_t idx[DT_MAX_DIMS];
-  for (int64_t i = 0; i < n; i++) { /* v[i0, .., iL] = bv[iL, .., i0] */
-    tu_unravel(i, s, idx);
-    int64_t tmp = idx[0];
-    idx[0] = idx[last];
-    idx[last] = tmp;
-    int64_t flat = 0;
-    for (int k = 0; k < bs.ndim; k++) flat = flat * bs.dims[k] + idx[k];
-    v[i] = bv[flat];
-  }
-  free(bv);
-  *vals = v;
-  return t;
-}
-
 /* ---------------------------------------------------------- the reference */
 typedef struct dimset { int n; int dims[DT_MAX_DIMS]; } dimset;
 
@@ -256,12 +101,13 @@ static double ref_row(rop op, const double *x, int64_t n, bool integer,
 
 /* ------------------------------------------------------------- one case */
 static bool supports(rop op, dt_dtype d) {
-  return is_float(d) || (op != R_MEAN && op != R_VAR && op != R_VAR_UNBIASED);
+  return tu_is_float(d) ||
+         (op != R_MEAN && op != R_VAR && op != R_VAR_UNBIASED);
 }
 
 static dt_dtype out_dtype(rop op, dt_dtype d) {
   if (op == R_ARGMAX || op == R_ARGMIN) return DT_INT64;
-  if ((op == R_SUM || op == R_PROD) && !is_float(d)) return DT_INT64;
+  if ((op == R_SUM || op == R_PROD) && !tu_is_float(d)) return DT_INT64;
   return d;
 }
 
@@ -285,17 +131,17 @@ static dt_tensor *call(rop op, dt_tensor *a, const int *dims, int n,
 static void tolerance(rop op, dt_dtype od, double scale, double *rtol,
                       double *atol) {
   *rtol = *atol = 0;
-  if (!is_float(od) || op == R_AMAX || op == R_AMIN) return;
+  if (!tu_is_float(od) || op == R_AMAX || op == R_AMIN) return;
   *rtol = 8 * tu_rtol(od);
   *atol = op == R_PROD ? tu_rtol(od) * 1e-4 : tu_rtol(od) * scale;
 }
 
 static void run_case(rop op, dt_tensor *a, const double *v, dt_shape s,
-                     dt_dtype d, const dimset *ds, bool keep, layout l) {
+                     dt_dtype d, const dimset *ds, bool keep, tu_layout l) {
   char what[256], sh[128];
-  shape_str(s, sh, sizeof sh);
+  tu_shape_str(s, sh, sizeof sh);
   int n = snprintf(what, sizeof what, "%s %s %s %s dims {", rop_names[op],
-                   dt_dtype_name(d), sh, layout_names[l]);
+                   dt_dtype_name(d), sh, tu_layout_names[l]);
   for (int i = 0; i < ds->n; i++)
     n += snprintf(what + n, sizeof what - (size_t)n, i ? ",%d" : "%d",
                   ds->dims[i]);
@@ -311,21 +157,18 @@ static void run_case(rop op, dt_tensor *a, const double *v, dt_shape s,
     tu_expect_error(r, DT_ERR_SHAPE, "zero-size", NULL);
     return;
   }
-  if (!r) fail_msg("%s: %s", what, dt_last_error());
   dt_dtype od = out_dtype(op, d);
-  if (dt_tensor_dtype(r) != od)
-    fail_msg("%s: dtype %s, want %s", what, dt_dtype_name(dt_tensor_dtype(r)),
-             dt_dtype_name(od));
   dt_shape ws = {.ndim = 0};
   for (int k = 0; k < s.ndim; k++)
     if (!(mask >> k & 1)) ws.dims[ws.ndim++] = s.dims[k];
     else if (keep) ws.dims[ws.ndim++] = 1;
-  assert_shape(r, ws, what);
+  tu_assert_meta(r, od, ws, what);
   double *got = tu_values(r);
   for (int64_t o = 0; o < nout; o++) {
     double scale, rtol, atol;
-    double want = ref_row(op, rows + o * rowlen, rowlen, !is_float(d), &scale);
-    if (is_float(od)) want = round_to(want, od);
+    double want =
+        ref_row(op, rows + o * rowlen, rowlen, !tu_is_float(d), &scale);
+    if (tu_is_float(od)) want = tu_round(want, od);
     tolerance(op, od, scale, &rtol, &atol);
     tu_assert_close(&got[o], &want, 1, rtol, atol, what);
   }
@@ -372,23 +215,25 @@ static void check_dtype(dt_dtype d) {
   tu_leaks_begin();
   double lo = -2, hi = 2, plo = 0.6, phi = 1.6;
   if (d == DT_UINT8) lo = 0, hi = 255, plo = 0, phi = 3;
-  else if (!is_float(d)) lo = -50, hi = 50, plo = -3, phi = 3;
+  else if (!tu_is_float(d)) lo = -50, hi = 50, plo = -3, phi = 3;
   for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
     dt_shape s = shapes[si];
     dimset ds[64];
     int nds = make_dimsets(s.ndim, ds);
-    for (int l = 0; l < L_COUNT; l++) {
+    for (int l = 0; l < TU_LAYOUTS; l++) {
       double *v, *pv;
       uint64_t seed = 1000 * si + 10 * (uint64_t)d;
-      dt_tensor *a = make_input(s, d, seed, lo, hi, false, (layout)l, &v);
-      dt_tensor *p = make_input(s, d, seed + 1, plo, phi, true, (layout)l, &pv);
+      dt_tensor *a =
+          tu_layout_input(s, d, seed, lo, hi, false, (tu_layout)l, &v);
+      dt_tensor *p =
+          tu_layout_input(s, d, seed + 1, plo, phi, true, (tu_layout)l, &pv);
       for (int k = 0; k < nds; k++)
         for (int keep = 0; keep < 2; keep++)
           for (int op = 0; op < R_COUNT; op++) {
             if (!supports((rop)op, d)) continue;
             bool isp = op == R_PROD;
             run_case((rop)op, isp ? p : a, isp ? pv : v, s, d, &ds[k],
-                     keep, (layout)l);
+                     keep, (tu_layout)l);
           }
       free(v);
       free(pv);
@@ -409,39 +254,9 @@ static void test_uint8(void **state) { (void)state; check_dtype(DT_UINT8); }
 static void test_bool(void **state) { (void)state; check_dtype(DT_BOOL); }
 
 /* ------------------------------------------------------ targeted checks */
-/* the test's fast float16 rounding agrees with tu_round */
-static void test_round_f16(void **state) {
-  (void)state;
-  double v[1200];
-  tu_fill_random(v, 1000, DT_FLOAT64, 7, -1, 1);
-  for (int i = 0; i < 1000; i++) v[i] = ldexp(v[i], (i % 45) - 28);
-  for (int i = 0; i < 200; i++) /* exact ties between float16 neighbours */
-    v[1000 + i] = ldexp(2 * (1024 + i) + 1, (i % 30) - 35);
-  for (int i = 0; i < 1200; i++) {
-    double r = round_f16(v[i]);
-    if (r != tu_round(v[i], DT_FLOAT16))
-      fail_msg("round_f16(%.17g) = %.17g, tu_round %.17g", v[i], r,
-               tu_round(v[i], DT_FLOAT16));
-    uint16_t want;
-    tu_encode(&want, DT_FLOAT16, r);
-    if (f16_bits(r) != want)
-      fail_msg("f16_bits(%.17g) = %#x, tu_encode %#x", r, f16_bits(r), want);
-  }
-  const double special[4] = {0.0, -0.0, INFINITY, -INFINITY};
-  for (int i = 0; i < 4; i++) {
-    uint16_t want;
-    tu_encode(&want, DT_FLOAT16, special[i]);
-    assert_int_equal(f16_bits(special[i]), want);
-  }
-}
-
 static void expect_values(dt_tensor *t, dt_dtype dtype, dt_shape shape,
                           const double *want, const char *what) {
-  if (!t) fail_msg("%s: %s", what, dt_last_error());
-  if (dt_tensor_dtype(t) != dtype)
-    fail_msg("%s: dtype %s, want %s", what, dt_dtype_name(dt_tensor_dtype(t)),
-             dt_dtype_name(dtype));
-  assert_shape(t, shape, what);
+  tu_assert_meta(t, dtype, shape, what);
   double *got = tu_values(t);
   tu_assert_close(got, want, tu_numel(shape), 0, 0, what);
   free(got);
@@ -479,6 +294,20 @@ static void test_hand_values(void **state) {
   expect_values(dt_mean(b, (int[]){0, 1}, 2, false), DT_FLOAT32, DT_SHAPE(2),
                 (double[]){15.0 / 4, 24.0 / 4}, "mean dims {0, 1}");
   dt_tensor_release(b);
+
+  /* an expanded (stride-0) input: [1, 4] broadcast to [3, 4] */
+  dt_tensor *row = tu_tensor((double[]){1, 2, 3, 4}, DT_SHAPE(1, 4),
+                             DT_FLOAT32);
+  dt_tensor *ex = dt_expand(row, DT_SHAPE(3, 4));
+  assert_non_null(ex);
+  expect_values(dt_sum(ex, (int[]){0}, 1, false), DT_FLOAT32, DT_SHAPE(4),
+                (double[]){3, 6, 9, 12}, "sum of expanded rows");
+  expect_values(dt_var(ex, (int[]){0}, 1, true, true), DT_FLOAT32,
+                DT_SHAPE(1, 4), (double[]){0, 0, 0, 0}, "var of expanded");
+  expect_values(dt_argmax(ex, NULL, 0, false), DT_INT64, DT_SHAPE(),
+                (double[]){3}, "argmax of expanded");
+  dt_tensor_release(ex);
+  dt_tensor_release(row);
 
   /* bool: sum counts, amax is any, argmax finds the first true */
   const double t[4] = {0, 1, 1, 0};
@@ -593,9 +422,9 @@ static void test_deterministic(void **state) {
   tu_leaks_begin();
   for (int k = 0; k < 4; k++) {
     dt_dtype d = tu_float_dtypes[k];
-    double *v = random_values(6000, d, 99 + k, -3, 3, false);
-    dt_tensor *a = host_tensor(v, DT_SHAPE(6, 1000), d);
-    dt_tensor *nc = step2(v, DT_SHAPE(6, 1000), d);
+    double *v = tu_random_values(6000, d, 99 + k, -3, 3, false);
+    dt_tensor *a = tu_tensor(v, DT_SHAPE(6, 1000), d);
+    dt_tensor *nc = tu_noncontig_values(v, DT_SHAPE(6, 1000), d);
     dt_tensor *t1 = dt_transpose(a, 0, 1);
     dt_tensor *tc = dt_contiguous(t1);
     dt_tensor *tr = dt_transpose(tc, 0, 1); /* a's values, column-major */
@@ -615,7 +444,7 @@ static void test_deterministic(void **state) {
           double *gv = tu_values(r);
           for (int o = 0; o < 6; o++) {
             double scale, rtol, atol;
-            double want = round_to(ref_row((rop)op, v + o * 1000, 1000, false,
+            double want = tu_round(ref_row((rop)op, v + o * 1000, 1000, false,
                                            &scale), d);
             tolerance((rop)op, d, scale, &rtol, &atol);
             tu_assert_close(&gv[o], &want, 1, rtol, atol, rop_names[op]);
@@ -695,7 +524,6 @@ static void test_errors(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_round_f16),
       cmocka_unit_test(test_hand_values),
       cmocka_unit_test(test_empty_and_single),
       cmocka_unit_test(test_nan_inf),

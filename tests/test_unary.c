@@ -45,33 +45,29 @@ static const unop unops[] = {
     {"gelu_tanh", dt_gelu_tanh, r_gelu_tanh, -5, 5, 0, 4e-6},
 };
 
-static bool is_float(dt_dtype d) {
-  return d == DT_FLOAT32 || d == DT_FLOAT64 || d == DT_FLOAT16 || d == DT_BFLOAT16;
-}
-
 static const dt_shape shapes[] = {{2, {7, 9}}, {0, {0}}, {3, {2, 0, 3}},
                                   {3, {1, 1, 1}}, {1, {3001}}};
 
 static void check_unary(const unop *u, dt_dtype d, dt_shape s, bool nc,
                         uint64_t seed) {
   double lo = u->lo, hi = u->hi;
-  if (!is_float(d)) {
+  if (!tu_is_float(d)) {
     lo = d == DT_UINT8 || u->lo >= 0 ? (u->lo > 0 ? 1 : 0) : -5;
     hi = 9;
   }
   double *va;
   dt_tensor *a = tu_random(s, d, seed, lo, hi, &va);
-  if (nc) { dt_tensor *t = tu_noncontig(a); dt_tensor_release(a); a = t; }
+  if (nc) tu_make_noncontig(&a);
   dt_tensor *o = u->fn(a);
   if (!o) fail_msg("%s(%s): %s", u->name, dt_dtype_name(d), dt_last_error());
-  dt_dtype want = is_float(d) || u->keeps ? d : DT_FLOAT32;
+  dt_dtype want = tu_is_float(d) || u->keeps ? d : DT_FLOAT32;
   assert_int_equal(dt_tensor_dtype(o), want);
   int64_t n = tu_numel(s);
   double *vo = tu_values(o), *ref = malloc(sizeof(double) * (size_t)(n + 1));
   for (int64_t i = 0; i < n; i++) {
     double r = u->ref(va[i]);
     if (d == DT_UINT8 && u->fn == dt_neg) r = fmod(256 - va[i], 256);
-    ref[i] = is_float(want) ? tu_round(r, want) : r;
+    ref[i] = tu_is_float(want) ? tu_round(r, want) : r;
   }
   double rtol = want == DT_FLOAT32 ? u->rtol32 + 1e-7
               : want == DT_FLOAT64 ? 1e-14 : tu_rtol(want) * 2;
@@ -190,8 +186,7 @@ static void test_where_and_masked_fill(void **state) {
     for (int i = 0; i < 12; i++)
       assert_true(vf[i] == (vm[i % 4] ? tu_round(7, d) : va[i]));
     free(vf); free(vm); free(vc); free(va); free(vb);
-    dt_tensor *all[] = {c, a, b, an, o, m, f};
-    for (int k = 0; k < 7; k++) dt_tensor_release(all[k]);
+    TU_RELEASE(c, a, b, an, o, m, f);
   }
   /* where promotes a and b */
   dt_tensor *c = dt_ones(DT_SHAPE(2), &(dt_tensor_options){.dtype = DT_BOOL});
@@ -217,7 +212,7 @@ static void test_cast_all_pairs(void **state) {
       for (int i = 0; i < 8; i++) {
         double x = v[i];
         if (t == DT_UINT8 || s == DT_UINT8) x = fabs(x);
-        in[i] = tu_round(is_float(s) ? x : trunc(x), s);
+        in[i] = tu_round(tu_is_float(s) ? x : trunc(x), s);
         if (s == DT_BOOL) in[i] = x != 0;
       }
       dt_tensor *a = tu_tensor(in, DT_SHAPE(2, 4), s);
@@ -227,7 +222,7 @@ static void test_cast_all_pairs(void **state) {
       double *vo = tu_values(o);
       for (int i = 0; i < 8; i++) {
         double x = in[(i % 2) * 4 + i / 2];
-        double r = t == DT_BOOL ? (x != 0) : is_float(t) ? tu_round(x, t) : trunc(x);
+        double r = t == DT_BOOL ? (x != 0) : tu_is_float(t) ? tu_round(x, t) : trunc(x);
         if (vo[i] != r)
           fail_msg("cast %s→%s: element %d got %g want %g", dt_dtype_name(s),
                    dt_dtype_name(t), i, vo[i], r);

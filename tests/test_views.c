@@ -11,8 +11,6 @@
 
 #include "support/testutil.h"
 
-#define LEAK_GUARD_BEGIN() do { dt_clear_error(); tu_leaks_begin(); } while (0)
-#define LEAK_GUARD_END() tu_leaks_end()
 #define END INT64_MAX /* a[start:] */
 
 /* float32 tensor of shape s with element k (row-major) equal to k */
@@ -25,20 +23,11 @@ static dt_tensor *iota(dt_shape s) {
   return v;
 }
 
-static void expect_dims(dt_shape got, dt_shape want, const char *what) {
-  if (got.ndim != want.ndim)
-    fail_msg("%s: ndim %d, want %d", what, got.ndim, want.ndim);
-  for (int k = 0; k < want.ndim; k++)
-    if (got.dims[k] != want.dims[k])
-      fail_msg("%s: dim %d is %lld, want %lld", what, k,
-               (long long)got.dims[k], (long long)want.dims[k]);
-}
-
 static void expect_layout(dt_tensor *t, dt_shape shape, dt_shape strides,
                           int64_t offset) {
   if (!t) fail_msg("expected a view: %s", dt_last_error());
-  expect_dims(dt_tensor_shape(t), shape, "shape");
-  expect_dims(dt_tensor_strides(t), strides, "strides");
+  tu_assert_dims(dt_tensor_shape(t), shape, "shape");
+  tu_assert_dims(dt_tensor_strides(t), strides, "strides");
   assert_int_equal(dt_tensor_storage_offset(t), offset);
 }
 
@@ -59,7 +48,7 @@ static void expect_values(dt_tensor *t, const double *want, int64_t n,
 
 static void test_seed_experiment3(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = iota(DT_SHAPE(3, 4));
   expect_layout(a, DT_SHAPE(3, 4), DT_SHAPE(4, 1), 0);
   assert_true(dt_tensor_is_contiguous(a));
@@ -96,14 +85,13 @@ static void test_seed_experiment3(void **state) {
   assert_int_equal(dt_live_storage_bytes() - bytes, 12 * 4);
   expect_values(f, wb, 12, "a.T.contiguous()");
 
-  dt_tensor *ts[] = {a, b, rows, c, v, e, f};
-  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a, b, rows, c, v, e, f);
+  tu_leaks_end();
 }
 
 static void test_view_and_reshape_noncontig(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = iota(DT_SHAPE(3, 4)), *b = dt_transpose(a, 0, 1);
   tu_expect_error(dt_view(b, DT_SHAPE(12)), DT_ERR_SHAPE, "dt_view",
                   "dt_reshape", "[12]", "[4, 3]", NULL);
@@ -130,14 +118,13 @@ static void test_view_and_reshape_noncontig(void **state) {
     for (int q = 0; q < 2; q++)
       for (int j = 0; j < 3; j++) ww[(p * 2 + q) * 3 + j] = j * 4 + p * 2 + q;
   expect_values(w3, ww, 12, "view(a.T, (2, 2, 3))");
-  dt_tensor *ts[] = {a, b, r, r2, r3, w3};
-  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a, b, r, r2, r3, w3);
+  tu_leaks_end();
 }
 
 static void test_view_infer(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = iota(DT_SHAPE(2, 3, 4));
   double w[24];
   for (int k = 0; k < 24; k++) w[k] = k;
@@ -165,14 +152,13 @@ static void test_view_infer(void **state) {
   expect_view(v1, a, DT_SHAPE(1), DT_SHAPE(1), 23);
   expect_view(v0, a, DT_SHAPE(), DT_SHAPE(), 23);
   expect_values(v0, (double[]){23}, 1, "0-d view");
-  dt_tensor *ts[] = {a, s, s0, s1, v1, v0};
-  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a, s, s0, s1, v1, v0);
+  tu_leaks_end();
 }
 
 static void test_transpose_permute(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = iota(DT_SHAPE(2, 3, 4));
   double w[24];
   for (int i = 0; i < 4; i++)
@@ -196,14 +182,13 @@ static void test_transpose_permute(void **state) {
   expect_values(t, wt, 24, "transpose(-1, 0)");
   dt_tensor *same = dt_transpose(a, 1, 1);
   expect_view(same, a, DT_SHAPE(2, 3, 4), DT_SHAPE(12, 4, 1), 0);
-  dt_tensor *ts[] = {a, p, q, id, t, same};
-  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a, p, q, id, t, same);
+  tu_leaks_end();
 }
 
 static void test_slice(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a3 = iota(DT_SHAPE(2, 3, 4)), *a = iota(DT_SHAPE(3, 4));
   double w[24];
   int n = 0;
@@ -232,29 +217,29 @@ static void test_slice(void **state) {
   expect_values(s6, (double[]){4, 5, 6, 7}, 4, "a[1:-1:5]");
   dt_tensor *s7 = dt_slice(a, 0, INT64_MIN, -2, 1); /* a[:-2] */
   expect_view(s7, a, DT_SHAPE(1, 4), DT_SHAPE(4, 1), 0);
-  dt_tensor *ts[] = {a3, a, s1, s2, s3, s4, s5, s6, s7};
-  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a3, a, s1, s2, s3, s4, s5, s6, s7);
+  tu_leaks_end();
 }
 
 /* a huge step must not overflow the size arithmetic: a[1::INT64_MAX] is
  * one element */
 static void test_slice_huge_step(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = iota(DT_SHAPE(3, 4));
   dt_tensor *s = dt_slice(a, 1, 1, END, INT64_MAX);
   if (!s) fail_msg("dt_slice: %s", dt_last_error());
-  expect_dims(dt_tensor_shape(s), DT_SHAPE(3, 1), "a[:, 1::INT64_MAX] shape");
+  tu_assert_dims(dt_tensor_shape(s), DT_SHAPE(3, 1),
+                 "a[:, 1::INT64_MAX] shape");
   expect_values(s, (double[]){1, 5, 9}, 3, "a[:, 1::INT64_MAX]");
   dt_tensor_release(s);
   dt_tensor_release(a);
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 static void test_narrow_select(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a3 = iota(DT_SHAPE(2, 3, 4)), *a = iota(DT_SHAPE(3, 4));
   double w[24];
   int n = 0;
@@ -284,14 +269,13 @@ static void test_narrow_select(void **state) {
   dt_tensor *s4 = dt_select(s2, 0, -1); /* 0-d */
   expect_view(s4, a, DT_SHAPE(), DT_SHAPE(), 11);
   expect_values(s4, (double[]){11}, 1, "a[2][-1]");
-  dt_tensor *ts[] = {a3, a, n1, n2, n3, s1, s2, s3, s4};
-  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a3, a, n1, n2, n3, s1, s2, s3, s4);
+  tu_leaks_end();
 }
 
 static void test_expand(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *x = iota(DT_SHAPE(3, 1));
   dt_tensor *e1 = dt_expand(x, DT_SHAPE(3, 4));
   expect_view(e1, x, DT_SHAPE(3, 4), DT_SHAPE(1, 0), 0);
@@ -311,14 +295,13 @@ static void test_expand(void **state) {
   expect_values(e4, (double[]){21, 21, 21, 21}, 4, "expand of 0-d");
   dt_tensor *e5 = dt_expand(x, DT_SHAPE(3, 0)); /* a size-1 dim may go to 0 */
   expect_view(e5, x, DT_SHAPE(3, 0), DT_SHAPE(1, 0), 0);
-  dt_tensor *ts[] = {x, e1, e2, e3, a, tmp, s, one, e4, e5};
-  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
-  LEAK_GUARD_END();
+  TU_RELEASE(x, e1, e2, e3, a, tmp, s, one, e4, e5);
+  tu_leaks_end();
 }
 
 static void test_squeeze_unsqueeze(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   double w[12];
   for (int k = 0; k < 12; k++) w[k] = k;
   dt_tensor *a = iota(DT_SHAPE(3, 4)), *y = dt_view(a, DT_SHAPE(3, 1, 4));
@@ -355,15 +338,14 @@ static void test_squeeze_unsqueeze(void **state) {
   expect_values(ub, wb, 12, "unsqueeze(a.T, 1)");
   dt_tensor *u00 = dt_unsqueeze(q0, 0); /* 0-d → [1] */
   expect_view(u00, a, DT_SHAPE(1), DT_SHAPE(1), 5);
-  dt_tensor *ts[] = {a, y, q1, q2, q3, z, qa, ones, n1, q0, q00, u0, u1, um1,
-                     um3, b, ub, u00};
-  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a, y, q1, q2, q3, z, qa, ones, n1, q0, q00, u0, u1, um1, um3, b,
+             ub, u00);
+  tu_leaks_end();
 }
 
 static void test_flatten(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   double w[24];
   for (int k = 0; k < 24; k++) w[k] = k;
   dt_tensor *a = iota(DT_SHAPE(2, 3, 4));
@@ -390,14 +372,13 @@ static void test_flatten(void **state) {
   /* a permute that keeps memory order still flattens in place */
   dt_tensor *p = dt_permute(a, (int[]){0, 1, 2}, 3), *fp = dt_flatten(p, 0, 1);
   expect_view(fp, a, DT_SHAPE(6, 4), DT_SHAPE(4, 1), 0);
-  dt_tensor *ts[] = {a, f1, f2, f3, f4, s, fs, t, ft, p, fp};
-  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a, f1, f2, f3, f4, s, fs, t, ft, p, fp);
+  tu_leaks_end();
 }
 
 static void test_contiguous_clone(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = iota(DT_SHAPE(3, 4));
   dt_tensor *c = dt_contiguous(a); /* already contiguous: the same view */
   expect_view(c, a, DT_SHAPE(3, 4), DT_SHAPE(4, 1), 0);
@@ -418,14 +399,13 @@ static void test_contiguous_clone(void **state) {
   dt_tensor *ke = dt_clone(e); /* a broadcast view clones to real values */
   expect_layout(ke, DT_SHAPE(2, 4), DT_SHAPE(4, 1), 0);
   expect_values(ke, (double[]){0, 1, 2, 3, 0, 1, 2, 3}, 8, "clone(expand)");
-  dt_tensor *ts[] = {a, c, rows, cr, cols, cc, k, e_src, e, ke};
-  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a, c, rows, cr, cols, cc, k, e_src, e, ke);
+  tu_leaks_end();
 }
 
 static void test_views_of_views(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   dt_tensor *a = iota(DT_SHAPE(2, 3, 4));
   dt_tensor *s = dt_slice(a, 2, 1, 4, 2);     /* a[:, :, 1::2] */
   expect_view(s, a, DT_SHAPE(2, 3, 2), DT_SHAPE(12, 4, 2), 1);
@@ -456,15 +436,14 @@ static void test_views_of_views(void **state) {
     for (int r = 0; r < 2; r++)
       for (int i = 0; i < 2; i++) wf[j * 4 + r * 2 + i] = i * 12 + j * 4;
   expect_values(fl, wf, 12, "flatten(permute(expand))");
-  dt_tensor *ts[] = {a, s, t, u, n, col, uq, ex, pv, fl};
-  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
-  LEAK_GUARD_END();
+  TU_RELEASE(a, s, t, u, n, col, uq, ex, pv, fl);
+  tu_leaks_end();
 }
 
 /* a view holds its storage: release the base, read the view */
 static void test_view_outlives_base(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   int64_t bytes0 = dt_live_storage_bytes();
   dt_tensor *a = iota(DT_SHAPE(3, 4));
   assert_int_equal(dt_live_storage_bytes() - bytes0, 48);
@@ -476,7 +455,7 @@ static void test_view_outlives_base(void **state) {
   expect_values(t, (double[]){1, 5, 9, 2, 6, 10}, 6, "view of view");
   dt_tensor_release(t);
   assert_int_equal(dt_live_storage_bytes(), bytes0); /* the last one frees */
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 /* value at view index idx of a layout over a contiguous base */
@@ -505,7 +484,7 @@ static void check_strided(dt_tensor *v, dt_tensor *base, const double *bv,
 /* the element size enters every offset: each view op on every dtype */
 static void test_views_every_dtype(void **state) {
   (void)state;
-  LEAK_GUARD_BEGIN();
+  tu_leaks_begin_clear();
   for (int k = 0; k < 8; k++) {
     dt_dtype d = tu_all_dtypes[k];
     double *v;
@@ -542,11 +521,10 @@ static void test_views_every_dtype(void **state) {
       dt_tensor_release(cp[i]);
     }
     free(w);
-    dt_tensor *ts[] = {a, s, u, t};
-    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dt_tensor_release(ts[i]);
+    TU_RELEASE(a, s, u, t);
     free(v);
   }
-  LEAK_GUARD_END();
+  tu_leaks_end();
 }
 
 int main(void) {

@@ -316,6 +316,29 @@ DT_API int       dt_op_counter_format(const dt_op_counter *c, char *buf,
                                       size_t len);
 DT_API void      dt_op_counter_free(dt_op_counter *c);
 
+/* ----------------------------------------------------------------- futures
+ * The completion of asynchronous work (dt_to_host_async, ...). */
+typedef struct dt_future dt_future;
+/* Waits up to timeout_ns (< 0: forever). Returns DT_ERR_TIMEOUT if still
+ * pending (the future stays valid), else the future's own status, with
+ * this thread's last error set to its message when it failed. */
+DT_API dt_status dt_future_wait(dt_future *f, int64_t timeout_ns);
+DT_API bool      dt_future_ready(const dt_future *f);
+/* An eventfd that becomes readable once f completes (for the caller's own
+ * epoll / io_uring loop); owned by f, closed by dt_future_release. -1 and
+ * an error if it cannot be made. */
+DT_API int       dt_future_fd(dt_future *f);
+DT_API void      dt_future_release(dt_future *f);   /* NULL no-op */
+/* The outcome: DT_OK, the error, or DT_ERR_TIMEOUT while pending; and its
+ * message ("" if none). */
+DT_API dt_status   dt_future_status(const dt_future *f);
+DT_API const char *dt_future_error(const dt_future *f);
+/* Runs cb exactly once when f completes: on the completing thread, or at
+ * once on this thread if f is already complete. cb must not block. */
+typedef void (*dt_future_callback)(dt_future *f, dt_status status, void *user);
+DT_API dt_status dt_future_then(dt_future *f, dt_future_callback cb,
+                                void *user);
+
 /* ---------------------------------------------------------------- threads
  * OpenBLAS must run single-threaded inside rank threads (they are the
  * parallelism). dt_blas_set_threads is that hook; the runtime calls it. */

@@ -6,9 +6,11 @@
  * for float32/float16/bfloat16, double for float64) as block functions that
  * run either on a dense row in place (the fast path: float32/float64 rows
  * with unit stride) or on blocks of CPU_ROW_BLOCK elements converted into a
- * T buffer. Row sums use the lane order of reduce.h in double, so the two
- * paths give the same bits. Softmax subtracts the row max before exp, so
- * large logits do not overflow. */
+ * T buffer; softmax along a dim that is not innermost in memory also has
+ * column tiles (64 neighbouring rows from contiguous loads). Row sums use
+ * the lane order of reduce.h in double and every path evaluates the same
+ * expressions, so all give the same bits. Softmax subtracts the row max
+ * before exp, so large logits do not overflow. */
 #include <math.h>
 #include <stddef.h>
 
@@ -171,7 +173,7 @@ NORM_KERNELS(f64, double, DT_FLOAT64, exp, cpu_lanes_sum_f64,
  * neighbouring rows are done together, each row position reading TILE
  * contiguous elements. Every column uses the expressions and lane order of
  * softmax_row, so the bits are the same. */
-#define TILE 64
+#define TILE CPU_ROW_TILE
 #define SOFTMAX_TILE(S, T, CT, EXP)                                         \
   static void softmax_tile_##S(const row_io *io, int64_t nc, bool lg) {     \
     int64_t len = io->r->rowlen, st = io->r->rstrides[0];                   \
@@ -187,7 +189,7 @@ NORM_KERNELS(f64, double, DT_FLOAT64, exp, cpu_lanes_sum_f64,
     for (int64_t j = 0; j < len; j++) {                                     \
       cpu_load(x, CT, io->in + j * st, io->r->dtype, es, nc);               \
       for (int64_t c = 0; c < nc; c++)                                      \
-        lanes[0][c] += (double)EXP(x[c] - m[c]);                    \
+        lanes[j % LANES][c] += (double)EXP(x[c] - m[c]);                    \
     }                                                                       \
     for (int64_t c = 0; c < nc; c++) {                                      \
       double l[LANES];                                                      \

@@ -2,12 +2,18 @@
  * any set of dims of a strided view, plus the row walker that norm.c shares.
  *
  * Each output element reduces one row (reduce.h explains the split and the
- * lane order that makes float sums independent of strides). A row is read
- * in blocks of CPU_ROW_BLOCK elements converted to the compute type (double
- * for floats, int64 for integers and bool); a dense float32 row is read in
- * place instead, with the same lane order, so both paths give the same
- * bits. Results are gathered in a block and stored converting to the output
- * dtype. */
+ * lane order that makes float sums independent of strides). Three ways to
+ * read a row, all adding element j into lane j % 8 in order of j, so all
+ * give the same bits:
+ *   - dense float32/float64 rows are read in place;
+ *   - column tiles: when rows are far apart but neighbouring outputs are
+ *     adjacent in memory (a reduction over leading dims), 64 outputs are
+ *     reduced together from contiguous loads;
+ *   - otherwise blocks of CPU_ROW_BLOCK elements are gathered into the
+ *     compute type (double for floats, int64 for integers and bool).
+ * Results are gathered in a block and stored converting to the output
+ * dtype. Single-threaded; rows are independent, so a scheduler can split
+ * the outputs later without changing any result. */
 #include "kernels/cpu/reduce.h"
 
 #include <math.h>
@@ -160,21 +166,23 @@ static double lanes_prod_total(const double *l) {
 }
 
 /* ------------------------------------------------------- one row, double */
-static bool dense_f32(const cpu_rows *r) {
-  return r->dtype == DT_FLOAT32 && cpu_rows_dense(r);
+/* a unit-stride float32/float64 row is read in place: 4 or 8, 0 if not */
+static int dense_width(const cpu_rows *r) {
+  if (!cpu_rows_dense(r)) return 0;
+  return r->dtype == DT_FLOAT32 ? 4 : r->dtype == DT_FLOAT64 ? 8 : 0;
 }
 
 static double row_sum(const cpu_rows *r, const char *base) {
-  double lanes[LANES] = {0};
-  if (dense_f32(r)) {
-    cpu_lanes_sum_f32((const float *)base, r->rowlen, lanes);
-    return cpu_lanes_total(lanes);
-  }
-  double buf[BLOCK];
-  for (int64_t j = 0; j < r->rowlen; j += BLOCK) {
-    int64_t n = r->rowlen - j < BLOCK ? r->rowlen - j : BLOCK;
-    cpu_rows_load(r, base, j, n, buf, DT_FLOAT64);
-    cpu_lanes_sum_f64(buf, n, lanes);
+  double lanes[LANES] = {0}, buf[BLOCK];
+  switch (dense_width(r)) {
+  case 4: cpu_lanes_sum_f32((const float *)base, r->rowlen, lanes); break;
+  case 8: cpu_lanes_sum_f64((const double *)base, r->rowlen, lanes); break;
+  default:
+    for (int64_t j = 0; j < r->rowlen; j += BLOCK) {
+      int64_t n = r->rowlen - j < BLOCK ? r->rowlen - j : BLOCK;
+      cpu_rows_load(r, base, j, n, buf, DT_FLOAT64);
+      cpu_lanes_sum_f64(buf, n, lanes);
+    }
   }
   return cpu_lanes_total(lanes);
 }
@@ -194,9 +202,10 @@ static double row_var(const cpu_rows *r, const char *base, int64_t corr) {
   if (len - corr <= 0) return NAN; /* N = 0, or N = 1 unbiased */
   double mean = row_sum(r, base) / (double)len;
   double lanes[LANES] = {0}, buf[BLOCK];
-  if (dense_f32(r)) {
-    cpu_lanes_sqdev_f32((const float *)base, len, mean, lanes);
-  } else {
+  switch (dense_width(r)) {
+  case 4: cpu_lanes_sqdev_f32((const float *)base, len, mean, lanes); break;
+  case 8: cpu_lanes_sqdev_f64((const double *)base, len, mean, lanes); break;
+  default:
     for (int64_t j = 0; j < len; j += BLOCK) {
       int64_t n = len - j < BLOCK ? len - j : BLOCK;
       cpu_rows_load(r, base, j, n, buf, DT_FLOAT64);
@@ -294,7 +303,7 @@ static double row_double(const cpu_rows *r, const char *base,
  * each row position reading TILE contiguous elements. Output c still adds
  * its element j into lane j % 8 in order of j, so the bits are those of
  * the row path. Used for the lane reductions (sum, mean, prod, var). */
-#define TILE 64
+#define TILE CPU_ROW_TILE
 typedef enum tile_kind { TILE_SUM, TILE_PROD, TILE_SQDEV } tile_kind;
 
 static bool tiles_apply(const cpu_rows *r, cpu_reduce_op op) {

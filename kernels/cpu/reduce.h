@@ -58,6 +58,7 @@ void cpu_rms_norm(const cpu_view *out, const cpu_view *x,
 /* ---- row walking, shared by reduce.c and norm.c (kernel-internal) */
 #define CPU_ROW_BLOCK 256   /* a multiple of CPU_ROW_LANES */
 #define CPU_ROW_LANES 8
+#define CPU_ROW_TILE 64     /* outputs per column tile (reduce.c, norm.c) */
 
 /* One view split into outer (kept) and row (reduced) dims, size-1 dims
  * dropped, byte strides; the row dims are coalesced where memory allows

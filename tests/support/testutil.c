@@ -135,11 +135,18 @@ dt_tensor *tu_tensor(const double *v, dt_shape s, dt_dtype d) {
   return t;
 }
 
-dt_tensor *tu_random(dt_shape s, dt_dtype d, uint64_t seed, double lo,
-                     double hi, double **values) {
-  int64_t n = tu_numel(s);
+double *tu_random_values(int64_t n, dt_dtype d, uint64_t seed, double lo,
+                         double hi, bool flip) {
   double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
   tu_fill_random(v, n, d, seed, lo, hi);
+  if (flip && d != DT_UINT8 && d != DT_BOOL)
+    for (int64_t i = 0; i < n; i += 3) v[i] = -v[i];
+  return v;
+}
+
+dt_tensor *tu_random(dt_shape s, dt_dtype d, uint64_t seed, double lo,
+                     double hi, double **values) {
+  double *v = tu_random_values(tu_numel(s), d, seed, lo, hi, false);
   dt_tensor *t = tu_tensor(v, s, d);
   if (values) *values = v; else free(v);
   return t;
@@ -175,6 +182,66 @@ dt_tensor *tu_noncontig(dt_tensor *t) {
   return r;
 }
 
+void tu_make_noncontig(dt_tensor **t) {
+  dt_tensor *r = tu_noncontig(*t);
+  dt_tensor_release(*t);
+  *t = r;
+}
+
+dt_tensor *tu_noncontig_values(const double *v, dt_shape s, dt_dtype d) {
+  dt_tensor *t = tu_tensor(v, s, d), *r = tu_noncontig(t);
+  dt_tensor_release(t);
+  return r;
+}
+
+dt_tensor *tu_transposed(const double *v, dt_shape s, dt_dtype d, int i,
+                         int j) {
+  dt_shape s0 = s; /* the storage: s with dims i and j swapped */
+  s0.dims[i] = s.dims[j];
+  s0.dims[j] = s.dims[i];
+  int64_t n = tu_numel(s), idx[DT_MAX_DIMS];
+  double *w = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  for (int64_t k = 0; k < n; k++) { /* w[..j..i..] = v[..i..j..] */
+    tu_unravel(k, s, idx);
+    int64_t tmp = idx[i];
+    idx[i] = idx[j];
+    idx[j] = tmp;
+    w[tu_ravel(idx, s0)] = v[k];
+  }
+  dt_tensor *t0 = tu_tensor(w, s0, d);
+  dt_tensor *t = dt_transpose(t0, i, j);
+  dt_tensor_release(t0);
+  free(w);
+  assert_non_null(t);
+  return t;
+}
+
+const char *const tu_layout_names[TU_LAYOUTS] = {"contiguous", "step-2",
+                                                  "transposed"};
+
+dt_tensor *tu_layout_input(dt_shape s, dt_dtype d, uint64_t seed, double lo,
+                           double hi, bool flip, tu_layout l, double **vals) {
+  if (l == TU_TRANSPOSED && s.ndim < 2) l = TU_STEP2;
+  double *v = tu_random_values(tu_numel(s), d, seed, lo, hi, flip);
+  *vals = v;
+  switch (l) {
+  case TU_CONTIG: return tu_tensor(v, s, d);
+  case TU_STEP2: return tu_noncontig_values(v, s, d);
+  default: return tu_transposed(v, s, d, 0, s.ndim - 1);
+  }
+}
+
+bool tu_is_float(dt_dtype d) {
+  return d == DT_FLOAT32 || d == DT_FLOAT64 || d == DT_FLOAT16 ||
+         d == DT_BFLOAT16;
+}
+
+int64_t tu_ravel(const int64_t *idx, dt_shape s) {
+  int64_t f = 0;
+  for (int k = 0; k < s.ndim; k++) f = f * s.dims[k] + idx[k];
+  return f;
+}
+
 void tu_unravel(int64_t i, dt_shape s, int64_t *idx) {
   for (int k = s.ndim - 1; k >= 0; k--) {
     idx[k] = s.dims[k] ? i % s.dims[k] : 0;
@@ -192,6 +259,44 @@ int64_t tu_bcast_index(int64_t out_idx, dt_shape out, dt_shape in) {
     flat = flat * in.dims[k] + j;
   }
   return flat;
+}
+
+void tu_shape_str(dt_shape s, char *buf, size_t len) {
+  size_t n = (size_t)snprintf(buf, len, "[");
+  for (int i = 0; i < s.ndim && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, i ? ", %lld" : "%lld",
+                          (long long)s.dims[i]);
+  if (n < len) snprintf(buf + n, len - n, "]");
+}
+
+static void check_dims(dt_shape got, dt_shape want, const char *what,
+                       const char *kind) {
+  bool same = got.ndim == want.ndim;
+  for (int i = 0; same && i < want.ndim; i++)
+    same = got.dims[i] == want.dims[i];
+  if (!same) {
+    char g[128], w[128];
+    tu_shape_str(got, g, sizeof g);
+    tu_shape_str(want, w, sizeof w);
+    fail_msg("%s: %s%s, want %s", what, kind, g, w);
+  }
+}
+
+void tu_assert_dims(dt_shape got, dt_shape want, const char *what) {
+  check_dims(got, want, what, "");
+}
+
+void tu_assert_shape(dt_tensor *t, dt_shape want, const char *what) {
+  if (!t) fail_msg("%s: no tensor (%s)", what, dt_last_error());
+  check_dims(dt_tensor_shape(t), want, what, "shape ");
+}
+
+void tu_assert_meta(dt_tensor *t, dt_dtype d, dt_shape s, const char *what) {
+  if (!t) fail_msg("%s: %s", what, dt_last_error());
+  if (dt_tensor_dtype(t) != d)
+    fail_msg("%s: dtype %s, want %s", what, dt_dtype_name(dt_tensor_dtype(t)),
+             dt_dtype_name(d));
+  tu_assert_shape(t, s, what);
 }
 
 void tu_assert_close(const double *got, const double *want, int64_t n,
@@ -259,4 +364,13 @@ void tu_leaks_end(void) {
   int64_t now = dt_live_tensors();
   if (now != leak_base)
     fail_msg("%lld tensor handles leaked", (long long)(now - leak_base));
+}
+
+void tu_leaks_begin_clear(void) {
+  dt_clear_error();
+  tu_leaks_begin();
+}
+
+void tu_release_n(dt_tensor *const *ts, size_t n) {
+  for (size_t i = 0; i < n; i++) dt_tensor_release(ts[i]);
 }
