@@ -33,6 +33,10 @@ dt_status ops_factory_infer(dt_op_call *c) {
   if ((c->op == DT_OP_RAND || c->op == DT_OP_RANDN) && !dt_dtype_is_float(d))
     return dt_error_set(DT_ERR_DTYPE, "%s: random values need a floating "
                         "dtype, got %s", c->api, dt_dtype_name(d));
+  if (c->op == DT_OP_FULL) {
+    dt_status st = ops_check_scalar(c, "value", c->args[2].d, d);
+    if (st != DT_OK) return st;
+  }
   ops_meta_set(&c->meta[0], d, s.ndim, s.dims);
   return DT_OK;
 }
@@ -82,6 +86,13 @@ dt_status ops_arange_infer(dt_op_call *c) {
     return dt_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: %g elements is too many", c->api, len);
   int64_t n = (int64_t)len;
+  if (n > 0) { /* the kernel stores start + i * step: the ends bound all */
+    dt_status st = ops_check_scalar(c, "start", start, d);
+    if (st == DT_OK)
+      st = ops_check_scalar(c, "last value", start + (double)(n - 1) * step,
+                            d);
+    if (st != DT_OK) return st;
+  }
   ops_meta_set(&c->meta[0], d, 1, &n);
   return DT_OK;
 }

@@ -86,14 +86,6 @@ dt_status ops_cat_infer(dt_op_call *c) {
   return DT_OK;
 }
 
-/* compute type for copying src into dst, as ops_cast_cpu chooses it: the
- * native type when equal, int64 between integers/bools, else float64 */
-static dt_dtype copy_type(dt_dtype dst, dt_dtype src) {
-  if (dst == src) return cpu_compute_type(dst);
-  if (!dt_dtype_is_float(dst) && !dt_dtype_is_float(src)) return DT_INT64;
-  return DT_FLOAT64;
-}
-
 /* the part of out that starts `at` elements along dim `d` and has src's
  * sizes (drop_dim: src lacks dim d, as stack's inputs do) */
 static cpu_view out_slice(const cpu_view *out, int d, int64_t at,
@@ -124,7 +116,7 @@ dt_status ops_cat_cpu(dt_op_call *c) {
     int64_t len = vi.sizes[d];
     if (dt_numel(v[i]) > 0) {
       cpu_view vs = out_slice(&vo, d, at, &vi, false);
-      cpu_unary(CPU_COPY, copy_type(vo.dtype, vi.dtype), &vs, &vi);
+      cpu_unary(CPU_COPY, ops_copy_type(vo.dtype, vi.dtype), &vs, &vi);
     }
     at += len;
   }
@@ -180,7 +172,7 @@ dt_status ops_stack_cpu(dt_op_call *c) {
   for (int i = 0; i < n; i++) {
     cpu_view vi = ops_view_of(v[i]);
     cpu_view vs = out_slice(&vo, d, i, &vi, true);
-    cpu_unary(CPU_COPY, copy_type(vo.dtype, vi.dtype), &vs, &vi);
+    cpu_unary(CPU_COPY, ops_copy_type(vo.dtype, vi.dtype), &vs, &vi);
   }
   return DT_OK;
 }

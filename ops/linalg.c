@@ -167,30 +167,33 @@ dt_status ops_matmul_cpu(dt_op_call *c) {
 }
 
 /* ---- linear: x [..., in] · weight [out, in]ᵀ + bias [out] */
+/* the shapes are formatted only when the call fails (this runs per call) */
 static dt_status linear_shape(const dt_op_call *c, mm_shape *s) {
   const dt_tensor *x = c->args[0].t, *w = c->args[1].t, *bias = c->args[2].t;
   char sx[DT_SHAPE_STR_LEN], sw[DT_SHAPE_STR_LEN], sb[DT_SHAPE_STR_LEN];
   int nx = x->local.ndim;
   const int64_t *xs = x->local.sizes, *ws = w->local.sizes;
-  dt_shape_str(xs, nx, sx, sizeof sx);
-  dt_shape_str(ws, w->local.ndim, sw, sizeof sw);
+#define SX dt_shape_str(xs, nx, sx, sizeof sx)
+#define SW dt_shape_str(ws, w->local.ndim, sw, sizeof sw)
   if (nx == 0)
     return dt_error_set(DT_ERR_SHAPE, "%s: x must have at least 1 dim "
-                        "[..., in], got shape %s", c->api, sx);
+                        "[..., in], got shape %s", c->api, SX);
   if (w->local.ndim != 2)
     return dt_error_set(DT_ERR_SHAPE, "%s: weight must be 2-D [out, in], got "
-                        "shape %s", c->api, sw);
+                        "shape %s", c->api, SW);
   if (xs[nx - 1] != ws[1])
     return dt_error_set(DT_ERR_SHAPE, "%s: x %s and weight %s do not match: "
                         "x's last dim %lld != weight's in-features %lld",
-                        c->api, sx, sw, (long long)xs[nx - 1],
+                        c->api, SX, SW, (long long)xs[nx - 1],
                         (long long)ws[1]);
   if (bias && (bias->local.ndim != 1 || bias->local.sizes[0] != ws[0]))
     return dt_error_set(DT_ERR_SHAPE, "%s: bias shape %s does not match "
                         "weight %s (expected [%lld])", c->api,
                         dt_shape_str(bias->local.sizes, bias->local.ndim, sb,
                                      sizeof sb),
-                        sw, (long long)ws[0]);
+                        SW, (long long)ws[0]);
+#undef SX
+#undef SW
   s->a_vec = nx == 1;
   s->b_vec = false;
   s->m = nx == 1 ? 1 : xs[nx - 2];

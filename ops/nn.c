@@ -72,18 +72,20 @@ dt_status ops_index_select_infer(dt_op_call *c) {
   dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim, &d);
   if (st == DT_OK) st = check_index_dtype(c, "index", idx);
   if (st != DT_OK) return st;
+  /* the index shape is formatted only on the error paths */
   char si[DT_SHAPE_STR_LEN];
-  dt_shape_str(idx->local.sizes, idx->local.ndim, si, sizeof si);
+#define SI dt_shape_str(idx->local.sizes, idx->local.ndim, si, sizeof si)
   if (idx->local.ndim > 1)
     return dt_error_set(DT_ERR_SHAPE, "%s: index must be 1-D or 0-d, got "
-                        "shape %s", c->api, si);
+                        "shape %s", c->api, SI);
   if (!dt_dtype_valid(a->dtype))
     return dt_error_set(DT_ERR_DTYPE, "%s: a has invalid dtype %d", c->api,
                         (int)a->dtype);
   int64_t n = dt_numel(idx);
   if (a->local.ndim == 0 && n != 1)
     return dt_error_set(DT_ERR_SHAPE, "%s: a 0-d a takes exactly one index, "
-                        "got index of shape %s", c->api, si);
+                        "got index of shape %s", c->api, SI);
+#undef SI
   int64_t sz[DT_MAX_DIMS];
   for (int i = 0; i < a->local.ndim; i++) sz[i] = a->local.sizes[i];
   if (a->local.ndim > 0) sz[d] = n;
@@ -126,12 +128,13 @@ dt_status ops_cross_entropy_infer(dt_op_call *c) {
     return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: reduction %lld is not a "
                         "dt_reduction (MEAN, SUM or NONE)", c->api,
                         (long long)red);
+  /* the logits shape is formatted only on the error paths */
   char sx[DT_SHAPE_STR_LEN], st_[DT_SHAPE_STR_LEN];
   int nx = x->local.ndim;
-  dt_shape_str(x->local.sizes, nx, sx, sizeof sx);
+#define SX dt_shape_str(x->local.sizes, nx, sx, sizeof sx)
   if (nx != 1 && nx != 2)
     return dt_error_set(DT_ERR_SHAPE, "%s: logits must be [N, C] or [C], got "
-                        "shape %s", c->api, sx);
+                        "shape %s", c->api, SX);
   /* target: [N] for [N, C] logits, [] for [C] */
   bool ok = t->local.ndim == nx - 1 &&
             (nx == 1 || t->local.sizes[0] == x->local.sizes[0]);
@@ -141,8 +144,9 @@ dt_status ops_cross_entropy_infer(dt_op_call *c) {
                         "logits %s (expected %s)", c->api,
                         dt_shape_str(t->local.sizes, t->local.ndim, st_,
                                      sizeof st_),
-                        sx, dt_shape_str(x->local.sizes, nx - 1, se, sizeof se));
+                        SX, dt_shape_str(x->local.sizes, nx - 1, se, sizeof se));
   }
+#undef SX
   int64_t n = nx == 2 ? x->local.sizes[0] : 1;
   int no = red == DT_REDUCTION_NONE && nx == 2 ? 1 : 0;
   ops_meta_set(&c->meta[0], x->dtype, no, &n);

@@ -38,6 +38,20 @@ static inline void ops_meta_set(dt_meta *m, dt_dtype dtype, int ndim,
   m->offset = 0;
 }
 
+/* The compute type of a copy from dtype src into dtype dst (cast, cat,
+ * stack): the native type when they are equal; int64 between integers and
+ * bools (all 64 bits kept); float32 from an integer or bool into
+ * float32/float16/bfloat16, so each value is rounded once, as (float)x
+ * (through double, an int64 would be rounded to 53 bits and then again to
+ * 24); else float64, which holds every float32/16/bf16 value exactly. */
+static inline dt_dtype ops_copy_type(dt_dtype dst, dt_dtype src) {
+  bool fd = dt_dtype_is_float(dst), fs = dt_dtype_is_float(src);
+  if (dst == src) return cpu_compute_type(dst);
+  if (!fd && !fs) return DT_INT64;
+  if (fd && !fs && dst != DT_FLOAT64) return DT_FLOAT32;
+  return DT_FLOAT64;
+}
+
 /* Broadcasts two shapes (PyTorch rules) into out; error names c->api. */
 dt_status ops_broadcast_shapes(const dt_op_call *c, const int64_t *a, int na,
                                const int64_t *b, int nb, int64_t *out,
@@ -45,5 +59,17 @@ dt_status ops_broadcast_shapes(const dt_op_call *c, const int64_t *a, int na,
 /* Normalises dim for a tensor of ndim dims; error names c->api and arg. */
 dt_status ops_wrap_dim(const dt_op_call *c, const char *arg, int64_t dim,
                        int ndim, int *out);
+
+/* Checks that the double `v` (argument `arg`) can be stored in dtype d,
+ * as PyTorch's "value cannot be converted to type X without overflow":
+ * always for the floating dtypes and bool (v != 0); for the integer dtypes
+ * v must not be NaN or infinite and, truncated toward zero, must lie in
+ * int32 [-2^31, 2^31), int64 [-2^63, 2^63), or uint8 [-255, 255] (PyTorch's
+ * rule for an integer scalar: a negative one wraps modulo 256, -1 → 255).
+ * A double out of int64's range is undefined behaviour in C, so every op
+ * that stores a double argument into an integer tensor checks it here.
+ * Error: DT_ERR_INVALID_ARGUMENT naming c->api, arg, v and the dtype. */
+dt_status ops_check_scalar(const dt_op_call *c, const char *arg, double v,
+                           dt_dtype d);
 
 #endif

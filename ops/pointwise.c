@@ -38,6 +38,14 @@ dt_status ops_binary_infer(dt_op_call *c) {
                           "is not supported; use dt_logical_and/or/not",
                           c->api);
     break;
+  case DT_OP_POW:
+    /* PyTorch has no bool pow kernel ("pow" not implemented for 'Bool');
+     * the bool compute type has no pow either */
+    if (r == DT_BOOL)
+      return dt_error_set(DT_ERR_DTYPE, "%s: pow of two bool tensors is not "
+                          "supported; cast one of them to an integer or "
+                          "floating dtype first", c->api);
+    break;
   case DT_OP_DIV:
     if (!dt_dtype_is_float(r)) r = DT_FLOAT32; /* true division */
     break;
@@ -160,6 +168,17 @@ dt_status ops_clamp_infer(dt_op_call *c) {
   if (r == DT_BOOL)
     return dt_error_set(DT_ERR_DTYPE, "%s: clamp is not supported for bool",
                         c->api);
+  /* An integer result keeps integer bounds. min = -inf and max = +inf mean
+   * "no bound"; any other bound must be storable in the dtype, as in
+   * PyTorch (clamp(int32, min=2**40) is an error there): a bound past the
+   * dtype's range is an error, not a silent wrap or saturation. */
+  if (!dt_dtype_is_float(r)) {
+    dt_status st = DT_OK;
+    if (!(isinf(lo) && lo < 0)) st = ops_check_scalar(c, "min", lo, r);
+    if (st == DT_OK && !(isinf(hi) && hi > 0))
+      st = ops_check_scalar(c, "max", hi, r);
+    if (st != DT_OK) return st;
+  }
   ops_meta_set(&c->meta[0], r, a->local.ndim, a->local.sizes);
   return DT_OK;
 }
@@ -226,6 +245,8 @@ dt_status ops_masked_fill_infer(dt_op_call *c) {
                         dt_shape_str(mask->local.sizes, mask->local.ndim, sm, sizeof sm),
                         dt_shape_str(a->local.sizes, a->local.ndim, sa, sizeof sa));
   }
+  st = ops_check_scalar(c, "value", c->args[2].d, a->dtype);
+  if (st != DT_OK) return st;
   ops_meta_set(&c->meta[0], a->dtype, a->local.ndim, a->local.sizes);
   return DT_OK;
 }
@@ -256,14 +277,7 @@ dt_status ops_cast_infer(dt_op_call *c) {
 
 dt_status ops_cast_cpu(dt_op_call *c) {
   cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
-  dt_dtype ct;
-  if (vo.dtype == va.dtype)
-    ct = cpu_compute_type(vo.dtype);
-  else if (!dt_dtype_is_float(vo.dtype) && !dt_dtype_is_float(va.dtype))
-    ct = DT_INT64; /* int/bool ↔ int/bool keeps all 64 bits */
-  else
-    ct = DT_FLOAT64;
-  cpu_unary(CPU_COPY, ct, &vo, &va);
+  cpu_unary(CPU_COPY, ops_copy_type(vo.dtype, va.dtype), &vo, &va);
   return DT_OK;
 }
 

@@ -1,5 +1,7 @@
 /* The op registry: name, schema, infer and CPU kernel per op id, generated
  * from runtime/op_table.h. */
+#include <math.h>
+
 #include "ops/ops.h"
 
 const dt_op_def dt_op_defs[DT_OP_COUNT] = {
@@ -53,4 +55,20 @@ dt_status ops_wrap_dim(const dt_op_call *c, const char *arg, int64_t dim,
                         c->api, arg, (long long)dim, ndim, -n, n - 1);
   *out = (int)(dim < 0 ? dim + n : dim);
   return DT_OK;
+}
+
+dt_status ops_check_scalar(const dt_op_call *c, const char *arg, double v,
+                           dt_dtype d) {
+  double lo, hi; /* the range of trunc(v), inclusive */
+  switch (d) {
+  case DT_INT32: lo = -2147483648.0; hi = 2147483647.0; break;
+  case DT_INT64: lo = -9223372036854775808.0; hi = 9223372036854774784.0; break;
+  case DT_UINT8: lo = -255.0; hi = 255.0; break;
+  default: return DT_OK; /* floating dtypes and bool hold any double */
+  }
+  double t = trunc(v); /* NaN stays NaN and fails both comparisons */
+  if (t >= lo && t <= hi) return DT_OK;
+  return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                      "%s: %s %.15g cannot be converted to %s without "
+                      "overflow", c->api, arg, v, dt_dtype_name(d));
 }

@@ -24,6 +24,16 @@ static void set_copy(dt_op_call *c, int ndim, const int64_t *sizes) {
   ops_meta_set(&c->meta[0], c->args[0].t->dtype, ndim, sizes);
 }
 
+/* True when the product of sizes, a size 0 counted as 1, fits int64: then
+ * numel fits, and so do the contiguous strides a view or a copy of that
+ * shape computes (a 0 elsewhere must not hide an overflow of the rest). */
+static bool sizes_fit(const int64_t *sizes, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++)
+    if (sizes[i] > 1 && __builtin_mul_overflow(p, sizes[i], &p)) return false;
+  return true;
+}
+
 /* Resolves a requested shape against numel (one -1 allowed). */
 static dt_status infer_shape(const dt_op_call *c, dt_shape req, int64_t numel,
                              int64_t *out) {
@@ -31,8 +41,8 @@ static dt_status infer_shape(const dt_op_call *c, dt_shape req, int64_t numel,
   if (req.ndim < 0 || req.ndim > DT_MAX_DIMS)
     return dt_error_set(DT_ERR_SHAPE, "%s: shape has %d dims (expected 0..%d)",
                         c->api, req.ndim, DT_MAX_DIMS);
-  int infer = -1;
-  int64_t known = 1;
+  int infer = -1, ngiven = 0;
+  int64_t given[DT_MAX_DIMS], known;
   for (int i = 0; i < req.ndim; i++) {
     if (req.dims[i] == -1) {
       if (infer >= 0)
@@ -44,10 +54,17 @@ static dt_status infer_shape(const dt_op_call *c, dt_shape req, int64_t numel,
                           c->api, (long long)req.dims[i], i,
                           dt_shape_str(req.dims, req.ndim, sr, sizeof sr));
     } else {
-      known *= req.dims[i];
+      given[ngiven++] = req.dims[i];
     }
     out[i] = req.dims[i];
   }
+  /* the product of the given sizes must fit int64, or it wraps and can
+   * match numel (the inferred dim is at most numel: it fits then too) */
+  if (!sizes_fit(given, ngiven))
+    return dt_error_set(DT_ERR_SHAPE, "%s: shape %s is too large (the "
+                        "product of its sizes passes 2^63)", c->api,
+                        dt_shape_str(req.dims, req.ndim, sr, sizeof sr));
+  known = dt_numel_of(given, ngiven);
   if (infer >= 0) {
     if (known == 0 || numel % known != 0)
       return dt_error_set(DT_ERR_SHAPE, "%s: shape %s is invalid for input of "
@@ -141,8 +158,15 @@ dt_status ops_flatten_infer(dt_op_call *c) {
                         c->api, s, e);
   dt_shape req = {.ndim = 0};
   for (int i = 0; i < s; i++) req.dims[req.ndim++] = a->local.sizes[i];
-  int64_t m = 1;
-  for (int i = s; i <= e; i++) m *= a->local.sizes[i];
+  /* the flattened size: a's numel fits int64, but with a size 0 elsewhere
+   * the flattened dims alone may not (a shape the view ops refuse) */
+  int64_t m;
+  if (!dt_numel_checked(a->local.sizes + s, e - s + 1, &m)) {
+    char sa[DT_SHAPE_STR_LEN];
+    return dt_error_set(DT_ERR_SHAPE, "%s: flattening dims %d..%d of shape %s "
+                        "gives a size past 2^63", c->api, s, e,
+                        dt_shape_str(a->local.sizes, n, sa, sizeof sa));
+  }
   req.dims[req.ndim++] = m;
   for (int i = e + 1; i < n; i++) req.dims[req.ndim++] = a->local.sizes[i];
   return view_or_copy(c, req, true);
@@ -318,6 +342,11 @@ dt_status ops_expand_infer(dt_op_call *c) {
     l.sz[i] = want;
     l.sd[i] = want == have ? a->local.strides[j] : 0;
   }
+  if (!sizes_fit(l.sz, l.n))
+    return dt_error_set(DT_ERR_SHAPE, "%s: cannot expand %s to %s: the "
+                        "product of the sizes passes 2^63", c->api,
+                        dt_shape_str(a->local.sizes, n, sa, sizeof sa),
+                        dt_shape_str(l.sz, l.n, ss, sizeof ss));
   set_alias(c, l.n, l.sz, l.sd, l.off);
   return DT_OK;
 }

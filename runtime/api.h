@@ -7,8 +7,14 @@
 #include "runtime/tensor.h"
 
 /* Resolved tensor options. */
-typedef struct dt_resolved_opts { dt_dtype dtype; bool requires_grad; } dt_resolved_opts;
-/* Validates options (NULL = defaults); error names fn. */
+typedef struct dt_resolved_opts {
+  dt_dtype dtype;
+  bool requires_grad;
+  struct dt_runtime *rt;   /* the runtime the tensor will live on */
+  int rank;                /* its rank ("cpu:N"; 0 by default) */
+} dt_resolved_opts;
+/* Validates options (NULL = defaults) and picks the device: the thread's
+ * current runtime (else the default one), rank from options.device. */
 dt_status dt_resolve_options(const dt_tensor_options *o, const char *fn,
                              dt_resolved_opts *r);
 

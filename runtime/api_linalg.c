@@ -72,16 +72,21 @@ dt_tensor *dt_cross_entropy(dt_tensor *logits, dt_tensor *target,
 
 dt_tensor *dt_dropout(dt_tensor *a, double p, bool train) {
   DT_CHECK_TENSOR(a, "dt_dropout", "a");
-  uint64_t seed = 0, first = 0;
-  if (train && p > 0.0 && p < 1.0)
-    first = dt_rng_reserve((uint64_t)dt_tensor_numel(a), &seed);
   dt_op_call c;
   dt_call_init(&c, DT_OP_DROPOUT, "dt_dropout");
   dt_call_tensor(&c, a);
   dt_call_double(&c, p);
   dt_call_bool(&c, train);
-  dt_call_int(&c, (int64_t)seed);
-  dt_call_int(&c, (int64_t)first);
+  dt_call_int(&c, 0); /* seed and first index: set below when drawing */
+  dt_call_int(&c, 0);
+  if (train && p > 0.0 && p < 1.0) {
+    /* a call that fails must not advance the random stream: validate with
+     * the op's own infer before reserving (dispatch runs it again) */
+    if (dt_op_defs[DT_OP_DROPOUT].infer(&c) != DT_OK) return NULL;
+    uint64_t seed;
+    c.args[4].i = (int64_t)dt_rng_reserve((uint64_t)dt_tensor_numel(a), &seed);
+    c.args[3].i = (int64_t)seed;
+  }
   return dt_dispatch1(&c);
 }
 

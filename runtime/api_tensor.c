@@ -3,8 +3,10 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu.h"
+#include "ops/ops.h"
 #include "runtime/api.h"
+#include "runtime/exec.h"
+#include "runtime/runtime.h"
 
 /* The process random stream: (seed, next offset). A mutex keeps the pair
  * consistent when one thread seeds while another draws (two atomics could
@@ -33,37 +35,39 @@ dt_status dt_resolve_options(const dt_tensor_options *o, const char *fn,
                              dt_resolved_opts *r) {
   r->dtype = DT_FLOAT32;
   r->requires_grad = false;
-  if (!o) return DT_OK;
-  if (!dt_dtype_valid(o->dtype))
+  r->rank = 0;
+  if (o && !dt_dtype_valid(o->dtype))
     return dt_error_set(DT_ERR_DTYPE, "%s: options.dtype %d is not a valid "
                         "dt_dtype", fn, (int)o->dtype);
-  if (o->mesh && o->device)
+  if (o && o->mesh && o->device)
     return dt_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: options.device \"%s\" and options.mesh are both "
                         "given; they are exclusive (a device makes a 1-rank "
                         "mesh)", fn, o->device);
-  if (o->mesh)
+  if (o && o->mesh)
     return dt_error_set(DT_ERR_UNSUPPORTED,
                         "%s: options.mesh: distributed tensors are not "
                         "available in this build yet", fn);
-  if (o->placements)
+  if (o && o->placements)
     return dt_error_set(DT_ERR_PLACEMENT,
                         "%s: options.placements given without options.mesh",
                         fn);
-  if (o->device && strcmp(o->device, "cpu") != 0) {
-    if (strncmp(o->device, "cuda", 4) == 0)
-      return dt_error_set(DT_ERR_DEVICE, "%s: options.device \"%s\": the CUDA "
-                          "backend is not built into this dtorch", fn,
-                          o->device);
+  if (o && o->requires_grad && !dt_dtype_is_float(o->dtype))
+    return dt_error_set(DT_ERR_DTYPE, "%s: only floating tensors can require "
+                        "grad, got %s", fn, dt_dtype_name(o->dtype));
+  if (o && o->device && strncmp(o->device, "cpu", 3) != 0 &&
+      strncmp(o->device, "cuda", 4) != 0)
     return dt_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: options.device \"%s\" is unknown (expected "
-                        "\"cpu\" or \"cuda\")", fn, o->device);
+                        "\"cpu\", \"cpu:N\" or \"cuda\")", fn, o->device);
+  r->rt = dt_runtime_for_factories(fn);
+  if (!r->rt) return dt_last_status();
+  if (o) {
+    dt_status st = dt_runtime_parse_device(r->rt, o->device, fn, &r->rank);
+    if (st != DT_OK) return st;
+    r->dtype = o->dtype;
+    r->requires_grad = o->requires_grad;
   }
-  r->dtype = o->dtype;
-  r->requires_grad = o->requires_grad;
-  if (r->requires_grad && !dt_dtype_is_float(r->dtype))
-    return dt_error_set(DT_ERR_DTYPE, "%s: only floating tensors can require "
-                        "grad, got %s", fn, dt_dtype_name(r->dtype));
   return DT_OK;
 }
 
@@ -77,20 +81,20 @@ static dt_tensor *factory(dt_op_id op, const char *api, dt_shape shape,
   dt_call_dtype(&c, r.dtype);
   if (op == DT_OP_FULL) dt_call_double(&c, value);
   if (op == DT_OP_RAND || op == DT_OP_RANDN) {
-    if (shape.ndim < 0 || shape.ndim > DT_MAX_DIMS) {
-      dt_error_set(DT_ERR_SHAPE, "%s: shape has %d dims (expected 0..%d)", api,
-                   shape.ndim, DT_MAX_DIMS);
-      return NULL;
-    }
-    /* a bad shape reserves nothing; infer then reports it */
-    int64_t n = 0;
-    if (!dt_numel_checked(shape.dims, shape.ndim, &n) || n < 0) n = 0;
-    for (int i = 0; i < shape.ndim; i++) if (shape.dims[i] < 0) n = 0;
+    /* validate before drawing: a failed call must not advance the stream */
+    dt_call_int(&c, 0);
+    dt_call_int(&c, 0);
+    if (ops_factory_infer(&c) != DT_OK) return NULL;
+    c.nargs -= 2;
+    int64_t n = 0; /* the shape is valid: infer checked it */
+    dt_numel_checked(shape.dims, shape.ndim, &n);
     uint64_t seed, first = dt_rng_reserve((uint64_t)n, &seed);
     dt_call_int(&c, (int64_t)seed);
     dt_call_int(&c, (int64_t)first);
   }
   c.requires_grad = r.requires_grad;
+  c.rt = r.rt;
+  c.rank = r.rank;
   return dt_dispatch1(&c);
 }
 
@@ -124,13 +128,21 @@ dt_tensor *dt_arange(double start, double end, double step,
   dt_call_double(&c, step);
   dt_call_dtype(&c, r.dtype);
   c.requires_grad = r.requires_grad;
+  c.rt = r.rt;
+  c.rank = r.rank;
   return dt_dispatch1(&c);
 }
 
 static dt_tensor *like(const dt_tensor *t, double v, const char *api) {
   DT_CHECK_TENSOR(t, api, "t");
-  dt_tensor_options o = {.dtype = t->dtype};
-  return factory(DT_OP_FULL, api, dt_tensor_shape(t), &o, v);
+  dt_op_call c;
+  dt_call_init(&c, DT_OP_FULL, api);
+  dt_call_ints(&c, dt_tensor_shape(t));
+  dt_call_dtype(&c, t->dtype);
+  dt_call_double(&c, v);
+  c.rt = t->local.storage->rt; /* on t's device */
+  c.rank = t->local.storage->rank;
+  return dt_dispatch1(&c);
 }
 dt_tensor *dt_zeros_like(const dt_tensor *t) { return like(t, 0, "dt_zeros_like"); }
 dt_tensor *dt_ones_like(const dt_tensor *t) { return like(t, 1, "dt_ones_like"); }
@@ -154,31 +166,47 @@ dt_tensor *dt_from_host(const void *data, dt_shape shape,
   dt_call_ints(&c, shape);
   dt_call_dtype(&c, r.dtype);
   c.requires_grad = r.requires_grad;
+  c.rt = r.rt;
+  c.rank = r.rank;
   return dt_dispatch1(&c);
 }
 
-dt_status dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes) {
-  if (!t)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_to_host: t is NULL");
+static dt_status check_fetch(dt_tensor *t, void *dst, size_t dst_bytes,
+                             const char *fn) {
+  if (!t) { /* NULL from a failed op: keep that op's error */
+    if (dt_last_status() != DT_OK) return dt_last_status();
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: t is NULL", fn);
+  }
   size_t need = (size_t)dt_numel(t) * dt_dtype_size(t->dtype);
   if (!dst && need)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_to_host: dst is NULL");
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
   if (dst_bytes < need)
     return dt_error_set(DT_ERR_INVALID_ARGUMENT,
-                        "dt_to_host: dst_bytes %zu is less than the %zu bytes "
-                        "of a %s tensor of %lld elements", dst_bytes, need,
+                        "%s: dst_bytes %zu is less than the %zu bytes of a %s "
+                        "tensor of %lld elements", fn, dst_bytes, need,
                         dt_dtype_name(t->dtype), (long long)dt_numel(t));
-  if (!need) return DT_OK;
-  cpu_view src = {.data = dt_tensor_data(t), .dtype = t->dtype,
-                  .ndim = t->local.ndim};
-  cpu_view out = src;
-  out.data = dst;
-  memcpy(src.sizes, t->local.sizes, sizeof src.sizes);
-  memcpy(src.strides, t->local.strides, sizeof src.strides);
-  memcpy(out.sizes, t->local.sizes, sizeof out.sizes);
-  dt_contiguous_strides(out.sizes, out.ndim, out.strides);
-  cpu_unary(CPU_COPY, cpu_compute_type(t->dtype), &out, &src);
+  const dt_storage *s = t->local.storage;
+  if (atomic_load_explicit(&s->rt->dead, memory_order_acquire))
+    return dt_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was "
+                        "destroyed", fn);
+  const dt_poison *p = dt_storage_poison(s);
+  if (p) return dt_error_set(p->status, "%s", p->message);
   return DT_OK;
+}
+
+dt_future *dt_to_host_async(dt_tensor *t, void *dst, size_t dst_bytes) {
+  if (check_fetch(t, dst, dst_bytes, "dt_to_host_async") != DT_OK) return NULL;
+  return dt_exec_to_host(t, dst, (size_t)dt_numel(t) * dt_dtype_size(t->dtype));
+}
+
+dt_status dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes) {
+  dt_status st = check_fetch(t, dst, dst_bytes, "dt_to_host");
+  if (st != DT_OK) return st;
+  dt_future *f = dt_exec_to_host(t, dst, (size_t)dt_numel(t) * dt_dtype_size(t->dtype));
+  if (!f) return dt_last_status();
+  st = dt_future_wait(f, -1);
+  dt_future_release(f);
+  return st;
 }
 
 /* ---- generic call helpers */

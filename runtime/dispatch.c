@@ -3,6 +3,7 @@
 #include "runtime/dispatch.h"
 
 #include "runtime/error.h"
+#include "runtime/exec.h"
 #include "runtime/intercept.h"
 #include "runtime/tensor.h"
 
@@ -100,19 +101,73 @@ static void release_outs(dt_op_call *c) {
   c->nout = 0;
 }
 
-dt_status dt_backend_run(dt_op_call *c) {
-  const dt_op_def *d = &dt_op_defs[c->op];
-  if (c->nout)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
-                        "%s: op %s was already run for this call", c->api,
-                        d->name);
-  c->nmeta = 1;
-  c->meta[0].alias = -1;
-  c->meta[0].offset = 0;
-  dt_status st = d->infer(c);
+/* One input's device and poison. */
+static dt_status check_input(dt_op_call *c, const dt_tensor *t,
+                             dt_runtime **rt, int *rank) {
+  const dt_storage *s = t->local.storage;
+  if (!*rt) {
+    *rt = s->rt;
+    *rank = s->rank;
+  } else if (s->rt != *rt || s->rank != *rank) {
+    return dt_error_set(DT_ERR_DEVICE,
+                        "%s: expected all tensors on the same device, but "
+                        "found cpu:%d and cpu:%d%s", c->api, *rank, s->rank,
+                        s->rt != *rt ? " of another runtime" : "");
+  }
+  const dt_poison *p = dt_storage_poison(s);
+  if (p) return dt_error_set(p->status, "%s", p->message);
+  return DT_OK;
+}
+
+/* Where the op runs: its inputs' device (all the same), or the factory's. */
+static dt_status call_device(dt_op_call *c, dt_runtime **rt, int *rank) {
+  const char *s = dt_op_defs[c->op].schema;
+  *rt = NULL;
+  *rank = 0;
+  dt_status st = DT_OK;
+  for (int i = 0; s[i] && st == DT_OK; i++) {
+    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t)
+      st = check_input(c, c->args[i].t, rt, rank);
+    else if (s[i] == 'L')
+      for (int j = 0; j < c->args[i].list.n && st == DT_OK; j++)
+        st = check_input(c, c->args[i].list.v[j], rt, rank);
+  }
   if (st != DT_OK) return st;
-  DT_ASSERT(c->nmeta >= 1 && c->nmeta <= DT_CALL_MAX_OUTS);
-  bool fresh = false;
+  if (!*rt) {
+    *rt = c->rt;
+    *rank = c->rank;
+  }
+  if (!*rt)
+    return dt_error_set(DT_ERR_INTERNAL, "%s: op %s has no device", c->api,
+                        dt_op_defs[c->op].name);
+  if (atomic_load_explicit(&(*rt)->dead, memory_order_acquire))
+    return dt_error_set(DT_ERR_DEVICE, "%s: the tensors' runtime was "
+                        "destroyed", c->api);
+  return DT_OK;
+}
+
+/* Ops whose kernels validate data (indices): the call waits for the
+ * result, so a bad index fails the call as on PyTorch's CPU. */
+static bool checks_data(dt_op_id op) {
+  return op == DT_OP_EMBEDDING || op == DT_OP_INDEX_SELECT ||
+         op == DT_OP_CROSS_ENTROPY;
+}
+
+static dt_status wait_for_outputs(dt_op_call *c, dt_runtime *rt, int rank) {
+  dt_future *f = dt_exec_barrier(rt, rank);
+  if (!f) return dt_last_status();
+  dt_status st = dt_future_wait(f, -1);
+  dt_future_release(f);
+  for (int i = 0; st == DT_OK && i < c->nout; i++) {
+    const dt_poison *p = dt_storage_poison(c->out[i]->local.storage);
+    if (p) st = dt_error_set(p->status, "%s", p->message);
+  }
+  return st;
+}
+
+static dt_status make_outputs(dt_op_call *c, dt_runtime *rt, int rank,
+                              bool *fresh) {
+  *fresh = false;
   for (int i = 0; i < c->nmeta; i++) {
     const dt_meta *m = &c->meta[i];
     dt_tensor *t;
@@ -121,20 +176,38 @@ dt_status dt_backend_run(dt_op_call *c) {
       t = dt_tensor_make(m->dtype, m->ndim, m->sizes, m->strides, m->offset,
                          base->local.storage);
     } else {
-      t = dt_tensor_alloc(m->dtype, m->ndim, m->sizes, c->api);
-      fresh = true;
+      t = dt_tensor_alloc(m->dtype, m->ndim, m->sizes, rt, rank, c->api);
+      *fresh = true;
     }
-    if (!t) {
-      release_outs(c);
-      return dt_last_status();
-    }
+    if (!t) return dt_last_status();
     t->requires_grad = c->requires_grad;
     if (c->requires_grad) t->keys |= DT_KEYSET(DT_KEY_AUTOGRAD);
     c->out[c->nout++] = t;
   }
-  if (fresh) {
-    st = d->cpu(c);
-    if (st != DT_OK) release_outs(c);
-  }
+  return DT_OK;
+}
+
+dt_status dt_backend_run(dt_op_call *c) {
+  const dt_op_def *d = &dt_op_defs[c->op];
+  if (c->nout)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "%s: op %s was already run for this call", c->api,
+                        d->name);
+  dt_runtime *rt;
+  int rank;
+  dt_status st = call_device(c, &rt, &rank);
+  if (st != DT_OK) return st;
+  c->nmeta = 1;
+  c->meta[0].alias = -1;
+  c->meta[0].offset = 0;
+  st = d->infer(c);
+  if (st != DT_OK) return st;
+  DT_ASSERT(c->nmeta >= 1 && c->nmeta <= DT_CALL_MAX_OUTS);
+  bool fresh;
+  st = make_outputs(c, rt, rank, &fresh);
+  if (st == DT_OK && fresh) st = dt_exec_publish_op(c, rt, rank);
+  if (st == DT_OK && fresh && checks_data(c->op))
+    st = wait_for_outputs(c, rt, rank);
+  if (st != DT_OK) release_outs(c);
   return st;
 }

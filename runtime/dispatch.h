@@ -82,6 +82,8 @@ struct dt_op_call {
   int hook_depth;         /* next intercept hook to run */
   const char *api;        /* public function name, for messages */
   bool requires_grad;     /* factories: the option (autograd issue) */
+  struct dt_runtime *rt;  /* factories: where the output lives */
+  int rank;
 };
 
 /* infer: validate arguments (errors name c->api) and fill c->meta / c->nout.
@@ -107,6 +109,8 @@ static inline void dt_call_init(dt_op_call *c, dt_op_id op, const char *api) {
   c->api = api;
   c->hook_depth = -1;
   c->requires_grad = false;
+  c->rt = NULL;
+  c->rank = 0;
 }
 static inline void dt_call_tensor(dt_op_call *c, dt_tensor *t) {
   c->args[c->nargs++].t = t;
@@ -142,8 +146,9 @@ dt_tensor *dt_dispatch1(dt_op_call *c);
 /* Continues a call below the key currently running (layers call this). */
 dt_status dt_redispatch(dt_op_call *c);
 
-/* The backend layer run by the CPU key: infer, allocate, kernel. Exposed so
- * that later layers (DTensor) reuse it for local compute. */
+/* The backend layer run by the CPU key: infer and make the outputs on the
+ * caller's thread, then publish one record to the inputs' rank, which
+ * allocates and runs the kernel. Exposed for later layers (DTensor). */
 dt_status dt_backend_run(dt_op_call *c);
 
 /* Thread-local include/exclude key sets (seed 004's TLS key sets). */

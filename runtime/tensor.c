@@ -8,8 +8,16 @@
 #include "runtime/dispatch.h"
 #include "runtime/error.h"
 
-_Atomic int64_t dt_stat_live_tensors;
-_Atomic int64_t dt_stat_live_bytes;
+dt_stat_shard dt_stat_shards[DT_STAT_SHARDS];
+static _Atomic unsigned stat_next;
+static _Thread_local dt_stat_shard *stat_mine;
+
+dt_stat_shard *dt_stat_mine(void) {
+  if (!stat_mine) /* relaxed: only spreads threads over shards */
+    stat_mine = &dt_stat_shards[atomic_fetch_add_explicit(
+        &stat_next, 1, memory_order_relaxed) % DT_STAT_SHARDS];
+  return stat_mine;
+}
 
 void dt_contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides) {
   int64_t s = 1;
@@ -56,12 +64,12 @@ dt_tensor *dt_tensor_make(dt_dtype dtype, int ndim, const int64_t *sizes,
     t->local.sizes[i] = sizes[i];
     t->local.strides[i] = strides[i];
   }
-  atomic_fetch_add_explicit(&dt_stat_live_tensors, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&dt_stat_mine()->tensors, 1, memory_order_relaxed);
   return t;
 }
 
 dt_tensor *dt_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
-                           const char *fn) {
+                           struct dt_runtime *rt, int rank, const char *fn) {
   int64_t strides[DT_MAX_DIMS], n;
   size_t bytes;
   if (!dt_numel_checked(sizes, ndim, &n) ||
@@ -74,7 +82,7 @@ dt_tensor *dt_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
     return NULL;
   }
   dt_contiguous_strides(sizes, ndim, strides);
-  dt_storage *s = dt_storage_new(bytes, fn);
+  dt_storage *s = dt_storage_new(rt, rank, bytes, fn);
   if (!s) return NULL;
   dt_tensor *t = dt_tensor_make(dtype, ndim, sizes, strides, 0, s);
   dt_storage_release(s);
@@ -93,15 +101,21 @@ void dt_tensor_release(dt_tensor *t) {
   if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
     return;
   if (t->local.storage) dt_storage_release(t->local.storage);
-  atomic_fetch_sub_explicit(&dt_stat_live_tensors, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&dt_stat_mine()->tensors, 1, memory_order_relaxed);
   free(t);
 }
 
 int64_t dt_live_tensors(void) {
-  return atomic_load_explicit(&dt_stat_live_tensors, memory_order_relaxed);
+  int64_t n = 0;
+  for (int i = 0; i < DT_STAT_SHARDS; i++)
+    n += atomic_load_explicit(&dt_stat_shards[i].tensors, memory_order_relaxed);
+  return n;
 }
 int64_t dt_live_storage_bytes(void) {
-  return atomic_load_explicit(&dt_stat_live_bytes, memory_order_relaxed);
+  int64_t n = 0;
+  for (int i = 0; i < DT_STAT_SHARDS; i++)
+    n += atomic_load_explicit(&dt_stat_shards[i].bytes, memory_order_relaxed);
+  return n;
 }
 
 static dt_shape shape_of(const int64_t *v, int n) {

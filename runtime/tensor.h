@@ -14,11 +14,21 @@
 #include "dtorch/dtorch.h"
 #include "runtime/dtype.h"
 
+/* An execution error recorded on a storage: later ops, fetches and futures
+ * on it fail with this status and message. */
+typedef struct dt_poison { dt_status status; char message[]; } dt_poison;
+
+/* Refcounted device memory of one rank (runtime/storage.c). The struct is
+ * made by the issuing thread; `data` is allocated, used and freed only by
+ * the owning rank's thread. */
 typedef struct dt_storage {
   _Atomic int64_t refcount;
-  void *data;
-  size_t nbytes;     /* what was asked for */
-  size_t capacity;   /* what the allocator handed out */
+  _Atomic(dt_poison *) poison;   /* set once by the rank, read by anyone */
+  void *data;                    /* rank thread only */
+  size_t nbytes;
+  struct dt_runtime *rt;         /* holds a reference on it */
+  int rank;
+  struct dt_storage *next_free;  /* remote-free stack link */
 } dt_storage;
 
 typedef struct dt_local {
@@ -37,19 +47,31 @@ struct dt_tensor {
   dt_local local;
 };
 
-/* storage (runtime/alloc.c): a caching allocator behind it */
-dt_storage *dt_storage_new(size_t nbytes, const char *fn);
+/* storage (runtime/storage.c) */
+dt_storage *dt_storage_new(struct dt_runtime *rt, int rank, size_t nbytes,
+                           const char *fn);
 void dt_storage_retain(dt_storage *s);
 void dt_storage_release(dt_storage *s);
+/* rank thread of s only: frees the data and the struct */
+void dt_storage_destroy_on_rank(dt_storage *s, struct dt_runtime *rt, int rank);
+/* the runtime is destroyed (its memory is gone): frees the struct */
+void dt_storage_destroy_dead(dt_storage *s);
+/* records an execution error on s (the first one wins) */
+void dt_storage_set_poison(dt_storage *s, dt_status st, const char *msg);
+static inline const dt_poison *dt_storage_poison(const dt_storage *s) {
+  /* acquire: pairs with the release CAS in dt_storage_set_poison */
+  return atomic_load_explicit(&((dt_storage *)s)->poison, memory_order_acquire);
+}
 
 /* Makes a handle over `storage` (retained) with the given layout; NULL +
  * DT_ERR_OUT_OF_MEMORY if the handle cannot be allocated. */
 dt_tensor *dt_tensor_make(dt_dtype dtype, int ndim, const int64_t *sizes,
                           const int64_t *strides, int64_t offset,
                           dt_storage *storage);
-/* A new contiguous tensor with fresh (uninitialised) storage. */
+/* A new contiguous tensor whose storage (data not yet allocated) belongs
+ * to `rank` of rt. */
 dt_tensor *dt_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
-                           const char *fn);
+                           struct dt_runtime *rt, int rank, const char *fn);
 
 static inline int64_t dt_numel_of(const int64_t *sizes, int ndim) {
   int64_t n = 1;
@@ -73,9 +95,10 @@ static inline int64_t dt_numel(const dt_tensor *t) {
 void dt_contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides);
 bool dt_layout_is_contiguous(const int64_t *sizes, const int64_t *strides,
                              int ndim);
-/* address of the first element of t's view (NULL for empty storage) */
+/* address of the first element of t's view: on the owning rank's thread,
+ * once the op making t has run */
 static inline char *dt_tensor_data(const dt_tensor *t) {
-  if (!t->local.storage) return NULL;
+  if (!t->local.storage || !t->local.storage->data) return NULL;
   return (char *)t->local.storage->data +
          t->local.offset * (int64_t)dt_dtype_size(t->dtype);
 }
@@ -93,7 +116,15 @@ int dt_wrap_dim(int dim, int ndim);
     }                                                                       \
   } while (0)
 
-extern _Atomic int64_t dt_stat_live_tensors;
-extern _Atomic int64_t dt_stat_live_bytes;
+/* Live tensor handles and storage bytes: sharded counters (one cache line
+ * per shard, a thread sticks to one shard) so the hot path does not bounce
+ * one line between threads; dt_live_* sum the shards. */
+#define DT_STAT_SHARDS 16
+typedef struct dt_stat_shard {
+  _Alignas(64) _Atomic int64_t tensors;
+  _Atomic int64_t bytes;
+} dt_stat_shard;
+extern dt_stat_shard dt_stat_shards[DT_STAT_SHARDS];
+dt_stat_shard *dt_stat_mine(void);
 
 #endif

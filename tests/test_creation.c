@@ -57,6 +57,112 @@ static void test_full_family(void **state) {
   tu_leaks_end();
 }
 
+/* A value an integer dtype cannot hold is an error, not C's undefined
+ * double → integer conversion (which gave INT64_MIN or garbage): NaN,
+ * infinities, and values past the dtype's range after truncation toward
+ * zero. uint8 takes [-255, 255] like a PyTorch integer scalar (-1 → 255). */
+static void test_full_out_of_range(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  const dt_tensor_options i32 = {.dtype = DT_INT32}, i64 = {.dtype = DT_INT64},
+                          u8 = {.dtype = DT_UINT8};
+  tu_expect_error(dt_full(DT_SHAPE(2), NAN, &i32), DT_ERR_INVALID_ARGUMENT,
+                  "dt_full", "value nan", "int32", "overflow", NULL);
+  tu_expect_error(dt_full(DT_SHAPE(2), 1e30, &i64), DT_ERR_INVALID_ARGUMENT,
+                  "dt_full", "value 1e+30", "cannot be converted to int64",
+                  NULL);
+  tu_expect_error(dt_full(DT_SHAPE(2), INFINITY, &i64),
+                  DT_ERR_INVALID_ARGUMENT, "dt_full", "inf", "int64", NULL);
+  tu_expect_error(dt_full(DT_SHAPE(2), 9223372036854775808.0, &i64),
+                  DT_ERR_INVALID_ARGUMENT, "dt_full", "int64", NULL);
+  tu_expect_error(dt_full(DT_SHAPE(2), 2147483648.0, &i32),
+                  DT_ERR_INVALID_ARGUMENT, "dt_full", "2147483648", "int32",
+                  NULL);
+  tu_expect_error(dt_full(DT_SHAPE(2), -2147483649.0, &i32),
+                  DT_ERR_INVALID_ARGUMENT, "dt_full", "int32", NULL);
+  tu_expect_error(dt_full(DT_SHAPE(2), 256, &u8), DT_ERR_INVALID_ARGUMENT,
+                  "dt_full", "256", "uint8", NULL);
+  tu_expect_error(dt_full(DT_SHAPE(2), -256, &u8), DT_ERR_INVALID_ARGUMENT,
+                  "dt_full", "-256", "uint8", NULL);
+  dt_tensor *z = dt_zeros(DT_SHAPE(2), &i32);
+  tu_expect_error(dt_full_like(z, NAN), DT_ERR_INVALID_ARGUMENT,
+                  "dt_full_like", "nan", "int32", NULL);
+  /* the edges of each range, and truncation toward zero */
+  struct { double v; dt_dtype d; double want; } ok[] = {
+      {2147483647.0, DT_INT32, 2147483647.0},
+      {-2147483648.0, DT_INT32, -2147483648.0},
+      {2147483647.75, DT_INT32, 2147483647.0},
+      {-2147483648.5, DT_INT32, -2147483648.0},
+      {-9223372036854775808.0, DT_INT64, -9223372036854775808.0},
+      {9223372036854774784.0, DT_INT64, 9223372036854774784.0},
+      {-1, DT_UINT8, 255}, {255, DT_UINT8, 255}, {-255, DT_UINT8, 1},
+      {NAN, DT_BOOL, 1}, {1e300, DT_BOOL, 1}};
+  for (size_t k = 0; k < sizeof ok / sizeof *ok; k++) {
+    dt_tensor *t = dt_full(DT_SHAPE(3), ok[k].v, &(dt_tensor_options){.dtype = ok[k].d});
+    if (!t) fail_msg("full(%s, %.17g): %s", dt_dtype_name(ok[k].d), ok[k].v,
+                     dt_last_error());
+    double *v = tu_values(t);
+    for (int i = 0; i < 3; i++)
+      if (v[i] != ok[k].want)
+        fail_msg("full(%s, %.17g): got %.17g want %.17g",
+                 dt_dtype_name(ok[k].d), ok[k].v, v[i], ok[k].want);
+    free(v);
+    dt_tensor_release(t);
+  }
+  /* int64 extremes exactly (doubles cannot show INT64_MIN's neighbours) */
+  dt_tensor *m = dt_full(DT_SHAPE(1), -9223372036854775808.0, &i64);
+  int64_t got = 0;
+  assert_int_equal(dt_to_host(m, &got, sizeof got), DT_OK);
+  assert_true(got == INT64_MIN);
+  /* arange: every value it stores must fit */
+  tu_expect_error(dt_arange(1e19, 1.00000000001e19, 1e9, &i64),
+                  DT_ERR_INVALID_ARGUMENT, "dt_arange", "start 1e+19",
+                  "int64", NULL);
+  tu_expect_error(dt_arange(2147483640.0, 2147483650.0, 1, &i32),
+                  DT_ERR_INVALID_ARGUMENT, "dt_arange", "last value",
+                  "2147483649", "int32", NULL);
+  dt_tensor *r = dt_arange(2147483640.0, 2147483648.0, 1, &i32);
+  if (!r) fail_msg("arange to INT32_MAX: %s", dt_last_error());
+  double *rv = tu_values(r);
+  assert_int_equal(dt_tensor_numel(r), 8);
+  assert_true(rv[7] == 2147483647.0);
+  free(rv);
+  TU_RELEASE(r, m, z);
+  tu_leaks_end();
+}
+
+/* -0.0 keeps its sign in every floating dtype. Regression: the zero fill
+ * shortcut stored +0 for float16 and bfloat16. */
+static void test_full_negative_zero(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  for (int k = 0; k < 4; k++) {
+    dt_dtype d = tu_float_dtypes[k];
+    dt_tensor *t = dt_full(DT_SHAPE(5), -0.0, &(dt_tensor_options){.dtype = d});
+    unsigned char b[5 * 8];
+    assert_int_equal(dt_to_host(t, b, sizeof b), DT_OK);
+    size_t es = dt_dtype_size(d);
+    for (int i = 0; i < 5; i++) {
+      /* the sign bit is the top bit of the last byte (little-endian); every
+       * other bit is 0 */
+      for (size_t j = 0; j < es; j++) {
+        unsigned want = j == es - 1 ? 0x80 : 0;
+        if (b[i * es + j] != want)
+          fail_msg("full(%s, -0.0): element %d byte %zu is 0x%02x, want "
+                   "0x%02x", dt_dtype_name(d), i, j, b[i * es + j], want);
+      }
+    }
+    dt_tensor_release(t);
+  }
+  /* integers and bool store a plain 0 */
+  dt_tensor *i = dt_full(DT_SHAPE(2), -0.0, &(dt_tensor_options){.dtype = DT_INT32});
+  int32_t g[2];
+  assert_int_equal(dt_to_host(i, g, sizeof g), DT_OK);
+  assert_true(g[0] == 0 && g[1] == 0);
+  dt_tensor_release(i);
+  tu_leaks_end();
+}
+
 static void test_arange(void **state) {
   (void)state;
   tu_leaks_begin();
@@ -217,6 +323,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_full_family),
       cmocka_unit_test(test_arange),
+      cmocka_unit_test(test_full_out_of_range),
+      cmocka_unit_test(test_full_negative_zero),
       cmocka_unit_test(test_host_roundtrip),
       cmocka_unit_test(test_philox_kat),
       cmocka_unit_test(test_rand_split_invariance),

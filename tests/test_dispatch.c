@@ -207,6 +207,7 @@ static void expect_hook_failure(recorder *r, dt_status want, const char *s1,
                                 const char *s2) {
   dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL);
   recorder below = {.tag = "below"};
+  tu_settle();
   int64_t live = dt_live_tensors();
   assert_int_equal(dt_intercept_push(record_hook, &below), DT_OK);
   assert_int_equal(dt_intercept_push(record_hook, r), DT_OK);
@@ -220,6 +221,7 @@ static void expect_hook_failure(recorder *r, dt_status want, const char *s1,
   dt_tensor_release(a); /* before any check, so a failure leaks nothing */
   dt_tensor_release(c);
   assert_null(c);
+  tu_settle();
   assert_int_equal(dt_live_tensors(), live - 1); /* no output leaked */
   if (st != want)
     fail_msg("status %s, want %s (message \"%s\")", dt_status_name(st),

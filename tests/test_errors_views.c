@@ -74,6 +74,43 @@ static void test_bad_expand(void **state) {
   tu_leaks_end();
 }
 
+/* Shapes whose element count passes 2^63: the product used to wrap (2^32 *
+ * 2^32 = 0) and match an empty input, or give a view of negative numel. */
+static void test_numel_overflow(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  const int64_t g = INT64_C(1) << 32;
+  dt_tensor *e = dt_zeros(DT_SHAPE(0), NULL);
+  dt_tensor *one = dt_ones(DT_SHAPE(1, 1), NULL);
+  dt_tensor *a = dt_ones(DT_SHAPE(3, 4), NULL);
+  tu_expect_error(dt_view(e, DT_SHAPE(g, g)), DT_ERR_SHAPE, "dt_view",
+                  "[4294967296, 4294967296]", "2^63", NULL);
+  tu_expect_error(dt_reshape(e, DT_SHAPE(g, g)), DT_ERR_SHAPE, "dt_reshape",
+                  "[4294967296, 4294967296]", "2^63", NULL);
+  tu_expect_error(dt_view(e, DT_SHAPE(g, -1, g)), DT_ERR_SHAPE, "dt_view",
+                  "[4294967296, -1, 4294967296]", "2^63", NULL);
+  /* a size 0 does not hide the overflow of the others (their contiguous
+   * strides would overflow) */
+  tu_expect_error(dt_view(e, DT_SHAPE(0, g, g)), DT_ERR_SHAPE, "dt_view",
+                  "[0, 4294967296, 4294967296]", "2^63", NULL);
+  /* 2^62 * 4 wraps to 0, then * 3 = 0: it must not be read as 12 != 0 */
+  tu_expect_error(dt_view(a, DT_SHAPE(INT64_C(1) << 62, 4, 3)), DT_ERR_SHAPE,
+                  "dt_view", "2^63", NULL);
+  tu_expect_error(dt_expand(one, DT_SHAPE(g, g)), DT_ERR_SHAPE, "dt_expand",
+                  "[1, 1]", "[4294967296, 4294967296]", "2^63", NULL);
+  tu_expect_error(dt_expand(one, DT_SHAPE(g, 1, g)), DT_ERR_SHAPE,
+                  "dt_expand", "[4294967296, 1, 4294967296]", "2^63", NULL);
+  /* just below the limit is fine: 2^31 * 2^31 = 2^62 elements, a view */
+  dt_tensor *big = dt_expand(one, DT_SHAPE(INT64_C(1) << 31, INT64_C(1) << 31));
+  if (!big) fail_msg("expand to 2^62 elements: %s", dt_last_error());
+  assert_true(dt_tensor_numel(big) == INT64_C(1) << 62);
+  dt_tensor *ez = dt_view(e, DT_SHAPE(0, g, 2));
+  if (!ez) fail_msg("view [0] as [0, 2^32, 2]: %s", dt_last_error());
+  assert_true(dt_tensor_numel(ez) == 0);
+  TU_RELEASE(ez, big, a, one, e);
+  tu_leaks_end();
+}
+
 static void test_bad_permute(void **state) {
   (void)state;
   tu_leaks_begin_clear();
@@ -137,6 +174,7 @@ int main(void) {
       cmocka_unit_test(test_dim_out_of_range),
       cmocka_unit_test(test_bad_view_shapes),
       cmocka_unit_test(test_bad_expand),
+      cmocka_unit_test(test_numel_overflow),
       cmocka_unit_test(test_bad_permute),
       cmocka_unit_test(test_bad_slice_narrow_select),
       cmocka_unit_test(test_too_many_dims),

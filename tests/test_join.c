@@ -200,6 +200,37 @@ static void test_mixed_dtypes(void **state) {
   tu_leaks_end();
 }
 
+/* cat/stack copy an int64 into a float32 output with one rounding, as
+ * dt_cast and the C cast (float)x. Regression: the copy went through
+ * double and gave 2^60 for 2^60 + 2^36 + 1 (want 2^60 + 2^37). */
+static void test_int64_into_float32_rounds_once(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  int64_t x[2] = {(INT64_C(1) << 60) + (INT64_C(1) << 36) + 1,
+                  -((INT64_C(1) << 60) + (INT64_C(1) << 36) + 1)};
+  float want[2] = {(float)x[0], (float)x[1]};
+  assert_true(want[0] == 1152921642045800448.0f); /* 2^60 + 2^37 */
+  dt_tensor *i = dt_from_host(x, DT_SHAPE(2), &(dt_tensor_options){.dtype = DT_INT64});
+  dt_tensor *f = dt_zeros(DT_SHAPE(2), NULL);
+  dt_tensor *c = dt_cat((dt_tensor *[]){f, i}, 2, 0);
+  dt_tensor *s = dt_stack((dt_tensor *[]){f, i}, 2, 0);
+  assert_non_null(c);
+  assert_non_null(s);
+  assert_int_equal(dt_tensor_dtype(c), DT_FLOAT32);
+  assert_int_equal(dt_tensor_dtype(s), DT_FLOAT32);
+  float gc[4], gs[4];
+  assert_int_equal(dt_to_host(c, gc, sizeof gc), DT_OK);
+  assert_int_equal(dt_to_host(s, gs, sizeof gs), DT_OK);
+  for (int k = 0; k < 2; k++) {
+    if (gc[2 + k] != want[k] || gs[2 + k] != want[k])
+      fail_msg("int64 %lld into float32: cat %.1f, stack %.1f, want %.1f",
+               (long long)x[k], (double)gc[2 + k], (double)gs[2 + k],
+               (double)want[k]);
+  }
+  TU_RELEASE(s, c, f, i);
+  tu_leaks_end();
+}
+
 static void test_stack_every_dtype(void **state) {
   (void)state;
   tu_leaks_begin_clear();
@@ -540,6 +571,7 @@ int main(void) {
       cmocka_unit_test(test_cat_every_dtype),
       cmocka_unit_test(test_cat_strided_inputs),
       cmocka_unit_test(test_mixed_dtypes),
+      cmocka_unit_test(test_int64_into_float32_rounds_once),
       cmocka_unit_test(test_stack_every_dtype),
       cmocka_unit_test(test_size_zero),
       cmocka_unit_test(test_cat_legacy_skip),

@@ -354,6 +354,32 @@ static void test_dropout_modes(void **state) {
   tu_leaks_end();
 }
 
+/* A dropout that fails draws nothing: the stream stays where it was.
+ * Regression: the indices were reserved before the dtype was checked, so a
+ * failed call on an int tensor shifted every later random value. */
+static void test_dropout_failure_keeps_stream(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  double *xv;
+  dt_tensor *x = positive(DT_SHAPE(64), DT_FLOAT32, &xv);
+  dt_tensor *i = dt_zeros(DT_SHAPE(1000), &(dt_tensor_options){.dtype = DT_INT32});
+  dt_tensor *b = dt_zeros(DT_SHAPE(10), &(dt_tensor_options){.dtype = DT_BOOL});
+  dt_manual_seed(77);
+  tu_expect_error(dt_dropout(i, 0.5, true), DT_ERR_DTYPE, "dt_dropout",
+                  "int32", NULL);
+  tu_expect_error(dt_dropout(b, 0.25, true), DT_ERR_DTYPE, "dt_dropout",
+                  "bool", NULL);
+  dt_tensor *y = dt_dropout(x, 0.5, true);
+  assert_non_null(y);
+  assert_dropout(y, xv, 64, 0.5, 77, 0, DT_FLOAT32); /* still at index 0 */
+  /* and the next one continues at 64 */
+  dt_tensor *y2 = dt_dropout(x, 0.5, true);
+  assert_dropout(y2, xv, 64, 0.5, 77, 64, DT_FLOAT32);
+  free(xv);
+  TU_RELEASE(y2, y, b, i, x);
+  tu_leaks_end();
+}
+
 /* ---- errors */
 static void test_errors(void **state) {
   (void)state;
@@ -436,6 +462,7 @@ int main(void) {
       cmocka_unit_test(test_dropout_mask),
       cmocka_unit_test(test_dropout_split_invariant),
       cmocka_unit_test(test_dropout_modes),
+      cmocka_unit_test(test_dropout_failure_keeps_stream),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

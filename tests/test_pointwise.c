@@ -303,6 +303,34 @@ static void test_integer_wrap(void **state) {
   dt_tensor_release(s); dt_tensor_release(ta); dt_tensor_release(tb);
 }
 
+/* pow of two bool tensors is an error, as in PyTorch ("pow" is not
+ * implemented for 'Bool'). Regression: it silently gave zeros. A bool
+ * with an integer or float operand promotes and works. */
+static void test_pow_bool(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_clear_error();
+  double ones[2] = {1, 1}, two[2] = {2, 3};
+  dt_tensor *b = tu_tensor(ones, DT_SHAPE(2), DT_BOOL);
+  dt_tensor *b0 = tu_tensor(ones, DT_SHAPE(), DT_BOOL);
+  dt_tensor *i = tu_tensor(two, DT_SHAPE(2), DT_INT32);
+  tu_expect_error(dt_pow(b, b), DT_ERR_DTYPE, "dt_pow", "bool", NULL);
+  tu_expect_error(dt_pow(b, b0), DT_ERR_DTYPE, "dt_pow", "bool", NULL);
+  dt_tensor *r = dt_pow(b, i); /* 1^2, 1^3 in int32 */
+  assert_non_null(r);
+  assert_int_equal(dt_tensor_dtype(r), DT_INT32);
+  double *v = tu_values(r);
+  assert_true(v[0] == 1 && v[1] == 1);
+  free(v);
+  dt_tensor *q = dt_pow(i, b); /* 2^1, 3^1 */
+  assert_non_null(q);
+  v = tu_values(q);
+  assert_true(v[0] == 2 && v[1] == 3);
+  free(v);
+  TU_RELEASE(q, r, i, b0, b);
+  tu_leaks_end();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_binary_same_dtype),
@@ -312,6 +340,7 @@ int main(void) {
       cmocka_unit_test(test_scalar_fast_path_exact),
       cmocka_unit_test(test_nan_semantics),
       cmocka_unit_test(test_integer_wrap),
+      cmocka_unit_test(test_pow_bool),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

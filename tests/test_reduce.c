@@ -464,6 +464,57 @@ static void test_deterministic(void **state) {
   tu_leaks_end();
 }
 
+/* A reduced dim of size 0 with the kept dims laid out so that neighbouring
+ * outputs are adjacent in memory (the column-tile layout): every output is
+ * the identity of its op. Regression: the tiled path overshot the output
+ * ([0, 2, 100]: a heap overflow) or stored nothing ([0, 100]). */
+static void test_empty_reduced_leading_dim(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  static const dt_shape empties[] = {DT_SHAPE(0, 100), DT_SHAPE(0, 2, 100),
+                                     DT_SHAPE(0, 3, 70), DT_SHAPE(0, 65)};
+  for (int di = 0; di < 4; di++) {
+    dt_dtype d = tu_float_dtypes[di];
+    for (size_t si = 0; si < sizeof empties / sizeof *empties; si++) {
+      dt_shape s = empties[si];
+      dt_tensor *a = dt_zeros(s, &(dt_tensor_options){.dtype = d});
+      assert_non_null(a);
+      int64_t n = 1; /* the kept dims */
+      for (int k = 1; k < s.ndim; k++) n *= s.dims[k];
+      char ss[64];
+      tu_shape_str(s, ss, sizeof ss);
+      const rop ops[] = {R_SUM, R_MEAN, R_PROD, R_VAR, R_VAR_UNBIASED};
+      const double want[] = {0, NAN, 1, NAN, NAN};
+      for (int o = 0; o < 5; o++) {
+        dt_tensor *r = call(ops[o], a, (int[]){0}, 1, false);
+        if (!r) fail_msg("%s: %s", rop_names[ops[o]], dt_last_error());
+        assert_int_equal(dt_tensor_numel(r), n);
+        double *got = tu_values(r);
+        for (int64_t i = 0; i < n; i++) {
+          bool ok = isnan(want[o]) ? isnan(got[i]) : got[i] == want[o];
+          if (!ok)
+            fail_msg("%s %s over dim 0 of %s zeros: output %lld is %g, "
+                     "want %g", rop_names[ops[o]], dt_dtype_name(d), ss,
+                     (long long)i, got[i], want[o]);
+        }
+        free(got);
+        dt_tensor_release(r);
+      }
+      dt_tensor_release(a);
+    }
+  }
+  /* integers: sum 0, prod 1 over the same layout */
+  dt_tensor *ai = dt_zeros(DT_SHAPE(0, 2, 100), &(dt_tensor_options){.dtype = DT_INT32});
+  dt_tensor *si = dt_sum(ai, (int[]){0}, 1, false);
+  dt_tensor *pi = dt_prod(ai, (int[]){0}, 1, false);
+  double *gs = tu_values(si), *gp = tu_values(pi);
+  for (int i = 0; i < 200; i++) assert_true(gs[i] == 0 && gp[i] == 1);
+  free(gs);
+  free(gp);
+  TU_RELEASE(pi, si, ai);
+  tu_leaks_end();
+}
+
 /* ------------------------------------------------------------- errors */
 static void test_errors(void **state) {
   (void)state;
@@ -530,6 +581,7 @@ int main(void) {
       cmocka_unit_test(test_int64_exact),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_empty_reduced_leading_dim),
       cmocka_unit_test(test_float32),
       cmocka_unit_test(test_float64),
       cmocka_unit_test(test_float16),

@@ -162,6 +162,84 @@ static void test_clamp(void **state) {
   tu_leaks_end();
 }
 
+/* Integer clamp: -inf/+inf bounds mean "no bound"; any other bound must
+ * fit the tensor's dtype (an error otherwise, as in PyTorch); bounds are
+ * compared as integers. Regressions: clamp(int64, 1e19, inf) gave
+ * INT64_MIN (below min); bounds past 9.2e18 were ignored; int64 values
+ * past 2^53 were compared after rounding to double. */
+static void test_clamp_integer_bounds(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  int64_t x[4] = {INT64_MIN, -5, (INT64_C(1) << 53) + 1, INT64_MAX};
+  dt_tensor *a = dt_from_host(x, DT_SHAPE(4), &(dt_tensor_options){.dtype = DT_INT64});
+  tu_expect_error(dt_clamp(a, 1e19, INFINITY), DT_ERR_INVALID_ARGUMENT,
+                  "dt_clamp", "min 1e+19", "int64", NULL);
+  tu_expect_error(dt_clamp(a, -INFINITY, -1e19), DT_ERR_INVALID_ARGUMENT,
+                  "dt_clamp", "max -1e+19", "int64", NULL);
+  tu_expect_error(dt_clamp(a, INFINITY, INFINITY), DT_ERR_INVALID_ARGUMENT,
+                  "dt_clamp", "min inf", NULL);
+  tu_expect_error(dt_clamp(a, -INFINITY, -INFINITY), DT_ERR_INVALID_ARGUMENT,
+                  "dt_clamp", "max -inf", NULL);
+  double i32v[2] = {-7, 7};
+  dt_tensor *b = tu_tensor(i32v, DT_SHAPE(2), DT_INT32);
+  tu_expect_error(dt_clamp(b, -1e10, 0), DT_ERR_INVALID_ARGUMENT, "dt_clamp",
+                  "min -10000000000", "int32", NULL);
+  tu_expect_error(dt_clamp(b, 0, 2147483648.0), DT_ERR_INVALID_ARGUMENT,
+                  "dt_clamp", "max 2147483648", "int32", NULL);
+  /* no bounds: unchanged, exactly */
+  struct { double lo, hi; int64_t want[4]; } cases[] = {
+      {-INFINITY, INFINITY, {INT64_MIN, -5, (INT64_C(1) << 53) + 1, INT64_MAX}},
+      /* 2^53 is a double; 2^53 + 1 is not and must still be clamped */
+      {-INFINITY, 9007199254740992.0,
+       {INT64_MIN, -5, INT64_C(1) << 53, INT64_C(1) << 53}},
+      /* the largest double below 2^63 is a real bound */
+      {-9223372036854775808.0, 9223372036854774784.0,
+       {INT64_MIN, -5, (INT64_C(1) << 53) + 1, INT64_C(9223372036854774784)}},
+      {0, INFINITY, {0, 0, (INT64_C(1) << 53) + 1, INT64_MAX}}};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    dt_tensor *o = dt_clamp(a, cases[k].lo, cases[k].hi);
+    if (!o) fail_msg("clamp(int64, %g, %g): %s", cases[k].lo, cases[k].hi,
+                     dt_last_error());
+    assert_int_equal(dt_tensor_dtype(o), DT_INT64);
+    int64_t got[4];
+    assert_int_equal(dt_to_host(o, got, sizeof got), DT_OK);
+    for (int i = 0; i < 4; i++)
+      if (got[i] != cases[k].want[i])
+        fail_msg("clamp(int64, %g, %g): element %d got %lld want %lld",
+                 cases[k].lo, cases[k].hi, i, (long long)got[i],
+                 (long long)cases[k].want[i]);
+    dt_tensor_release(o);
+  }
+  TU_RELEASE(b, a);
+  tu_leaks_end();
+}
+
+/* masked_fill with a value the integer dtype cannot hold is an error */
+static void test_masked_fill_out_of_range(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  dt_tensor *a = dt_zeros(DT_SHAPE(2), &(dt_tensor_options){.dtype = DT_INT32});
+  dt_tensor *m = dt_ones(DT_SHAPE(2), &(dt_tensor_options){.dtype = DT_BOOL});
+  tu_expect_error(dt_masked_fill(a, m, NAN), DT_ERR_INVALID_ARGUMENT,
+                  "dt_masked_fill", "value nan", "int32", NULL);
+  tu_expect_error(dt_masked_fill(a, m, 1e20), DT_ERR_INVALID_ARGUMENT,
+                  "dt_masked_fill", "value 1e+20", "int32", "overflow", NULL);
+  dt_tensor *f = dt_masked_fill(a, m, -2147483648.0);
+  assert_non_null(f);
+  double *v = tu_values(f);
+  assert_true(v[0] == -2147483648.0 && v[1] == -2147483648.0);
+  free(v);
+  /* floating tensors take any value */
+  dt_tensor *h = dt_zeros(DT_SHAPE(2), &(dt_tensor_options){.dtype = DT_FLOAT16});
+  dt_tensor *hf = dt_masked_fill(h, m, 1e20);
+  assert_non_null(hf);
+  v = tu_values(hf);
+  assert_true(isinf(v[0]) && v[0] > 0);
+  free(v);
+  TU_RELEASE(hf, h, f, m, a);
+  tu_leaks_end();
+}
+
 static void test_where_and_masked_fill(void **state) {
   (void)state;
   tu_leaks_begin();
@@ -233,13 +311,61 @@ static void test_cast_all_pairs(void **state) {
   tu_leaks_end();
 }
 
+/* int64 → float32 rounds once, as the C cast (float)x; float16 and
+ * bfloat16 round that float32 once more, as PyTorch's conversions do.
+ * Regression: the cast went through double, rounding to 53 bits first
+ * (2^60 + 2^36 + 1 became 2^60, not 2^60 + 2^37). */
+static void test_cast_int64_rounds_once(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  const int64_t p60 = INT64_C(1) << 60;
+  int64_t x[8] = {p60 + (INT64_C(1) << 36) + 1,
+                  -(p60 + (INT64_C(1) << 36) + 1),
+                  p60 + (INT64_C(1) << 52) + (INT64_C(1) << 36) + 1,
+                  (INT64_C(1) << 53) + 1, INT64_MAX, INT64_MIN,
+                  (INT64_C(1) << 24) + 1, 65519};
+  float want[8];
+  for (int i = 0; i < 8; i++) want[i] = (float)x[i];
+  /* the independent reference: the one rounding (float)x does */
+  assert_true(want[0] == 1152921642045800448.0f);
+  dt_tensor *a = dt_from_host(x, DT_SHAPE(2, 4), &(dt_tensor_options){.dtype = DT_INT64});
+  dt_tensor *at = dt_transpose(a, 0, 1); /* element i at (i % 4, i / 4) */
+  const dt_dtype ts[3] = {DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16};
+  for (int k = 0; k < 3; k++)
+    for (int strided = 0; strided < 2; strided++) {
+      dt_tensor *o = dt_cast(strided ? at : a, ts[k]);
+      assert_non_null(o);
+      double *vo = tu_values(o);
+      for (int j = 0; j < 8; j++) {
+        int i = strided ? (j % 2) * 4 + j / 2 : j;
+        double w = tu_round((double)want[i], ts[k]);
+        if (vo[j] != w)
+          fail_msg("cast int64 %lld → %s (%s): got %.17g want %.17g",
+                   (long long)x[i], dt_dtype_name(ts[k]),
+                   strided ? "strided" : "contiguous", vo[j], w);
+      }
+      free(vo);
+      dt_tensor_release(o);
+    }
+  /* bfloat16: rounding the 53-bit double gives 2^60, the float 2^60+2^53 */
+  dt_tensor *b = dt_cast(a, DT_BFLOAT16);
+  double *vb = tu_values(b);
+  assert_true(vb[2] == (double)(p60 + (INT64_C(1) << 53)));
+  free(vb);
+  TU_RELEASE(b, at, a);
+  tu_leaks_end();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_all),
       cmocka_unit_test(test_logical_not),
       cmocka_unit_test(test_clamp),
+      cmocka_unit_test(test_clamp_integer_bounds),
+      cmocka_unit_test(test_masked_fill_out_of_range),
       cmocka_unit_test(test_where_and_masked_fill),
       cmocka_unit_test(test_cast_all_pairs),
+      cmocka_unit_test(test_cast_int64_rounds_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,13 +94,53 @@ typedef struct dt_placement { dt_placement_kind kind; int dim;
 #define DT_PARTIAL(op) ((dt_placement){ DT_PLACEMENT_PARTIAL, 0, (op) })
 #define DT_PLACEMENTS(...) ((const dt_placement[]){ __VA_ARGS__ })
 
-typedef struct dt_runtime dt_runtime;   /* the virtual world (execution issue) */
+typedef struct dt_runtime dt_runtime;   /* the virtual world: N ranks */
 typedef struct dt_mesh dt_mesh;         /* device mesh (mesh issue) */
 typedef struct dt_tensor dt_tensor;     /* a (global) tensor handle */
 
+/* ----------------------------------------------------------------- runtime
+ * A runtime is N virtual ranks, each a simulated device with its own memory
+ * and worker thread. Ops are validated on the caller's thread and run on
+ * the rank that holds their inputs, in issue order; calls return at once
+ * and data comes back with dt_to_host / dt_to_host_async. Code that never
+ * makes a runtime uses the default one (created on first use, destroyed at
+ * exit). NULL options = defaults + environment (DTORCH_NUM_RANKS,
+ * DTORCH_DEVICE_MEMORY, DTORCH_RING_CAPACITY; README). */
+typedef struct dt_runtime_options { const char *device; /* "cpu" | "cuda" */
+  int num_ranks; /* 0 = from env, else 8 */ bool auto_redistribute;
+  int64_t device_memory;  /* bytes per rank; 0 = DTORCH_DEVICE_MEMORY or
+                             unlimited */
+  int ring_capacity;      /* op records in flight (power of two); 0 = 1024 */
+  int spin_us;            /* an idle rank spins this long before it parks;
+                             0 = 20 */
+} dt_runtime_options;
+/* Returns: a new runtime (its threads running). Errors: bad options or
+ * environment, no memory, threads that cannot start. Ownership: destroy it.
+ * Thread safety: any thread; any number of runtimes may coexist. */
+DT_API dt_runtime *dt_runtime_create(const dt_runtime_options *opts);
+/* Waits for all issued work, joins the threads and frees the devices.
+ * Tensors still held stay valid handles, but ops and fetches on them fail
+ * with DT_ERR_DEVICE. NULL is a no-op. */
+DT_API void        dt_runtime_destroy(dt_runtime *rt);
+DT_API int         dt_runtime_num_ranks(const dt_runtime *rt);
+/* Blocks until every op issued to rt before the call has run on every
+ * rank. */
+DT_API dt_status   dt_runtime_synchronize(dt_runtime *rt);
+/* The default runtime (made on first use); NULL + error if it cannot be. */
+DT_API dt_runtime *dt_runtime_default(void);
+/* This thread's runtime for factories (NULL = back to the default). */
+DT_API dt_status   dt_runtime_set_current(dt_runtime *rt);
+DT_API dt_runtime *dt_runtime_current(void);
+/* One rank's device memory: bytes in use, the peak, the capacity (0 =
+ * unlimited). A snapshot; updated as the rank runs. */
+typedef struct dt_memory_stats { int64_t used, peak, capacity; } dt_memory_stats;
+DT_API dt_status   dt_runtime_memory(const dt_runtime *rt, int rank,
+                                     dt_memory_stats *out);
+
 /* ----------------------------------------------------------------- tensors */
 /* NULL options = float32, single device, no grad. `device` and `mesh` are
- * exclusive (seed 003). device: NULL or "cpu". */
+ * exclusive (seed 003). device: NULL or "cpu" (rank 0 of this thread's
+ * runtime), or "cpu:N" (rank N). */
 typedef struct dt_tensor_options { dt_dtype dtype; dt_mesh *mesh;
   const dt_placement *placements; /* NULL = all Replicate */
   const char *device; /* exclusive with mesh */ bool requires_grad;
@@ -133,6 +173,10 @@ DT_API dt_tensor *dt_from_host(const void *data, dt_shape shape,
 /* The full value, contiguous row-major in t's dtype; dst_bytes must be at
  * least numel * dtype size. Partial placements are reduced. */
 DT_API dt_status  dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes);
+/* The same without waiting: dst must stay valid until the future
+ * completes. NULL + error on bad arguments. */
+typedef struct dt_future dt_future;
+DT_API dt_future *dt_to_host_async(dt_tensor *t, void *dst, size_t dst_bytes);
 
 DT_API dt_shape   dt_tensor_shape(const dt_tensor *t);
 DT_API dt_dtype   dt_tensor_dtype(const dt_tensor *t);
@@ -318,7 +362,6 @@ DT_API void      dt_op_counter_free(dt_op_counter *c);
 
 /* ----------------------------------------------------------------- futures
  * The completion of asynchronous work (dt_to_host_async, ...). */
-typedef struct dt_future dt_future;
 /* Waits up to timeout_ns (< 0: forever). Returns DT_ERR_TIMEOUT if still
  * pending (the future stays valid), else the future's own status, with
  * this thread's last error set to its message when it failed. */
@@ -329,6 +372,7 @@ DT_API bool      dt_future_ready(const dt_future *f);
  * an error if it cannot be made. */
 DT_API int       dt_future_fd(dt_future *f);
 DT_API void      dt_future_release(dt_future *f);   /* NULL no-op */
+DT_API dt_future *dt_future_retain(dt_future *f);   /* another reference */
 /* The outcome: DT_OK, the error, or DT_ERR_TIMEOUT while pending; and its
  * message ("" if none). */
 DT_API dt_status   dt_future_status(const dt_future *f);

@@ -260,6 +260,29 @@ static void un_contig(cpu_unary_op op, dt_dtype ct, int64_t n, void *o,
 
 typedef struct un_ctx { cpu_unary_op op; dt_dtype ct, dt[2]; } un_ctx;
 
+/* n elements of es bytes from a (byte stride sa) to o (byte stride so):
+ * one memcpy when both are dense, else a loop per element size whose
+ * fixed-size memcpy compiles to one load and one store (no alignment or
+ * aliasing assumptions, no call per element) */
+#define COPY_LOOP(W)                                                        \
+  for (int64_t i = 0; i < n; i++) memcpy(o + i * so, a + i * sa, W);       \
+  break
+static void copy_same(char *o, int64_t so, const char *a, int64_t sa,
+                      int64_t n, size_t es) {
+  if (so == (int64_t)es && sa == (int64_t)es) {
+    memcpy(o, a, (size_t)n * es);
+    return;
+  }
+  switch (es) {
+  case 1: COPY_LOOP(1);
+  case 2: COPY_LOOP(2);
+  case 4: COPY_LOOP(4);
+  case 8: COPY_LOOP(8);
+  default: COPY_LOOP(es);
+  }
+}
+#undef COPY_LOOP
+
 static void un_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
   const un_ctx *c = vctx;
   size_t cs = cpu_dtype_size(c->ct);
@@ -268,10 +291,8 @@ static void un_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
     un_contig(c->op, c->ct, n, p[0], p[1]);
     return;
   }
-  if (c->op == CPU_COPY && c->dt[0] == c->dt[1]) { /* strided same-type copy */
-    size_t es = cpu_dtype_size(c->dt[0]);
-    for (int64_t i = 0; i < n; i++)
-      memcpy(p[0] + i * st[0], p[1] + i * st[1], es);
+  if (c->op == CPU_COPY && c->dt[0] == c->dt[1]) { /* same-type copy */
+    copy_same(p[0], st[0], p[1], st[1], n, cpu_dtype_size(c->dt[0]));
     return;
   }
   _Alignas(64) char ba[CPU_BLOCK * 8], bo[CPU_BLOCK * 8];
@@ -293,7 +314,21 @@ void cpu_unary(cpu_unary_op op, dt_dtype ct, const cpu_view *out,
 }
 
 /* ------------------------------------------------------ clamp, where */
-typedef struct clamp_ctx { dt_dtype ct, dt[2]; double lo, hi; } clamp_ctx;
+typedef struct clamp_ctx {
+  dt_dtype ct, dt[2];
+  double lo, hi;
+  int64_t ilo, ihi; /* the bounds for ct int64 */
+} clamp_ctx;
+
+/* the int64 bound equivalent to a double one for integer x: x >= lo iff
+ * x >= ceil(lo), x <= hi iff x <= floor(hi); infinities and values past
+ * int64 saturate (the ops layer lets only -inf/+inf and in-range bounds
+ * through, so this just keeps the conversion defined) */
+static int64_t int_bound(double v) {
+  if (v < -9.2233720368547758e18) return INT64_MIN;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  return (int64_t)v;
+}
 
 static void clamp_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
   const clamp_ctx *c = vctx;
@@ -310,11 +345,11 @@ static void clamp_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
       for (int64_t i = 0; i < k; i++)
         if (x[i] == x[i]) x[i] = fmin(fmax(x[i], c->lo), c->hi);
     } else {
-      int64_t *x = (int64_t *)b;
+      /* compared as integers: (double)x would round past 2^53 */
+      int64_t *x = (int64_t *)b, lo = c->ilo, hi = c->ihi;
       for (int64_t i = 0; i < k; i++) {
-        /* integer bounds (the ops layer promotes otherwise) */
-        if (c->lo > -9.2e18 && (double)x[i] < c->lo) x[i] = (int64_t)c->lo;
-        if (c->hi < 9.2e18 && (double)x[i] > c->hi) x[i] = (int64_t)c->hi;
+        if (x[i] < lo) x[i] = lo;
+        if (x[i] > hi) x[i] = hi;
       }
     }
     cpu_store(p[0] + s * st[0], c->dt[0], st[0], b, c->ct, k);
@@ -323,7 +358,8 @@ static void clamp_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
 
 void cpu_clamp(dt_dtype ct, const cpu_view *out, const cpu_view *a,
                double lo, double hi) {
-  clamp_ctx c = {ct, {out->dtype, a->dtype}, lo, hi};
+  clamp_ctx c = {ct, {out->dtype, a->dtype}, lo, hi, int_bound(ceil(lo)),
+                 int_bound(floor(hi))};
   cpu_view ops[2] = {*out, *a};
   cpu_iter it;
   cpu_iter_init(&it, ops, 2);
@@ -361,7 +397,9 @@ void cpu_fill(void *dst, dt_dtype d, int64_t n, double v) {
   char *p = dst;
   size_t es = cpu_dtype_size(d);
   if (n <= 0) return;
-  if (v == 0 && !(d == DT_FLOAT32 || d == DT_FLOAT64 ? signbit(v) : 0)) {
+  /* all-zero bytes are +0 in every dtype; -0.0 into any floating dtype
+   * (float16 and bfloat16 too) keeps its sign bit, so it is replicated */
+  if (v == 0 && !signbit(v)) {
     memset(p, 0, (size_t)n * es);
     return;
   }

@@ -307,8 +307,11 @@ static double row_double(const cpu_rows *r, const char *base,
 typedef enum tile_kind { TILE_SUM, TILE_PROD, TILE_SQDEV } tile_kind;
 
 static bool tiles_apply(const cpu_rows *r, cpu_reduce_op op) {
+  /* empty rows (a reduced dim of size 0) never start the row walk, so the
+   * tile width, which reads the walk's position, would not advance: the
+   * row path gives their identities (0, 1, NaN) */
   if (!is_float(r->dtype) || r->nouter == 0 || r->nrow == 0 ||
-      cpu_rows_dense(r))
+      r->rowlen == 0 || cpu_rows_dense(r))
     return false;
   if (op != CPU_REDUCE_SUM && op != CPU_REDUCE_MEAN &&
       op != CPU_REDUCE_PROD && op != OP_VAR)

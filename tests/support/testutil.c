@@ -358,10 +358,22 @@ void tu_expect_error(dt_tensor *got, dt_status want, ...) {
   dt_clear_error();
 }
 
+/* Ops run on rank threads, which drop their records' references when the
+ * op has run: count only once all issued work is done. */
+void tu_settle(void) {
+  dt_status st = dt_runtime_synchronize(dt_runtime_current());
+  if (st != DT_OK) fail_msg("dt_runtime_synchronize: %s", dt_last_error());
+}
+
+static int64_t settled_live_tensors(void) {
+  tu_settle();
+  return dt_live_tensors();
+}
+
 static int64_t leak_base;
-void tu_leaks_begin(void) { leak_base = dt_live_tensors(); }
+void tu_leaks_begin(void) { leak_base = settled_live_tensors(); }
 void tu_leaks_end(void) {
-  int64_t now = dt_live_tensors();
+  int64_t now = settled_live_tensors();
   if (now != leak_base)
     fail_msg("%lld tensor handles leaked", (long long)(now - leak_base));
 }

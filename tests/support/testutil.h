@@ -97,6 +97,9 @@ double tu_round(double v, dt_dtype d);
 void tu_expect_error(dt_tensor *got, dt_status want, ...);
 void tu_expect_status(dt_status got, dt_status want, ...);
 
+/* waits until every op issued on this thread's runtime has run (and
+ * dropped its references): live counts are exact after it */
+void tu_settle(void);
 /* leak accounting: live tensor handles at begin == at end */
 void tu_leaks_begin(void);
 void tu_leaks_end(void);

@@ -1,0 +1,249 @@
+/* Records and their execution on the rank threads (see exec.h).
+ *
+ * A record is written in place in the pool's ring-parallel array by the
+ * issuing thread and read by the rank(s) it is addressed to. It holds
+ * references on every tensor it names (inputs and outputs), taken when it
+ * is published and dropped by the rank after it ran, so storage a record
+ * uses cannot die before the record runs. */
+#include "runtime/exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+#include "runtime/error.h"
+#include "runtime/tensor.h"
+#include "sched/future.h"
+
+typedef enum rec_kind { REC_OP, REC_FREE, REC_TO_HOST, REC_BARRIER } rec_kind;
+
+typedef struct exec_record {
+  rec_kind kind;
+  _Atomic int pending;          /* REC_BARRIER: ranks still to run it */
+  dt_future *future;            /* REC_TO_HOST, REC_BARRIER */
+  dt_tensor **lists[DT_CALL_MAX_ARGS]; /* REC_OP: copies of tensor lists */
+  void *staging;                /* REC_OP from_host: copy of the host data */
+  dt_storage *storage;          /* REC_FREE */
+  struct { dt_tensor *t; void *dst; size_t bytes; } host;
+  dt_op_call call;              /* REC_OP */
+} exec_record;
+
+size_t dt_exec_record_size(void) { return sizeof(exec_record); }
+
+void dt_exec_rank_init(void *ctx, int rank) {
+  (void)ctx;
+  (void)rank;
+  /* ranks are the parallelism: BLAS runs single-threaded inside them
+   * (openblas_set_num_threads is process-wide; the runtime set it) */
+}
+
+/* ---- poison */
+static void poison_outputs(dt_op_call *c, dt_status st, const char *msg) {
+  for (int i = 0; i < c->nout; i++)
+    if (c->meta[i].alias < 0) dt_storage_set_poison(c->out[i]->local.storage, st, msg);
+}
+
+/* ---- refs held by an op record */
+static void for_each_tensor(dt_op_call *c, exec_record *r, bool retain) {
+  const char *s = dt_op_defs[c->op].schema;
+  for (int i = 0; s[i]; i++) {
+    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t) {
+      if (retain) dt_tensor_retain(c->args[i].t);
+      else dt_tensor_release(c->args[i].t);
+    } else if (s[i] == 'L') {
+      for (int j = 0; j < c->args[i].list.n; j++)
+        if (retain) dt_tensor_retain(r->lists[i][j]);
+        else dt_tensor_release(r->lists[i][j]);
+    }
+  }
+  for (int i = 0; i < c->nout; i++)
+    if (retain) dt_tensor_retain(c->out[i]);
+    else dt_tensor_release(c->out[i]);
+}
+
+static const dt_poison *input_poison(const dt_op_call *c, const exec_record *r) {
+  const char *s = dt_op_defs[c->op].schema;
+  for (int i = 0; s[i]; i++) {
+    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t) {
+      const dt_poison *p = dt_storage_poison(c->args[i].t->local.storage);
+      if (p) return p;
+    } else if (s[i] == 'L') {
+      for (int j = 0; j < c->args[i].list.n; j++) {
+        const dt_poison *p = dt_storage_poison(r->lists[i][j]->local.storage);
+        if (p) return p;
+      }
+    }
+  }
+  return NULL;
+}
+
+static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
+  dt_op_call *c = &r->call;
+  const dt_poison *in = input_poison(c, r);
+  dt_status st = in ? in->status : DT_OK;
+  const char *msg = in ? in->message : NULL;
+  for (int i = 0; st == DT_OK && i < c->nout; i++) {
+    if (c->meta[i].alias >= 0) continue;
+    dt_storage *s = c->out[i]->local.storage;
+    const char *err;
+    s->data = sim_device_alloc(&rt->ranks[rank].dev, s->nbytes, &err);
+    if (!s->data) {
+      st = dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", c->api, err);
+      msg = dt_last_error();
+    }
+  }
+  dt_runtime_note_memory(rt, rank);
+  if (st == DT_OK && (st = dt_op_defs[c->op].cpu(c)) != DT_OK)
+    msg = dt_last_error();
+  if (st != DT_OK) poison_outputs(c, st, msg);
+  for_each_tensor(c, r, false);
+  for (int i = 0; i < DT_CALL_MAX_ARGS; i++) free(r->lists[i]);
+  free(r->staging);
+}
+
+static void exec_to_host(exec_record *r) {
+  dt_tensor *t = r->host.t;
+  const dt_poison *p = dt_storage_poison(t->local.storage);
+  if (p) {
+    sched_future_complete(r->future, p->status, p->message);
+  } else {
+    if (r->host.bytes) {
+      cpu_view src = {.data = dt_tensor_data(t), .dtype = t->dtype,
+                      .ndim = t->local.ndim};
+      memcpy(src.sizes, t->local.sizes, sizeof src.sizes);
+      memcpy(src.strides, t->local.strides, sizeof src.strides);
+      cpu_view out = src;
+      out.data = r->host.dst;
+      dt_contiguous_strides(out.sizes, out.ndim, out.strides);
+      cpu_unary(CPU_COPY, cpu_compute_type(t->dtype), &out, &src);
+    }
+    sched_future_complete(r->future, DT_OK, NULL);
+  }
+  dt_future_release(r->future);
+  dt_tensor_release(t);
+}
+
+void dt_exec_drain_remote_frees(dt_runtime *rt, int rank) {
+  /* acquire: pairs with the release CAS in dt_storage_release's push */
+  dt_storage *s = atomic_exchange_explicit(&rt->ranks[rank].remote_free, NULL,
+                                           memory_order_acquire);
+  while (s) {
+    dt_storage *next = s->next_free;
+    dt_storage_destroy_on_rank(s, rt, rank);
+    s = next;
+  }
+}
+
+void dt_exec_record(void *ctx, void *record, int rank) {
+  dt_runtime *rt = ctx;
+  exec_record *r = record;
+  if (atomic_load_explicit(&rt->ranks[rank].remote_free, memory_order_relaxed))
+    dt_exec_drain_remote_frees(rt, rank);
+  switch (r->kind) {
+  case REC_OP: exec_op(r, rt, rank); break;
+  case REC_FREE: dt_storage_destroy_on_rank(r->storage, rt, rank); break;
+  case REC_TO_HOST: exec_to_host(r); break;
+  case REC_BARRIER:
+    /* acq_rel: every rank's earlier records happen-before the completion */
+    if (atomic_fetch_sub_explicit(&r->pending, 1, memory_order_acq_rel) == 1) {
+      sched_future_complete(r->future, DT_OK, NULL);
+      dt_future_release(r->future);
+    }
+    break;
+  }
+}
+
+/* ---- the issuing side */
+static exec_record *claim(dt_runtime *rt, uint64_t *seq) {
+  exec_record *r = sched_pool_claim(rt->pool, seq);
+  r->future = NULL;
+  r->staging = NULL;
+  for (int i = 0; i < DT_CALL_MAX_ARGS; i++) r->lists[i] = NULL;
+  return r;
+}
+
+/* Copies what the caller may free after returning (tensor lists, host
+ * data) before anything is claimed, so a failure leaves no slot behind. */
+typedef struct arg_copies { dt_tensor **lists[DT_CALL_MAX_ARGS]; void *staging; } arg_copies;
+
+static dt_status copy_args(arg_copies *k, const dt_op_call *c) {
+  const char *s = dt_op_defs[c->op].schema;
+  memset(k, 0, sizeof *k);
+  for (int i = 0; s[i]; i++) {
+    if (s[i] == 'L') {
+      size_t n = (size_t)c->args[i].list.n;
+      k->lists[i] = malloc(sizeof(dt_tensor *) * (n ? n : 1));
+      if (!k->lists[i]) goto oom;
+      memcpy(k->lists[i], c->args[i].list.v, sizeof(dt_tensor *) * n);
+    } else if (s[i] == 'P') {
+      size_t n = (size_t)dt_numel(c->out[0]) * dt_dtype_size(c->out[0]->dtype);
+      k->staging = malloc(n ? n : 1);
+      if (!k->staging) goto oom;
+      if (n) memcpy(k->staging, c->args[i].p, n);
+    }
+  }
+  return DT_OK;
+oom:
+  for (int i = 0; i < DT_CALL_MAX_ARGS; i++) free(k->lists[i]);
+  free(k->staging);
+  return dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for "
+                      "the op record", c->api);
+}
+
+dt_status dt_exec_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
+  arg_copies k;
+  dt_status st = copy_args(&k, c);
+  if (st != DT_OK) return st;
+  uint64_t seq;
+  exec_record *r = claim(rt, &seq);
+  r->kind = REC_OP;
+  memcpy(&r->call, c, sizeof *c);
+  r->staging = k.staging;
+  const char *s = dt_op_defs[c->op].schema;
+  for (int i = 0; s[i]; i++) {
+    r->lists[i] = k.lists[i];
+    if (s[i] == 'L') r->call.args[i].list.v = k.lists[i];
+    else if (s[i] == 'P') r->call.args[i].p = k.staging;
+  }
+  for_each_tensor(&r->call, r, true);
+  sched_pool_commit(rt->pool, seq, rank);
+  return DT_OK;
+}
+
+void dt_exec_publish_free(dt_storage *s) {
+  dt_runtime *rt = s->rt;
+  uint64_t seq;
+  exec_record *r = claim(rt, &seq);
+  r->kind = REC_FREE;
+  r->storage = s;
+  sched_pool_commit(rt->pool, seq, s->rank);
+}
+
+dt_future *dt_exec_to_host(dt_tensor *t, void *dst, size_t bytes) {
+  dt_storage *s = t->local.storage;
+  dt_future *f = sched_future_new();
+  if (!f) return NULL;
+  uint64_t seq;
+  exec_record *r = claim(s->rt, &seq);
+  r->kind = REC_TO_HOST;
+  r->future = sched_future_retain(f);
+  r->host.t = dt_tensor_retain(t);
+  r->host.dst = dst;
+  r->host.bytes = bytes;
+  sched_pool_commit(s->rt->pool, seq, s->rank);
+  return f;
+}
+
+dt_future *dt_exec_barrier(dt_runtime *rt, int rank) {
+  dt_future *f = sched_future_new();
+  if (!f) return NULL;
+  uint64_t seq;
+  exec_record *r = claim(rt, &seq);
+  r->kind = REC_BARRIER;
+  atomic_store_explicit(&r->pending, rank >= 0 ? 1 : rt->nranks,
+                        memory_order_relaxed);
+  r->future = sched_future_retain(f);
+  /* the ring's release/acquire publishes `pending` to the ranks */
+  sched_pool_commit(rt->pool, seq, rank);
+  return f;
+}

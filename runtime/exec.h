@@ -1,0 +1,32 @@
+/* Execution of ops on the ranks: the caller's thread validates an op
+ * (infer), makes the output handles and publishes ONE record; the rank
+ * thread materialises the outputs on its device and runs the kernel.
+ * Errors found while executing poison the outputs' storage; a later op,
+ * fetch or future on a poisoned tensor fails with the original message. */
+#ifndef DT_RUNTIME_EXEC_H
+#define DT_RUNTIME_EXEC_H
+
+#include "runtime/dispatch.h"
+#include "runtime/runtime.h"
+
+/* size of one ring record (sched_pool_config.record_size) */
+size_t dt_exec_record_size(void);
+/* the pool's exec callback (ctx = the runtime) */
+void dt_exec_record(void *ctx, void *record, int rank);
+/* the pool's per-thread init callback */
+void dt_exec_rank_init(void *ctx, int rank);
+
+/* Publishes a release of storage s to its rank (s's refcount is 0). */
+void dt_exec_publish_free(struct dt_storage *s);
+/* Publishes op call c (outputs made, infer done) to `rank` of rt. */
+dt_status dt_exec_publish_op(dt_op_call *c, dt_runtime *rt, int rank);
+/* Publishes a copy of t's full value to dst; the future completes after
+ * (with t's poison, if any). NULL + error if no future can be made. */
+dt_future *dt_exec_to_host(dt_tensor *t, void *dst, size_t bytes);
+/* A record to `rank` (-1: every rank); the future completes when it ran
+ * (on every rank), i.e. after all work published before it there. */
+dt_future *dt_exec_barrier(dt_runtime *rt, int rank);
+/* Frees storages other rank threads handed to `rank` (rank thread only). */
+void dt_exec_drain_remote_frees(dt_runtime *rt, int rank);
+
+#endif

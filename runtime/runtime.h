@@ -1,0 +1,45 @@
+/* The runtime (the virtual world): N ranks, each a simulated device with
+ * its own allocator and a worker thread of the pool; tensors of a runtime
+ * hold references to it. Internal half of dt_runtime_* (dtorch.h). */
+#ifndef DT_RUNTIME_RUNTIME_H
+#define DT_RUNTIME_RUNTIME_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "dtorch/dtorch.h"
+#include "sched/pool.h"
+#include "sim/device.h"
+
+struct dt_storage;
+
+typedef struct dt_rank_slot {
+  _Alignas(64) sim_device dev;                 /* owned by the rank thread */
+  _Atomic(struct dt_storage *) remote_free;    /* frees handed over by other
+                                                  rank threads (Treiber) */
+  _Atomic int64_t used, peak;                  /* mirrors of dev for readers */
+} dt_rank_slot;
+
+struct dt_runtime {
+  _Atomic int64_t refcount;   /* the creator + every live storage */
+  _Atomic bool dead;          /* destroyed: no new work */
+  int nranks;
+  int64_t device_memory;      /* per rank, bytes; 0 = unlimited */
+  bool auto_redistribute;
+  bool is_default;
+  sched_pool *pool;
+  dt_rank_slot *ranks;
+};
+
+void dt_runtime_ref(dt_runtime *rt);
+void dt_runtime_unref(dt_runtime *rt);
+/* the runtime factories use on this thread: current, else the default
+ * (created on first use); NULL + error if it cannot be made */
+dt_runtime *dt_runtime_for_factories(const char *fn);
+/* mirrors rank's device counters for dt_runtime_memory (rank thread) */
+void dt_runtime_note_memory(dt_runtime *rt, int rank);
+/* the device string "cpu" / "cpu:N" of opts → rank; error names fn */
+dt_status dt_runtime_parse_device(dt_runtime *rt, const char *device,
+                                  const char *fn, int *rank);
+
+#endif

@@ -1,0 +1,22 @@
+/* Futures: the completion of asynchronous work (a fetch, a synchronize,
+ * later a checkpoint read). The public half is in dtorch.h (dt_future_*).
+ *
+ * State is one atomic word (pending → done); completion happens exactly
+ * once, then wakes waiters (futex on the state word), signals the eventfd if
+ * one was asked for, and runs the registered callbacks exactly once each
+ * (a lock-free list closed by the completer). Refcounted: the user's handle
+ * and the runtime's record each hold a reference. */
+#ifndef DT_SCHED_FUTURE_H
+#define DT_SCHED_FUTURE_H
+
+#include "dtorch/dtorch.h"
+
+/* A pending future with one reference. NULL + DT_ERR_OUT_OF_MEMORY. */
+dt_future *sched_future_new(void);
+dt_future *sched_future_retain(dt_future *f);
+/* Completes f with status st (DT_OK or an error) and message msg (copied;
+ * may be NULL). Exactly once per future: a second call is an internal
+ * error (DT_ASSERT). Callable from any thread. */
+void sched_future_complete(dt_future *f, dt_status st, const char *msg);
+
+#endif

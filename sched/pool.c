@@ -1,0 +1,378 @@
+/* The worker pool: rank threads consuming the broadcast ring, chunked work
+ * on per-rank Chase–Lev deques with stealing, and parking on event counts.
+ *
+ * Parking (no lost wake-ups). A rank with nothing to do spins for
+ * cfg.spin_ns, then:
+ *   (1) v = ck_ec_value(ec)              (its own event count)
+ *   (2) set its bit in `parked` (seq_cst RMW), then a seq_cst fence
+ *   (3) re-check for work (ring slot at its cursor; any deque non-empty)
+ *   (4) ck_ec_wait(ec, v): sleeps only while ec still equals v
+ * A producer, after making work visible (ring commit / deque push, both
+ * release stores), issues a seq_cst fence and loads `parked`; for each
+ * relevant set bit it ck_ec_inc's that rank's event count. The two fences
+ * order (2) before (3) and the publication before the load of `parked`,
+ * so either the rank's re-check (3) sees the work, or the producer sees the
+ * bit and increments ec, which makes (4) return at once (value != v) or
+ * wakes it. Either way no rank sleeps with work addressed to it.
+ *
+ * A parked rank that is not addressed still holds the ring's gate (its
+ * cursor); a producer that finds the ring full wakes every parked rank so
+ * they skip past records that are not theirs. */
+#include "sched/pool.h"
+
+#include <ck_ec.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sched/deque.h"
+#include "sched/fence.h"
+#include "sched/ring.h"
+
+#define TARGET_ALL (-1)
+#define TARGET_STOP (-2)
+#define STEAL_TRIES 4
+
+/* ---- ck_ec glue: futex wait/wake and a monotonic clock */
+static int ec_gettime(const struct ck_ec_ops *ops, struct timespec *out) {
+  (void)ops;
+  return clock_gettime(CLOCK_MONOTONIC, out);
+}
+static void ec_wait32(const struct ck_ec_wait_state *st, const uint32_t *addr,
+                      uint32_t expected, const struct timespec *deadline) {
+  (void)st;
+  struct timespec rel, *prel = NULL;
+  if (deadline) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t ns = (deadline->tv_sec - now.tv_sec) * 1000000000LL +
+                 (deadline->tv_nsec - now.tv_nsec);
+    if (ns <= 0) return;
+    rel.tv_sec = ns / 1000000000LL;
+    rel.tv_nsec = ns % 1000000000LL;
+    prel = &rel;
+  }
+  syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, prel, NULL, 0);
+}
+static void ec_wake32(const struct ck_ec_ops *ops, const uint32_t *addr) {
+  (void)ops;
+  syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+static const struct ck_ec_ops ec_ops = {
+    .gettime = ec_gettime, .wait32 = ec_wait32, .wake32 = ec_wake32,
+    .busy_loop_iter = 64, .initial_wait_ns = 1000000,
+};
+static const struct ck_ec_mode ec_mode = {.ops = &ec_ops,
+                                          .single_producer = false};
+
+typedef struct chunk_task {
+  sched_range_fn fn;
+  void *ctx;
+  int64_t begin, end;
+  _Atomic int64_t *remaining;
+} chunk_task;
+
+typedef struct rank_state {
+  _Alignas(64) struct ck_ec32 ec;
+  sched_deque *deque;
+  struct sched_pool *pool;
+  pthread_t thread;
+  int id;
+  uint64_t rng;
+  _Atomic int64_t records_run, chunks_run, chunks_stolen, parks;
+} rank_state;
+
+struct sched_pool {
+  sched_pool_config cfg;
+  sched_ring *ring;
+  char *records;           /* ring_capacity * record_size */
+  int32_t *target;         /* per slot: rank, TARGET_ALL or TARGET_STOP */
+  uint32_t mask;
+  rank_state *ranks;
+  int nwords;
+  _Alignas(64) _Atomic uint64_t *parked;   /* bitmap, one bit per rank */
+  _Atomic int64_t wakes;
+};
+
+#if defined(__SANITIZE_THREAD__)
+_Atomic unsigned dt_fence_word; /* sched/fence.h */
+#endif
+
+static _Thread_local sched_pool *tls_pool;
+static _Thread_local int tls_rank = -1;
+
+sched_pool *sched_current_pool(void) { return tls_pool; }
+int sched_current_rank(void) { return tls_rank; }
+int sched_pool_ranks(const sched_pool *p) { return p->cfg.ranks; }
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---- waking */
+static void wake_rank(sched_pool *p, int r) {
+  ck_ec32_inc(&p->ranks[r].ec, &ec_mode);
+  atomic_fetch_add_explicit(&p->wakes, 1, memory_order_relaxed);
+}
+
+/* Wakes parked ranks: `rank` >= 0 that one, TARGET_ALL every parked one,
+ * or up to `limit` of them when rank == TARGET_ALL and limit > 0. */
+static void wake_parked(sched_pool *p, int rank, int limit) {
+  /* seq_cst: orders the caller's publication (ring commit or deque push)
+   * before the loads of `parked` below; pairs with the fence in park() */
+  DT_FENCE_SEQ_CST();
+  if (rank >= 0) {
+    uint64_t w = atomic_load_explicit(&p->parked[rank / 64], memory_order_relaxed);
+    if (w & (1ull << (rank % 64))) wake_rank(p, rank);
+    return;
+  }
+  int woken = 0;
+  for (int i = 0; i < p->nwords; i++) {
+    uint64_t w = atomic_load_explicit(&p->parked[i], memory_order_relaxed);
+    while (w) {
+      int b = __builtin_ctzll(w);
+      w &= w - 1;
+      wake_rank(p, i * 64 + b);
+      if (limit > 0 && ++woken >= limit) return;
+    }
+  }
+}
+
+/* ---- chunks and stealing */
+static void run_chunk(chunk_task *t) {
+  _Atomic int64_t *rem = t->remaining; /* t may die once rem hits 0 */
+  t->fn(t->begin, t->end, t->ctx);
+  /* release: the chunk's writes happen-before the owner's acquire load of
+   * remaining == 0 in sched_parallel_for */
+  atomic_fetch_sub_explicit(rem, 1, memory_order_release);
+}
+
+static bool try_steal(rank_state *rs) {
+  sched_pool *p = rs->pool;
+  int n = p->cfg.ranks;
+  if (n < 2) return false;
+  for (int k = 0; k < STEAL_TRIES; k++) {
+    rs->rng = rs->rng * 6364136223846793005ull + 1442695040888963407ull;
+    int v = (int)((rs->rng >> 33) % (uint64_t)n);
+    if (v == rs->id) continue;
+    chunk_task *t = sched_deque_steal(p->ranks[v].deque);
+    if (t) {
+      run_chunk(t);
+      atomic_fetch_add_explicit(&rs->chunks_stolen, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&rs->chunks_run, 1, memory_order_relaxed);
+      return true;
+    }
+  }
+  return false;
+}
+
+static bool any_deque_work(const sched_pool *p) {
+  for (int i = 0; i < p->cfg.ranks; i++)
+    if (sched_deque_size(p->ranks[i].deque) > 0) return true;
+  return false;
+}
+
+static bool has_work(rank_state *rs) {
+  uint64_t seq;
+  return sched_ring_peek(rs->pool->ring, rs->id, &seq) != NULL ||
+         any_deque_work(rs->pool);
+}
+
+static void park(rank_state *rs) {
+  sched_pool *p = rs->pool;
+  int64_t until = now_ns() + p->cfg.spin_ns;
+  for (int i = 0;; i++) {
+    if (has_work(rs)) return;
+    if ((i & 63) == 63 && now_ns() > until) break;
+    cpu_relax();
+  }
+  uint32_t v = ck_ec32_value(&rs->ec);
+  uint64_t bit = 1ull << (rs->id % 64);
+  atomic_fetch_or_explicit(&p->parked[rs->id / 64], bit, memory_order_seq_cst);
+  /* seq_cst: the bit is visible before the re-check reads the ring and the
+   * deques; pairs with the fence in wake_parked() */
+  DT_FENCE_SEQ_CST();
+  if (!has_work(rs)) {
+    atomic_fetch_add_explicit(&rs->parks, 1, memory_order_relaxed);
+    ck_ec32_wait(&rs->ec, &ec_mode, v, NULL);
+  }
+  atomic_fetch_and_explicit(&p->parked[rs->id / 64], ~bit, memory_order_relaxed);
+}
+
+/* ---- the rank thread */
+static void *rank_main(void *arg) {
+  rank_state *rs = arg;
+  sched_pool *p = rs->pool;
+  tls_pool = p;
+  tls_rank = rs->id;
+  if (p->cfg.init) p->cfg.init(p->cfg.ctx, rs->id);
+  for (;;) {
+    uint64_t seq;
+    void *rec = sched_ring_peek(p->ring, rs->id, &seq);
+    if (rec) {
+      int32_t target = p->target[seq & p->mask];
+      if (target == TARGET_STOP) {
+        sched_ring_advance(p->ring, rs->id);
+        break;
+      }
+      if (target == TARGET_ALL || target == rs->id) {
+        p->cfg.exec(p->cfg.ctx, rec, rs->id);
+        atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
+      }
+      sched_ring_advance(p->ring, rs->id);
+      continue;
+    }
+    if (try_steal(rs)) continue;
+    park(rs);
+  }
+  tls_pool = NULL;
+  tls_rank = -1;
+  return NULL;
+}
+
+/* ---- producer side */
+static void on_ring_full(void *arg) { wake_parked(arg, TARGET_ALL, 0); }
+
+void *sched_pool_claim(sched_pool *p, uint64_t *seq) {
+  *seq = sched_ring_claim(p->ring, on_ring_full, p);
+  return p->records + (size_t)(*seq & p->mask) * p->cfg.record_size;
+}
+
+void sched_pool_commit(sched_pool *p, uint64_t seq, int rank) {
+  p->target[seq & p->mask] = rank; /* published by the commit's release */
+  sched_ring_commit(p->ring, seq,
+                    p->records + (size_t)(seq & p->mask) * p->cfg.record_size);
+  wake_parked(p, rank >= 0 ? rank : TARGET_ALL, 0);
+}
+
+void sched_parallel_for(int64_t n, int64_t grain, sched_range_fn fn,
+                        void *ctx) {
+  if (n <= 0) return;
+  sched_pool *p = tls_pool;
+  if (!p || grain <= 0 || n <= grain || p->cfg.ranks < 2) {
+    fn(0, n, ctx);
+    return;
+  }
+  rank_state *rs = &p->ranks[tls_rank];
+  int64_t k = (n + grain - 1) / grain;
+  chunk_task local[32], *tasks = k <= 32 ? local : malloc(sizeof *tasks * (size_t)k);
+  if (!tasks) { /* no memory for the task list: run serially, same result */
+    fn(0, n, ctx);
+    return;
+  }
+  _Atomic int64_t remaining = k;
+  for (int64_t i = 0; i < k; i++)
+    tasks[i] = (chunk_task){fn, ctx, i * grain, i + 1 == k ? n : (i + 1) * grain,
+                            &remaining};
+  int64_t pushed = 0;
+  for (int64_t i = k - 1; i >= 1; i--) /* pop order runs chunk 1 first */
+    if (sched_deque_push_owner(rs->deque, &tasks[i])) pushed++;
+    else run_chunk(&tasks[i]);            /* push failed: run it here */
+  if (pushed) wake_parked(p, TARGET_ALL, (int)(pushed < 64 ? pushed : 64));
+  run_chunk(&tasks[0]);
+  chunk_task *t;
+  while (atomic_load_explicit(&remaining, memory_order_relaxed) > 0 &&
+         (t = sched_deque_pop_owner(rs->deque)) != NULL) {
+    run_chunk(t);
+    atomic_fetch_add_explicit(&rs->chunks_run, 1, memory_order_relaxed);
+  }
+  /* acquire: pairs with the release in run_chunk, so every chunk's output
+   * is visible once remaining reaches 0 */
+  for (int spins = 0; atomic_load_explicit(&remaining, memory_order_acquire) > 0; spins++)
+    if (!try_steal(rs)) {
+      if (spins > 1000) sched_yield(); else cpu_relax();
+    }
+  if (tasks != local) free(tasks);
+}
+
+/* ---- lifecycle */
+sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
+  *why = NULL;
+  if (cfg->ranks < 1 || !cfg->exec || cfg->record_size == 0 ||
+      cfg->ring_capacity < 2 || (cfg->ring_capacity & (cfg->ring_capacity - 1))) {
+    *why = "invalid pool configuration";
+    return NULL;
+  }
+  sched_pool *p = calloc(1, sizeof *p);
+  if (!p) { *why = "out of memory"; return NULL; }
+  p->cfg = *cfg;
+  if (!p->cfg.spin_ns) p->cfg.spin_ns = 20000;
+  p->mask = cfg->ring_capacity - 1;
+  p->nwords = (cfg->ranks + 63) / 64;
+  p->ring = sched_ring_create(cfg->ring_capacity, cfg->ranks);
+  p->records = calloc(cfg->ring_capacity, cfg->record_size);
+  p->target = calloc(cfg->ring_capacity, sizeof *p->target);
+  p->parked = calloc((size_t)p->nwords, sizeof *p->parked);
+  p->ranks = calloc((size_t)cfg->ranks, sizeof *p->ranks);
+  bool ok = p->ring && p->records && p->target && p->parked && p->ranks;
+  for (int i = 0; ok && i < cfg->ranks; i++) {
+    rank_state *rs = &p->ranks[i];
+    rs->pool = p;
+    rs->id = i;
+    rs->rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
+    ck_ec32_init(&rs->ec, 0);
+    rs->deque = sched_deque_create(64);
+    ok = rs->deque != NULL;
+  }
+  int started = 0;
+  for (; ok && started < cfg->ranks; started++)
+    if (pthread_create(&p->ranks[started].thread, NULL, rank_main,
+                       &p->ranks[started]) != 0) {
+      *why = "cannot start a rank thread";
+      ok = false;
+      break;
+    }
+  if (!ok) {
+    if (!*why) *why = "out of memory";
+    p->cfg.ranks = started; /* stop only the threads that run */
+    if (started) sched_pool_destroy(p);
+    else {
+      for (int i = 0; p->ranks && i < cfg->ranks; i++)
+        if (p->ranks[i].deque) sched_deque_destroy(p->ranks[i].deque);
+      if (p->ring) sched_ring_destroy(p->ring);
+      free(p->records); free(p->target); free(p->parked); free(p->ranks); free(p);
+    }
+    return NULL;
+  }
+  return p;
+}
+
+void sched_pool_destroy(sched_pool *p) {
+  if (!p) return;
+  uint64_t seq;
+  sched_pool_claim(p, &seq);
+  sched_pool_commit(p, seq, TARGET_STOP);
+  wake_parked(p, TARGET_ALL, 0);
+  for (int i = 0; i < p->cfg.ranks; i++) pthread_join(p->ranks[i].thread, NULL);
+  for (int i = 0; i < p->cfg.ranks; i++) sched_deque_destroy(p->ranks[i].deque);
+  sched_ring_destroy(p->ring);
+  free(p->records); free(p->target); free((void *)p->parked); free(p->ranks);
+  free(p);
+}
+
+sched_pool_stats sched_pool_get_stats(const sched_pool *p) {
+  sched_pool_stats s = {0};
+  for (int i = 0; i < p->cfg.ranks; i++) {
+    const rank_state *rs = &p->ranks[i];
+    s.records_run += atomic_load_explicit(&rs->records_run, memory_order_relaxed);
+    s.chunks_run += atomic_load_explicit(&rs->chunks_run, memory_order_relaxed);
+    s.chunks_stolen += atomic_load_explicit(&rs->chunks_stolen, memory_order_relaxed);
+    s.parks += atomic_load_explicit(&rs->parks, memory_order_relaxed);
+  }
+  s.wakes = atomic_load_explicit(&p->wakes, memory_order_relaxed);
+  return s;
+}

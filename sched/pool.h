@@ -1,0 +1,66 @@
+/* The worker pool: one thread per rank, the broadcast op ring, per-rank
+ * Chase–Lev deques for chunked work, and parking on event counts.
+ *
+ * Generic: the pool moves opaque fixed-size records and calls an exec
+ * function for each record addressed to a rank, in publish order. It knows
+ * nothing of tensors or ops (runtime/exec.c gives records their meaning).
+ *
+ * Records live in an array parallel to the ring's slots: a producer claims
+ * a sequence number (waiting while the slot is still unread), fills the
+ * record in place and commits it; the slot is reused only after every
+ * rank's cursor has passed it, so no record is ever malloc'd or freed. */
+#ifndef DT_SCHED_POOL_H
+#define DT_SCHED_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sched_pool sched_pool;
+
+/* exec runs on rank `rank`'s thread for each record addressed to it. */
+typedef void (*sched_exec_fn)(void *ctx, void *record, int rank);
+/* runs once on each rank thread when it starts (e.g. OpenBLAS threads) */
+typedef void (*sched_init_fn)(void *ctx, int rank);
+
+typedef struct sched_pool_config {
+  int ranks;                /* >= 1 */
+  uint32_t ring_capacity;   /* power of two >= 2 */
+  size_t record_size;       /* bytes per record */
+  sched_exec_fn exec;
+  sched_init_fn init;       /* may be NULL */
+  void *ctx;
+  uint32_t spin_ns;         /* spin before parking (default 20000) */
+} sched_pool_config;
+
+/* NULL on failure (errno-style cause in *why, a static string). */
+sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why);
+/* Waits for every committed record to run, stops and joins the threads. */
+void sched_pool_destroy(sched_pool *p);
+int sched_pool_ranks(const sched_pool *p);
+
+/* Producer side (any thread that is not one of p's ranks): claim the next
+ * record (blocks while the ring is full), fill it, commit it to `rank`
+ * (-1: every rank). Claims must be committed, in any order. */
+void *sched_pool_claim(sched_pool *p, uint64_t *seq);
+void sched_pool_commit(sched_pool *p, uint64_t seq, int rank);
+
+/* The pool and rank of the calling thread, or NULL / -1 off the pool. */
+sched_pool *sched_current_pool(void);
+int sched_current_rank(void);
+
+/* Runs fn over [0, n) in chunks of `grain` (the last may be shorter).
+ * Chunk boundaries depend only on n and grain. On a rank thread the chunks
+ * go on the rank's deque and idle ranks of the same pool steal them; off
+ * the pool, or when n <= grain, fn runs inline. Returns when all chunks ran. */
+typedef void (*sched_range_fn)(int64_t begin, int64_t end, void *ctx);
+void sched_parallel_for(int64_t n, int64_t grain, sched_range_fn fn,
+                        void *ctx);
+
+/* Counters for tests and benchmarks (relaxed snapshots). */
+typedef struct sched_pool_stats {
+  int64_t records_run, chunks_run, chunks_stolen, parks, wakes;
+} sched_pool_stats;
+sched_pool_stats sched_pool_get_stats(const sched_pool *p);
+
+#endif

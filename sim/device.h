@@ -1,0 +1,44 @@
+/* A simulated device: one rank's memory. Each rank owns one; only that
+ * rank's thread allocates and frees on it, so it needs no lock. Capacity is
+ * configurable (DTORCH_DEVICE_MEMORY); running past it is a per-rank
+ * out-of-memory error naming the rank, the request and the usage, as a GPU
+ * would report.
+ *
+ * Blocks of 256 KiB and more are cached by size class after they are freed
+ * and reused (a CUDA caching allocator does this for cudaMalloc); cached
+ * bytes do not count as used. Every live block is on a list so that a
+ * destroyed runtime frees what its tensors still hold. */
+#ifndef DT_SIM_DEVICE_H
+#define DT_SIM_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIM_CACHE_CLASSES 256
+
+typedef struct sim_block sim_block;
+
+typedef struct sim_device {
+  int rank;
+  int64_t capacity;       /* bytes; <= 0 means unlimited */
+  int64_t used, peak;     /* live bytes handed out */
+  int64_t cached;         /* bytes held in the cache */
+  int64_t allocs, frees;
+  sim_block *live;        /* doubly linked list of live blocks */
+  sim_block *cache[SIM_CACHE_CLASSES];
+} sim_device;
+
+void sim_device_init(sim_device *d, int rank, int64_t capacity);
+/* Frees every live and cached block (the owning thread is gone). */
+void sim_device_teardown(sim_device *d);
+/* 64-byte aligned memory of n bytes, or NULL with *err set to a message
+ * (static thread-local buffer) naming the rank, n and the usage. */
+void *sim_device_alloc(sim_device *d, size_t n, const char **err);
+void sim_device_free(sim_device *d, void *p);
+/* Returns the cache to the system. */
+void sim_device_trim(sim_device *d);
+
+/* "80G", "512M", "64k", "1000" → bytes; -1 if malformed. */
+int64_t sim_parse_bytes(const char *s);
+
+#endif
