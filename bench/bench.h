@@ -28,5 +28,6 @@ static inline double bench_best(bench_fn fn, void *arg, int reps, int iters) {
 }
 
 int bench_core(int argc, char **argv);
+int bench_sched(int argc, char **argv);
 
 #endif

@@ -60,6 +60,16 @@ dt_status ops_broadcast_shapes(const dt_op_call *c, const int64_t *a, int na,
 dt_status ops_wrap_dim(const dt_op_call *c, const char *arg, int64_t dim,
                        int ndim, int *out);
 
+/* The values integer dtype d holds, as doubles: int32 [-2^31, 2^31 - 1],
+ * int64 [-2^63, 2^63 - 1024] (the largest double below 2^63), uint8
+ * [0, 255]; false for the floating dtypes and bool, which take any double.
+ * The one table of integer ranges for the checks below and clamp's. */
+bool ops_int_range(dt_dtype d, double *lo, double *hi);
+/* The error for a double argument `arg` = v that dtype d cannot hold:
+ * DT_ERR_INVALID_ARGUMENT, "<api>: <arg> <v> cannot be converted to <d>
+ * without overflow" (PyTorch's words). */
+dt_status ops_scalar_overflow(const dt_op_call *c, const char *arg, double v,
+                              dt_dtype d);
 /* Checks that the double `v` (argument `arg`) can be stored in dtype d,
  * as PyTorch's "value cannot be converted to type X without overflow":
  * always for the floating dtypes and bool (v != 0); for the integer dtypes
@@ -68,7 +78,7 @@ dt_status ops_wrap_dim(const dt_op_call *c, const char *arg, int64_t dim,
  * rule for an integer scalar: a negative one wraps modulo 256, -1 → 255).
  * A double out of int64's range is undefined behaviour in C, so every op
  * that stores a double argument into an integer tensor checks it here.
- * Error: DT_ERR_INVALID_ARGUMENT naming c->api, arg, v and the dtype. */
+ * Error: ops_scalar_overflow. */
 dt_status ops_check_scalar(const dt_op_call *c, const char *arg, double v,
                            dt_dtype d);
 

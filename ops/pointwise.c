@@ -168,16 +168,16 @@ dt_status ops_clamp_infer(dt_op_call *c) {
   if (r == DT_BOOL)
     return dt_error_set(DT_ERR_DTYPE, "%s: clamp is not supported for bool",
                         c->api);
-  /* An integer result keeps integer bounds. min = -inf and max = +inf mean
-   * "no bound"; any other bound must be storable in the dtype, as in
-   * PyTorch (clamp(int32, min=2**40) is an error there): a bound past the
-   * dtype's range is an error, not a silent wrap or saturation. */
-  if (!dt_dtype_is_float(r)) {
-    dt_status st = DT_OK;
-    if (!(isinf(lo) && lo < 0)) st = ops_check_scalar(c, "min", lo, r);
-    if (st == DT_OK && !(isinf(hi) && hi > 0))
-      st = ops_check_scalar(c, "max", hi, r);
-    if (st != DT_OK) return st;
+  /* An integer result keeps integer bounds, compared exactly. A min at or
+   * below the dtype's smallest value bounds nothing (min = -inf is the
+   * usual way to say "no min"), and so does a max at or above its largest.
+   * A min above the largest value (+inf included) or a max below the
+   * smallest would have to store a value the dtype cannot hold: an error,
+   * as PyTorch's clamp(int64_tensor, min=10**19), not a wrap. */
+  double dlo, dhi;
+  if (ops_int_range(r, &dlo, &dhi)) {
+    if (lo > dhi) return ops_scalar_overflow(c, "min", lo, r);
+    if (hi < dlo) return ops_scalar_overflow(c, "max", hi, r);
   }
   ops_meta_set(&c->meta[0], r, a->local.ndim, a->local.sizes);
   return DT_OK;

@@ -57,18 +57,29 @@ dt_status ops_wrap_dim(const dt_op_call *c, const char *arg, int64_t dim,
   return DT_OK;
 }
 
-dt_status ops_check_scalar(const dt_op_call *c, const char *arg, double v,
-                           dt_dtype d) {
-  double lo, hi; /* the range of trunc(v), inclusive */
+bool ops_int_range(dt_dtype d, double *lo, double *hi) {
   switch (d) {
-  case DT_INT32: lo = -2147483648.0; hi = 2147483647.0; break;
-  case DT_INT64: lo = -9223372036854775808.0; hi = 9223372036854774784.0; break;
-  case DT_UINT8: lo = -255.0; hi = 255.0; break;
-  default: return DT_OK; /* floating dtypes and bool hold any double */
+  case DT_INT32: *lo = -2147483648.0; *hi = 2147483647.0; return true;
+  case DT_INT64: /* 2^63 - 1024: the largest double below 2^63 */
+    *lo = -9223372036854775808.0; *hi = 9223372036854774784.0; return true;
+  case DT_UINT8: *lo = 0; *hi = 255; return true;
+  default: return false; /* floating dtypes and bool hold any double */
   }
-  double t = trunc(v); /* NaN stays NaN and fails both comparisons */
-  if (t >= lo && t <= hi) return DT_OK;
+}
+
+dt_status ops_scalar_overflow(const dt_op_call *c, const char *arg, double v,
+                              dt_dtype d) {
   return dt_error_set(DT_ERR_INVALID_ARGUMENT,
                       "%s: %s %.15g cannot be converted to %s without "
                       "overflow", c->api, arg, v, dt_dtype_name(d));
+}
+
+dt_status ops_check_scalar(const dt_op_call *c, const char *arg, double v,
+                           dt_dtype d) {
+  double lo, hi; /* the range of trunc(v), inclusive */
+  if (!ops_int_range(d, &lo, &hi)) return DT_OK;
+  if (d == DT_UINT8) lo = -255; /* wraps modulo 256, as PyTorch's int scalar */
+  double t = trunc(v); /* NaN stays NaN and fails both comparisons */
+  if (t >= lo && t <= hi) return DT_OK;
+  return ops_scalar_overflow(c, arg, v, d);
 }

@@ -190,6 +190,24 @@ oom:
                       "the op record", c->api);
 }
 
+/* copies what a rank needs of a call: only the used args and metas (the
+ * full struct is ~1.3 KB, a tiny op uses a few hundred bytes) */
+static void call_copy(dt_op_call *d, const dt_op_call *c) {
+  d->op = c->op;
+  d->nargs = c->nargs;
+  memcpy(d->args, c->args, sizeof(dt_value) * (size_t)c->nargs);
+  d->nout = c->nout;
+  memcpy(d->out, c->out, sizeof(dt_tensor *) * (size_t)c->nout);
+  d->nmeta = c->nmeta;
+  memcpy(d->meta, c->meta, sizeof(dt_meta) * (size_t)c->nmeta);
+  d->keys = c->keys;
+  d->hook_depth = c->hook_depth;
+  d->api = c->api;
+  d->requires_grad = c->requires_grad;
+  d->rt = c->rt;
+  d->rank = c->rank;
+}
+
 dt_status dt_exec_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
   arg_copies k;
   dt_status st = copy_args(&k, c);
@@ -197,7 +215,7 @@ dt_status dt_exec_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
   uint64_t seq;
   exec_record *r = claim(rt, &seq);
   r->kind = REC_OP;
-  memcpy(&r->call, c, sizeof *c);
+  call_copy(&r->call, c);
   r->staging = k.staging;
   const char *s = dt_op_defs[c->op].schema;
   for (int i = 0; s[i]; i++) {

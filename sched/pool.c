@@ -98,6 +98,8 @@ struct sched_pool {
   int nwords;
   _Alignas(64) _Atomic uint64_t *parked;   /* bitmap, one bit per rank */
   _Atomic int64_t wakes;
+  _Atomic int spinning;    /* ranks spinning before parking */
+  int max_spinners;
 };
 
 #if defined(__SANITIZE_THREAD__)
@@ -192,14 +194,26 @@ static bool has_work(rank_state *rs) {
          any_deque_work(rs->pool);
 }
 
-static void park(rank_state *rs) {
+/* spin: a rank that just did its own work spins briefly first (more is
+ * likely to follow); one that only skipped other ranks' records parks at
+ * once, so idle ranks woken to advance past a full ring cost little */
+static void park(rank_state *rs, bool spin) {
   sched_pool *p = rs->pool;
-  int64_t until = now_ns() + p->cfg.spin_ns;
+  /* at most max_spinners ranks spin at once (fewer than the cores), so 64
+   * ranks on 2 cores do not burn the cores the issuing thread needs */
+  if (spin && atomic_fetch_add_explicit(&p->spinning, 1, memory_order_relaxed) >=
+                  p->max_spinners) {
+    atomic_fetch_sub_explicit(&p->spinning, 1, memory_order_relaxed);
+    spin = false;
+  }
+  int64_t until = now_ns() + (spin ? p->cfg.spin_ns : 0);
   for (int i = 0;; i++) {
-    if (has_work(rs)) return;
-    if ((i & 63) == 63 && now_ns() > until) break;
+    if (has_work(rs)) break;
+    if (!spin || ((i & 63) == 63 && now_ns() > until)) break;
     cpu_relax();
   }
+  if (spin) atomic_fetch_sub_explicit(&p->spinning, 1, memory_order_relaxed);
+  if (has_work(rs)) return;
   uint32_t v = ck_ec32_value(&rs->ec);
   uint64_t bit = 1ull << (rs->id % 64);
   atomic_fetch_or_explicit(&p->parked[rs->id / 64], bit, memory_order_seq_cst);
@@ -220,6 +234,7 @@ static void *rank_main(void *arg) {
   tls_pool = p;
   tls_rank = rs->id;
   if (p->cfg.init) p->cfg.init(p->cfg.ctx, rs->id);
+  bool worked = false; /* ran something of its own since it last parked */
   for (;;) {
     uint64_t seq;
     void *rec = sched_ring_peek(p->ring, rs->id, &seq);
@@ -232,12 +247,17 @@ static void *rank_main(void *arg) {
       if (target == TARGET_ALL || target == rs->id) {
         p->cfg.exec(p->cfg.ctx, rec, rs->id);
         atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
+        worked = true;
       }
       sched_ring_advance(p->ring, rs->id);
       continue;
     }
-    if (try_steal(rs)) continue;
-    park(rs);
+    if (try_steal(rs)) {
+      worked = true;
+      continue;
+    }
+    park(rs, worked);
+    worked = false;
   }
   tls_pool = NULL;
   tls_rank = -1;
@@ -312,6 +332,8 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
   p->cfg = *cfg;
   if (!p->cfg.spin_ns) p->cfg.spin_ns = 20000;
   p->mask = cfg->ring_capacity - 1;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  p->max_spinners = cpus > 2 ? (int)cpus - 1 : 1;
   p->nwords = (cfg->ranks + 63) / 64;
   p->ring = sched_ring_create(cfg->ring_capacity, cfg->ranks);
   p->records = calloc(cfg->ring_capacity, cfg->record_size);

@@ -8,6 +8,7 @@
 
 #define SIM_LARGE ((size_t)256 << 10)
 #define SIM_ALIGN 64
+#define SIM_SMALL ((size_t)4096) /* below: malloc, data 16-byte aligned */
 
 /* header in front of each block, padded to keep the data 64-byte aligned */
 struct sim_block {
@@ -67,21 +68,24 @@ void *sim_device_alloc(sim_device *d, size_t n, const char **err) {
       d->cached -= (int64_t)cap;
     }
   }
-  if (!b) {
+  if (!b && n < SIM_SMALL) {
+    /* small: plain malloc (16-byte aligned data), no memalign overhead */
+    b = malloc(sizeof(sim_block) + cap);
+  } else if (!b) {
     size_t total = (sizeof(sim_block) + cap + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
     b = aligned_alloc(SIM_ALIGN, total);
     if (!b && d->cached) { /* give the cache back and retry once */
       sim_device_trim(d);
       b = aligned_alloc(SIM_ALIGN, total);
     }
-    if (!b) {
-      snprintf(oom_msg, sizeof oom_msg,
-               "rank %d: out of host memory backing the device: cannot "
-               "allocate %zu bytes (%lld bytes in use)", d->rank, n,
-               (long long)d->used);
-      *err = oom_msg;
-      return NULL;
-    }
+  }
+  if (!b) {
+    snprintf(oom_msg, sizeof oom_msg,
+             "rank %d: out of host memory backing the device: cannot "
+             "allocate %zu bytes (%lld bytes in use)", d->rank, n,
+             (long long)d->used);
+    *err = oom_msg;
+    return NULL;
   }
   b->size = n;
   b->cap = cap;

@@ -31,7 +31,7 @@ typedef struct sim_device {
 void sim_device_init(sim_device *d, int rank, int64_t capacity);
 /* Frees every live and cached block (the owning thread is gone). */
 void sim_device_teardown(sim_device *d);
-/* 64-byte aligned memory of n bytes, or NULL with *err set to a message
+/* memory of n bytes (64-byte aligned from 4 KiB, 16-byte below), or NULL with *err set to a message
  * (static thread-local buffer) naming the rank, n and the usage. */
 void *sim_device_alloc(sim_device *d, size_t n, const char **err);
 void sim_device_free(sim_device *d, void *p);

@@ -162,33 +162,45 @@ static void test_clamp(void **state) {
   tu_leaks_end();
 }
 
-/* Integer clamp: -inf/+inf bounds mean "no bound"; any other bound must
- * fit the tensor's dtype (an error otherwise, as in PyTorch); bounds are
- * compared as integers. Regressions: clamp(int64, 1e19, inf) gave
- * INT64_MIN (below min); bounds past 9.2e18 were ignored; int64 values
- * past 2^53 were compared after rounding to double. */
+/* Integer clamp compares exactly, as integers. A min below the dtype's
+ * range (or a max above it), -inf/+inf included, bounds nothing; a min
+ * above the range or a max below it is an error (the result could not be
+ * stored). Regressions: clamp(int64, 1e19, inf) gave INT64_MIN (below
+ * min!); a max past 9.2e18 was ignored; int64 values past 2^53 were
+ * compared after rounding to double. */
 static void test_clamp_integer_bounds(void **state) {
   (void)state;
   tu_leaks_begin_clear();
   int64_t x[4] = {INT64_MIN, -5, (INT64_C(1) << 53) + 1, INT64_MAX};
   dt_tensor *a = dt_from_host(x, DT_SHAPE(4), &(dt_tensor_options){.dtype = DT_INT64});
   tu_expect_error(dt_clamp(a, 1e19, INFINITY), DT_ERR_INVALID_ARGUMENT,
-                  "dt_clamp", "min 1e+19", "int64", NULL);
+                  "dt_clamp", "min 1e+19", "cannot be converted to int64",
+                  NULL);
+  tu_expect_error(dt_clamp(a, 9223372036854775808.0, INFINITY),
+                  DT_ERR_INVALID_ARGUMENT, "dt_clamp", "min", "int64", NULL);
   tu_expect_error(dt_clamp(a, -INFINITY, -1e19), DT_ERR_INVALID_ARGUMENT,
                   "dt_clamp", "max -1e+19", "int64", NULL);
   tu_expect_error(dt_clamp(a, INFINITY, INFINITY), DT_ERR_INVALID_ARGUMENT,
                   "dt_clamp", "min inf", NULL);
   tu_expect_error(dt_clamp(a, -INFINITY, -INFINITY), DT_ERR_INVALID_ARGUMENT,
                   "dt_clamp", "max -inf", NULL);
-  double i32v[2] = {-7, 7};
-  dt_tensor *b = tu_tensor(i32v, DT_SHAPE(2), DT_INT32);
-  tu_expect_error(dt_clamp(b, -1e10, 0), DT_ERR_INVALID_ARGUMENT, "dt_clamp",
-                  "min -10000000000", "int32", NULL);
-  tu_expect_error(dt_clamp(b, 0, 2147483648.0), DT_ERR_INVALID_ARGUMENT,
-                  "dt_clamp", "max 2147483648", "int32", NULL);
-  /* no bounds: unchanged, exactly */
+  double small[3] = {-7, 0, 7};
+  dt_tensor *b = tu_tensor(small, DT_SHAPE(3), DT_INT32);
+  tu_expect_error(dt_clamp(b, 2147483648.0, INFINITY), DT_ERR_INVALID_ARGUMENT,
+                  "dt_clamp", "min 2147483648", "int32", NULL);
+  tu_expect_error(dt_clamp(b, -INFINITY, -2147483649.0),
+                  DT_ERR_INVALID_ARGUMENT, "dt_clamp", "max -2147483649",
+                  "int32", NULL);
+  dt_tensor *u = tu_tensor(small + 1, DT_SHAPE(2), DT_UINT8);
+  tu_expect_error(dt_clamp(u, -INFINITY, -1), DT_ERR_INVALID_ARGUMENT,
+                  "dt_clamp", "max -1", "uint8", NULL);
+  tu_expect_error(dt_clamp(u, 256, INFINITY), DT_ERR_INVALID_ARGUMENT,
+                  "dt_clamp", "min 256", "uint8", NULL);
   struct { double lo, hi; int64_t want[4]; } cases[] = {
+      /* no bounds: unchanged, exactly */
       {-INFINITY, INFINITY, {INT64_MIN, -5, (INT64_C(1) << 53) + 1, INT64_MAX}},
+      /* bounds past the range bound nothing */
+      {-1e30, 1e30, {INT64_MIN, -5, (INT64_C(1) << 53) + 1, INT64_MAX}},
       /* 2^53 is a double; 2^53 + 1 is not and must still be clamped */
       {-INFINITY, 9007199254740992.0,
        {INT64_MIN, -5, INT64_C(1) << 53, INT64_C(1) << 53}},
@@ -210,7 +222,17 @@ static void test_clamp_integer_bounds(void **state) {
                  (long long)cases[k].want[i]);
     dt_tensor_release(o);
   }
-  TU_RELEASE(b, a);
+  /* int32 and uint8: a min below the range is no bound */
+  dt_tensor *o32 = dt_clamp(b, -1e10, 5), *o8 = dt_clamp(u, -300, 5);
+  if (!o32 || !o8) fail_msg("clamp below the range: %s", dt_last_error());
+  assert_int_equal(dt_tensor_dtype(o32), DT_INT32);
+  assert_int_equal(dt_tensor_dtype(o8), DT_UINT8);
+  double *v32 = tu_values(o32), *v8 = tu_values(o8);
+  assert_true(v32[0] == -7 && v32[1] == 0 && v32[2] == 5);
+  assert_true(v8[0] == 0 && v8[1] == 5);
+  free(v32);
+  free(v8);
+  TU_RELEASE(o8, o32, u, b, a);
   tu_leaks_end();
 }
 

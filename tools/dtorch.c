@@ -10,6 +10,7 @@ static int usage(FILE *out) {
           "usage: dtorch <command> [args]\n"
           "  demo             the main job: an MLP forward, printed op by op\n"
           "  bench core       tensor-core benchmarks (JSON lines)\n"
+          "  bench sched      scheduler benchmarks: deque, ring, wake, publish\n"
           "  ops              list the registered ops and their schemas\n"
           "  help             this text\n");
   return out == stdout ? 0 : 2;
@@ -23,7 +24,8 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help")) return usage(stdout);
   if (!strcmp(cmd, "bench")) {
     if (argc >= 3 && !strcmp(argv[2], "core")) return bench_core(argc - 3, argv + 3);
-    fprintf(stderr, "dtorch bench: unknown suite '%s' (available: core)\n",
+    if (argc >= 3 && !strcmp(argv[2], "sched")) return bench_sched(argc - 3, argv + 3);
+    fprintf(stderr, "dtorch bench: unknown suite '%s' (available: core, sched)\n",
             argc >= 3 ? argv[2] : "");
     return 2;
   }

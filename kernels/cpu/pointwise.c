@@ -322,8 +322,9 @@ typedef struct clamp_ctx {
 
 /* the int64 bound equivalent to a double one for integer x: x >= lo iff
  * x >= ceil(lo), x <= hi iff x <= floor(hi); infinities and values past
- * int64 saturate (the ops layer lets only -inf/+inf and in-range bounds
- * through, so this just keeps the conversion defined) */
+ * int64 saturate, which keeps the conversion defined and, for a min below
+ * or a max above every value (what the ops layer lets through), bounds
+ * nothing */
 static int64_t int_bound(double v) {
   if (v < -9.2233720368547758e18) return INT64_MIN;
   if (v >= 9.2233720368547758e18) return INT64_MAX;

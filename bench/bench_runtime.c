@@ -1,0 +1,106 @@
+/* `dtorch bench sched`, the runtime's figures (the deque's and the ring's
+ * come from bench_deque.c and bench_ring.c):
+ *   wake     µs from publishing a record to a parked rank running it
+ *            (a fetch on cpu:1 whose completion callback, run on the rank
+ *            thread, stamps the time), median and p90 of 200
+ *   publish  ns per op on the issuing thread for a 4-element dt_add on a
+ *            runtime of 8 and of 64 ranks (bursts that never fill the ring);
+ *            ratio_64_to_8 should stay near 1: one record per op whatever
+ *            the rank count */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/bench.h"
+#include "bench/bench_ring.h"
+#include "bench/bench_sched.h"
+#include "dtorch/dtorch.h"
+
+static void stamp(dt_future *f, dt_status st, void *user) {
+  (void)f;
+  (void)st;
+  atomic_store((_Atomic double *)user, bench_now());
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void bench_wake(void) {
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2,
+                                                           .spin_us = 1});
+  if (!rt) { fprintf(stderr, "%s\n", dt_last_error()); exit(1); }
+  dt_runtime_set_current(rt);
+  dt_tensor *t = dt_ones(DT_SHAPE(1), &(dt_tensor_options){.device = "cpu:1"});
+  float h;
+  enum { N = 200 };
+  double lat[N];
+  for (int i = 0; i < N; i++) {
+    struct timespec ts = {0, 2000000}; /* 2 ms: the rank parks */
+    nanosleep(&ts, NULL);
+    _Atomic double ran = 0;
+    double t0 = bench_now();
+    dt_future *f = dt_to_host_async(t, &h, sizeof h);
+    dt_future_then(f, stamp, &ran);
+    dt_future_wait(f, -1);
+    while (atomic_load(&ran) == 0) {
+    }
+    lat[i] = (atomic_load(&ran) - t0) * 1e6;
+    dt_future_release(f);
+  }
+  qsort(lat, N, sizeof *lat, cmp_double);
+  printf("{\"bench\":\"wake\",\"us\":%.2f,\"p90_us\":%.2f,\"min_us\":%.2f}\n",
+         lat[N / 2], lat[N * 9 / 10], lat[0]);
+  dt_tensor_release(t);
+  dt_runtime_set_current(NULL);
+  dt_runtime_destroy(rt);
+}
+
+static double publish_ns(int ranks, int reps) {
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = ranks});
+  if (!rt) { fprintf(stderr, "%s\n", dt_last_error()); exit(1); }
+  dt_runtime_set_current(rt);
+  dt_tensor *a = dt_ones(DT_SHAPE(4), NULL);
+  double best = 1e300;
+  for (int r = 0; r < reps * 40; r++) {
+    double t0 = bench_now();
+    for (int i = 0; i < 256; i++) dt_tensor_release(dt_add(a, a));
+    double t = (bench_now() - t0) / 256;
+    if (t < best) best = t;
+    dt_runtime_synchronize(rt);
+  }
+  dt_tensor_release(a);
+  dt_runtime_set_current(NULL);
+  dt_runtime_destroy(rt);
+  return best * 1e9;
+}
+
+static void bench_publish(int reps) {
+  double p8 = publish_ns(8, reps), p64 = publish_ns(64, reps);
+  printf("{\"bench\":\"publish\",\"ranks\":8,\"ns\":%.1f}\n", p8);
+  printf("{\"bench\":\"publish\",\"ranks\":64,\"ns\":%.1f,\"ratio_64_to_8\":%.3f}\n",
+         p64, p64 / p8);
+}
+
+int bench_sched(int argc, char **argv) {
+  int reps = 5;
+  const char *only = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else {
+      fprintf(stderr, "dtorch bench sched: unknown argument '%s' (expected "
+              "--reps N, --only deque|ring|wake|publish)\n", argv[i]);
+      return 2;
+    }
+  }
+  if (reps < 1) reps = 1;
+  if (!only || !strcmp(only, "deque")) bench_sched_deque(reps);
+  if (!only || !strcmp(only, "ring")) bench_sched_ring(reps);
+  if (!only || !strcmp(only, "wake")) bench_wake();
+  if (!only || !strcmp(only, "publish")) bench_publish(reps);
+  return 0;
+}
