@@ -23,11 +23,10 @@ dt_status ops_factory_infer(dt_op_call *c) {
                           c->api, (long long)s.dims[i], i,
                           dt_shape_str(s.dims, s.ndim, b, sizeof b));
     }
-  int64_t numel;
-  if (!dt_numel_checked(s.dims, s.ndim, &numel)) {
+  if (!ops_sizes_fit(s.dims, s.ndim)) {
     char b[DT_SHAPE_STR_LEN];
-    return dt_error_set(DT_ERR_SHAPE, "%s: shape %s has more than 2^63 "
-                        "elements", c->api,
+    return dt_error_set(DT_ERR_SHAPE, "%s: shape %s is too large (the "
+                        "product of its sizes passes 2^63)", c->api,
                         dt_shape_str(s.dims, s.ndim, b, sizeof b));
   }
   if ((c->op == DT_OP_RAND || c->op == DT_OP_RANDN) && !dt_dtype_is_float(d))

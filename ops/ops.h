@@ -52,6 +52,18 @@ static inline dt_dtype ops_copy_type(dt_dtype dst, dt_dtype src) {
   return DT_FLOAT64;
 }
 
+/* True when the product of sizes, a size 0 counted as 1, fits int64: then
+ * numel fits, and so do the contiguous strides (runtime/tensor.c) of a
+ * tensor of these sizes — a 0 elsewhere must not hide an overflow of the
+ * rest, as dt_numel_checked lets it. The shape check of every op that
+ * makes a new shape (factories, view, reshape, expand). */
+static inline bool ops_sizes_fit(const int64_t *sizes, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++)
+    if (sizes[i] > 1 && __builtin_mul_overflow(p, sizes[i], &p)) return false;
+  return true;
+}
+
 /* Broadcasts two shapes (PyTorch rules) into out; error names c->api. */
 dt_status ops_broadcast_shapes(const dt_op_call *c, const int64_t *a, int na,
                                const int64_t *b, int nb, int64_t *out,

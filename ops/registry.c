@@ -41,6 +41,14 @@ dt_status ops_broadcast_shapes(const dt_op_call *c, const int64_t *a, int na,
     }
     out[i] = da == 1 ? db : da;
   }
+  if (!ops_sizes_fit(out, n)) { /* [0, 2^62, 1] with [4]: strides overflow */
+    char sa[DT_SHAPE_STR_LEN], sb[DT_SHAPE_STR_LEN];
+    return dt_error_set(DT_ERR_SHAPE, "%s: broadcasting shapes %s and %s "
+                        "gives a shape too large (the product of its sizes "
+                        "passes 2^63)", c->api,
+                        dt_shape_str(a, na, sa, sizeof sa),
+                        dt_shape_str(b, nb, sb, sizeof sb));
+  }
   *nout = n;
   return DT_OK;
 }

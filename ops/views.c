@@ -24,16 +24,6 @@ static void set_copy(dt_op_call *c, int ndim, const int64_t *sizes) {
   ops_meta_set(&c->meta[0], c->args[0].t->dtype, ndim, sizes);
 }
 
-/* True when the product of sizes, a size 0 counted as 1, fits int64: then
- * numel fits, and so do the contiguous strides a view or a copy of that
- * shape computes (a 0 elsewhere must not hide an overflow of the rest). */
-static bool sizes_fit(const int64_t *sizes, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; i++)
-    if (sizes[i] > 1 && __builtin_mul_overflow(p, sizes[i], &p)) return false;
-  return true;
-}
-
 /* Resolves a requested shape against numel (one -1 allowed). */
 static dt_status infer_shape(const dt_op_call *c, dt_shape req, int64_t numel,
                              int64_t *out) {
@@ -60,7 +50,7 @@ static dt_status infer_shape(const dt_op_call *c, dt_shape req, int64_t numel,
   }
   /* the product of the given sizes must fit int64, or it wraps and can
    * match numel (the inferred dim is at most numel: it fits then too) */
-  if (!sizes_fit(given, ngiven))
+  if (!ops_sizes_fit(given, ngiven))
     return dt_error_set(DT_ERR_SHAPE, "%s: shape %s is too large (the "
                         "product of its sizes passes 2^63)", c->api,
                         dt_shape_str(req.dims, req.ndim, sr, sizeof sr));
@@ -342,7 +332,7 @@ dt_status ops_expand_infer(dt_op_call *c) {
     l.sz[i] = want;
     l.sd[i] = want == have ? a->local.strides[j] : 0;
   }
-  if (!sizes_fit(l.sz, l.n))
+  if (!ops_sizes_fit(l.sz, l.n))
     return dt_error_set(DT_ERR_SHAPE, "%s: cannot expand %s to %s: the "
                         "product of the sizes passes 2^63", c->api,
                         dt_shape_str(a->local.sizes, n, sa, sizeof sa),

@@ -15,7 +15,8 @@
 #include "runtime/tensor.h"
 #include "sched/future.h"
 
-typedef enum rec_kind { REC_OP, REC_FREE, REC_TO_HOST, REC_BARRIER } rec_kind;
+typedef enum rec_kind { REC_OP, REC_FREE, REC_TO_HOST, REC_BARRIER,
+                        REC_CALL } rec_kind;
 
 typedef struct exec_record {
   rec_kind kind;
@@ -25,6 +26,7 @@ typedef struct exec_record {
   void *staging;                /* REC_OP from_host: copy of the host data */
   dt_storage *storage;          /* REC_FREE */
   struct { dt_tensor *t; void *dst; size_t bytes; } host;
+  struct { dt_exec_fn fn; dt_exec_done_fn done; void *arg; } call_fn; /* REC_CALL */
   dt_op_call call;              /* REC_OP */
 } exec_record;
 
@@ -143,6 +145,13 @@ void dt_exec_record(void *ctx, void *record, int rank) {
   case REC_OP: exec_op(r, rt, rank); break;
   case REC_FREE: dt_storage_destroy_on_rank(r->storage, rt, rank); break;
   case REC_TO_HOST: exec_to_host(r); break;
+  case REC_CALL:
+    r->call_fn.fn(r->call_fn.arg, rt, rank);
+    /* acq_rel: every rank's work happens-before done() on the last one */
+    if (atomic_fetch_sub_explicit(&r->pending, 1, memory_order_acq_rel) == 1 &&
+        r->call_fn.done)
+      r->call_fn.done(r->call_fn.arg);
+    break;
   case REC_BARRIER:
     /* acq_rel: every rank's earlier records happen-before the completion */
     if (atomic_fetch_sub_explicit(&r->pending, 1, memory_order_acq_rel) == 1) {
@@ -264,4 +273,17 @@ dt_future *dt_exec_barrier(dt_runtime *rt, int rank) {
   /* the ring's release/acquire publishes `pending` to the ranks */
   sched_pool_commit(rt->pool, seq, rank);
   return f;
+}
+
+void dt_exec_publish_call(dt_runtime *rt, int rank, dt_exec_fn fn,
+                          dt_exec_done_fn done, void *arg) {
+  uint64_t seq;
+  exec_record *r = claim(rt, &seq);
+  r->kind = REC_CALL;
+  r->call_fn.fn = fn;
+  r->call_fn.done = done;
+  r->call_fn.arg = arg;
+  atomic_store_explicit(&r->pending, rank >= 0 ? 1 : rt->nranks,
+                        memory_order_relaxed);
+  sched_pool_commit(rt->pool, seq, rank);
 }

@@ -26,6 +26,15 @@ dt_future *dt_exec_to_host(dt_tensor *t, void *dst, size_t bytes);
 /* A record to `rank` (-1: every rank); the future completes when it ran
  * (on every rank), i.e. after all work published before it there. */
 dt_future *dt_exec_barrier(dt_runtime *rt, int rank);
+/* Generic rank work for upper layers (the mesh layer's DTensor records):
+ * fn(arg, rt, rank) runs on every rank of rt (ranks with nothing to do
+ * return at once); after the last rank ran it, done(arg) runs on that
+ * rank's thread (free arg there). rank == -1: every rank, else that one. */
+typedef void (*dt_exec_fn)(void *arg, dt_runtime *rt, int rank);
+typedef void (*dt_exec_done_fn)(void *arg);
+void dt_exec_publish_call(dt_runtime *rt, int rank, dt_exec_fn fn,
+                          dt_exec_done_fn done, void *arg);
+
 /* Frees storages other rank threads handed to `rank` (rank thread only). */
 void dt_exec_drain_remote_frees(dt_runtime *rt, int rank);
 

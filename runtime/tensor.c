@@ -72,7 +72,11 @@ dt_tensor *dt_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
                            struct dt_runtime *rt, int rank, const char *fn) {
   int64_t strides[DT_MAX_DIMS], n;
   size_t bytes;
-  if (!dt_numel_checked(sizes, ndim, &n) ||
+  int64_t span = 1; /* strides multiply the non-zero sizes: keep them in range */
+  bool span_ok = true;
+  for (int i = 0; i < ndim && span_ok; i++)
+    span_ok = !__builtin_mul_overflow(span, sizes[i] > 1 ? sizes[i] : 1, &span);
+  if (!span_ok || !dt_numel_checked(sizes, ndim, &n) ||
       __builtin_mul_overflow((size_t)n, dt_dtype_size(dtype), &bytes)) {
     char b[DT_SHAPE_STR_LEN];
     dt_error_set(DT_ERR_OUT_OF_MEMORY,

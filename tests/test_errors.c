@@ -247,6 +247,32 @@ static void test_size_overflow(void **state) {
   tu_leaks_end();
 }
 
+/* A size 0 does not hide an overflow of the other sizes: [0, 2^62, 4] has
+ * no elements, but its contiguous strides (4 * 2^62 for dim 0) do not fit
+ * int64. Regression: the factories accepted it, and computing the strides
+ * was a signed overflow (undefined behaviour; UBSan aborted). */
+static void test_zero_size_overflow(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  tu_expect_error(dt_zeros(DT_SHAPE(0, INT64_C(1) << 62, 4), NULL),
+                  DT_ERR_SHAPE, "dt_zeros", "[0, 4611686018427387904, 4]",
+                  "2^63", NULL);
+  tu_expect_error(dt_empty(DT_SHAPE(INT64_C(1) << 32, 0, INT64_C(1) << 32),
+                           NULL),
+                  DT_ERR_SHAPE, "dt_empty", "2^63", NULL);
+  /* up to the limit a size-0 shape is fine */
+  dt_tensor *t = dt_zeros(DT_SHAPE(0, INT64_C(1) << 62, 1), NULL);
+  if (!t) fail_msg("dt_zeros([0, 2^62, 1]): %s", dt_last_error());
+  assert_int_equal(dt_tensor_numel(t), 0);
+  /* nor does broadcasting make such a shape: [0, 2^62, 1] with [4] */
+  dt_tensor *f = dt_zeros(DT_SHAPE(4), NULL);
+  tu_expect_error(dt_add(t, f), DT_ERR_SHAPE, "dt_add",
+                  "[0, 4611686018427387904, 1]", "[4]", "2^63", NULL);
+  dt_tensor_release(f);
+  dt_tensor_release(t);
+  tu_leaks_end();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_null_tensors),
@@ -258,6 +284,7 @@ int main(void) {
       cmocka_unit_test(test_bad_host_transfer),
       cmocka_unit_test(test_bad_pointwise_dtypes),
       cmocka_unit_test(test_size_overflow),
+      cmocka_unit_test(test_zero_size_overflow),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
