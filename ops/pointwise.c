@@ -74,7 +74,7 @@ static bool binary_flat(const dt_op_call *c, const dt_tensor *a,
         b->local.sizes[i] != o->local.sizes[i])
       return false;
   if (!dt_tensor_is_contiguous(a) || !dt_tensor_is_contiguous(b)) return false;
-  cpu_binary_flat((cpu_binary_op)(c->op - DT_OP_ADD), ct, dt_numel(o),
+  cpu_binary_contig((cpu_binary_op)(c->op - DT_OP_ADD), ct, dt_numel(o),
                   dt_tensor_data(o), dt_tensor_data(a), dt_tensor_data(b));
   return true;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu.h"
 #include "runtime/error.h"
 #include "runtime/exec.h"
 #include "runtime/tensor.h"
@@ -115,8 +116,10 @@ dt_runtime *dt_runtime_create(const dt_runtime_options *o) {
   rt->auto_redistribute = o && o->auto_redistribute;
   rt->ranks = slots;
   for (int i = 0; i < n; i++) sim_device_init(&slots[i].dev, i, memory);
-  /* ranks are the parallelism: BLAS single-threaded (process-wide) */
+  /* ranks are the parallelism: BLAS single-threaded (process-wide), and
+   * elementwise kernels split into chunks idle ranks steal */
   dt_blas_set_threads(1);
+  cpu_set_parallel(sched_parallel_for);
   sched_pool_config cfg = {.ranks = n, .ring_capacity = ring,
                            .record_size = dt_exec_record_size(),
                            .exec = dt_exec_record, .init = dt_exec_rank_init,

@@ -48,6 +48,19 @@ void cpu_iter_init(cpu_iter *it, const cpu_view *ops, int nops);
 /* Runs fn over output elements [begin, end) in row-major order. */
 void cpu_iter_run(const cpu_iter *it, int64_t begin, int64_t end,
                   cpu_inner_fn fn, void *ctx);
+/* Parallel chunks: fn over [0, n) in chunks of `grain` (boundaries depend
+ * only on n and grain, so results are bitwise reproducible). The runtime
+ * installs its work-stealing implementation; without one, or off a rank
+ * thread, fn runs inline over the whole range. */
+typedef void (*cpu_range_fn)(int64_t begin, int64_t end, void *ctx);
+typedef void (*cpu_parallel_fn)(int64_t n, int64_t grain, cpu_range_fn fn,
+                                void *ctx);
+void cpu_set_parallel(cpu_parallel_fn impl);
+void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx);
+#define CPU_GRAIN 65536 /* elements per chunk of elementwise work */
+/* cpu_iter_run over the whole output, in CPU_GRAIN chunks */
+void cpu_iter_run_parallel(const cpu_iter *it, cpu_inner_fn fn, void *ctx);
+
 /* Broadcast view: v with its dims right-aligned to ndim/sizes, stride 0 where
  * v has size 1 and sizes does not. */
 cpu_view cpu_view_broadcast(const cpu_view *v, int ndim, const int64_t *sizes);
@@ -84,6 +97,9 @@ void cpu_binary(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
  * bool): the iterator's innermost fast path, callable directly */
 void cpu_binary_flat(cpu_binary_op op, dt_dtype ct, int64_t n, void *out,
                      const void *a, const void *b);
+/* cpu_binary_flat over CPU_GRAIN chunks in parallel */
+void cpu_binary_contig(cpu_binary_op op, dt_dtype ct, int64_t n, void *out,
+                       const void *a, const void *b);
 /* out = a op s (scalar second operand) */
 void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
                        const cpu_view *a, double s);

@@ -1,4 +1,5 @@
 /* The strided iterator: broadcast, dim coalescing and range iteration. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
@@ -98,4 +99,29 @@ void cpu_iter_run(const cpu_iter *it, int64_t begin, int64_t end,
       }
     }
   }
+}
+
+/* ---- parallel chunks (the runtime installs the implementation) */
+static _Atomic(cpu_parallel_fn) parallel_impl;
+
+void cpu_set_parallel(cpu_parallel_fn impl) {
+  /* release/acquire: the implementation's code and data are ready */
+  atomic_store_explicit(&parallel_impl, impl, memory_order_release);
+}
+
+void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx) {
+  cpu_parallel_fn impl = atomic_load_explicit(&parallel_impl, memory_order_acquire);
+  if (impl && n > grain) impl(n, grain, fn, ctx);
+  else if (n > 0) fn(0, n, ctx);
+}
+
+typedef struct iter_job { const cpu_iter *it; cpu_inner_fn fn; void *ctx; } iter_job;
+static void iter_range(int64_t begin, int64_t end, void *arg) {
+  const iter_job *j = arg;
+  cpu_iter_run(j->it, begin, end, j->fn, j->ctx);
+}
+
+void cpu_iter_run_parallel(const cpu_iter *it, cpu_inner_fn fn, void *ctx) {
+  iter_job j = {it, fn, ctx};
+  cpu_parallel_for(it->numel, CPU_GRAIN, iter_range, &j);
 }

@@ -133,6 +133,14 @@ static void bin_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
   _Alignas(64) char ba[CPU_BLOCK * 8], bb[CPU_BLOCK * 8], bo[CPU_BLOCK * 8];
   if (c->scalar)
     for (int i = 0; i < CPU_BLOCK; i++) memcpy(bb + i * cs, c->scalar, cs);
+  if (native && c->scalar && st[0] == (int64_t)ocs && st[1] == (int64_t)cs) {
+    /* contiguous tensor ⊕ scalar in the native type: no conversions */
+    for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+      int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
+      cpu_binary_flat(c->op, c->ct, k, p[0] + s * st[0], p[1] + s * st[1], bb);
+    }
+    return;
+  }
   for (int64_t s = 0; s < n; s += CPU_BLOCK) {
     int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
     cpu_load(ba, c->ct, p[1] + s * st[1], c->dt[1], st[1], k);
@@ -149,7 +157,7 @@ void cpu_binary(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
   cpu_view ops[3] = {*out, *a, *b};
   cpu_iter it;
   cpu_iter_init(&it, ops, 3);
-  cpu_iter_run(&it, 0, it.numel, bin_inner, &c);
+  cpu_iter_run_parallel(&it, bin_inner, &c);
 }
 
 void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
@@ -167,27 +175,10 @@ void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
   cpu_iter it;
   cpu_iter_init(&it, ops, 2);
   /* the scalar operand has no pointer; give the inner loop a dummy slot */
-  if (ct == DT_FLOAT32 && out->dtype == DT_FLOAT32 && a->dtype == DT_FLOAT32 &&
-      !is_compare(op) && op <= CPU_DIV) {
-    /* common case fast path: contiguous f32 ⊕ scalar */
-    bool contig = it.ndim == 1 && it.strides[0][0] == 4 && it.strides[1][0] == 4;
-    if (contig) {
-      float *o = (float *)(void *)out->data;
-      const float *x = (const float *)(const void *)a->data;
-      float v = *(float *)sv;
-      int64_t n = it.numel;
-      switch (op) {
-      case CPU_ADD: for (int64_t i = 0; i < n; i++) o[i] = x[i] + v; return;
-      case CPU_SUB: for (int64_t i = 0; i < n; i++) o[i] = x[i] - v; return;
-      case CPU_MUL: for (int64_t i = 0; i < n; i++) o[i] = x[i] * v; return;
-      default: for (int64_t i = 0; i < n; i++) o[i] = x[i] / v; return;
-      }
-    }
-  }
   it.nops = 3;
   it.base[2] = NULL;
   for (int d = 0; d < it.ndim; d++) it.strides[2][d] = 0;
-  cpu_iter_run(&it, 0, it.numel, bin_inner, &c);
+  cpu_iter_run_parallel(&it, bin_inner, &c);
 }
 
 /* ------------------------------------------------------------- unary */
@@ -310,7 +301,7 @@ void cpu_unary(cpu_unary_op op, dt_dtype ct, const cpu_view *out,
   cpu_view ops[2] = {*out, *a};
   cpu_iter it;
   cpu_iter_init(&it, ops, 2);
-  cpu_iter_run(&it, 0, it.numel, un_inner, &c);
+  cpu_iter_run_parallel(&it, un_inner, &c);
 }
 
 /* ------------------------------------------------------ clamp, where */
@@ -364,7 +355,7 @@ void cpu_clamp(dt_dtype ct, const cpu_view *out, const cpu_view *a,
   cpu_view ops[2] = {*out, *a};
   cpu_iter it;
   cpu_iter_init(&it, ops, 2);
-  cpu_iter_run(&it, 0, it.numel, clamp_inner, &c);
+  cpu_iter_run_parallel(&it, clamp_inner, &c);
 }
 
 typedef struct where_ctx { dt_dtype ct, dt[4]; } where_ctx;
@@ -391,7 +382,7 @@ void cpu_where(dt_dtype ct, const cpu_view *out, const cpu_view *cond,
   cpu_view ops[4] = {*out, *cond, *a, *b};
   cpu_iter it;
   cpu_iter_init(&it, ops, 4);
-  cpu_iter_run(&it, 0, it.numel, where_inner, &c);
+  cpu_iter_run_parallel(&it, where_inner, &c);
 }
 
 void cpu_fill(void *dst, dt_dtype d, int64_t n, double v) {
@@ -423,4 +414,24 @@ void cpu_fill(void *dst, dt_dtype d, int64_t n, double v) {
     memcpy(p + have * es, p, (size_t)k * es);
     have += k;
   }
+}
+
+typedef struct flat_job {
+  cpu_binary_op op;
+  dt_dtype ct;
+  char *o;
+  const char *a, *b;
+  size_t es, oes;
+} flat_job;
+static void flat_range(int64_t begin, int64_t end, void *arg) {
+  const flat_job *j = arg;
+  cpu_binary_flat(j->op, j->ct, end - begin, j->o + begin * (int64_t)j->oes,
+                  j->a + begin * (int64_t)j->es, j->b + begin * (int64_t)j->es);
+}
+
+void cpu_binary_contig(cpu_binary_op op, dt_dtype ct, int64_t n, void *out,
+                       const void *a, const void *b) {
+  flat_job j = {op, ct, out, a, b, cpu_dtype_size(ct),
+                cpu_dtype_size(is_compare(op) ? DT_BOOL : ct)};
+  cpu_parallel_for(n, CPU_GRAIN, flat_range, &j);
 }
