@@ -113,6 +113,8 @@ typedef struct dt_runtime_options { const char *device; /* "cpu" | "cuda" */
   int ring_capacity;      /* op records in flight (power of two); 0 = 1024 */
   int spin_us;            /* an idle rank spins this long before it parks;
                              0 = 20 */
+  int64_t collective_timeout_ms; /* watchdog; 0 = DTORCH_COLLECTIVE_TIMEOUT
+                                    (seconds) or 300 s; < 0 = none */
 } dt_runtime_options;
 /* Returns: a new runtime (its threads running). Errors: bad options or
  * environment, no memory, threads that cannot start. Ownership: destroy it.
@@ -136,6 +138,39 @@ DT_API dt_runtime *dt_runtime_current(void);
 typedef struct dt_memory_stats { int64_t used, peak, capacity; } dt_memory_stats;
 DT_API dt_status   dt_runtime_memory(const dt_runtime *rt, int rank,
                                      dt_memory_stats *out);
+
+/* ------------------------------------------------------------------ meshes
+ * An n-D arrangement of a runtime's ranks, row-major, with optional dim
+ * names (seed 003's DeviceMesh). rt NULL = this thread's runtime;
+ * device_type NULL or "cpu". Refcounted: release what you make. */
+DT_API dt_mesh *dt_mesh_init(dt_runtime *rt, const char *device_type,
+                             dt_shape shape, const char *const *dim_names);
+/* explicit ranks (runtime rank ids, row-major), e.g. [[0, 1], [2, 3]] */
+DT_API dt_mesh *dt_mesh_create(dt_runtime *rt, const char *device_type,
+                               dt_shape shape, const int *ranks,
+                               const char *const *dim_names);
+DT_API int      dt_mesh_ndim(const dt_mesh *m);
+DT_API dt_shape dt_mesh_shape(const dt_mesh *m);
+DT_API void     dt_mesh_release(dt_mesh *m);          /* NULL no-op */
+DT_API dt_mesh *dt_mesh_retain(dt_mesh *m);
+DT_API int      dt_mesh_size(const dt_mesh *m);       /* number of ranks */
+DT_API dt_runtime *dt_mesh_runtime(const dt_mesh *m);  /* borrowed */
+/* the runtime rank at coordinates coords[ndim]; -1 + error if out of range */
+DT_API int      dt_mesh_rank(const dt_mesh *m, const int64_t *coords);
+/* the coordinates of a runtime rank; error if the rank is not in m */
+DT_API dt_status dt_mesh_coords(const dt_mesh *m, int rank, int64_t *coords);
+DT_API const char *dt_mesh_dim_name(const dt_mesh *m, int dim); /* or NULL */
+DT_API int      dt_mesh_dim_index(const dt_mesh *m, const char *name);
+/* The sub-mesh over the named dims (in m's order) that contains runtime
+ * rank `rank` (PyTorch's mesh["tp"] seen from that rank). */
+DT_API dt_mesh *dt_mesh_sub(const dt_mesh *m, const char *const *names,
+                            int n, int rank);
+/* m with the named dims (adjacent, in order) merged into one named
+ * new_name (NULL: the names joined with "_"). */
+DT_API dt_mesh *dt_mesh_flatten(const dt_mesh *m, const char *const *names,
+                                int n, const char *new_name);
+/* "DeviceMesh('cpu', [[0, 1], [2, 3]], mesh_dim_names=('dp', 'tp'))" */
+DT_API int      dt_mesh_format(const dt_mesh *m, char *buf, size_t len);
 
 /* ----------------------------------------------------------------- tensors */
 /* NULL options = float32, single device, no grad. `device` and `mesh` are
@@ -178,6 +213,11 @@ DT_API dt_status  dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes);
 typedef struct dt_future dt_future;
 DT_API dt_future *dt_to_host_async(dt_tensor *t, void *dst, size_t dst_bytes);
 
+/* rank = the runtime's rank id; error if the rank is not in t's mesh (a
+ * single-device tensor: its own rank). The shard, contiguous. */
+DT_API dt_status  dt_local_to_host(dt_tensor *t, int rank, void *dst,
+                                   size_t dst_bytes);
+DT_API dt_shape   dt_tensor_local_shape(const dt_tensor *t, int rank);
 DT_API dt_shape   dt_tensor_shape(const dt_tensor *t);
 DT_API dt_dtype   dt_tensor_dtype(const dt_tensor *t);
 DT_API int64_t    dt_tensor_numel(const dt_tensor *t);
@@ -190,7 +230,10 @@ DT_API bool       dt_tensor_is_contiguous(const dt_tensor *t);
 DT_API bool       dt_tensor_shares_storage(const dt_tensor *a,
                                            const dt_tensor *b);
 DT_API bool       dt_tensor_requires_grad(const dt_tensor *t);
-DT_API dt_mesh   *dt_tensor_mesh(const dt_tensor *t);   /* borrowed; NULL */
+/* borrowed; NULL for a single-device tensor */
+DT_API dt_mesh   *dt_tensor_mesh(const dt_tensor *t);
+/* Replicate for a single-device tensor */
+DT_API dt_placement dt_tensor_placement(const dt_tensor *t, int mesh_dim);
 DT_API dt_tensor *dt_tensor_retain(dt_tensor *t);
 DT_API void       dt_tensor_release(dt_tensor *t);      /* NULL no-op */
 /* Live tensor handles and storage bytes in this process (leak checks). */
@@ -287,6 +330,33 @@ DT_API dt_tensor *dt_argmin(dt_tensor *a, const int *dims, int ndims,
                             bool keepdim);
 DT_API dt_tensor *dt_var(dt_tensor *a, const int *dims, int ndims,
                          bool unbiased, bool keepdim);
+
+/* ------------------------------------------------------------ redistribute
+ * Move a DTensor to other placements (and/or another mesh of the same
+ * runtime), running the collectives each change needs (REFERENCES.md):
+ * S->R all_gather, P->R all_reduce, P->S reduce_scatter, S(i)->S(j)
+ * all_to_all, R->S / R->P local, S->P an error; one step per mesh dim that
+ * changes. mesh NULL = the same mesh. A single-device tensor can be
+ * distributed onto a mesh. Same placements return t itself (a new ref). */
+typedef enum dt_default_placement { DT_DEFAULT_RAISE_ERROR,
+  DT_DEFAULT_REPLICATE, DT_DEFAULT_KEEP } dt_default_placement;
+DT_API dt_tensor *dt_redistribute(dt_tensor *t, dt_mesh *mesh,
+                                  const dt_placement *placements);
+DT_API dt_tensor *dt_redistribute_like(dt_tensor *t, const dt_tensor *like);
+/* placements by mesh dim name; unnamed mesh dims per mode */
+DT_API dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
+    const char *const *dim_names, const dt_placement *placements, int n,
+    dt_default_placement mode);
+
+/* Communication counting on the calling thread (CommDebugMode): one count
+ * per logical collective over one mesh dim; bytes = what the participating
+ * ranks feed into the collectives, summed. `other` counts cross-mesh
+ * transfers. */
+typedef struct dt_comm_counts { int64_t all_reduce, all_gather,
+  reduce_scatter, all_to_all, broadcast, other; int64_t bytes; }
+  dt_comm_counts;
+DT_API void           dt_comm_count_begin(void);
+DT_API dt_comm_counts dt_comm_count_end(void);
 
 /* ---------------------------------------------------------------- nn / math */
 DT_API dt_tensor *dt_softmax(dt_tensor *a, int dim);

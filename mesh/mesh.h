@@ -1,0 +1,64 @@
+/* Device meshes, placements and DTensor specs (internal half; the public
+ * dt_mesh_* API is in dtorch.h).
+ *
+ * A mesh is an n-D array of runtime ranks (row-major), with optional dim
+ * names. A spec is (mesh, one placement per mesh dim, global shape, dtype):
+ * everything needed to know which part of the global tensor each rank
+ * holds. Shard(d) follows torch.chunk: chunk = ceil(n / k), coordinate c
+ * holds [c*chunk, min(n, (c+1)*chunk)) — the last shards may be smaller or
+ * empty. Several mesh dims sharding one tensor dim split it left to right
+ * (mesh dim 0 first, the next splits that chunk further). */
+#ifndef DT_MESH_MESH_H
+#define DT_MESH_MESH_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dtorch/dtorch.h"
+
+struct dt_mesh {
+  _Atomic int64_t refcount;
+  dt_runtime *rt;                /* holds a reference on it */
+  int ndim;
+  int64_t shape[DT_MAX_DIMS];
+  int size;                      /* number of ranks */
+  int *ranks;                    /* size entries, row-major */
+  char *names[DT_MAX_DIMS];      /* NULL when unnamed */
+  int *pos;                      /* runtime rank -> index in ranks, or -1 */
+  int rt_ranks;                  /* entries of pos */
+  uint64_t id;                   /* process-unique */
+};
+
+/* [off, off+len) of a dim of n elements split in k parts, part c */
+static inline void dt_shard_range(int64_t n, int64_t k, int64_t c,
+                                  int64_t *off, int64_t *len) {
+  int64_t chunk = (n + k - 1) / k;
+  int64_t o = c * chunk < n ? c * chunk : n;
+  int64_t l = n - o < chunk ? n - o : chunk;
+  *off = o;
+  *len = l;
+}
+
+/* coordinates of a mesh index (row-major) */
+void mesh_coords(const dt_mesh *m, int index, int64_t *coords);
+/* the ranks of the group along mesh dim `dim` through `index`, in order;
+ * returns the group size and writes the caller's position in *member */
+int mesh_dim_group(const dt_mesh *m, int dim, int index, int *ranks,
+                   int *member);
+
+/* The local box of a spec at mesh index `index`: per tensor dim, the
+ * global offset and the local size. */
+void mesh_local_box(const dt_mesh *m, const dt_placement *pl,
+                    const dt_shape *global, int index, int64_t *offsets,
+                    int64_t *sizes);
+/* Validates placements for a mesh and shape (Shard dims in range, one
+ * Partial kind, ...); errors name fn and the values. */
+dt_status mesh_check_placements(const dt_mesh *m, const dt_placement *pl,
+                                const dt_shape *global, const char *fn);
+/* "[S(0), R, P(sum)]" */
+char *mesh_placements_str(const dt_placement *pl, int n, char *buf,
+                          size_t len);
+bool mesh_placement_equal(dt_placement a, dt_placement b);
+
+#endif

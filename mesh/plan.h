@@ -1,0 +1,67 @@
+/* The redistribute planner: from a source spec's placements to target
+ * placements on the same mesh, the list of steps, one per mesh dim that
+ * changes (PyTorch's _redistribute.py semantics; REFERENCES.md):
+ *   S(d) -> R     all_gather along the mesh dim's groups
+ *   P    -> R     all_reduce
+ *   P    -> S(d)  reduce_scatter
+ *   S(i) -> S(j)  all_to_all
+ *   R    -> S(d)  local chunk (no communication)
+ *   R    -> P     local: sum/prod keep the value on coordinate 0 and the
+ *                 identity (0 / 1) elsewhere; avg/max/min keep it everywhere
+ *   P -> P (same op), R -> R, S(d) -> S(d): nothing
+ *   S    -> P     error
+ *   P(a) -> P(b)  (a != b): all_reduce then local
+ * Order matters when several mesh dims shard one tensor dim (left-to-right
+ * nesting): unsharding goes innermost mesh dim first, resharding outermost
+ * first; a mesh dim whose shard sits inside one that changes is unsharded
+ * and resharded around it. Each step says the placements before and after
+ * it, so the executor can compute every rank's local box at each step.
+ * Costs follow the alpha-beta model of REFERENCES.md. A step on a mesh dim
+ * of size 1 moves no data (PyTorch skips it); it is still listed, so the
+ * before/after lists chain from src to dst, with cost 0, and
+ * mesh_plan_step_communicates says false for it. */
+#ifndef DT_MESH_PLAN_H
+#define DT_MESH_PLAN_H
+
+#include "dtorch/dtorch.h"
+#include "mesh/mesh.h"
+
+typedef enum plan_kind {
+  PLAN_ALL_GATHER,      /* Shard(from_dim) -> Replicate on mesh_dim */
+  PLAN_ALL_REDUCE,      /* Partial(op) -> Replicate */
+  PLAN_REDUCE_SCATTER,  /* Partial(op) -> Shard(to_dim) */
+  PLAN_ALL_TO_ALL,      /* Shard(from_dim) -> Shard(to_dim) */
+  PLAN_LOCAL_CHUNK,     /* Replicate -> Shard(to_dim) */
+  PLAN_LOCAL_PARTIAL,   /* Replicate -> Partial(op) */
+  PLAN_KIND_COUNT
+} plan_kind;
+
+typedef struct plan_step {
+  plan_kind kind;
+  int mesh_dim;
+  int from_dim, to_dim;          /* tensor dims (-1 when not a shard) */
+  dt_reduce_op op;               /* partial kind involved */
+  dt_placement before[DT_MAX_DIMS], after[DT_MAX_DIMS]; /* whole mesh */
+  double cost_us;                /* alpha-beta estimate */
+} plan_step;
+
+#define PLAN_MAX_STEPS (4 * DT_MAX_DIMS)
+
+/* Plans src -> dst placements for a tensor of `global` shape and element
+ * size `esize` on mesh m. Returns the number of steps (0: nothing to do)
+ * or -1 with the error set (naming fn, both placement lists and why). */
+int mesh_plan(const dt_mesh *m, const dt_shape *global, size_t esize,
+              const dt_placement *src, const dt_placement *dst,
+              plan_step *steps, const char *fn);
+/* true if the step runs a collective (counted by dt_comm_count) */
+bool mesh_plan_is_collective(plan_kind k);
+const char *mesh_plan_kind_name(plan_kind k);
+/* true if the step is a collective over more than one rank (what the
+ * executor runs and counts; a group of one is a no-op) */
+bool mesh_plan_step_communicates(const dt_mesh *m, const plan_step *s);
+/* "all_gather on mesh dim 1: [S(0), S(0)] -> [S(0), R] (7.2 us)";
+ * returns what snprintf returns */
+int mesh_plan_step_format(const plan_step *s, int mesh_ndim, char *buf,
+                          size_t len);
+
+#endif
