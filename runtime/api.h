@@ -12,6 +12,8 @@ typedef struct dt_resolved_opts {
   bool requires_grad;
   struct dt_runtime *rt;   /* the runtime the tensor will live on */
   int rank;                /* its rank ("cpu:N"; 0 by default) */
+  dt_mesh *mesh;           /* DTensor: the mesh (borrowed) */
+  const dt_placement *placements;
 } dt_resolved_opts;
 /* Validates options (NULL = defaults) and picks the device: the thread's
  * current runtime (else the default one), rank from options.device. */

@@ -1,9 +1,11 @@
 /* Public entry points: options, factories, random state, host transfer and
  * views. Each builds a boxed call and dispatches it. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/ops.h"
+#include "mesh/dtensor.h"
 #include "runtime/api.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
@@ -44,11 +46,9 @@ dt_status dt_resolve_options(const dt_tensor_options *o, const char *fn,
                         "%s: options.device \"%s\" and options.mesh are both "
                         "given; they are exclusive (a device makes a 1-rank "
                         "mesh)", fn, o->device);
-  if (o && o->mesh)
-    return dt_error_set(DT_ERR_UNSUPPORTED,
-                        "%s: options.mesh: distributed tensors are not "
-                        "available in this build yet", fn);
-  if (o && o->placements)
+  r->mesh = o ? o->mesh : NULL;
+  r->placements = o ? o->placements : NULL;
+  if (o && !o->mesh && o->placements)
     return dt_error_set(DT_ERR_PLACEMENT,
                         "%s: options.placements given without options.mesh",
                         fn);
@@ -60,6 +60,12 @@ dt_status dt_resolve_options(const dt_tensor_options *o, const char *fn,
     return dt_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: options.device \"%s\" is unknown (expected "
                         "\"cpu\", \"cpu:N\" or \"cuda\")", fn, o->device);
+  if (r->mesh) {
+    r->rt = r->mesh->rt;
+    r->dtype = o->dtype;
+    r->requires_grad = o->requires_grad;
+    return DT_OK;
+  }
   r->rt = dt_runtime_for_factories(fn);
   if (!r->rt) return dt_last_status();
   if (o) {
@@ -75,6 +81,9 @@ static dt_tensor *factory(dt_op_id op, const char *api, dt_shape shape,
                           const dt_tensor_options *o, double value) {
   dt_resolved_opts r;
   if (dt_resolve_options(o, api, &r) != DT_OK) return NULL;
+  if (r.mesh) /* a DTensor: each rank makes its shard */
+    return dtensor_factory(op, shape, r.dtype, r.mesh, r.placements, value,
+                           NULL, api);
   dt_op_call c;
   dt_call_init(&c, op, api);
   dt_call_ints(&c, shape);
@@ -117,10 +126,36 @@ dt_tensor *dt_randn(dt_shape s, const dt_tensor_options *o) {
   return factory(DT_OP_RANDN, "dt_randn", s, o, 0);
 }
 
+/* arange on a mesh: the values made here, then distributed */
+static dt_tensor *mesh_arange(double start, double end, double step,
+                              const dt_resolved_opts *r) {
+  dt_op_call c;
+  dt_call_init(&c, DT_OP_ARANGE, "dt_arange");
+  dt_call_double(&c, start);
+  dt_call_double(&c, end);
+  dt_call_double(&c, step);
+  dt_call_dtype(&c, r->dtype);
+  if (ops_arange_infer(&c) != DT_OK) return NULL; /* validates */
+  int64_t n = c.meta[0].sizes[0];
+  size_t es = dt_dtype_size(r->dtype);
+  char *buf = malloc((size_t)n * es + 1);
+  if (!buf) {
+    dt_error_set(DT_ERR_OUT_OF_MEMORY, "dt_arange: out of host memory");
+    return NULL;
+  }
+  for (int64_t i = 0; i < n; i++)
+    dt_store_double(buf + (size_t)i * es, r->dtype, start + (double)i * step);
+  dt_tensor *t = dtensor_factory(DT_OP_FROM_HOST, DT_SHAPE(n), r->dtype, r->mesh,
+                                 r->placements, 0, buf, "dt_arange");
+  free(buf);
+  return t;
+}
+
 dt_tensor *dt_arange(double start, double end, double step,
                      const dt_tensor_options *o) {
   dt_resolved_opts r;
   if (dt_resolve_options(o, "dt_arange", &r) != DT_OK) return NULL;
+  if (r.mesh) return mesh_arange(start, end, step, &r);
   dt_op_call c;
   dt_call_init(&c, DT_OP_ARANGE, "dt_arange");
   dt_call_double(&c, start);
@@ -135,6 +170,9 @@ dt_tensor *dt_arange(double start, double end, double step,
 
 static dt_tensor *like(const dt_tensor *t, double v, const char *api) {
   DT_CHECK_TENSOR(t, api, "t");
+  if (t->spec) /* same mesh and placements */
+    return dtensor_factory(DT_OP_FULL, t->spec->shape, t->dtype, t->spec->mesh,
+                           t->spec->placements, v, NULL, api);
   dt_op_call c;
   dt_call_init(&c, DT_OP_FULL, api);
   dt_call_ints(&c, dt_tensor_shape(t));
@@ -154,6 +192,16 @@ dt_tensor *dt_from_host(const void *data, dt_shape shape,
                         const dt_tensor_options *o) {
   dt_resolved_opts r;
   if (dt_resolve_options(o, "dt_from_host", &r) != DT_OK) return NULL;
+  if (r.mesh) {
+    int64_t n = 0;
+    if (!data && shape.ndim >= 0 && shape.ndim <= DT_MAX_DIMS &&
+        (!dt_numel_checked(shape.dims, shape.ndim, &n) || n != 0)) {
+      dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_from_host: data is NULL");
+      return NULL;
+    }
+    return dtensor_factory(DT_OP_FROM_HOST, shape, r.dtype, r.mesh,
+                           r.placements, 0, data, "dt_from_host");
+  }
   int64_t n = 1;
   if (!data && shape.ndim >= 0 && shape.ndim <= DT_MAX_DIMS &&
       (!dt_numel_checked(shape.dims, shape.ndim, &n) || n != 0)) {
@@ -185,6 +233,7 @@ static dt_status check_fetch(dt_tensor *t, void *dst, size_t dst_bytes,
                         "%s: dst_bytes %zu is less than the %zu bytes of a %s "
                         "tensor of %lld elements", fn, dst_bytes, need,
                         dt_dtype_name(t->dtype), (long long)dt_numel(t));
+  if (t->spec) return DT_OK; /* the DTensor path checks the rest */
   const dt_storage *s = t->local.storage;
   if (atomic_load_explicit(&s->rt->dead, memory_order_acquire))
     return dt_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was "
@@ -196,12 +245,18 @@ static dt_status check_fetch(dt_tensor *t, void *dst, size_t dst_bytes,
 
 dt_future *dt_to_host_async(dt_tensor *t, void *dst, size_t dst_bytes) {
   if (check_fetch(t, dst, dst_bytes, "dt_to_host_async") != DT_OK) return NULL;
+  if (t->spec) {
+    dt_future *f = NULL;
+    dtensor_to_host(t, dst, dst_bytes, false, &f, "dt_to_host_async");
+    return f;
+  }
   return dt_exec_to_host(t, dst, (size_t)dt_numel(t) * dt_dtype_size(t->dtype));
 }
 
 dt_status dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes) {
   dt_status st = check_fetch(t, dst, dst_bytes, "dt_to_host");
   if (st != DT_OK) return st;
+  if (t->spec) return dtensor_to_host(t, dst, dst_bytes, true, NULL, "dt_to_host");
   dt_future *f = dt_exec_to_host(t, dst, (size_t)dt_numel(t) * dt_dtype_size(t->dtype));
   if (!f) return dt_last_status();
   st = dt_future_wait(f, -1);

@@ -2,6 +2,7 @@
  * layer (infer → allocate → kernel). */
 #include "runtime/dispatch.h"
 
+#include "mesh/dtensor.h"
 #include "runtime/error.h"
 #include "runtime/exec.h"
 #include "runtime/intercept.h"
@@ -28,7 +29,7 @@ typedef dt_status (*dt_layer_fn)(dt_op_call *c);
 static const dt_layer_fn layers[DT_KEY_COUNT] = {
     [DT_KEY_CPU] = dt_backend_run,
     [DT_KEY_CUDA] = layer_cuda,
-    [DT_KEY_DTENSOR] = layer_fallthrough,
+    [DT_KEY_DTENSOR] = dtensor_layer,
     [DT_KEY_AUTOGRAD] = layer_fallthrough,
     [DT_KEY_INTERCEPT] = dt_intercept_layer,
 };

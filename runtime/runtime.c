@@ -14,6 +14,7 @@
 #include "runtime/error.h"
 #include "runtime/exec.h"
 #include "runtime/tensor.h"
+#include "sim/collectives.h"
 
 #define DT_MAX_RANKS 4096
 #define DT_DEFAULT_RANKS 8
@@ -125,10 +126,32 @@ dt_runtime *dt_runtime_create(const dt_runtime_options *o) {
                            .exec = dt_exec_record, .init = dt_exec_rank_init,
                            .ctx = rt,
                            .spin_ns = o && o->spin_us ? (uint32_t)o->spin_us * 1000 : 0};
+  int64_t timeout_ms = o ? o->collective_timeout_ms : 0;
+  if (!timeout_ms) {
+    const char *e = getenv("DTORCH_COLLECTIVE_TIMEOUT"); /* seconds */
+    char *end = NULL;
+    double sec = e && *e ? strtod(e, &end) : 300;
+    if (e && *e && *end) {
+      dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: "
+                   "DTORCH_COLLECTIVE_TIMEOUT=\"%s\" is not a number of "
+                   "seconds", e);
+      free(slots);
+      free(rt);
+      return NULL;
+    }
+    timeout_ms = sec > 0 ? (int64_t)(sec * 1000) : -1;
+  }
+  rt->coll = coll_world_create(n, timeout_ms > 0 ? timeout_ms * 1000000 : 0);
+  if (!rt->coll) {
+    free(slots);
+    free(rt);
+    return NULL;
+  }
   const char *why;
   rt->pool = sched_pool_create(&cfg, &why);
   if (!rt->pool) {
     dt_error_set(DT_ERR_DEVICE, "dt_runtime_create: %s (%d ranks)", why, n);
+    coll_world_destroy(rt->coll);
     free(slots);
     free(rt);
     return NULL;
@@ -151,6 +174,8 @@ static void teardown(dt_runtime *rt) {
     }
     sim_device_teardown(&rt->ranks[i].dev);
   }
+  coll_world_destroy(rt->coll);
+  rt->coll = NULL;
 }
 
 void dt_runtime_destroy(dt_runtime *rt) {

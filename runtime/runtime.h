@@ -29,6 +29,7 @@ struct dt_runtime {
   bool is_default;
   sched_pool *pool;
   dt_rank_slot *ranks;
+  struct coll_world *coll;    /* emulated collectives between the ranks */
 };
 
 void dt_runtime_ref(dt_runtime *rt);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mesh/dtensor.h"
 #include "runtime/dispatch.h"
 #include "runtime/error.h"
 
@@ -56,6 +57,7 @@ dt_tensor *dt_tensor_make(dt_dtype dtype, int ndim, const int64_t *sizes,
   t->keys = DT_KEYSET(DT_KEY_CPU);
   t->dtype = dtype;
   t->requires_grad = false;
+  t->spec = NULL;
   t->local.storage = storage;
   if (storage) dt_storage_retain(storage);
   t->local.offset = offset;
@@ -105,6 +107,7 @@ void dt_tensor_release(dt_tensor *t) {
   if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
     return;
   if (t->local.storage) dt_storage_release(t->local.storage);
+  if (t->spec) dtensor_free_spec(t->spec);
   atomic_fetch_sub_explicit(&dt_stat_mine()->tensors, 1, memory_order_relaxed);
   free(t);
 }
@@ -149,12 +152,15 @@ bool dt_tensor_is_contiguous(const dt_tensor *t) {
                                       t->local.ndim);
 }
 bool dt_tensor_shares_storage(const dt_tensor *a, const dt_tensor *b) {
+  if (a && b && a->spec && b->spec)
+    return a->spec->storages == b->spec->storages || (a->spec->mesh == b->spec->mesh &&
+           a->spec->storages[0] == b->spec->storages[0]);
   return a && b && a->local.storage && a->local.storage == b->local.storage;
 }
 bool dt_tensor_requires_grad(const dt_tensor *t) {
   return t && t->requires_grad;
 }
 dt_mesh *dt_tensor_mesh(const dt_tensor *t) {
-  (void)t;
-  return NULL; /* single device: the default 1-rank mesh is implicit */
+  /* single device: NULL (the implicit 1-rank mesh) */
+  return t && t->spec ? t->spec->mesh : NULL;
 }

@@ -39,12 +39,15 @@ typedef struct dt_local {
   int64_t strides[DT_MAX_DIMS];   /* in elements; 0 for expanded dims */
 } dt_local;
 
+struct dt_dspec;
 struct dt_tensor {
   _Atomic int64_t refcount;
   uint32_t keys;           /* dispatch keys this tensor lights (dispatch.h) */
   dt_dtype dtype;
   bool requires_grad;
-  dt_local local;
+  dt_local local;          /* single device; a DTensor: the global shape
+                              with contiguous strides and no storage */
+  struct dt_dspec *spec;   /* DTensor: mesh, placements, shards (mesh/) */
 };
 
 /* storage (runtime/storage.c) */

@@ -1,0 +1,249 @@
+/* dt_redistribute and friends on the issuing thread: validate, plan (one
+ * step per mesh dim that changes, mesh/plan.c), count the collectives for
+ * dt_comm_count, make the output handle and publish one record that every
+ * mesh rank runs (dtensor_exec.c). Another mesh (PyTorch refuses this):
+ * replicate on the source mesh, then each target rank pulls its box. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mesh/dtensor_exec.h"
+#include "runtime/error.h"
+#include "runtime/exec.h"
+
+/* ---- communication counting (CommDebugMode), per thread */
+static _Thread_local bool comm_on;
+static _Thread_local dt_comm_counts comm;
+
+void dt_comm_count_begin(void) {
+  memset(&comm, 0, sizeof comm);
+  comm_on = true;
+}
+
+dt_comm_counts dt_comm_count_end(void) {
+  comm_on = false;
+  return comm;
+}
+
+/* bytes: what the participating ranks feed into the collective, summed */
+static int64_t step_bytes(const dt_mesh *m, const dt_shape *shape, size_t es,
+                          const dt_placement *before) {
+  int64_t total = 0, off[DT_MAX_DIMS], len[DT_MAX_DIMS];
+  for (int i = 0; i < m->size; i++) {
+    mesh_local_box(m, before, shape, i, off, len);
+    total += dt_numel_of(len, shape->ndim) * (int64_t)es;
+  }
+  return total;
+}
+
+static void count_steps(const dt_mesh *m, const dt_shape *shape, size_t es,
+                        const plan_step *steps, int n) {
+  if (!comm_on) return;
+  for (int i = 0; i < n; i++) {
+    if (!mesh_plan_step_communicates(m, &steps[i])) continue; /* 1-rank dims */
+    switch (steps[i].kind) {
+    case PLAN_ALL_GATHER: comm.all_gather++; break;
+    case PLAN_ALL_REDUCE: comm.all_reduce++; break;
+    case PLAN_REDUCE_SCATTER: comm.reduce_scatter++; break;
+    case PLAN_ALL_TO_ALL: comm.all_to_all++; break;
+    default: continue; /* local steps move nothing */
+    }
+    comm.bytes += step_bytes(m, shape, es, steps[i].before);
+  }
+}
+
+static bool same_mesh(const dt_mesh *a, const dt_mesh *b) {
+  if (a == b) return true;
+  if (a->rt != b->rt || a->ndim != b->ndim || a->size != b->size) return false;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return false;
+  return memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->size) == 0;
+}
+
+static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
+                                         const dt_placement *pl, bool count,
+                                         const char *fn) {
+  dtx_redist_job *j = calloc(1, sizeof *j);
+  if (!j) {
+    dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    return NULL;
+  }
+  const dt_shape *shape = &t->spec->shape;
+  size_t es = dt_dtype_size(t->dtype);
+  j->nsteps = mesh_plan(mesh, shape, es, t->spec->placements, pl, j->steps, fn);
+  if (j->nsteps <= 0) {
+    int n = j->nsteps;
+    free(j);
+    return n == 0 ? dt_tensor_retain(t) : NULL;
+  }
+  dt_tensor *out = dtensor_make(mesh, pl, *shape, t->dtype, fn);
+  if (!out) {
+    free(j);
+    return NULL;
+  }
+  if (count) count_steps(mesh, shape, es, j->steps, j->nsteps);
+  j->src = dt_tensor_retain(t);
+  j->dst = dt_tensor_retain(out);
+  j->api = fn;
+  dt_exec_publish_call(mesh->rt, -1, dtx_redistribute, dtx_redist_done, j);
+  return out;
+}
+
+static dt_tensor *cross_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
+                                          const dt_placement *pl, bool count,
+                                          const char *fn) {
+  dt_runtime *rt = t->spec ? t->spec->mesh->rt : t->local.storage->rt;
+  if (mesh->rt != rt) {
+    dt_error_set(DT_ERR_MESH, "%s: the target mesh belongs to another "
+                 "runtime than the tensor", fn);
+    return NULL;
+  }
+  dt_tensor *rep = NULL;
+  if (t->spec) { /* replicate on the source mesh first */
+    dt_placement all_r[DT_MAX_DIMS];
+    for (int i = 0; i < t->spec->mesh->ndim; i++) all_r[i] = DT_REPLICATE;
+    rep = dtensor_redistribute(t, t->spec->mesh, all_r, count, fn);
+    if (!rep) return NULL;
+  } else {
+    rep = dt_tensor_retain(t);
+  }
+  dt_shape shape = dt_tensor_shape(t);
+  dt_tensor *out = dtensor_make(mesh, pl, shape, t->dtype, fn);
+  dtx_xmesh_job *j = out ? calloc(1, sizeof *j) : NULL;
+  if (!j) {
+    if (out && dt_last_status() == DT_OK)
+      dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    dt_tensor_release(out);
+    dt_tensor_release(rep);
+    return NULL;
+  }
+  if (count && comm_on) {
+    comm.other++;
+    comm.bytes += dt_numel(out) * (int64_t)dt_dtype_size(t->dtype);
+  }
+  j->src = rep; /* the job owns this reference */
+  j->dst = dt_tensor_retain(out);
+  j->api = fn;
+  dt_exec_publish_call(rt, -1, dtx_cross_mesh, dtx_xmesh_done, j);
+  return out;
+}
+
+dt_tensor *dtensor_redistribute(dt_tensor *t, dt_mesh *mesh,
+                                const dt_placement *pl, bool count,
+                                const char *fn) {
+  if (t->spec && same_mesh(t->spec->mesh, mesh))
+    return same_mesh_redistribute(t, mesh, pl, count, fn);
+  return cross_mesh_redistribute(t, mesh, pl, count, fn);
+}
+
+/* ---- the public entry points */
+static dt_tensor *redistribute_checked(dt_tensor *t, dt_mesh *mesh,
+                                       const dt_placement *pl,
+                                       const char *fn) {
+  if (!t) {
+    if (dt_last_status() == DT_OK)
+      dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: t is NULL", fn);
+    return NULL;
+  }
+  if (!mesh && !t->spec) {
+    dt_error_set(DT_ERR_MESH, "%s: t is a single-device tensor: give the "
+                 "target mesh", fn);
+    return NULL;
+  }
+  dt_mesh *target = mesh ? mesh : t->spec->mesh;
+  dt_shape shape = dt_tensor_shape(t);
+  dt_placement norm[DT_MAX_DIMS];
+  if (dtensor_check_placements(target, pl, &shape, norm, fn) != DT_OK)
+    return NULL;
+  if (t->spec) {
+    const dt_poison *p = NULL;
+    for (int i = 0; !p && i < t->spec->mesh->size; i++)
+      p = dt_storage_poison(t->spec->storages[i]);
+    if (p) {
+      dt_error_set(p->status, "%s", p->message);
+      return NULL;
+    }
+  } else if (dt_storage_poison(t->local.storage)) {
+    const dt_poison *p = dt_storage_poison(t->local.storage);
+    dt_error_set(p->status, "%s", p->message);
+    return NULL;
+  }
+  dt_runtime *rt = t->spec ? t->spec->mesh->rt : t->local.storage->rt;
+  if (atomic_load_explicit(&rt->dead, memory_order_acquire)) {
+    dt_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was destroyed", fn);
+    return NULL;
+  }
+  return dtensor_redistribute(t, target, norm, true, fn);
+}
+
+dt_tensor *dt_redistribute(dt_tensor *t, dt_mesh *mesh,
+                           const dt_placement *placements) {
+  return redistribute_checked(t, mesh, placements, "dt_redistribute");
+}
+
+dt_tensor *dt_redistribute_like(dt_tensor *t, const dt_tensor *like) {
+  static const char *fn = "dt_redistribute_like";
+  if (!like || !like->spec) {
+    if (like || dt_last_status() == DT_OK)
+      dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: like is %s", fn,
+                   like ? "not a distributed tensor" : "NULL");
+    return NULL;
+  }
+  return redistribute_checked(t, like->spec->mesh, like->spec->placements, fn);
+}
+
+dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
+                                   const char *const *dim_names,
+                                   const dt_placement *placements, int n,
+                                   dt_default_placement mode) {
+  static const char *fn = "dt_redistribute_by_dict";
+  if (!t) return redistribute_checked(t, mesh, NULL, fn);
+  dt_mesh *target = mesh ? mesh : t->spec ? t->spec->mesh : NULL;
+  if (!target) return redistribute_checked(t, NULL, NULL, fn);
+  if (n < 0 || (n > 0 && (!dim_names || !placements))) {
+    dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: n %d with %s dim_names / "
+                 "placements", fn, n, n > 0 ? "NULL" : "given");
+    return NULL;
+  }
+  dt_placement pl[DT_MAX_DIMS];
+  bool set[DT_MAX_DIMS] = {0};
+  for (int i = 0; i < n; i++) {
+    int d = dim_names[i] ? dt_mesh_dim_index(target, dim_names[i]) : -1;
+    if (d < 0) {
+      dt_error_set(DT_ERR_MESH, "%s: dim_names[%d] \"%s\" is not a dim of the "
+                   "target mesh", fn, i, dim_names[i] ? dim_names[i] : "(null)");
+      return NULL;
+    }
+    if (set[d]) {
+      dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: mesh dim \"%s\" given twice",
+                   fn, dim_names[i]);
+      return NULL;
+    }
+    pl[d] = placements[i];
+    set[d] = true;
+  }
+  for (int d = 0; d < target->ndim; d++) {
+    if (set[d]) continue;
+    const char *name = target->names[d] ? target->names[d] : "(unnamed)";
+    if (mode == DT_DEFAULT_REPLICATE) {
+      pl[d] = DT_REPLICATE;
+    } else if (mode == DT_DEFAULT_KEEP && t->spec) {
+      int sd = t->spec->mesh == target ? d
+               : target->names[d] ? dt_mesh_dim_index(t->spec->mesh, target->names[d])
+                                  : -1;
+      if (sd < 0) {
+        dt_clear_error();
+        dt_error_set(DT_ERR_MESH, "%s: keep: mesh dim \"%s\" has no "
+                     "counterpart in the tensor's mesh", fn, name);
+        return NULL;
+      }
+      pl[d] = t->spec->placements[sd];
+    } else if (mode == DT_DEFAULT_KEEP) {
+      pl[d] = DT_REPLICATE; /* a single-device tensor is replicated */
+    } else {
+      dt_error_set(DT_ERR_PLACEMENT, "%s: no placement for mesh dim \"%s\" "
+                   "(default_placement_mode raise_error)", fn, name);
+      return NULL;
+    }
+  }
+  return redistribute_checked(t, target, pl, fn);
+}

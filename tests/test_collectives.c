@@ -1,0 +1,1158 @@
+/* Emulated collectives (sim/collectives.h), one raw pthread per member, no
+ * runtime. Every collective is checked against a reference computed here:
+ * reductions by a naive loop in member order (float32 accumulation for
+ * float32/float16/bfloat16, as documented: the results must match bit for
+ * bit), sanity-checked against a float64 sum within a tolerance, and run
+ * twice for determinism; copies against the concatenations they promise.
+ * Groups of 1, 2, 3, 4 and 8 members and a permuted subset [6, 2, 4];
+ * every op, every dtype, uneven counts with zeros, small (inline) and
+ * large (split) sizes, in place; long runs of mixed collectives on one
+ * group (the counters start near their wrap-around), disjoint groups in
+ * parallel and overlapping groups of a 2x2 mesh; the watchdog; bad
+ * arguments and disagreeing members; send/recv. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim/collectives.h"
+#include "support/testutil.h"
+
+#define MS 1000000LL
+#define MAXM 8
+/* generous: a bug fails the test instead of hanging it */
+#define TEST_TIMEOUT_NS (120 * 1000 * MS)
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_ns(int64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+  while (nanosleep(&ts, &ts) != 0) {}
+}
+
+/* cmocka's asserts longjmp and so belong to the test's own thread; member
+ * threads count failures here and the test asserts the count is 0 */
+static _Atomic int thread_failures;
+#define T_CHECK(cond, ...)                                                  \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__,      \
+              #cond);                                                       \
+      fprintf(stderr, __VA_ARGS__);                                         \
+      fputc('\n', stderr);                                                  \
+      atomic_fetch_add(&thread_failures, 1);                                \
+    }                                                                       \
+  } while (0)
+#define ASSERT_NO_THREAD_FAILURES()                                         \
+  assert_int_equal(atomic_exchange(&thread_failures, 0), 0)
+
+/* runs fn(arg, i) on n threads and joins them */
+typedef void (*body_fn)(void *arg, int i);
+typedef struct spawn_arg {
+  body_fn fn;
+  void *arg;
+  int i;
+} spawn_arg;
+static void *spawn_main(void *p) {
+  spawn_arg *s = p;
+  s->fn(s->arg, s->i);
+  return NULL;
+}
+static void run_threads(int n, body_fn fn, void *arg) {
+  pthread_t t[16];
+  spawn_arg a[16];
+  assert_true(n <= 16);
+  for (int i = 0; i < n; i++) {
+    a[i] = (spawn_arg){fn, arg, i};
+    assert_int_equal(pthread_create(&t[i], NULL, spawn_main, &a[i]), 0);
+  }
+  for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+}
+
+/* ---- deterministic inputs and the reference reduction */
+
+static uint64_t mix(uint64_t x) { /* splitmix64 */
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static bool is_float(dt_dtype d) {
+  return d == DT_FLOAT32 || d == DT_FLOAT64 || d == DT_FLOAT16 ||
+         d == DT_BFLOAT16;
+}
+
+/* integers over their whole range (sums and products wrap), floats in
+ * [-8, 8) (products: [0.5, 2)), bools mostly true (so AND is not 0) */
+static void gen_elem(void *p, dt_dtype d, dt_reduce_op op, uint64_t r) {
+  double u = (double)(r >> 11) / 9007199254740992.0;
+  switch (d) {
+  case DT_INT32: { int32_t x = (int32_t)(uint32_t)r; memcpy(p, &x, 4); break; }
+  case DT_INT64: { int64_t x = (int64_t)r; memcpy(p, &x, 8); break; }
+  case DT_UINT8: *(uint8_t *)p = (uint8_t)r; break;
+  case DT_BOOL: *(uint8_t *)p = (r >> 20) % 5 != 0; break;
+  default:
+    tu_encode(p, d, op == DT_REDUCE_PROD ? 0.5 + 1.5 * u : 16 * u - 8);
+    break;
+  }
+}
+
+static void *gen_buf(int64_t count, dt_dtype d, dt_reduce_op op,
+                     uint64_t seed) {
+  size_t es = dt_dtype_size(d);
+  char *b = malloc((size_t)count * es + 1);
+  for (int64_t i = 0; i < count; i++)
+    gen_elem(b + (size_t)i * es, d, op, mix(seed * 1000003u + (uint64_t)i));
+  return b;
+}
+
+static void *garbage(int64_t count, dt_dtype d) {
+  size_t bytes = (size_t)count * dt_dtype_size(d);
+  void *b = malloc(bytes + 1);
+  memset(b, 0xa5, bytes + 1);
+  return b;
+}
+
+static int64_t ld_int(const void *p, dt_dtype d) {
+  switch (d) {
+  case DT_INT32: { int32_t x; memcpy(&x, p, 4); return x; }
+  case DT_INT64: { int64_t x; memcpy(&x, p, 8); return x; }
+  default: return *(const uint8_t *)p; /* uint8; bool is 0/1 */
+  }
+}
+
+static void st_int(void *p, dt_dtype d, int64_t v) {
+  switch (d) {
+  case DT_INT32: { int32_t x = (int32_t)(uint32_t)(uint64_t)v; memcpy(p, &x, 4); break; }
+  case DT_INT64: memcpy(p, &v, 8); break;
+  case DT_UINT8: *(uint8_t *)p = (uint8_t)(uint64_t)v; break;
+  default: *(uint8_t *)p = v != 0; break;
+  }
+}
+
+static double fcomb(double a, double b, dt_reduce_op op) {
+  if (op == DT_REDUCE_MAX || op == DT_REDUCE_MIN) {
+    if (isnan(a) || isnan(b)) return NAN;
+    return op == DT_REDUCE_MAX ? (a > b ? a : b) : (a < b ? a : b);
+  }
+  return op == DT_REDUCE_PROD ? a * b : a + b;
+}
+
+static int64_t icomb(int64_t a, int64_t b, dt_reduce_op op) {
+  switch (op) {
+  case DT_REDUCE_PROD: return (int64_t)((uint64_t)a * (uint64_t)b);
+  case DT_REDUCE_MAX: return a > b ? a : b;
+  case DT_REDUCE_MIN: return a < b ? a : b;
+  default: return (int64_t)((uint64_t)a + (uint64_t)b);
+  }
+}
+
+/* out[e] = in[0][off+e] op in[1][off+e] ... in member order: float32
+ * accumulation for the three 32-bit-or-less float dtypes, rounded once;
+ * integers in 64 bits, wrapping; AVG truncates toward zero */
+static void ref_reduce(void *const *ins, int n, int64_t off, int64_t count,
+                       dt_dtype d, dt_reduce_op op, void *out) {
+  size_t es = dt_dtype_size(d);
+  for (int64_t e = 0; e < count; e++) {
+    size_t at = (size_t)(off + e) * es;
+    char *o = (char *)out + (size_t)e * es;
+    if (d == DT_FLOAT64) {
+      double a = tu_decode((char *)ins[0] + at, d);
+      for (int j = 1; j < n; j++)
+        a = fcomb(a, tu_decode((char *)ins[j] + at, d), op);
+      if (op == DT_REDUCE_AVG) a /= n;
+      memcpy(o, &a, 8);
+    } else if (is_float(d)) {
+      float a = (float)tu_decode((char *)ins[0] + at, d);
+      for (int j = 1; j < n; j++)
+        a = (float)fcomb(a, (float)tu_decode((char *)ins[j] + at, d), op);
+      if (op == DT_REDUCE_AVG) a /= (float)n;
+      tu_encode(o, d, a);
+    } else {
+      int64_t a = ld_int((char *)ins[0] + at, d);
+      for (int j = 1; j < n; j++) {
+        int64_t b = ld_int((char *)ins[j] + at, d);
+        if (d == DT_BOOL)
+          a = op == DT_REDUCE_PROD || op == DT_REDUCE_MIN ? (a & b) : (a | b);
+        else
+          a = icomb(a, b, op);
+      }
+      if (op == DT_REDUCE_AVG) a /= n;
+      st_int(o, d, a);
+    }
+  }
+}
+
+/* ---- cases: one collective call per member, checked after the join */
+
+typedef enum tkind {
+  T_ALL_REDUCE, T_ALL_GATHER, T_REDUCE_SCATTER, T_ALL_TO_ALL, T_BROADCAST,
+  T_SCATTER, T_GATHER
+} tkind;
+static const char *const tkind_names[] = {
+  "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+  "scatter", "gather"};
+
+typedef struct ccase {
+  tkind kind;
+  dt_dtype d;
+  dt_reduce_op op;
+  int n, root;
+  bool in_place;
+  int64_t count;               /* all_reduce / broadcast */
+  int64_t counts[MAXM];        /* blocks kinds */
+  int64_t send[MAXM][MAXM];    /* all_to_all: send[i][j], i to j */
+  int64_t recv[MAXM][MAXM];    /* recv[i][j] = send[j][i] */
+  void *in[MAXM], *out[MAXM], *want[MAXM];
+  int64_t want_elems[MAXM];
+  dt_status st[MAXM];
+  char msg[MAXM][256];
+} ccase;
+
+static ccase *case_new(tkind kind, int n, dt_dtype d, dt_reduce_op op) {
+  ccase *c = calloc(1, sizeof *c);
+  c->kind = kind, c->n = n, c->d = d, c->op = op;
+  return c;
+}
+
+static void case_free(ccase *c) {
+  for (int m = 0; m < c->n; m++) {
+    if (c->out[m] != c->in[m]) free(c->out[m]);
+    free(c->in[m]);
+    free(c->want[m]);
+  }
+  free(c);
+}
+
+static int64_t total_of(const int64_t *counts, int n) {
+  int64_t t = 0;
+  for (int j = 0; j < n; j++) t += counts[j];
+  return t;
+}
+
+static void *concat(void *const *bufs, const int64_t *counts, int n,
+                    dt_dtype d) {
+  size_t es = dt_dtype_size(d);
+  char *b = malloc((size_t)total_of(counts, n) * es + 1);
+  size_t off = 0;
+  for (int j = 0; j < n; j++) {
+    if (counts[j]) memcpy(b + off, bufs[j], (size_t)counts[j] * es);
+    off += (size_t)counts[j] * es;
+  }
+  return b;
+}
+
+static ccase *mk_all_reduce(int n, dt_dtype d, dt_reduce_op op,
+                            int64_t count, bool in_place, uint64_t seed) {
+  ccase *c = case_new(T_ALL_REDUCE, n, d, op);
+  c->count = count, c->in_place = in_place;
+  for (int m = 0; m < n; m++)
+    c->in[m] = gen_buf(count, d, op, seed * 64 + (uint64_t)m);
+  for (int m = 0; m < n; m++) {
+    c->want[m] = malloc((size_t)count * dt_dtype_size(d) + 1);
+    ref_reduce(c->in, n, 0, count, d, op, c->want[m]);
+    c->want_elems[m] = count;
+    c->out[m] = in_place ? c->in[m] : garbage(count, d);
+  }
+  return c;
+}
+
+static ccase *mk_reduce_scatter(int n, dt_dtype d, dt_reduce_op op,
+                                const int64_t *counts, uint64_t seed) {
+  ccase *c = case_new(T_REDUCE_SCATTER, n, d, op);
+  memcpy(c->counts, counts, (size_t)n * sizeof *counts);
+  int64_t total = total_of(counts, n);
+  for (int m = 0; m < n; m++)
+    c->in[m] = gen_buf(total, d, op, seed * 64 + (uint64_t)m);
+  for (int m = 0, off = 0; m < n; off += (int)counts[m++]) {
+    c->out[m] = garbage(counts[m], d);
+    c->want[m] = malloc((size_t)counts[m] * dt_dtype_size(d) + 1);
+    ref_reduce(c->in, n, off, counts[m], d, op, c->want[m]);
+    c->want_elems[m] = counts[m];
+  }
+  return c;
+}
+
+static ccase *mk_all_gather(int n, dt_dtype d, const int64_t *counts,
+                            uint64_t seed) {
+  ccase *c = case_new(T_ALL_GATHER, n, d, DT_REDUCE_SUM);
+  memcpy(c->counts, counts, (size_t)n * sizeof *counts);
+  int64_t total = total_of(counts, n);
+  for (int m = 0; m < n; m++)
+    c->in[m] = gen_buf(counts[m], d, DT_REDUCE_SUM, seed * 64 + (uint64_t)m);
+  for (int m = 0; m < n; m++) {
+    c->out[m] = garbage(total, d);
+    c->want[m] = concat(c->in, counts, n, d);
+    c->want_elems[m] = total;
+  }
+  return c;
+}
+
+/* send[i][j] elements from member i to member j */
+static ccase *mk_all_to_all(int n, dt_dtype d, int64_t send[][MAXM],
+                            uint64_t seed) {
+  ccase *c = case_new(T_ALL_TO_ALL, n, d, DT_REDUCE_SUM);
+  size_t es = dt_dtype_size(d);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      c->send[i][j] = send[i][j];
+      c->recv[j][i] = send[i][j];
+    }
+  for (int i = 0; i < n; i++) {
+    c->in[i] = gen_buf(total_of(c->send[i], n), d, DT_REDUCE_SUM,
+                       seed * 64 + (uint64_t)i);
+    c->out[i] = garbage(total_of(c->recv[i], n), d);
+  }
+  for (int i = 0; i < n; i++) { /* block j -> i sits after j's blocks < i */
+    void *blocks[MAXM];
+    for (int j = 0; j < n; j++)
+      blocks[j] = (char *)c->in[j] + (size_t)total_of(c->send[j], i) * es;
+    c->want[i] = concat(blocks, c->recv[i], n, d);
+    c->want_elems[i] = total_of(c->recv[i], n);
+  }
+  return c;
+}
+
+static ccase *mk_broadcast(int n, dt_dtype d, int64_t count, int root,
+                           uint64_t seed) {
+  ccase *c = case_new(T_BROADCAST, n, d, DT_REDUCE_SUM);
+  c->count = count, c->root = root;
+  void *src = gen_buf(count, d, DT_REDUCE_SUM, seed);
+  for (int m = 0; m < n; m++) {
+    c->in[m] = c->out[m] = m == root ? src : garbage(count, d);
+    c->want[m] = malloc((size_t)count * dt_dtype_size(d) + 1);
+    if (count) memcpy(c->want[m], src, (size_t)count * dt_dtype_size(d));
+    c->want_elems[m] = count;
+  }
+  return c;
+}
+
+static ccase *mk_scatter_gather(tkind kind, int n, dt_dtype d,
+                                const int64_t *counts, int root,
+                                uint64_t seed) {
+  ccase *c = case_new(kind, n, d, DT_REDUCE_SUM);
+  memcpy(c->counts, counts, (size_t)n * sizeof *counts);
+  c->root = root;
+  size_t es = dt_dtype_size(d);
+  int64_t total = total_of(counts, n);
+  if (kind == T_SCATTER) {
+    c->in[root] = gen_buf(total, d, DT_REDUCE_SUM, seed);
+    for (int m = 0, off = 0; m < n; off += (int)counts[m++]) {
+      c->out[m] = garbage(counts[m], d);
+      c->want[m] = malloc((size_t)counts[m] * es + 1);
+      if (counts[m])
+        memcpy(c->want[m], (char *)c->in[root] + (size_t)off * es,
+               (size_t)counts[m] * es);
+      c->want_elems[m] = counts[m];
+    }
+  } else {
+    for (int m = 0; m < n; m++)
+      c->in[m] = gen_buf(counts[m], d, DT_REDUCE_SUM, seed * 64 + (uint64_t)m);
+    c->out[root] = garbage(total, d);
+    c->want[root] = concat(c->in, counts, n, d);
+    c->want_elems[root] = total;
+  }
+  return c;
+}
+
+static dt_status call_case(ccase *c, coll_group *g, int m) {
+  switch (c->kind) {
+  case T_ALL_REDUCE:
+    return coll_all_reduce(g, m, c->in[m], c->out[m], c->count, c->d, c->op);
+  case T_ALL_GATHER:
+    return coll_all_gather(g, m, c->in[m], c->out[m], c->counts, c->d);
+  case T_REDUCE_SCATTER:
+    return coll_reduce_scatter(g, m, c->in[m], c->out[m], c->counts, c->d,
+                               c->op);
+  case T_ALL_TO_ALL:
+    return coll_all_to_all(g, m, c->in[m], c->send[m], c->out[m], c->recv[m],
+                           c->d);
+  case T_BROADCAST:
+    return coll_broadcast(g, m, c->out[m], c->count, c->d, c->root);
+  case T_SCATTER:
+    return coll_scatter(g, m, c->in[m], c->out[m], c->counts, c->d, c->root);
+  default:
+    return coll_gather(g, m, c->in[m], c->out[m], c->counts, c->d, c->root);
+  }
+}
+
+typedef struct case_run {
+  coll_group *g;
+  ccase **cases;
+  int ncases;
+} case_run;
+
+static void case_member(void *arg, int m) {
+  case_run *r = arg;
+  for (int i = 0; i < r->ncases; i++) {
+    ccase *c = r->cases[i];
+    c->st[m] = call_case(c, r->g, m);
+    if (c->st[m] != DT_OK)
+      snprintf(c->msg[m], sizeof c->msg[m], "%s", dt_last_error());
+  }
+}
+
+static bool same_elem(const char *a, const char *b, dt_dtype d) {
+  size_t es = dt_dtype_size(d);
+  if (!memcmp(a, b, es)) return true;
+  return is_float(d) && isnan(tu_decode(a, d)) && isnan(tu_decode(b, d));
+}
+
+/* float sums against a float64 sum: the documented order is also a sane
+ * one (catches a reference and an implementation wrong the same way) */
+static void check_close(const ccase *c) {
+  if (c->kind != T_ALL_REDUCE || !is_float(c->d) ||
+      (c->op != DT_REDUCE_SUM && c->op != DT_REDUCE_AVG) || c->in_place)
+    return;
+  size_t es = dt_dtype_size(c->d);
+  double acc_eps = c->d == DT_FLOAT64 ? 2.3e-16 : 1.2e-7;
+  double out_eps = c->d == DT_FLOAT16 ? 1e-3 : c->d == DT_BFLOAT16 ? 8e-3
+                   : c->d == DT_FLOAT32 ? 1.2e-7 : 2.3e-16;
+  for (int64_t e = 0; e < c->count; e++) {
+    double s = 0, mag = 0;
+    for (int j = 0; j < c->n; j++) {
+      double x = tu_decode((char *)c->in[j] + (size_t)e * es, c->d);
+      s += x, mag += fabs(x);
+    }
+    if (c->op == DT_REDUCE_AVG) s /= c->n, mag /= c->n;
+    double got = tu_decode((char *)c->out[0] + (size_t)e * es, c->d);
+    double tol = acc_eps * c->n * mag + out_eps * fabs(s) + 1e-300;
+    if (fabs(got - s) > tol)
+      fail_msg("%s %s n=%d [%lld]: %.9g vs float64 %.9g", tkind_names[c->kind],
+               dt_dtype_name(c->d), c->n, (long long)e, got, s);
+  }
+}
+
+static void verify_case(const ccase *c) {
+  size_t es = dt_dtype_size(c->d);
+  for (int m = 0; m < c->n; m++) {
+    if (c->st[m] != DT_OK)
+      fail_msg("%s %s op %d n=%d member %d: %s", tkind_names[c->kind],
+               dt_dtype_name(c->d), (int)c->op, c->n, m, c->msg[m]);
+    if (!c->want[m]) continue;
+    for (int64_t e = 0; e < c->want_elems[m]; e++) {
+      const char *got = (const char *)c->out[m] + (size_t)e * es;
+      const char *want = (const char *)c->want[m] + (size_t)e * es;
+      if (!same_elem(got, want, c->d))
+        fail_msg("%s %s op %d n=%d count %lld member %d [%lld]: got %.9g "
+                 "want %.9g", tkind_names[c->kind], dt_dtype_name(c->d),
+                 (int)c->op, c->n, (long long)c->want_elems[m], m,
+                 (long long)e, tu_decode(got, c->d), tu_decode(want, c->d));
+    }
+  }
+  check_close(c);
+}
+
+/* runs the cases in order on the group of `ranks` (one thread per
+ * member), verifies and frees them */
+static void run_cases(coll_world *w, const int *ranks, int n, ccase **cases,
+                      int ncases) {
+  coll_group *g = coll_group_get(w, ranks, n);
+  assert_non_null(g);
+  case_run r = {g, cases, ncases};
+  run_threads(n, case_member, &r);
+  for (int i = 0; i < ncases; i++) {
+    verify_case(cases[i]);
+    case_free(cases[i]);
+  }
+}
+
+static const int group_sizes[] = {1, 2, 3, 4, 8};
+static const int subset[] = {6, 2, 4};
+
+/* ranks of test group gi: [0..n) for the sizes above, then [6, 2, 4] */
+static int group_ranks(int gi, int *ranks) {
+  if (gi == 5) {
+    memcpy(ranks, subset, sizeof subset);
+    return 3;
+  }
+  for (int i = 0; i < group_sizes[gi]; i++) ranks[i] = i;
+  return group_sizes[gi];
+}
+
+/* uneven counts with zeros: base + 13 j, 0 for every third member */
+static void fill_counts(int64_t *c, int n, int64_t base, int shift) {
+  for (int j = 0; j < n; j++) c[j] = (j + shift) % 3 == 1 ? 0 : base + 13 * j;
+}
+
+static const dt_reduce_op all_ops[] = {DT_REDUCE_SUM, DT_REDUCE_AVG,
+                                       DT_REDUCE_MAX, DT_REDUCE_MIN,
+                                       DT_REDUCE_PROD};
+
+static coll_world *world8(void) {
+  coll_world *w = coll_world_create(8, TEST_TIMEOUT_NS);
+  assert_non_null(w);
+  return w;
+}
+
+/* ---- the collectives against their references */
+
+static void test_all_reduce(void **state) {
+  (void)state;
+  static const int64_t counts[] = {0, 1, 33, 300, 2500};
+  coll_world *w = world8();
+  uint64_t seed = 1;
+  for (int gi = 0; gi < 6; gi++) {
+    int ranks[MAXM], n = group_ranks(gi, ranks);
+    ccase *cases[8 * 5 * 5 + 8];
+    int nc = 0;
+    for (int d = 0; d < DT_DTYPE_COUNT; d++)
+      for (int o = 0; o < 5; o++)
+        for (int k = 0; k < 5; k++) {
+          if (d == DT_BOOL && all_ops[o] == DT_REDUCE_AVG) continue;
+          cases[nc++] = mk_all_reduce(n, (dt_dtype)d, all_ops[o], counts[k],
+                                      false, seed++);
+        }
+    /* in place (out == in), inline and split sizes */
+    cases[nc++] = mk_all_reduce(n, DT_FLOAT32, DT_REDUCE_SUM, 33, true, seed++);
+    cases[nc++] = mk_all_reduce(n, DT_FLOAT32, DT_REDUCE_SUM, 2500, true, seed++);
+    cases[nc++] = mk_all_reduce(n, DT_INT64, DT_REDUCE_PROD, 2500, true, seed++);
+    cases[nc++] = mk_all_reduce(n, DT_FLOAT16, DT_REDUCE_AVG, 3001, true, seed++);
+    run_cases(w, ranks, n, cases, nc);
+  }
+  coll_world_destroy(w);
+}
+
+/* NaN in one member's input propagates through max/min (and sum) */
+static void test_all_reduce_nan(void **state) {
+  (void)state;
+  static const dt_dtype fl[] = {DT_FLOAT32, DT_FLOAT64, DT_FLOAT16,
+                                DT_BFLOAT16};
+  static const dt_reduce_op ops[] = {DT_REDUCE_MAX, DT_REDUCE_MIN,
+                                     DT_REDUCE_SUM};
+  coll_world *w = world8();
+  int ranks[] = {0, 1, 2, 3};
+  ccase *cases[4 * 3 * 2];
+  int nc = 0;
+  for (int d = 0; d < 4; d++)
+    for (int o = 0; o < 3; o++)
+      for (int big = 0; big < 2; big++) {
+        int64_t count = big ? 1500 : 40;
+        ccase *c = case_new(T_ALL_REDUCE, 4, fl[d], ops[o]);
+        c->count = count;
+        size_t es = dt_dtype_size(fl[d]);
+        for (int m = 0; m < 4; m++) {
+          c->in[m] = gen_buf(count, fl[d], ops[o], 500 + (uint64_t)m);
+          for (int64_t e = m; e < count; e += 7) /* member e % 7 has NaN */
+            tu_encode((char *)c->in[m] + (size_t)e * es, fl[d], NAN);
+        }
+        for (int m = 0; m < 4; m++) {
+          c->out[m] = garbage(count, fl[d]);
+          c->want[m] = malloc((size_t)count * es);
+          ref_reduce(c->in, 4, 0, count, fl[d], ops[o], c->want[m]);
+          c->want_elems[m] = count;
+          for (int64_t e = 0; e < count; e++) /* the reference agrees */
+            if (e % 7 < 4)
+              assert_true(isnan(tu_decode((char *)c->want[m] + (size_t)e * es,
+                                          fl[d])));
+        }
+        cases[nc++] = c;
+      }
+  run_cases(w, ranks, 4, cases, nc);
+  coll_world_destroy(w);
+}
+
+static void test_reduce_scatter(void **state) {
+  (void)state;
+  coll_world *w = world8();
+  uint64_t seed = 7000;
+  for (int gi = 0; gi < 6; gi++) {
+    int ranks[MAXM], n = group_ranks(gi, ranks);
+    ccase *cases[8 * 5 * 3];
+    int nc = 0;
+    for (int d = 0; d < DT_DTYPE_COUNT; d++)
+      for (int o = 0; o < 5; o++)
+        for (int size = 0; size < 3; size++) {
+          if (d == DT_BOOL && all_ops[o] == DT_REDUCE_AVG) continue;
+          int64_t counts[MAXM];
+          fill_counts(counts, n, size == 0 ? 0 : size == 1 ? 5 : 700, size);
+          cases[nc++] = mk_reduce_scatter(n, (dt_dtype)d, all_ops[o], counts,
+                                          seed++);
+        }
+    run_cases(w, ranks, n, cases, nc);
+  }
+  coll_world_destroy(w);
+}
+
+static void test_all_gather(void **state) {
+  (void)state;
+  static const dt_dtype ds[] = {DT_FLOAT32, DT_FLOAT16, DT_INT64, DT_BOOL,
+                                DT_UINT8, DT_FLOAT64};
+  coll_world *w = world8();
+  uint64_t seed = 9000;
+  for (int gi = 0; gi < 6; gi++) {
+    int ranks[MAXM], n = group_ranks(gi, ranks);
+    ccase *cases[6 * 4];
+    int nc = 0;
+    for (int d = 0; d < 6; d++)
+      for (int size = 0; size < 4; size++) {
+        int64_t counts[MAXM];
+        fill_counts(counts, n, (int64_t[]){0, 3, 200, 900}[size], size);
+        cases[nc++] = mk_all_gather(n, ds[d], counts, seed++);
+      }
+    run_cases(w, ranks, n, cases, nc);
+  }
+  coll_world_destroy(w);
+}
+
+static void test_all_to_all(void **state) {
+  (void)state;
+  static const dt_dtype ds[] = {DT_FLOAT32, DT_INT64, DT_UINT8, DT_FLOAT16};
+  coll_world *w = world8();
+  uint64_t seed = 11000;
+  for (int gi = 0; gi < 6; gi++) {
+    int ranks[MAXM], n = group_ranks(gi, ranks);
+    ccase *cases[4 * 3];
+    int nc = 0;
+    for (int d = 0; d < 4; d++)
+      for (int size = 0; size < 3; size++) {
+        int64_t send[MAXM][MAXM];
+        for (int i = 0; i < n; i++)
+          for (int j = 0; j < n; j++)
+            send[i][j] = (i * 3 + j + size) % 4 == 0
+                             ? 0 : (int64_t[]){1, 17, 600}[size] + i + 2 * j;
+        cases[nc++] = mk_all_to_all(n, ds[d], send, seed++);
+      }
+    run_cases(w, ranks, n, cases, nc);
+  }
+  coll_world_destroy(w);
+}
+
+static void test_broadcast_scatter_gather(void **state) {
+  (void)state;
+  coll_world *w = world8();
+  uint64_t seed = 13000;
+  for (int gi = 0; gi < 6; gi++) {
+    int ranks[MAXM], n = group_ranks(gi, ranks);
+    ccase *cases[MAXM * 3 * 3];
+    int nc = 0;
+    for (int root = 0; root < n; root++)
+      for (int size = 0; size < 3; size++) {
+        int64_t counts[MAXM], big = (int64_t[]){0, 9, 1100}[size];
+        dt_dtype d = size == 1 ? DT_BFLOAT16 : size == 2 ? DT_FLOAT32
+                                                         : DT_INT32;
+        fill_counts(counts, n, big, root);
+        cases[nc++] = mk_broadcast(n, d, big * 3 + size, root, seed++);
+        cases[nc++] = mk_scatter_gather(T_SCATTER, n, d, counts, root, seed++);
+        cases[nc++] = mk_scatter_gather(T_GATHER, n, d, counts, root, seed++);
+      }
+    run_cases(w, ranks, n, cases, nc);
+  }
+  coll_world_destroy(w);
+}
+
+/* large sizes: the streaming stores and many blocks per member; the same
+ * all_reduce twice gives the same bits */
+static void test_large_and_deterministic(void **state) {
+  (void)state;
+  coll_world *w = world8();
+  int ranks[] = {0, 1, 2, 3, 4, 5, 6, 7};
+  for (int n = 2; n <= 8; n += 6) {
+    int64_t counts[MAXM];
+    for (int j = 0; j < n; j++) counts[j] = (n == 2 ? 150001 : 40001) + j;
+    ccase *a = mk_all_reduce(n, DT_FLOAT32, DT_REDUCE_SUM, 300007, false, 77);
+    ccase *b = mk_all_reduce(n, DT_FLOAT32, DT_REDUCE_SUM, 300007, false, 77);
+    ccase *cases[] = {a, mk_all_gather(n, DT_FLOAT32, counts, 78),
+                      mk_reduce_scatter(n, DT_FLOAT64, DT_REDUCE_SUM, counts,
+                                        79)};
+    ccase *again[] = {b};
+    size_t bytes = 300007 * 4;
+    coll_group *g = coll_group_get(w, ranks, n);
+    case_run r1 = {g, cases, 3}, r2 = {g, again, 1};
+    run_threads(n, case_member, &r1);
+    run_threads(n, case_member, &r2);
+    for (int m = 0; m < n; m++)
+      assert_memory_equal(a->out[m], b->out[m], bytes);
+    for (int i = 0; i < 3; i++) {
+      verify_case(cases[i]);
+      case_free(cases[i]);
+    }
+    verify_case(b);
+    case_free(b);
+  }
+  coll_world_destroy(w);
+}
+
+/* ---- rounds: many collectives back to back, checked in the members */
+
+typedef struct rounds_ctx {
+  coll_world *w;
+  int ranks[2][MAXM]; /* up to two groups; thread i < n[0] is member i of
+                       * group 0, the next n[1] threads of group 1 */
+  int n[2];
+  int rounds;
+} rounds_ctx;
+
+/* one round of a mix that alternates one-phase (inline) and two-phase
+ * (split) collectives, so the slots are reused in every combination */
+static void one_round(coll_group *g, int n, int m, int r) {
+  int64_t i64[900] = {0}, o64[900 * MAXM];
+  float f[700];
+  int64_t counts[MAXM] = {0};
+  dt_status st = DT_OK;
+  switch (r % 5) {
+  case 0: /* int64 sum, inline */
+    for (int e = 0; e < 3; e++) i64[e] = (int64_t)r * 1000 + m * 10 + e;
+    st = coll_all_reduce(g, m, i64, o64, 3, DT_INT64, DT_REDUCE_SUM);
+    for (int e = 0; e < 3 && st == DT_OK; e++)
+      T_CHECK(o64[e] == n * ((int64_t)r * 1000 + e) + 10 * n * (n - 1) / 2,
+              "round %d sum[%d] = %lld", r, e, (long long)o64[e]);
+    break;
+  case 1: /* float32 sum of small integers (exact), split, in place */
+    for (int e = 0; e < 700; e++) f[e] = (float)(m + e);
+    st = coll_all_reduce(g, m, f, f, 700, DT_FLOAT32, DT_REDUCE_SUM);
+    for (int e = 0; e < 700 && st == DT_OK; e++)
+      T_CHECK(f[e] == (float)(n * e + n * (n - 1) / 2), "round %d f[%d] = %g",
+              r, e, f[e]);
+    break;
+  case 2: /* all_gather, counts j + 1, inline */
+    for (int j = 0; j < n; j++) counts[j] = j + 1;
+    for (int e = 0; e <= m; e++) i64[e] = r + m;
+    st = coll_all_gather(g, m, i64, o64, counts, DT_INT64);
+    for (int j = 0, off = 0; j < n && st == DT_OK; off += j + 1, j++)
+      for (int e = 0; e <= j; e++)
+        T_CHECK(o64[off + e] == r + j, "round %d gather[%d]", r, off + e);
+    break;
+  case 3:
+    st = coll_barrier(g, m);
+    break;
+  default: /* reduce_scatter, 300 each, split */
+    for (int j = 0; j < n; j++) counts[j] = 300;
+    for (int e = 0; e < 300 * n; e++) o64[e] = m + e + r;
+    st = coll_reduce_scatter(g, m, o64, i64, counts, DT_INT64, DT_REDUCE_MAX);
+    for (int e = 0; e < 300 && st == DT_OK; e++)
+      T_CHECK(i64[e] == n - 1 + 300 * m + e + r, "round %d rs[%d]", r, e);
+    break;
+  }
+  T_CHECK(st == DT_OK, "round %d: %s", r, dt_last_error());
+}
+
+static void rounds_member(void *arg, int i) {
+  rounds_ctx *c = arg;
+  int gi = i < c->n[0] ? 0 : 1, m = gi ? i - c->n[0] : i;
+  coll_group *g = coll_group_get(c->w, c->ranks[gi], c->n[gi]);
+  T_CHECK(g != NULL, "%s", dt_last_error());
+  for (int r = 0; g && r < c->rounds; r++) one_round(g, c->n[gi], m, r);
+}
+
+static void test_many_rounds(void **state) {
+  (void)state;
+  coll_world *w = world8();
+  for (int n = 1; n <= 8; n++) {
+    rounds_ctx c = {.w = w, .n = {n, 0}, .rounds = n <= 4 ? 1500 : 500};
+    for (int i = 0; i < n; i++) c.ranks[0][i] = (i * 3 + 1) % 8; /* permuted */
+    run_threads(n, rounds_member, &c);
+    ASSERT_NO_THREAD_FAILURES();
+  }
+  coll_world_destroy(w);
+}
+
+static void test_parallel_groups(void **state) {
+  (void)state;
+  coll_world *w = world8();
+  /* two disjoint groups at once */
+  rounds_ctx c = {.w = w, .n = {4, 4}, .rounds = 600,
+                  .ranks = {{0, 1, 2, 3}, {7, 5, 6, 4}}};
+  run_threads(8, rounds_member, &c);
+  ASSERT_NO_THREAD_FAILURES();
+  coll_world_destroy(w);
+}
+
+/* a 2x2 mesh: every rank reduces over its row, then over its column; the
+ * groups overlap and every rank uses them in the same order */
+static void mesh_member(void *arg, int rank) {
+  coll_world *w = arg;
+  int row[2] = {rank & ~1, rank | 1}, col[2] = {rank & 1, (rank & 1) + 2};
+  coll_group *gr = coll_group_get(w, row, 2), *gc = coll_group_get(w, col, 2);
+  for (int it = 0; it < 800; it++) {
+    int64_t x[2] = {rank + it, -(int64_t)rank * it}, y[2];
+    dt_status st = coll_all_reduce(gr, rank & 1, x, y, 2, DT_INT64,
+                                   DT_REDUCE_SUM);
+    if (st == DT_OK)
+      st = coll_all_reduce(gc, rank >> 1, y, y, 2, DT_INT64, DT_REDUCE_SUM);
+    T_CHECK(st == DT_OK, "%s", dt_last_error());
+    T_CHECK(y[0] == 6 + 4 * (int64_t)it && y[1] == -6 * (int64_t)it,
+            "it %d: %lld %lld", it, (long long)y[0], (long long)y[1]);
+    if (it % 100 == 99) { /* and a large one, split across the members */
+      static _Thread_local float big[5000];
+      for (int e = 0; e < 5000; e++) big[e] = (float)(rank * e % 7);
+      st = coll_all_reduce(gc, rank >> 1, big, big, 5000, DT_FLOAT32,
+                           DT_REDUCE_MAX);
+      T_CHECK(st == DT_OK, "%s", dt_last_error());
+    }
+  }
+}
+
+static void test_overlapping_groups(void **state) {
+  (void)state;
+  coll_world *w = coll_world_create(4, TEST_TIMEOUT_NS);
+  run_threads(4, mesh_member, w);
+  ASSERT_NO_THREAD_FAILURES();
+  coll_world_destroy(w);
+}
+
+/* every member's increments before the barrier are visible after it */
+typedef struct barrier_ctx {
+  coll_group *g;
+  _Atomic int64_t hits;
+} barrier_ctx;
+
+static void barrier_member(void *arg, int m) {
+  barrier_ctx *c = arg;
+  int n = coll_group_size(c->g);
+  for (int r = 0; r < 400; r++) {
+    atomic_fetch_add_explicit(&c->hits, 1, memory_order_relaxed);
+    T_CHECK(coll_barrier(c->g, m) == DT_OK, "%s", dt_last_error());
+    int64_t h = atomic_load_explicit(&c->hits, memory_order_relaxed);
+    /* the second barrier keeps the next round's increments out */
+    T_CHECK(h == (int64_t)n * (r + 1), "round %d: %lld hits", r,
+            (long long)h);
+    T_CHECK(coll_barrier(c->g, m) == DT_OK, "%s", dt_last_error());
+  }
+}
+
+static void test_barrier(void **state) {
+  (void)state;
+  coll_world *w = world8();
+  for (int gi = 0; gi < 6; gi++) {
+    int ranks[MAXM], n = group_ranks(gi, ranks);
+    barrier_ctx c = {.g = coll_group_get(w, ranks, n)};
+    atomic_init(&c.hits, 0);
+    run_threads(n, barrier_member, &c);
+    ASSERT_NO_THREAD_FAILURES();
+  }
+  coll_world_destroy(w);
+}
+
+/* ---- the watchdog */
+
+typedef struct late_ctx {
+  coll_group *g;
+  int late;             /* this member arrives late_ns after the others */
+  int64_t late_ns;
+  dt_status st[MAXM];
+  char msg[MAXM][512];
+  int64_t took[MAXM];
+} late_ctx;
+
+static void late_member(void *arg, int m) {
+  late_ctx *c = arg;
+  float x[4] = {1, 2, 3, 4}, y[4];
+  /* one good round first: the timeout is per round */
+  T_CHECK(coll_all_reduce(c->g, m, x, y, 4, DT_FLOAT32, DT_REDUCE_SUM) ==
+              DT_OK, "%s", dt_last_error());
+  if (m == c->late) sleep_ns(c->late_ns);
+  int64_t t0 = now_ns();
+  c->st[m] = coll_all_reduce(c->g, m, x, y, 4, DT_FLOAT32, DT_REDUCE_SUM);
+  c->took[m] = now_ns() - t0;
+  snprintf(c->msg[m], sizeof c->msg[m], "%s", dt_last_error());
+}
+
+static void expect_contains(const char *msg, const char *part) {
+  if (!strstr(msg, part)) fail_msg("'%s' lacks '%s'", msg, part);
+}
+
+static void test_watchdog(void **state) {
+  (void)state;
+  coll_world *w = coll_world_create(8, 200 * MS);
+  int ranks[] = {0, 1, 2};
+  late_ctx c = {.g = coll_group_get(w, ranks, 3), .late = 2,
+                .late_ns = 600 * MS};
+  run_threads(3, late_member, &c);
+  ASSERT_NO_THREAD_FAILURES();
+  for (int m = 0; m < 3; m++) {
+    assert_int_equal(c.st[m], DT_ERR_TIMEOUT);
+    expect_contains(c.msg[m], "all_reduce on group [0, 1, 2] (seq 1)");
+    expect_contains(c.msg[m], "timed out after 0.200 s");
+    expect_contains(c.msg[m], "arrived: ranks 0, 1; missing: rank 2");
+    assert_string_equal(c.msg[m], c.msg[0]); /* the same report for all */
+  }
+  for (int m = 0; m < 2; m++) /* waited about the timeout, not forever */
+    assert_true(c.took[m] >= 190 * MS && c.took[m] < 5000 * MS);
+  assert_true(c.took[2] < 100 * MS); /* the late member fails at once */
+  /* every later collective fails at once with the same report */
+  int64_t t0 = now_ns();
+  assert_int_equal(coll_barrier(c.g, 0), DT_ERR_TIMEOUT);
+  assert_string_equal(dt_last_error(), c.msg[0]);
+  assert_true(now_ns() - t0 < 100 * MS);
+  /* other groups of the same ranks are not affected */
+  int pair[] = {0, 1};
+  barrier_ctx b = {.g = coll_group_get(w, pair, 2)};
+  atomic_init(&b.hits, 0);
+  run_threads(2, barrier_member, &b);
+  ASSERT_NO_THREAD_FAILURES();
+  coll_world_destroy(w);
+}
+
+/* a permuted subset: the report names world ranks, not member indices */
+static void test_watchdog_subset(void **state) {
+  (void)state;
+  coll_world *w = coll_world_create(8, 100 * MS);
+  late_ctx c = {.g = coll_group_get(w, subset, 3), .late = 0,
+                .late_ns = 400 * MS};
+  run_threads(3, late_member, &c);
+  ASSERT_NO_THREAD_FAILURES();
+  for (int m = 0; m < 3; m++) {
+    assert_int_equal(c.st[m], DT_ERR_TIMEOUT);
+    expect_contains(c.msg[m], "group [6, 2, 4]");
+    expect_contains(c.msg[m], "arrived: ranks 2, 4; missing: rank 6");
+  }
+  coll_world_destroy(w);
+}
+
+/* timeout <= 0 waits as long as it takes (through many sleep slices) */
+static void test_no_timeout(void **state) {
+  (void)state;
+  coll_world *w = coll_world_create(8, 0);
+  late_ctx c = {.g = coll_group_get(w, subset, 3), .late = 1,
+                .late_ns = 300 * MS};
+  run_threads(3, late_member, &c);
+  ASSERT_NO_THREAD_FAILURES();
+  for (int m = 0; m < 3; m++) assert_int_equal(c.st[m], DT_OK);
+  /* and a timeout set later applies to later rounds */
+  coll_world_set_timeout(w, 100 * MS);
+  run_threads(3, late_member, &c);
+  for (int m = 0; m < 3; m++) assert_int_equal(c.st[m], DT_ERR_TIMEOUT);
+  coll_world_destroy(w);
+}
+
+/* ---- argument errors and members that disagree */
+
+typedef struct bad_ctx {
+  coll_group *g;
+  int variant;
+  dt_status st[MAXM];
+  char msg[MAXM][512];
+} bad_ctx;
+
+static void bad_member(void *arg, int m) {
+  bad_ctx *c = arg;
+  float x[64] = {0}, y[64 * MAXM];
+  int64_t counts[MAXM] = {4, 4, 4}, other[MAXM] = {4, 5, 4};
+  int64_t send[MAXM] = {1, 1, 1}, recv[MAXM] = {1, 1, 1};
+  switch (c->variant) {
+  case 0: /* member 1: invalid dtype */
+    c->st[m] = coll_all_reduce(c->g, m, x, y, 4, m == 1 ? (dt_dtype)42
+                               : DT_FLOAT32, DT_REDUCE_SUM);
+    break;
+  case 1: /* member 2: invalid op */
+    c->st[m] = coll_all_reduce(c->g, m, x, y, 4, DT_FLOAT32,
+                               m == 2 ? (dt_reduce_op)9 : DT_REDUCE_SUM);
+    break;
+  case 2: /* everyone: avg of bool */
+    c->st[m] = coll_all_reduce(c->g, m, x, y, 4, DT_BOOL, DT_REDUCE_AVG);
+    break;
+  case 3: /* member 1: a different count */
+    c->st[m] = coll_all_reduce(c->g, m, x, y, m == 1 ? 5 : 4, DT_FLOAT32,
+                               DT_REDUCE_SUM);
+    break;
+  case 4: /* member 2: a different collective */
+    c->st[m] = m == 2 ? coll_all_gather(c->g, m, x, y, counts, DT_FLOAT32)
+                      : coll_all_reduce(c->g, m, x, y, 4, DT_FLOAT32,
+                                        DT_REDUCE_SUM);
+    break;
+  case 5: /* member 0: other counts */
+    c->st[m] = coll_reduce_scatter(c->g, m, x, y, m ? counts : other,
+                                   DT_FLOAT32, DT_REDUCE_SUM);
+    break;
+  case 6: /* all_to_all: member 1 expects 2 from member 0, who sends 1 */
+    if (m == 1) recv[0] = 2;
+    c->st[m] = coll_all_to_all(c->g, m, x, send, y, recv, DT_FLOAT32);
+    break;
+  default: /* member 0: negative count */
+    c->st[m] = coll_all_reduce(c->g, m, x, y, m == 0 ? -1 : 64, DT_FLOAT32,
+                               DT_REDUCE_SUM);
+    break;
+  }
+  snprintf(c->msg[m], sizeof c->msg[m], "%s", dt_last_error());
+  /* whatever happened, the group still works */
+  float a[2] = {1, 2}, b[2];
+  T_CHECK(coll_all_reduce(c->g, m, a, b, 2, DT_FLOAT32, DT_REDUCE_SUM) ==
+              DT_OK && b[1] == 6, "%s", dt_last_error());
+}
+
+static void test_bad_arguments(void **state) {
+  (void)state;
+  coll_world *w = world8();
+  int ranks[] = {3, 1, 5};
+  static const dt_status want[] = {DT_ERR_DTYPE, DT_ERR_INVALID_ARGUMENT,
+                                   DT_ERR_DTYPE, DT_ERR_DESYNC, DT_ERR_DESYNC,
+                                   DT_ERR_DESYNC, DT_ERR_DESYNC,
+                                   DT_ERR_INVALID_ARGUMENT};
+  static const char *const part[] = {
+      "invalid dtype 42", "invalid reduce op 9", "avg of bool",
+      "members disagree", "called all_gather", "members disagree",
+      "member 0 sends 1 elements to member 1, which expects 2", "count -1"};
+  for (int v = 0; v < 8; v++) {
+    bad_ctx c = {.g = coll_group_get(w, ranks, 3), .variant = v};
+    run_threads(3, bad_member, &c);
+    ASSERT_NO_THREAD_FAILURES();
+    for (int m = 0; m < 3; m++) {
+      if (c.st[m] != want[v])
+        fail_msg("variant %d member %d: %s (%s)", v, m,
+                 dt_status_name(c.st[m]), c.msg[m]);
+      expect_contains(c.msg[m], "on group [3, 1, 5]");
+    }
+    /* the culprit names its own error; the others name the culprit */
+    int culprit = v == 0 ? 1 : v == 1 ? 2 : v == 7 ? 0 : -1;
+    for (int m = 0; m < 3; m++) {
+      if (v == 2 || v == 3 || v == 4 || v == 5 || v == 6 || m == culprit)
+        expect_contains(c.msg[m], part[v]);
+      else if (culprit >= 0)
+        expect_contains(c.msg[m], culprit == 1 ? "member 1 (rank 1) passed "
+                        "invalid arguments" : culprit == 2 ? "member 2 (rank"
+                        " 5) passed invalid arguments" : "member 0 (rank 3) "
+                        "passed invalid arguments");
+    }
+  }
+  coll_world_destroy(w);
+}
+
+static void test_registry(void **state) {
+  (void)state;
+  tu_expect_status(coll_world_create(0, 0) ? DT_OK : dt_last_status(),
+                   DT_ERR_INVALID_ARGUMENT, "at least 1", NULL);
+  coll_world *w = world8();
+  int a[] = {6, 2, 4}, b[] = {2, 4, 6}, bad[] = {1, 8}, dup[] = {1, 3, 1};
+  coll_group *g = coll_group_get(w, a, 3);
+  assert_non_null(g);
+  assert_ptr_equal(coll_group_get(w, a, 3), g);
+  assert_ptr_not_equal(coll_group_get(w, b, 3), g);
+  assert_string_equal(coll_group_name(g), "[6, 2, 4]");
+  assert_int_equal(coll_group_size(g), 3);
+  assert_null(coll_group_get(w, bad, 2));
+  tu_expect_status(dt_last_status(), DT_ERR_INVALID_ARGUMENT,
+                   "rank 8 out of range [0, 8)", NULL);
+  assert_null(coll_group_get(w, dup, 3));
+  tu_expect_status(dt_last_status(), DT_ERR_INVALID_ARGUMENT,
+                   "rank 1 listed twice", NULL);
+  assert_null(coll_group_get(w, a, 0));
+  assert_null(coll_group_get(NULL, a, 3));
+  coll_world_destroy(w);
+  coll_world_destroy(NULL);
+}
+
+/* ---- send / recv */
+
+/* even ranks send then receive, odd ranks the reverse: a ring of blocking
+ * exchanges that cannot deadlock; then 200 messages of growing size from
+ * rank 0 to rank 1, received in order */
+static void p2p_member(void *arg, int rank) {
+  coll_world *w = arg;
+  int n = 4, next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  for (int it = 0; it < 50; it++) {
+    int64_t out[8], in[8];
+    for (int e = 0; e < 8; e++) out[e] = rank * 1000 + it * 10 + e;
+    dt_status a, b;
+    if (rank % 2 == 0) {
+      a = coll_send(w, rank, next, out, sizeof out);
+      b = coll_recv(w, rank, prev, in, sizeof in);
+    } else {
+      b = coll_recv(w, rank, prev, in, sizeof in);
+      a = coll_send(w, rank, next, out, sizeof out);
+    }
+    T_CHECK(a == DT_OK && b == DT_OK, "%s", dt_last_error());
+    for (int e = 0; e < 8; e++)
+      T_CHECK(in[e] == prev * 1000 + it * 10 + e, "it %d [%d]", it, e);
+  }
+  static char buf[2][4096];
+  for (int k = 0; k < 200 && rank < 2; k++) {
+    int64_t bytes = (k * 37) % 4096;
+    if (rank == 0) {
+      memset(buf[0], k & 0xff, (size_t)bytes);
+      T_CHECK(coll_send(w, 0, 1, buf[0], bytes) == DT_OK, "%s",
+              dt_last_error());
+    } else {
+      T_CHECK(coll_recv(w, 1, 0, buf[1], bytes) == DT_OK, "%s",
+              dt_last_error());
+      for (int64_t e = 0; e < bytes; e++)
+        T_CHECK(buf[1][e] == (char)(k & 0xff), "message %d byte %lld", k,
+                (long long)e);
+    }
+  }
+}
+
+static void test_send_recv(void **state) {
+  (void)state;
+  coll_world *w = coll_world_create(4, TEST_TIMEOUT_NS);
+  run_threads(4, p2p_member, w);
+  ASSERT_NO_THREAD_FAILURES();
+  coll_world_destroy(w);
+}
+
+typedef struct mismatch_ctx {
+  coll_world *w;
+  dt_status st[2];
+  char msg[2][256];
+} mismatch_ctx;
+
+static void mismatch_member(void *arg, int i) {
+  mismatch_ctx *c = arg;
+  char b[16] = {0};
+  c->st[i] = i == 0 ? coll_send(c->w, 2, 3, b, 8) : coll_recv(c->w, 3, 2, b, 16);
+  snprintf(c->msg[i], sizeof c->msg[i], "%s", dt_last_error());
+  /* the channel still works */
+  T_CHECK((i == 0 ? coll_send(c->w, 2, 3, b, 4) : coll_recv(c->w, 3, 2, b, 4))
+              == DT_OK, "%s", dt_last_error());
+}
+
+static void test_send_recv_errors(void **state) {
+  (void)state;
+  coll_world *w = coll_world_create(4, 100 * MS);
+  char b[8] = {0};
+  /* nobody on the other side: both directions time out */
+  tu_expect_status(coll_recv(w, 1, 0, b, 8), DT_ERR_TIMEOUT,
+                   "recv on rank 1 from rank 0 (8 bytes): timed out after "
+                   "0.100 s; rank 0 did not send", NULL);
+  tu_expect_status(coll_send(w, 0, 1, b, 8), DT_ERR_TIMEOUT,
+                   "send from rank 0 to rank 1 (8 bytes): timed out after "
+                   "0.100 s; rank 1 did not receive", NULL);
+  /* the retracted message is not delivered later */
+  tu_expect_status(coll_recv(w, 1, 0, b, 8), DT_ERR_TIMEOUT, NULL);
+  tu_expect_status(coll_send(w, 1, 1, b, 8), DT_ERR_INVALID_ARGUMENT,
+                   "to itself", NULL);
+  tu_expect_status(coll_send(w, 0, 4, b, 8), DT_ERR_INVALID_ARGUMENT,
+                   "out of range", NULL);
+  tu_expect_status(coll_recv(w, 1, 0, NULL, 8), DT_ERR_INVALID_ARGUMENT,
+                   NULL);
+  mismatch_ctx c = {.w = w};
+  run_threads(2, mismatch_member, &c);
+  ASSERT_NO_THREAD_FAILURES();
+  for (int i = 0; i < 2; i++)
+    if (c.st[i] != DT_ERR_INVALID_ARGUMENT) fail_msg("%s", c.msg[i]);
+  expect_contains(c.msg[0], "sent 8 bytes, the receiver expected 16");
+  expect_contains(c.msg[1], "expected 16 bytes, the sender sent 8");
+  coll_world_destroy(w);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_registry),
+      cmocka_unit_test(test_all_reduce),
+      cmocka_unit_test(test_all_reduce_nan),
+      cmocka_unit_test(test_reduce_scatter),
+      cmocka_unit_test(test_all_gather),
+      cmocka_unit_test(test_all_to_all),
+      cmocka_unit_test(test_broadcast_scatter_gather),
+      cmocka_unit_test(test_large_and_deterministic),
+      cmocka_unit_test(test_barrier),
+      cmocka_unit_test(test_many_rounds),
+      cmocka_unit_test(test_parallel_groups),
+      cmocka_unit_test(test_overlapping_groups),
+      cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_watchdog),
+      cmocka_unit_test(test_watchdog_subset),
+      cmocka_unit_test(test_no_timeout),
+      cmocka_unit_test(test_send_recv),
+      cmocka_unit_test(test_send_recv_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
