@@ -1,0 +1,735 @@
+/* Collectives emulated between rank threads in one address space
+ * (sim/collectives.h): the world and its group registry, the lock-free
+ * rendezvous, the watchdog, and the split of the data movement. The
+ * arithmetic is in coll_reduce.c, send/recv in coll_p2p.c.
+ *
+ * Rounds. Every member of a group calls the same collectives in the same
+ * order; member m counts its own calls (me->seq, written only by m), so
+ * call k of every member is round k of the group. Round k uses slot
+ * s = k & 1: an arrival word arrive[s] and one entry per member, where the
+ * member publishes its call (kind, dtype, counts, buffer pointers, and its
+ * input itself when that is small) before arriving.
+ *
+ * Arrival. A word holds (arrivals << 1 | BROKEN). Counts never reset: the
+ * j-th use of a slot (round k = 2j + s) completes when the count reaches
+ * base + n (j + 1), compared modulo 2^31 (`reached`); base starts a few
+ * rounds before the wrap so every run crosses it. A member arrives with a
+ * seq_cst fetch_add (release: publishes its entry; acquire: the last
+ * arriver reads everyone's); the others wait for the count with acquire
+ * loads, which read the last arriver's RMW at the end of one release
+ * sequence and so see every member's entry.
+ *
+ * Two phases. When every member's input fits its entry (COLL_INLINE
+ * bytes), each member computes its own output from the entries and
+ * returns: one barrier. Otherwise the members split the data movement and
+ * write into each other's outputs straight from each other's buffers, so
+ * a second barrier (the completion word, counted the same way) follows:
+ * no member returns while another may still read its input or write its
+ * output. The phase is decided from the entries, so every member decides
+ * the same. Double buffering makes the one-phase rounds safe: member A
+ * rewrites its slot-s entry in round k + 2 only after round k + 1
+ * completed, i.e. after every member arrived at k + 1 and so finished
+ * reading round k's entries (the seq_cst RMWs of arrive[1 - s] order the
+ * reads before the rewrite). A waiter of round k never sees round k + 2's
+ * arrivals for the same reason, so the count it polls lies in
+ * [target - n, target].
+ *
+ * Sleeping and the no-lost-wake-up argument. A waiter spins (pause) for
+ * spin_ns, then: increments `sleepers` (seq_cst), re-reads the word
+ * (seq_cst) and, if still short, FUTEX_WAITs on the value it read, with a
+ * timeout slice. The last arriver does its fetch_add (seq_cst), then
+ * loads `sleepers` (seq_cst) and FUTEX_WAKEs if nonzero. Four seq_cst
+ * accesses to two locations (a Dekker pair): in their single total order
+ * either the waiter's re-read follows the fetch_add (it sees the round
+ * complete and does not sleep) or the arriver's load follows the
+ * increment (it sees a sleeper and wakes). FUTEX_WAIT compares the word
+ * with the value read atomically with respect to FUTEX_WAKE, so a wake
+ * between the re-read and the sleep makes the wait return at once.
+ *
+ * Watchdog. A waiter whose arrival is older than the world's timeout
+ * breaks the round with a CAS that sets BROKEN only while the count is
+ * short. The word's modification order decides every race: a round either
+ * completed before the bit (the breaker sees that and carries on) or is
+ * broken, and then nobody moves data: waiters see the bit, and a late
+ * arriver finds it in the value its fetch_add returns. The breaker
+ * publishes the report (release CAS of `broken`, read with acquire) and
+ * wakes the word; every later call fails at once with that report. The
+ * completion phase has no deadline: each member in it has arrived and has
+ * a bounded copy left, and returning early would let it write into a
+ * buffer its owner had already freed.
+ *
+ * Data movement (n members, member i): all_reduce reduces element range i
+ * of every input, in member order, into every output; reduce_scatter
+ * reduces its own block; all_gather copies its input into every output;
+ * all_to_all pulls block i of every input into its own output; broadcast,
+ * scatter and gather copy range i of the whole to or from every
+ * destination. Ranges are cut at 64-byte boundaries. Bad arguments or
+ * members that disagree fail every member of the round (nothing moves)
+ * and leave the group usable. */
+#include "sim/collectives.h"
+
+#include <sched.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "sim/coll_internal.h"
+#include "sim/coll_reduce.h"
+
+#define WORD_BROKEN 1u
+#define WORD_ONE 2u
+#define COUNT_MASK 0x7fffffffu
+/* how long a waiter spins before it sleeps: longer when every member can
+ * have its own CPU, short when they share (spinning then delays the very
+ * member being waited for) */
+#define SPIN_NS_OWN_CPU ((int64_t)20 * 1000)
+#define SPIN_NS_SHARED ((int64_t)2 * 1000)
+
+static const char *const kind_names[] = {
+  "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+  "scatter", "gather", "barrier"};
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == KIND_COUNT,
+               "one name per collective");
+static const char *const op_names[] = {"sum", "avg", "max", "min", "prod"};
+_Static_assert(sizeof op_names / sizeof op_names[0] == DT_REDUCE_PROD + 1,
+               "one name per reduce op");
+
+typedef struct line_u32 {
+  _Alignas(COLL_LINE) _Atomic uint32_t v;
+} line_u32;
+
+typedef struct coll_member {
+  _Alignas(COLL_LINE) uint64_t seq; /* rounds started; owner only */
+  uint32_t ndepart;                 /* completion phases done; owner only */
+  const void **ins;                 /* n scratch pointers; owner only */
+  void **outs;                      /* n scratch pointers; owner only */
+  _Atomic uint64_t arrived;         /* seq + 1 of its last arrival */
+} coll_member;
+
+struct coll_group {
+  coll_world *world;
+  coll_group *next;          /* registry list, under world->lock */
+  int n;
+  int *ranks;                /* world rank of each member */
+  char *name;                /* "[0, 2, 4, 6]" */
+  int64_t spin_ns;
+  uint32_t base;             /* every count's initial value */
+  coll_member *members;
+  coll_entry *entries[2];    /* per slot, n each */
+  line_u32 arrive[2];        /* futex words: arrivals << 1 | BROKEN */
+  line_u32 depart;           /* futex word: completions << 1 */
+  line_u32 sleepers;         /* waiters on their way into FUTEX_WAIT */
+  _Alignas(COLL_LINE) _Atomic(char *) broken; /* the watchdog's report */
+};
+
+/* the report used when there is no memory to format one */
+static char oom_report[] = "collective timed out (no memory for the report)";
+
+/* ---- world and group registry */
+
+coll_world *coll_world_create(int nranks, int64_t timeout_ns) {
+  if (nranks < 1) {
+    dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                 "coll_world_create: %d ranks (need at least 1)", nranks);
+    return NULL;
+  }
+  coll_world *w = calloc(1, sizeof *w);
+  size_t pairs = (size_t)nranks * (size_t)nranks;
+  coll_mailbox *mail = w ? aligned_alloc(COLL_LINE, pairs * sizeof *mail)
+                         : NULL;
+  if (!mail) {
+    free(w);
+    dt_error_set(DT_ERR_OUT_OF_MEMORY, "coll_world_create: out of memory");
+    return NULL;
+  }
+  memset(mail, 0, pairs * sizeof *mail);
+  for (size_t i = 0; i < pairs; i++) atomic_init(&mail[i].state, 0);
+  w->nranks = nranks;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  w->ncpu = ncpu > 0 ? (int)ncpu : 1;
+  atomic_init(&w->timeout_ns, timeout_ns);
+  pthread_mutex_init(&w->lock, NULL);
+  w->mail = mail;
+  return w;
+}
+
+static void group_free(coll_group *g) {
+  if (!g) return;
+  char *report = atomic_load_explicit(&g->broken, memory_order_relaxed);
+  if (report != oom_report) free(report);
+  if (g->members)
+    for (int i = 0; i < g->n; i++) {
+      free(g->members[i].ins);
+      free(g->members[i].outs);
+    }
+  free(g->members);
+  free(g->entries[0]);
+  free(g->entries[1]);
+  free(g->ranks);
+  free(g->name);
+  free(g);
+}
+
+void coll_world_destroy(coll_world *w) {
+  if (!w) return;
+  for (coll_group *g = w->groups, *next; g; g = next) {
+    next = g->next;
+    group_free(g);
+  }
+  pthread_mutex_destroy(&w->lock);
+  free(w->mail);
+  free(w);
+}
+
+void coll_world_set_timeout(coll_world *w, int64_t timeout_ns) {
+  if (w) atomic_store_explicit(&w->timeout_ns, timeout_ns,
+                               memory_order_relaxed);
+}
+
+static char *format_name(const int *ranks, int n) {
+  char *s = malloc((size_t)n * 13 + 3);
+  if (!s) return NULL;
+  size_t len = 0;
+  s[len++] = '[';
+  for (int i = 0; i < n; i++)
+    len += (size_t)sprintf(s + len, "%s%d", i ? ", " : "", ranks[i]);
+  strcpy(s + len, "]");
+  return s;
+}
+
+static coll_group *group_new(coll_world *w, const int *ranks, int n) {
+  coll_group *g = aligned_alloc(COLL_LINE, sizeof *g);
+  if (!g) return NULL;
+  memset(g, 0, sizeof *g);
+  g->world = w;
+  g->n = n;
+  g->members = aligned_alloc(COLL_LINE, (size_t)n * sizeof *g->members);
+  for (int s = 0; s < 2; s++)
+    g->entries[s] = aligned_alloc(COLL_LINE, (size_t)n * sizeof(coll_entry));
+  g->ranks = malloc((size_t)n * sizeof *g->ranks);
+  g->name = format_name(ranks, n);
+  if (!g->members || !g->entries[0] || !g->entries[1] || !g->ranks ||
+      !g->name) {
+    if (g->members) memset(g->members, 0, (size_t)n * sizeof *g->members);
+    group_free(g);
+    return NULL;
+  }
+  memcpy(g->ranks, ranks, (size_t)n * sizeof *ranks);
+  memset(g->members, 0, (size_t)n * sizeof *g->members);
+  bool ok = true;
+  for (int i = 0; i < n; i++) {
+    g->members[i].ins = malloc((size_t)n * sizeof(void *));
+    g->members[i].outs = malloc((size_t)n * sizeof(void *));
+    ok = ok && g->members[i].ins && g->members[i].outs;
+    atomic_init(&g->members[i].arrived, 0);
+  }
+  if (!ok) {
+    group_free(g);
+    return NULL;
+  }
+  g->spin_ns = n <= w->ncpu ? SPIN_NS_OWN_CPU : SPIN_NS_SHARED;
+  /* three uses of each slot before the counts wrap around 2^31 */
+  g->base = (COUNT_MASK + 1u - 3u * (uint32_t)n) & COUNT_MASK;
+  for (int s = 0; s < 2; s++) atomic_init(&g->arrive[s].v, g->base << 1);
+  atomic_init(&g->depart.v, g->base << 1);
+  atomic_init(&g->sleepers.v, 0);
+  atomic_init(&g->broken, NULL);
+  return g;
+}
+
+static dt_status check_ranks(coll_world *w, const int *ranks, int n) {
+  if (!w || !ranks || n < 1)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "coll_group_get: need a world and at least one rank "
+                        "(got %d)", n);
+  for (int i = 0; i < n; i++) {
+    if (ranks[i] < 0 || ranks[i] >= w->nranks)
+      return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                          "coll_group_get: rank %d out of range [0, %d)",
+                          ranks[i], w->nranks);
+    for (int j = 0; j < i; j++)
+      if (ranks[j] == ranks[i])
+        return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                            "coll_group_get: rank %d listed twice",
+                            ranks[i]);
+  }
+  return DT_OK;
+}
+
+coll_group *coll_group_get(coll_world *w, const int *ranks, int n) {
+  if (check_ranks(w, ranks, n) != DT_OK) return NULL;
+  pthread_mutex_lock(&w->lock);
+  coll_group *g = w->groups;
+  while (g && (g->n != n || memcmp(g->ranks, ranks,
+                                   (size_t)n * sizeof *ranks) != 0))
+    g = g->next;
+  if (!g) {
+    g = group_new(w, ranks, n);
+    if (g) {
+      g->next = w->groups;
+      w->groups = g;
+    }
+  }
+  pthread_mutex_unlock(&w->lock);
+  if (!g)
+    dt_error_set(DT_ERR_OUT_OF_MEMORY, "coll_group_get: out of memory");
+  return g;
+}
+
+int coll_group_size(const coll_group *g) { return g ? g->n : 0; }
+
+const char *coll_group_name(const coll_group *g) { return g ? g->name : ""; }
+
+/* ---- rendezvous */
+
+typedef enum wait_result { WAIT_DONE, WAIT_BROKEN, WAIT_TIMEOUT } wait_result;
+
+/* the count in v has reached target, modulo 2^31 (a waiter's word holds a
+ * count in [target - n, target], see the top) */
+static inline bool reached(uint32_t v, uint32_t target) {
+  return (((v >> 1) - target) & COUNT_MASK) < (1u << 30);
+}
+
+static inline uint32_t target_of(const coll_group *g, uint32_t uses) {
+  return (g->base + (uint32_t)g->n * uses) & COUNT_MASK;
+}
+
+/* adds one arrival to word; the last arriver wakes the sleepers. Returns
+ * the word's old value. */
+static uint32_t arrive_at(coll_group *g, _Atomic uint32_t *word,
+                          uint32_t target) {
+  /* seq_cst: release publishes our entry / our writes into the others'
+   * outputs to the waiters' acquire loads (wait_count); acquire lets the
+   * last arriver read the others' entries; seq_cst for the Dekker pair
+   * with wait_count's sleepers increment + re-read (see the top) */
+  uint32_t old = atomic_fetch_add_explicit(word, WORD_ONE,
+                                           memory_order_seq_cst);
+  /* seq_cst: the other half of that Dekker pair */
+  if (!(old & WORD_BROKEN) && reached(old + WORD_ONE, target) &&
+      atomic_load_explicit(&g->sleepers.v, memory_order_seq_cst) != 0)
+    coll_futex_wake(word);
+  return old;
+}
+
+/* waits until word's count reaches target, the round breaks, or the
+ * deadline (< 0: none) passes */
+static wait_result wait_count(coll_group *g, _Atomic uint32_t *word,
+                              uint32_t target, int64_t deadline) {
+  int64_t spin_end = coll_now_ns() + g->spin_ns;
+  for (unsigned i = 1;; i++) {
+    /* acquire: pairs with every arriver's seq_cst fetch_add (one release
+     * sequence ending at the last arriver's) */
+    uint32_t v = atomic_load_explicit(word, memory_order_acquire);
+    if (v & WORD_BROKEN) return WAIT_BROKEN;
+    if (reached(v, target)) return WAIT_DONE;
+    if (i % 64 == 0 && coll_now_ns() >= spin_end) break;
+    coll_relax();
+  }
+  for (;;) {
+    int64_t rel = coll_sleep_ns(deadline);
+    if (rel <= 0) return WAIT_TIMEOUT;
+    /* seq_cst (both): the Dekker pair with arrive_at's fetch_add + load
+     * of sleepers */
+    atomic_fetch_add_explicit(&g->sleepers.v, 1, memory_order_seq_cst);
+    uint32_t v = atomic_load_explicit(word, memory_order_seq_cst);
+    if (!(v & WORD_BROKEN) && !reached(v, target))
+      coll_futex_wait(word, v, rel);
+    atomic_fetch_sub_explicit(&g->sleepers.v, 1, memory_order_relaxed);
+    /* acquire: as in the spin loop above */
+    v = atomic_load_explicit(word, memory_order_acquire);
+    if (v & WORD_BROKEN) return WAIT_BROKEN;
+    if (reached(v, target)) return WAIT_DONE;
+  }
+}
+
+/* "ranks 0, 1, 3" / "rank 2" / "none": members whose arrival for round seq
+ * is (or is not) recorded in flags */
+static size_t put_ranks(char *p, const coll_group *g, const bool *flags,
+                        bool want) {
+  int count = 0;
+  for (int j = 0; j < g->n; j++) count += flags[j] == want;
+  if (!count) return (size_t)sprintf(p, "none");
+  size_t len = (size_t)sprintf(p, count == 1 ? "rank " : "ranks ");
+  const char *sep = "";
+  for (int j = 0; j < g->n; j++)
+    if (flags[j] == want) {
+      len += (size_t)sprintf(p + len, "%s%d", sep, g->ranks[j]);
+      sep = ", ";
+    }
+  return len;
+}
+
+static char *format_report(const coll_group *g, coll_kind kind,
+                           uint64_t seq) {
+  size_t cap = 160 + strlen(g->name) + (size_t)g->n * 26;
+  char *msg = malloc(cap);
+  bool *flags = malloc((size_t)g->n * sizeof *flags);
+  if (!msg || !flags) {
+    free(msg);
+    free(flags);
+    return NULL;
+  }
+  for (int j = 0; j < g->n; j++) /* relaxed: a report, not a decision */
+    flags[j] = atomic_load_explicit(&g->members[j].arrived,
+                                    memory_order_relaxed) > seq;
+  int64_t t = atomic_load_explicit(&g->world->timeout_ns,
+                                   memory_order_relaxed);
+  size_t len = (size_t)sprintf(msg, "%s on group %s (seq %llu): timed out "
+                               "after %.3f s; arrived: ", kind_names[kind],
+                               g->name, (unsigned long long)seq,
+                               (double)t * 1e-9);
+  len += put_ranks(msg + len, g, flags, true);
+  len += (size_t)sprintf(msg + len, "; missing: ");
+  put_ranks(msg + len, g, flags, false);
+  free(flags);
+  return msg;
+}
+
+/* the watchdog: breaks round `seq` unless it completed meanwhile */
+static wait_result try_break(coll_group *g, _Atomic uint32_t *word,
+                             uint32_t target, coll_kind kind, uint64_t seq) {
+  /* acquire (this load and the CAS's failure load): pairs with the
+   * arrivers' fetch_adds when the value shows the round complete (we then
+   * read their entries) */
+  uint32_t v = atomic_load_explicit(word, memory_order_acquire);
+  for (;;) {
+    if (v & WORD_BROKEN) return WAIT_BROKEN;
+    if (reached(v, target)) return WAIT_DONE;
+    if (atomic_compare_exchange_weak_explicit(word, &v, v | WORD_BROKEN,
+                                              memory_order_acquire,
+                                              memory_order_acquire))
+      break;
+  }
+  char *msg = format_report(g, kind, seq);
+  if (!msg) msg = oom_report;
+  char *none = NULL;
+  /* release: pairs with fail_broken's and coll_run's acquire loads (the
+   * report's text). A second breaker (another round) keeps the first. */
+  if (!atomic_compare_exchange_strong_explicit(&g->broken, &none, msg,
+                                               memory_order_release,
+                                               memory_order_relaxed) &&
+      msg != oom_report)
+    free(msg);
+  coll_futex_wake(word);
+  return WAIT_TIMEOUT;
+}
+
+static dt_status fail_broken(coll_group *g) {
+  char *m;
+  /* acquire: pairs with try_break's release CAS. The breaker sets the
+   * word's bit before it publishes, so the report may be a moment away. */
+  while (!(m = atomic_load_explicit(&g->broken, memory_order_acquire)))
+    sched_yield();
+  return dt_error_set(DT_ERR_TIMEOUT, "%s", m);
+}
+
+/* arrival phase of round k: DT_OK once every member arrived */
+static dt_status rendezvous(coll_group *g, uint64_t k, coll_kind kind,
+                            int64_t deadline) {
+  _Atomic uint32_t *word = &g->arrive[k & 1].v;
+  uint32_t target = target_of(g, (uint32_t)(k >> 1) + 1u);
+  uint32_t old = arrive_at(g, word, target);
+  if (old & WORD_BROKEN) return fail_broken(g);
+  if (reached(old + WORD_ONE, target)) return DT_OK;
+  wait_result r = wait_count(g, word, target, deadline);
+  if (r == WAIT_TIMEOUT) r = try_break(g, word, target, kind, k);
+  return r == WAIT_DONE ? DT_OK : fail_broken(g);
+}
+
+/* completion phase: returns once every member finished its share */
+static void depart(coll_group *g, coll_member *me) {
+  uint32_t target = target_of(g, ++me->ndepart);
+  coll_store_fence(); /* our streaming stores, before arrive_at's release */
+  uint32_t old = arrive_at(g, &g->depart.v, target);
+  if (reached(old + WORD_ONE, target)) return;
+  wait_result r = wait_count(g, &g->depart.v, target, -1);
+  DT_ASSERT(r == WAIT_DONE); /* only arrival words are ever broken */
+}
+
+/* ---- argument checks (the member's own) */
+
+static bool is_reducing(coll_kind k) {
+  return k == KIND_ALL_REDUCE || k == KIND_REDUCE_SCATTER;
+}
+static bool is_rooted(coll_kind k) {
+  return k == KIND_BROADCAST || k == KIND_SCATTER || k == KIND_GATHER;
+}
+
+/* FNV-1a over the counts: members compare one word, not n */
+static uint64_t hash_counts(const int64_t *c, int n) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < n; i++) {
+    h ^= (uint64_t)c[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/* an argument error, prefixed "all_reduce on group [0, 1]: " (formatted
+ * only when raised: the checks run on every call) */
+static dt_status arg_error(const coll_group *g, const coll_desc *d,
+                           dt_status code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static dt_status arg_error(const coll_group *g, const coll_desc *d,
+                           dt_status code, const char *fmt, ...) {
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return dt_error_set(code, "%s on group %s: %s", kind_names[d->kind],
+                      g->name, msg);
+}
+
+/* counts: n entries, none negative; *total their sum */
+static dt_status check_counts(const coll_group *g, const coll_desc *d,
+                              const char *name, const int64_t *c,
+                              int64_t *total) {
+  *total = 0;
+  if (!c) return arg_error(g, d, DT_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+  for (int i = 0; i < g->n; i++) {
+    if (c[i] < 0 || c[i] > (INT64_MAX >> 4) - *total)
+      return arg_error(g, d, DT_ERR_INVALID_ARGUMENT,
+                       "%s[%d] = %lld (negative or too large)", name, i,
+                       (long long)c[i]);
+    *total += c[i];
+  }
+  return DT_OK;
+}
+
+static dt_status need(const coll_group *g, const coll_desc *d,
+                      const char *name, const void *p, int64_t elems) {
+  if (elems > 0 && !p)
+    return arg_error(g, d, DT_ERR_INVALID_ARGUMENT,
+                     "%s is NULL with %lld elements", name, (long long)elems);
+  return DT_OK;
+}
+
+/* checks counts/pointers of the counts-array kinds; *in_elems: what this
+ * member publishes as its input */
+static dt_status check_blocks(const coll_group *g, int member, coll_desc *d,
+                              int64_t *in_elems) {
+  dt_status st = check_counts(g, d, "counts", d->counts, &d->count);
+  if (st != DT_OK) return st;
+  d->sig = hash_counts(d->counts, g->n);
+  int64_t own = d->counts[member], total = d->count;
+  bool root = member == d->root;
+  int64_t in = 0, out = 0;
+  switch (d->kind) {
+  case KIND_ALL_GATHER: in = own, out = total; break;
+  case KIND_REDUCE_SCATTER: in = total, out = own; break;
+  case KIND_SCATTER: in = root ? total : 0, out = own; break;
+  default: in = own, out = root ? total : 0; break; /* gather */
+  }
+  *in_elems = in;
+  if ((st = need(g, d, "in", d->in, in)) != DT_OK) return st;
+  return need(g, d, "out", d->out, out);
+}
+
+static dt_status check_all_to_all(const coll_group *g, coll_desc *d,
+                                  int64_t *in_elems) {
+  int64_t sent = 0, got = 0;
+  dt_status st = check_counts(g, d, "send", d->send, &sent);
+  if (st == DT_OK) st = check_counts(g, d, "recv", d->recv, &got);
+  if (st == DT_OK) st = need(g, d, "in", d->in, sent);
+  if (st == DT_OK) st = need(g, d, "out", d->out, got);
+  d->count = 0; /* totals differ per member; the matrix is checked later */
+  *in_elems = -1; /* never inline: the blocks differ per receiver */
+  return st;
+}
+
+static dt_status check_dtype_op(const coll_group *g, const coll_desc *d) {
+  bool ok = (unsigned)d->dtype < (unsigned)DT_DTYPE_COUNT &&
+            (unsigned)d->op <= (unsigned)DT_REDUCE_PROD &&
+            !(d->dtype == DT_BOOL && d->op == DT_REDUCE_AVG);
+  if (ok) return DT_OK;
+  char what[192];
+  snprintf(what, sizeof what, "%s on group %s", kind_names[d->kind],
+           g->name);
+  return coll_reduce_check(what, d->dtype, d->op);
+}
+
+/* validates the member's call and fills what the entry compares; *bytes:
+ * its input's size (-1: must stay in the caller's buffer) */
+static dt_status prepare(const coll_group *g, int member, coll_desc *d,
+                         int64_t *bytes) {
+  if (!is_reducing(d->kind)) d->op = DT_REDUCE_SUM;
+  if (!is_rooted(d->kind)) d->root = 0;
+  *bytes = 0;
+  if (d->kind == KIND_BARRIER) return DT_OK;
+  dt_status st = check_dtype_op(g, d);
+  if (st != DT_OK) return st;
+  if (is_rooted(d->kind) && (d->root < 0 || d->root >= g->n))
+    return arg_error(g, d, DT_ERR_INVALID_ARGUMENT,
+                     "root %d out of range [0, %d)", d->root, g->n);
+  int64_t elems = 0;
+  if (d->kind == KIND_ALL_REDUCE || d->kind == KIND_BROADCAST) {
+    if (d->count < 0 || d->count > (INT64_MAX >> 4))
+      return arg_error(g, d, DT_ERR_INVALID_ARGUMENT, "count %lld",
+                       (long long)d->count);
+    bool has_in = d->kind == KIND_ALL_REDUCE || member == d->root;
+    elems = has_in ? d->count : 0;
+    st = need(g, d, "in", d->in, elems);
+    if (st == DT_OK) st = need(g, d, "out", d->out, d->count);
+  } else if (d->kind == KIND_ALL_TO_ALL) {
+    st = check_all_to_all(g, d, &elems);
+  } else {
+    st = check_blocks(g, member, d, &elems);
+  }
+  *bytes = elems < 0 ? -1 : elems * (int64_t)dt_dtype_size(d->dtype);
+  return st;
+}
+
+/* ---- the round's verdict: the same on every member (entries only) */
+
+static void describe(char *buf, size_t len, const coll_desc *d) {
+  if (d->kind == KIND_BARRIER) {
+    snprintf(buf, len, "barrier");
+    return;
+  }
+  int n = snprintf(buf, len, "%s(%s", kind_names[d->kind],
+                   dt_dtype_name(d->dtype));
+  if (is_reducing(d->kind) && n >= 0 && (size_t)n < len)
+    n += snprintf(buf + n, len - (size_t)n, ", %s",
+                  (unsigned)d->op <= DT_REDUCE_PROD ? op_names[d->op] : "?");
+  if (is_rooted(d->kind) && n >= 0 && (size_t)n < len)
+    n += snprintf(buf + n, len - (size_t)n, ", root %d", d->root);
+  if (n >= 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n, ", %lld elements%s)",
+             (long long)d->count, d->sig ? " in blocks" : "");
+}
+
+static bool same_call(const coll_desc *a, const coll_desc *b) {
+  return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op &&
+         a->root == b->root && a->count == b->count && a->sig == b->sig;
+}
+
+static dt_status check_round(const coll_group *g, int member, uint64_t k,
+                             const coll_entry *E) {
+  if (E[member].bad != DT_OK) return E[member].bad; /* own message set */
+  const char *kind = kind_names[E[member].d.kind];
+  unsigned long long seq = (unsigned long long)k;
+  for (int j = 0; j < g->n; j++)
+    if (E[j].bad != DT_OK)
+      return dt_error_set(E[j].bad, "%s on group %s (seq %llu): member %d "
+                          "(rank %d) passed invalid arguments (%s); nothing "
+                          "was moved", kind, g->name, seq, j, g->ranks[j],
+                          dt_status_name(E[j].bad));
+  for (int j = 1; j < g->n; j++)
+    if (!same_call(&E[0].d, &E[j].d)) {
+      char a[160], b[160];
+      describe(a, sizeof a, &E[0].d);
+      describe(b, sizeof b, &E[j].d);
+      return dt_error_set(DT_ERR_DESYNC, "%s on group %s (seq %llu): "
+                          "members disagree: member 0 (rank %d) called %s, "
+                          "member %d (rank %d) called %s", kind, g->name,
+                          seq, g->ranks[0], a, j, g->ranks[j], b);
+    }
+  if (E[0].d.kind != KIND_ALL_TO_ALL) return DT_OK;
+  for (int i = 0; i < g->n; i++)
+    for (int j = 0; j < g->n; j++)
+      if (E[j].d.send[i] != E[i].d.recv[j])
+        return dt_error_set(DT_ERR_DESYNC, "all_to_all on group %s (seq "
+                            "%llu): member %d sends %lld elements to member "
+                            "%d, which expects %lld", g->name, seq, j,
+                            (long long)E[j].d.send[i], i,
+                            (long long)E[i].d.recv[j]);
+  return DT_OK;
+}
+
+/* ---- one collective call */
+
+static dt_status coll_run(coll_group *g, int member, coll_desc *d) {
+  DT_ASSERT(g != NULL && member >= 0 && member < g->n);
+  /* acquire: pairs with try_break's release CAS (the report) */
+  if (atomic_load_explicit(&g->broken, memory_order_acquire))
+    return fail_broken(g);
+  int64_t deadline = coll_deadline(g->world);
+  coll_member *me = &g->members[member];
+  int64_t bytes;
+  dt_status bad = prepare(g, member, d, &bytes);
+  uint64_t k = me->seq++;
+  coll_entry *e = &g->entries[k & 1][member];
+  e->d = *d;
+  e->bad = bad;
+  e->inl = bad != DT_OK || (bytes >= 0 && bytes <= COLL_INLINE);
+  if (bad == DT_OK && e->inl && bytes > 0)
+    memcpy(e->data, d->in, (size_t)bytes);
+  /* relaxed: read only by the watchdog's report */
+  atomic_store_explicit(&me->arrived, k + 1, memory_order_relaxed);
+  dt_status st = rendezvous(g, k, d->kind, deadline);
+  if (st != DT_OK) return st;
+  const coll_entry *E = g->entries[k & 1];
+  bool pull = true;
+  for (int j = 0; j < g->n; j++) pull = pull && E[j].inl;
+  st = check_round(g, member, k, E);
+  if (pull) {
+    if (st == DT_OK) coll_move_pull(E, g->n, member, me->ins);
+    return st;
+  }
+  if (st == DT_OK) coll_move_split(E, g->n, member, me->ins, me->outs);
+  depart(g, me);
+  return st;
+}
+
+/* ---- the collectives */
+
+dt_status coll_all_reduce(coll_group *g, int member, const void *in,
+                          void *out, int64_t count, dt_dtype dtype,
+                          dt_reduce_op op) {
+  coll_desc d = {.kind = KIND_ALL_REDUCE, .dtype = dtype, .op = op,
+                 .count = count, .in = in, .out = out};
+  return coll_run(g, member, &d);
+}
+
+dt_status coll_all_gather(coll_group *g, int member, const void *in,
+                          void *out, const int64_t *counts, dt_dtype dtype) {
+  coll_desc d = {.kind = KIND_ALL_GATHER, .dtype = dtype, .in = in,
+                 .out = out, .counts = counts};
+  return coll_run(g, member, &d);
+}
+
+dt_status coll_reduce_scatter(coll_group *g, int member, const void *in,
+                              void *out, const int64_t *counts,
+                              dt_dtype dtype, dt_reduce_op op) {
+  coll_desc d = {.kind = KIND_REDUCE_SCATTER, .dtype = dtype, .op = op,
+                 .in = in, .out = out, .counts = counts};
+  return coll_run(g, member, &d);
+}
+
+dt_status coll_all_to_all(coll_group *g, int member, const void *in,
+                          const int64_t *send, void *out,
+                          const int64_t *recv, dt_dtype dtype) {
+  coll_desc d = {.kind = KIND_ALL_TO_ALL, .dtype = dtype, .in = in,
+                 .out = out, .send = send, .recv = recv};
+  return coll_run(g, member, &d);
+}
+
+dt_status coll_broadcast(coll_group *g, int member, void *buf, int64_t count,
+                         dt_dtype dtype, int root) {
+  coll_desc d = {.kind = KIND_BROADCAST, .dtype = dtype, .root = root,
+                 .count = count, .in = buf, .out = buf};
+  return coll_run(g, member, &d);
+}
+
+dt_status coll_scatter(coll_group *g, int member, const void *in, void *out,
+                       const int64_t *counts, dt_dtype dtype, int root) {
+  coll_desc d = {.kind = KIND_SCATTER, .dtype = dtype, .root = root,
+                 .in = in, .out = out, .counts = counts};
+  return coll_run(g, member, &d);
+}
+
+dt_status coll_gather(coll_group *g, int member, const void *in, void *out,
+                      const int64_t *counts, dt_dtype dtype, int root) {
+  coll_desc d = {.kind = KIND_GATHER, .dtype = dtype, .root = root,
+                 .in = in, .out = out, .counts = counts};
+  return coll_run(g, member, &d);
+}
+
+dt_status coll_barrier(coll_group *g, int member) {
+  coll_desc d = {.kind = KIND_BARRIER, .dtype = DT_FLOAT32};
+  return coll_run(g, member, &d);
+}

@@ -1,0 +1,80 @@
+/* Collectives emulated between rank threads in one address space.
+ *
+ * A group is an ordered list of runtime ranks (a mesh dim's group). Every
+ * member calls the same collective, in the same order, from its own rank
+ * thread; `member` is the caller's index in the group. A call returns when
+ * the collective is complete for this member (its output written, its input
+ * no longer read by anyone).
+ *
+ * Rendezvous is lock-free per (group, sequence number): each member counts
+ * its own collectives on the group; arrivals are counted with an atomic;
+ * members publish buffer pointers in per-round slots and wait (spin, then
+ * futex) for the others. The data movement is split across the members:
+ * for an all_reduce of S bytes over n members, member i reduces segment i
+ * (S/n bytes) of every input in member order (fixed: bitwise reproducible)
+ * and writes it to every member's output, so each member reads and writes
+ * about S bytes and no member copies everything.
+ *
+ * Watchdog: a member that waits longer than the world's timeout fails with
+ * DT_ERR_TIMEOUT naming the collective, the group, the sequence number and
+ * which members arrived; the group is then broken and every later
+ * collective on it (including the late member's) fails at once with the
+ * same message.
+ *
+ * Buffers are contiguous; counts are in elements of `dtype`. */
+#ifndef DT_SIM_COLLECTIVES_H
+#define DT_SIM_COLLECTIVES_H
+
+#include <stdint.h>
+
+#include "dtorch/dtorch.h"
+
+typedef struct coll_world coll_world;
+typedef struct coll_group coll_group;
+
+/* nranks: the runtime's ranks; timeout_ns <= 0: wait forever */
+coll_world *coll_world_create(int nranks, int64_t timeout_ns);
+void coll_world_destroy(coll_world *w);
+void coll_world_set_timeout(coll_world *w, int64_t timeout_ns);
+
+/* The group of these ranks, in this order (made on first use; the same
+ * list gives the same group). Thread-safe. NULL + error on bad ranks. */
+coll_group *coll_group_get(coll_world *w, const int *ranks, int n);
+int coll_group_size(const coll_group *g);
+/* "[0, 2, 4, 6]" */
+const char *coll_group_name(const coll_group *g);
+
+/* out = reduce(in over members); out may equal in. AVG divides the sum. */
+dt_status coll_all_reduce(coll_group *g, int member, const void *in,
+                          void *out, int64_t count, dt_dtype dtype,
+                          dt_reduce_op op);
+/* out = concat(in of member 0, 1, ...): counts[j] elements from member j */
+dt_status coll_all_gather(coll_group *g, int member, const void *in,
+                          void *out, const int64_t *counts, dt_dtype dtype);
+/* in: the full concat layout (sum of counts); member j gets segment j,
+ * reduced over members, in out (counts[member] elements) */
+dt_status coll_reduce_scatter(coll_group *g, int member, const void *in,
+                              void *out, const int64_t *counts,
+                              dt_dtype dtype, dt_reduce_op op);
+/* send[j] elements of in (blocks in member order) go to member j; out gets
+ * the blocks from every member in member order (recv[j] from member j).
+ * send/recv: n entries each, as seen by the caller. */
+dt_status coll_all_to_all(coll_group *g, int member, const void *in,
+                          const int64_t *send, void *out,
+                          const int64_t *recv, dt_dtype dtype);
+/* buf of root copied to every member's buf */
+dt_status coll_broadcast(coll_group *g, int member, void *buf, int64_t count,
+                         dt_dtype dtype, int root);
+/* root's in (concat layout) split: member j gets counts[j] in out */
+dt_status coll_scatter(coll_group *g, int member, const void *in, void *out,
+                       const int64_t *counts, dt_dtype dtype, int root);
+/* members' in concatenated into root's out (counts[j] from member j) */
+dt_status coll_gather(coll_group *g, int member, const void *in, void *out,
+                      const int64_t *counts, dt_dtype dtype, int root);
+dt_status coll_barrier(coll_group *g, int member);
+/* point to point, blocking until the peer took / gave the bytes */
+dt_status coll_send(coll_world *w, int from, int to, const void *buf,
+                    int64_t bytes);
+dt_status coll_recv(coll_world *w, int to, int from, void *buf, int64_t bytes);
+
+#endif
