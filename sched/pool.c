@@ -247,7 +247,9 @@ static void *rank_main(void *arg) {
       if (target == TARGET_ALL || target == rs->id) {
         p->cfg.exec(p->cfg.ctx, rec, rs->id);
         atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
-        worked = true;
+        /* a record for this rank alone predicts more of the same stream;
+         * an all-rank record (a barrier) does not: no spinning for it */
+        worked |= target == rs->id;
       }
       sched_ring_advance(p->ring, rs->id);
       continue;

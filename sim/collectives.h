@@ -44,7 +44,14 @@ int coll_group_size(const coll_group *g);
 /* "[0, 2, 4, 6]" */
 const char *coll_group_name(const coll_group *g);
 
-/* out = reduce(in over members); out may equal in. AVG divides the sum. */
+/* out = reduce(in over members); out may equal in. AVG divides the sum
+ * (integers: truncating toward zero; bool: DT_ERR_DTYPE). Every element is
+ * reduced in member order, float16/bfloat16 in float32 and rounded once,
+ * so results are bitwise reproducible (sim/coll_reduce.h).
+ * A member whose arguments are invalid, or members whose calls disagree
+ * (kind, dtype, op, root, counts), fail every member of that round
+ * (DT_ERR_DESYNC for a disagreement) without moving data; the group stays
+ * usable. */
 dt_status coll_all_reduce(coll_group *g, int member, const void *in,
                           void *out, int64_t count, dt_dtype dtype,
                           dt_reduce_op op);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/bench_collectives.h"
 #include "tools/tools.h"
 
 static int usage(FILE *out) {
@@ -11,6 +12,7 @@ static int usage(FILE *out) {
           "  demo             the main job: an MLP forward, printed op by op\n"
           "  bench core       tensor-core benchmarks (JSON lines)\n"
           "  bench sched      scheduler benchmarks: deque, ring, wake, publish\n"
+          "  bench collectives  emulated collectives: 2/4/8 ranks, 8 B .. 256 MiB\n"
           "  ops              list the registered ops and their schemas\n"
           "  help             this text\n");
   return out == stdout ? 0 : 2;
@@ -25,7 +27,10 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "bench")) {
     if (argc >= 3 && !strcmp(argv[2], "core")) return bench_core(argc - 3, argv + 3);
     if (argc >= 3 && !strcmp(argv[2], "sched")) return bench_sched(argc - 3, argv + 3);
-    fprintf(stderr, "dtorch bench: unknown suite '%s' (available: core, sched)\n",
+    if (argc >= 3 && !strcmp(argv[2], "collectives"))
+      return bench_collectives(argc - 3, argv + 3);
+    fprintf(stderr, "dtorch bench: unknown suite '%s' (available: core, sched, "
+            "collectives)\n",
             argc >= 3 ? argv[2] : "");
     return 2;
   }
