@@ -5,6 +5,9 @@
 #define DT_BENCH_BENCH_H
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static inline double bench_now(void) {
@@ -25,6 +28,37 @@ static inline double bench_best(bench_fn fn, void *arg, int reps, int iters) {
     if (t < best) best = t;
   }
   return best;
+}
+
+/* one figure of a `dtorch bench <what>` run */
+typedef struct bench_figure {
+  const char *name;
+  void (*run)(int reps);
+} bench_figure;
+
+/* `dtorch bench <what> [--reps N] [--only NAME]`: runs the n figures (or
+ * the one named) with reps (default 5, at least 1); an unknown argument
+ * prints what was expected and returns 2, else 0 */
+static inline int bench_main(int argc, char **argv, const char *what,
+                             const bench_figure *figs, int n) {
+  int reps = 5;
+  const char *only = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else {
+      fprintf(stderr, "dtorch bench %s: unknown argument '%s' (expected "
+              "--reps N, --only ", what, argv[i]);
+      for (int f = 0; f < n; f++)
+        fprintf(stderr, "%s%s", f ? "|" : "", figs[f].name);
+      fprintf(stderr, ")\n");
+      return 2;
+    }
+  }
+  if (reps < 1) reps = 1;
+  for (int f = 0; f < n; f++)
+    if (!only || !strcmp(only, figs[f].name)) figs[f].run(reps);
+  return 0;
 }
 
 int bench_core(int argc, char **argv);

@@ -134,20 +134,9 @@ static void bench_dispatch(int reps) {
 }
 
 int bench_core(int argc, char **argv) {
-  int reps = 5;
-  const char *only = NULL;
-  for (int i = 0; i < argc; i++) {
-    if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-    else {
-      fprintf(stderr, "dtorch bench core: unknown argument '%s' "
-              "(expected --reps N, --only add|matmul|dispatch)\n", argv[i]);
-      return 2;
-    }
-  }
-  if (reps < 1) reps = 1;
-  if (!only || !strcmp(only, "add")) bench_add(reps);
-  if (!only || !strcmp(only, "matmul")) bench_matmul(reps);
-  if (!only || !strcmp(only, "dispatch")) bench_dispatch(reps);
-  return 0;
+  static const bench_figure figs[] = {{"add", bench_add},
+                                      {"matmul", bench_matmul},
+                                      {"dispatch", bench_dispatch}};
+  return bench_main(argc, argv, "core", figs,
+                    (int)(sizeof figs / sizeof *figs));
 }

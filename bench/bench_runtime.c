@@ -30,7 +30,8 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static void bench_wake(void) {
+static void bench_wake(int reps) {
+  (void)reps; /* a fixed 200 samples */
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2,
                                                            .spin_us = 1});
   if (!rt) { fprintf(stderr, "%s\n", dt_last_error()); exit(1); }
@@ -80,21 +81,10 @@ static void bench_publish(int reps) {
 }
 
 int bench_sched(int argc, char **argv) {
-  int reps = 5;
-  const char *only = NULL;
-  for (int i = 0; i < argc; i++) {
-    if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-    else {
-      fprintf(stderr, "dtorch bench sched: unknown argument '%s' (expected "
-              "--reps N, --only deque|ring|wake|publish)\n", argv[i]);
-      return 2;
-    }
-  }
-  if (reps < 1) reps = 1;
-  if (!only || !strcmp(only, "deque")) bench_sched_deque(reps);
-  if (!only || !strcmp(only, "ring")) bench_sched_ring(reps);
-  if (!only || !strcmp(only, "wake")) bench_wake();
-  if (!only || !strcmp(only, "publish")) bench_publish(reps);
-  return 0;
+  static const bench_figure figs[] = {{"deque", bench_sched_deque},
+                                      {"ring", bench_sched_ring},
+                                      {"wake", bench_wake},
+                                      {"publish", bench_publish}};
+  return bench_main(argc, argv, "sched", figs,
+                    (int)(sizeof figs / sizeof *figs));
 }

@@ -189,10 +189,13 @@ dt_shape dt_tensor_local_shape(const dt_tensor *t, int rank) {
 }
 
 /* ---- host transfer */
-static dt_status gather_to_host(dt_tensor *t, void *dst, bool wait,
-                                dt_future **out, const char *fn) {
+/* publishes a host copy of t into dst (run/done on `rank`, -1: every rank
+ * of t's mesh); without `wait`, *out receives the future of its outcome */
+static dt_status host_job(dt_tensor *t, void *dst, size_t bytes, int rank,
+                          dt_exec_fn run, dt_exec_done_fn done, bool wait,
+                          dt_future **out, const char *fn) {
   dt_future *f = sched_future_new();
-  dtx_gather_job *j = calloc(1, sizeof *j);
+  dtx_host_job *j = calloc(1, sizeof *j);
   if (!f || !j) {
     free(j);
     dt_future_release(f);
@@ -200,8 +203,9 @@ static dt_status gather_to_host(dt_tensor *t, void *dst, bool wait,
   }
   j->t = dt_tensor_retain(t);
   j->dst = dst;
+  j->bytes = bytes;
   j->future = sched_future_retain(f);
-  dt_exec_publish_call(t->spec->mesh->rt, -1, dtx_gather, dtx_gather_done, j);
+  dt_exec_publish_call(t->spec->mesh->rt, rank, run, done, j);
   if (!wait) {
     *out = f;
     return DT_OK;
@@ -209,6 +213,11 @@ static dt_status gather_to_host(dt_tensor *t, void *dst, bool wait,
   dt_status st = dt_future_wait(f, -1);
   dt_future_release(f);
   return st;
+}
+
+static dt_status gather_to_host(dt_tensor *t, void *dst, bool wait,
+                                dt_future **out, const char *fn) {
+  return host_job(t, dst, 0, -1, dtx_gather, dtx_gather_done, wait, out, fn);
 }
 
 dt_status dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
@@ -255,21 +264,8 @@ dt_status dt_local_to_host(dt_tensor *t, int rank, void *dst, size_t bytes) {
                         need, rank);
   dt_status st = check_live(t, fn);
   if (st != DT_OK) return st;
-  dt_future *f = sched_future_new();
-  dtx_local_job *j = calloc(1, sizeof *j);
-  if (!f || !j) {
-    free(j);
-    dt_future_release(f);
-    return dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  }
-  j->t = dt_tensor_retain(t);
-  j->dst = dst;
-  j->bytes = need;
-  j->future = sched_future_retain(f);
-  dt_exec_publish_call(t->spec->mesh->rt, rank, dtx_local, dtx_local_done, j);
-  st = dt_future_wait(f, -1);
-  dt_future_release(f);
-  return st;
+  return host_job(t, dst, need, rank, dtx_local, dtx_local_done, true, NULL,
+                  fn);
 }
 
 /* ---- the DTensor dispatch layer */

@@ -164,7 +164,7 @@ static bool box_owner(const dt_mesh *m, const dt_placement *pl, int idx) {
 
 void dtx_gather(void *arg, dt_runtime *rt, int rank) {
   (void)rt;
-  dtx_gather_job *j = arg;
+  dtx_host_job *j = arg;
   dt_dspec *s = j->t->spec;
   int idx = rank < s->mesh->rt_ranks ? s->mesh->pos[rank] : -1;
   if (idx < 0 || !box_owner(s->mesh, s->placements, idx)) return;
@@ -192,7 +192,7 @@ static const dt_poison *spec_poison(const dt_dspec *s) {
 }
 
 void dtx_gather_done(void *arg) {
-  dtx_gather_job *j = arg;
+  dtx_host_job *j = arg;
   const dt_poison *p = spec_poison(j->t->spec);
   sched_future_complete(j->future, p ? p->status : DT_OK, p ? p->message : NULL);
   dt_future_release(j->future);
@@ -203,7 +203,7 @@ void dtx_gather_done(void *arg) {
 /* ---- one rank's shard */
 void dtx_local(void *arg, dt_runtime *rt, int rank) {
   (void)rt;
-  dtx_local_job *j = arg;
+  dtx_host_job *j = arg;
   dt_dspec *s = j->t->spec;
   dt_storage *st = s->storages[s->mesh->pos[rank]];
   const dt_poison *p = dt_storage_poison(st);
@@ -212,7 +212,7 @@ void dtx_local(void *arg, dt_runtime *rt, int rank) {
 }
 
 void dtx_local_done(void *arg) {
-  dtx_local_job *j = arg;
+  dtx_host_job *j = arg;
   dt_future_release(j->future);
   dt_tensor_release(j->t);
   free(j);

@@ -19,20 +19,16 @@ typedef struct dtx_fill_job {
 void dtx_fill(void *arg, dt_runtime *rt, int rank);
 void dtx_fill_done(void *arg);
 
-typedef struct dtx_gather_job {
-  dt_tensor *t;           /* no Partial placements */
-  void *dst;              /* the global value, contiguous */
-  dt_future *future;
-} dtx_gather_job;
-void dtx_gather(void *arg, dt_runtime *rt, int rank);
-void dtx_gather_done(void *arg);
-
-typedef struct dtx_local_job {
+/* a copy into host memory: dtx_gather, the global value (t has no Partial
+ * placements; dst is contiguous), or dtx_local, one rank's shard */
+typedef struct dtx_host_job {
   dt_tensor *t;
   void *dst;
-  size_t bytes;
+  size_t bytes;           /* dtx_local: the shard's bytes */
   dt_future *future;
-} dtx_local_job;
+} dtx_host_job;
+void dtx_gather(void *arg, dt_runtime *rt, int rank);
+void dtx_gather_done(void *arg);
 void dtx_local(void *arg, dt_runtime *rt, int rank);
 void dtx_local_done(void *arg);
 

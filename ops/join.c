@@ -101,7 +101,10 @@ static cpu_view out_slice(const cpu_view *out, int d, int64_t at,
   return s;
 }
 
-dt_status ops_cat_cpu(dt_op_call *c) {
+/* cat's and stack's kernel: each input into its slice of out along the
+ * wrapped dim, one after the other (stack: one index each, the slice
+ * without the dim; cat: its length, skipping legacy empty inputs) */
+static dt_status join_cpu(dt_op_call *c, bool stack) {
   dt_tensor *const *v = c->args[0].list.v;
   int n = c->args[0].list.n;
   cpu_view vo = ops_view_of(c->out[0]);
@@ -111,18 +114,19 @@ dt_status ops_cat_cpu(dt_op_call *c) {
   if (st != DT_OK) return st;
   int64_t at = 0;
   for (int i = 0; i < n; i++) {
-    if (cat_skipped(v[i])) continue;
+    if (!stack && cat_skipped(v[i])) continue;
     cpu_view vi = ops_view_of(v[i]);
-    int64_t len = vi.sizes[d];
     if (dt_numel(v[i]) > 0) {
-      cpu_view vs = out_slice(&vo, d, at, &vi, false);
+      cpu_view vs = out_slice(&vo, d, at, &vi, stack);
       cpu_unary(CPU_COPY, ops_copy_type(vo.dtype, vi.dtype), &vs, &vi);
     }
-    at += len;
+    at += stack ? 1 : vi.sizes[d];
   }
   DT_ASSERT(at == vo.sizes[d]);
   return DT_OK;
 }
+
+dt_status ops_cat_cpu(dt_op_call *c) { return join_cpu(c, false); }
 
 /* ---- stack */
 dt_status ops_stack_infer(dt_op_call *c) {
@@ -161,18 +165,4 @@ dt_status ops_stack_infer(dt_op_call *c) {
   return DT_OK;
 }
 
-dt_status ops_stack_cpu(dt_op_call *c) {
-  dt_tensor *const *v = c->args[0].list.v;
-  int n = c->args[0].list.n;
-  cpu_view vo = ops_view_of(c->out[0]);
-  if (dt_numel(c->out[0]) == 0) return DT_OK;
-  int d;
-  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, vo.ndim, &d);
-  if (st != DT_OK) return st;
-  for (int i = 0; i < n; i++) {
-    cpu_view vi = ops_view_of(v[i]);
-    cpu_view vs = out_slice(&vo, d, i, &vi, true);
-    cpu_unary(CPU_COPY, ops_copy_type(vo.dtype, vi.dtype), &vs, &vi);
-  }
-  return DT_OK;
-}
+dt_status ops_stack_cpu(dt_op_call *c) { return join_cpu(c, true); }

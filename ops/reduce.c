@@ -106,14 +106,25 @@ dt_status ops_reduce_infer(dt_op_call *c) {
   return DT_OK;
 }
 
-dt_status ops_reduce_cpu(dt_op_call *c) {
+/* the reduction kernels' start: the mask of the reduced dims and the views
+ * of out and of the input */
+static dt_status reduce_views(dt_op_call *c, uint32_t *mask, cpu_view *vo,
+                              cpu_view *va) {
   const dt_tensor *a = c->args[0].t;
-  uint32_t mask;
-  dt_status st = dims_mask(c, a, c->args[1].ints, &mask);
+  dt_status st = dims_mask(c, a, c->args[1].ints, mask);
   if (st != DT_OK) return st;
-  cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(a);
-  cpu_reduce((cpu_reduce_op)(c->op - DT_OP_SUM), &vo, &va, mask);
+  *vo = ops_view_of(c->out[0]);
+  *va = ops_view_of(a);
   return DT_OK;
+}
+
+dt_status ops_reduce_cpu(dt_op_call *c) {
+  uint32_t mask;
+  cpu_view vo, va;
+  dt_status st = reduce_views(c, &mask, &vo, &va);
+  if (st == DT_OK)
+    cpu_reduce((cpu_reduce_op)(c->op - DT_OP_SUM), &vo, &va, mask);
+  return st;
 }
 
 dt_status ops_var_infer(dt_op_call *c) {
@@ -127,11 +138,9 @@ dt_status ops_var_infer(dt_op_call *c) {
 }
 
 dt_status ops_var_cpu(dt_op_call *c) {
-  const dt_tensor *a = c->args[0].t;
   uint32_t mask;
-  dt_status st = dims_mask(c, a, c->args[1].ints, &mask);
-  if (st != DT_OK) return st;
-  cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(a);
-  cpu_var(&vo, &va, mask, c->args[2].b ? 1 : 0);
-  return DT_OK;
+  cpu_view vo, va;
+  dt_status st = reduce_views(c, &mask, &vo, &va);
+  if (st == DT_OK) cpu_var(&vo, &va, mask, c->args[2].b ? 1 : 0);
+  return st;
 }

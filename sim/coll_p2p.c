@@ -73,6 +73,21 @@ static dt_status check_pair(coll_world *w, const char *what, int from,
   return DT_OK;
 }
 
+/* the timeout of one side of a pair: "send from rank 0 to rank 1 (8
+ * bytes): timed out after 0.100 s; rank 1 did not receive" (the peer did
+ * not `missing`) */
+static dt_status p2p_timeout(coll_world *w, const char *side, int me,
+                             const char *dir, int peer, int64_t bytes,
+                             const char *missing) {
+  double secs = (double)atomic_load_explicit(&w->timeout_ns,
+                                             memory_order_relaxed) * 1e-9;
+  return dt_error_set(DT_ERR_TIMEOUT,
+                      "%s rank %d %s rank %d (%lld bytes): timed out after "
+                      "%.3f s; rank %d did not %s",
+                      side, me, dir, peer, (long long)bytes, secs, peer,
+                      missing);
+}
+
 dt_status coll_send(coll_world *w, int from, int to, const void *buf,
                     int64_t bytes) {
   dt_status st = check_pair(w, "coll_send", from, to, buf, bytes);
@@ -96,14 +111,7 @@ dt_status coll_send(coll_world *w, int from, int to, const void *buf,
                                                 MAIL_EMPTY,
                                                 memory_order_relaxed,
                                                 memory_order_relaxed))
-      return dt_error_set(DT_ERR_TIMEOUT,
-                          "send from rank %d to rank %d (%lld bytes): timed "
-                          "out after %.3f s; rank %d did not receive",
-                          from, to, (long long)bytes,
-                          (double)atomic_load_explicit(&w->timeout_ns,
-                                                       memory_order_relaxed) *
-                              1e-9,
-                          to);
+      return p2p_timeout(w, "send from", from, "to", to, bytes, "receive");
     /* the receiver is copying: wait for it, without a deadline */
     wait_state(&mb->state, MAIL_DONE, MAIL_MISMATCH, -1, &v);
   }
@@ -128,14 +136,7 @@ dt_status coll_recv(coll_world *w, int to, int from, void *buf,
   for (;;) {
     uint32_t v;
     if (!wait_state(&mb->state, MAIL_POSTED, MAIL_POSTED, deadline, &v))
-      return dt_error_set(DT_ERR_TIMEOUT,
-                          "recv on rank %d from rank %d (%lld bytes): timed "
-                          "out after %.3f s; rank %d did not send",
-                          to, from, (long long)bytes,
-                          (double)atomic_load_explicit(&w->timeout_ns,
-                                                       memory_order_relaxed) *
-                              1e-9,
-                          from);
+      return p2p_timeout(w, "recv on", to, "from", from, bytes, "send");
     uint32_t expect = MAIL_POSTED;
     /* acquire: pairs with the sender's release store of POSTED (buf,
      * bytes and the buffer's contents) */

@@ -17,61 +17,12 @@
 
 #include "sim/collectives.h"
 #include "support/testutil.h"
+#include "support/threads.h"
 
 #define MS 1000000LL
 #define MAXM 8
 /* generous: a bug fails the test instead of hanging it */
 #define TEST_TIMEOUT_NS (120 * 1000 * MS)
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_ns(int64_t ns) {
-  struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-  while (nanosleep(&ts, &ts) != 0) {}
-}
-
-/* cmocka's asserts longjmp and so belong to the test's own thread; member
- * threads count failures here and the test asserts the count is 0 */
-static _Atomic int thread_failures;
-#define T_CHECK(cond, ...)                                                  \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__,      \
-              #cond);                                                       \
-      fprintf(stderr, __VA_ARGS__);                                         \
-      fputc('\n', stderr);                                                  \
-      atomic_fetch_add(&thread_failures, 1);                                \
-    }                                                                       \
-  } while (0)
-#define ASSERT_NO_THREAD_FAILURES()                                         \
-  assert_int_equal(atomic_exchange(&thread_failures, 0), 0)
-
-/* runs fn(arg, i) on n threads and joins them */
-typedef void (*body_fn)(void *arg, int i);
-typedef struct spawn_arg {
-  body_fn fn;
-  void *arg;
-  int i;
-} spawn_arg;
-static void *spawn_main(void *p) {
-  spawn_arg *s = p;
-  s->fn(s->arg, s->i);
-  return NULL;
-}
-static void run_threads(int n, body_fn fn, void *arg) {
-  pthread_t t[16];
-  spawn_arg a[16];
-  assert_true(n <= 16);
-  for (int i = 0; i < n; i++) {
-    a[i] = (spawn_arg){fn, arg, i};
-    assert_int_equal(pthread_create(&t[i], NULL, spawn_main, &a[i]), 0);
-  }
-  for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
-}
 
 
 static const int subset[] = {6, 2, 4};
@@ -104,14 +55,14 @@ static void one_round(coll_group *g, int n, int m, int r) {
     for (int e = 0; e < 3; e++) i64[e] = (int64_t)r * 1000 + m * 10 + e;
     st = coll_all_reduce(g, m, i64, o64, 3, DT_INT64, DT_REDUCE_SUM);
     for (int e = 0; e < 3 && st == DT_OK; e++)
-      T_CHECK(o64[e] == n * ((int64_t)r * 1000 + e) + 10 * n * (n - 1) / 2,
+      TU_CHECK(o64[e] == n * ((int64_t)r * 1000 + e) + 10 * n * (n - 1) / 2,
               "round %d sum[%d] = %lld", r, e, (long long)o64[e]);
     break;
   case 1: /* float32 sum of small integers (exact), split, in place */
     for (int e = 0; e < 700; e++) f[e] = (float)(m + e);
     st = coll_all_reduce(g, m, f, f, 700, DT_FLOAT32, DT_REDUCE_SUM);
     for (int e = 0; e < 700 && st == DT_OK; e++)
-      T_CHECK(f[e] == (float)(n * e + n * (n - 1) / 2), "round %d f[%d] = %g",
+      TU_CHECK(f[e] == (float)(n * e + n * (n - 1) / 2), "round %d f[%d] = %g",
               r, e, f[e]);
     break;
   case 2: /* all_gather, counts j + 1, inline */
@@ -120,7 +71,7 @@ static void one_round(coll_group *g, int n, int m, int r) {
     st = coll_all_gather(g, m, i64, o64, counts, DT_INT64);
     for (int j = 0, off = 0; j < n && st == DT_OK; off += j + 1, j++)
       for (int e = 0; e <= j; e++)
-        T_CHECK(o64[off + e] == r + j, "round %d gather[%d]", r, off + e);
+        TU_CHECK(o64[off + e] == r + j, "round %d gather[%d]", r, off + e);
     break;
   case 3:
     st = coll_barrier(g, m);
@@ -130,17 +81,17 @@ static void one_round(coll_group *g, int n, int m, int r) {
     for (int e = 0; e < 300 * n; e++) o64[e] = m + e + r;
     st = coll_reduce_scatter(g, m, o64, i64, counts, DT_INT64, DT_REDUCE_MAX);
     for (int e = 0; e < 300 && st == DT_OK; e++)
-      T_CHECK(i64[e] == n - 1 + 300 * m + e + r, "round %d rs[%d]", r, e);
+      TU_CHECK(i64[e] == n - 1 + 300 * m + e + r, "round %d rs[%d]", r, e);
     break;
   }
-  T_CHECK(st == DT_OK, "round %d: %s", r, dt_last_error());
+  TU_CHECK(st == DT_OK, "round %d: %s", r, dt_last_error());
 }
 
 static void rounds_member(void *arg, int i) {
   rounds_ctx *c = arg;
   int gi = i < c->n[0] ? 0 : 1, m = gi ? i - c->n[0] : i;
   coll_group *g = coll_group_get(c->w, c->ranks[gi], c->n[gi]);
-  T_CHECK(g != NULL, "%s", dt_last_error());
+  TU_CHECK(g != NULL, "%s", dt_last_error());
   for (int r = 0; g && r < c->rounds; r++) one_round(g, c->n[gi], m, r);
 }
 
@@ -150,8 +101,8 @@ static void test_many_rounds(void **state) {
   for (int n = 1; n <= 8; n++) {
     rounds_ctx c = {.w = w, .n = {n, 0}, .rounds = n <= 4 ? 1500 : 500};
     for (int i = 0; i < n; i++) c.ranks[0][i] = (i * 3 + 1) % 8; /* permuted */
-    run_threads(n, rounds_member, &c);
-    ASSERT_NO_THREAD_FAILURES();
+    tu_run_threads(n, rounds_member, &c);
+    TU_ASSERT_NO_THREAD_FAILURES();
   }
   coll_world_destroy(w);
 }
@@ -162,8 +113,8 @@ static void test_parallel_groups(void **state) {
   /* two disjoint groups at once */
   rounds_ctx c = {.w = w, .n = {4, 4}, .rounds = 600,
                   .ranks = {{0, 1, 2, 3}, {7, 5, 6, 4}}};
-  run_threads(8, rounds_member, &c);
-  ASSERT_NO_THREAD_FAILURES();
+  tu_run_threads(8, rounds_member, &c);
+  TU_ASSERT_NO_THREAD_FAILURES();
   coll_world_destroy(w);
 }
 
@@ -179,15 +130,15 @@ static void mesh_member(void *arg, int rank) {
                                    DT_REDUCE_SUM);
     if (st == DT_OK)
       st = coll_all_reduce(gc, rank >> 1, y, y, 2, DT_INT64, DT_REDUCE_SUM);
-    T_CHECK(st == DT_OK, "%s", dt_last_error());
-    T_CHECK(y[0] == 6 + 4 * (int64_t)it && y[1] == -6 * (int64_t)it,
+    TU_CHECK(st == DT_OK, "%s", dt_last_error());
+    TU_CHECK(y[0] == 6 + 4 * (int64_t)it && y[1] == -6 * (int64_t)it,
             "it %d: %lld %lld", it, (long long)y[0], (long long)y[1]);
     if (it % 100 == 99) { /* and a large one, split across the members */
       static _Thread_local float big[5000];
       for (int e = 0; e < 5000; e++) big[e] = (float)(rank * e % 7);
       st = coll_all_reduce(gc, rank >> 1, big, big, 5000, DT_FLOAT32,
                            DT_REDUCE_MAX);
-      T_CHECK(st == DT_OK, "%s", dt_last_error());
+      TU_CHECK(st == DT_OK, "%s", dt_last_error());
     }
   }
 }
@@ -195,8 +146,8 @@ static void mesh_member(void *arg, int rank) {
 static void test_overlapping_groups(void **state) {
   (void)state;
   coll_world *w = coll_world_create(4, TEST_TIMEOUT_NS);
-  run_threads(4, mesh_member, w);
-  ASSERT_NO_THREAD_FAILURES();
+  tu_run_threads(4, mesh_member, w);
+  TU_ASSERT_NO_THREAD_FAILURES();
   coll_world_destroy(w);
 }
 
@@ -211,12 +162,12 @@ static void barrier_member(void *arg, int m) {
   int n = coll_group_size(c->g);
   for (int r = 0; r < 400; r++) {
     atomic_fetch_add_explicit(&c->hits, 1, memory_order_relaxed);
-    T_CHECK(coll_barrier(c->g, m) == DT_OK, "%s", dt_last_error());
+    TU_CHECK(coll_barrier(c->g, m) == DT_OK, "%s", dt_last_error());
     int64_t h = atomic_load_explicit(&c->hits, memory_order_relaxed);
     /* the second barrier keeps the next round's increments out */
-    T_CHECK(h == (int64_t)n * (r + 1), "round %d: %lld hits", r,
+    TU_CHECK(h == (int64_t)n * (r + 1), "round %d: %lld hits", r,
             (long long)h);
-    T_CHECK(coll_barrier(c->g, m) == DT_OK, "%s", dt_last_error());
+    TU_CHECK(coll_barrier(c->g, m) == DT_OK, "%s", dt_last_error());
   }
 }
 
@@ -229,8 +180,8 @@ static void test_barrier(void **state) {
   for (int gi = 0; gi < 6; gi++) {
     barrier_ctx c = {.g = coll_group_get(w, groups[gi], sizes[gi])};
     atomic_init(&c.hits, 0);
-    run_threads(sizes[gi], barrier_member, &c);
-    ASSERT_NO_THREAD_FAILURES();
+    tu_run_threads(sizes[gi], barrier_member, &c);
+    TU_ASSERT_NO_THREAD_FAILURES();
   }
   coll_world_destroy(w);
 }
@@ -250,12 +201,12 @@ static void late_member(void *arg, int m) {
   late_ctx *c = arg;
   float x[4] = {1, 2, 3, 4}, y[4];
   /* one good round first: the timeout is per round */
-  T_CHECK(coll_all_reduce(c->g, m, x, y, 4, DT_FLOAT32, DT_REDUCE_SUM) ==
+  TU_CHECK(coll_all_reduce(c->g, m, x, y, 4, DT_FLOAT32, DT_REDUCE_SUM) ==
               DT_OK, "%s", dt_last_error());
-  if (m == c->late) sleep_ns(c->late_ns);
-  int64_t t0 = now_ns();
+  if (m == c->late) tu_sleep_ns(c->late_ns);
+  int64_t t0 = tu_now_ns();
   c->st[m] = coll_all_reduce(c->g, m, x, y, 4, DT_FLOAT32, DT_REDUCE_SUM);
-  c->took[m] = now_ns() - t0;
+  c->took[m] = tu_now_ns() - t0;
   snprintf(c->msg[m], sizeof c->msg[m], "%s", dt_last_error());
 }
 
@@ -269,8 +220,8 @@ static void test_watchdog(void **state) {
   int ranks[] = {0, 1, 2};
   late_ctx c = {.g = coll_group_get(w, ranks, 3), .late = 2,
                 .late_ns = 600 * MS};
-  run_threads(3, late_member, &c);
-  ASSERT_NO_THREAD_FAILURES();
+  tu_run_threads(3, late_member, &c);
+  TU_ASSERT_NO_THREAD_FAILURES();
   for (int m = 0; m < 3; m++) {
     assert_int_equal(c.st[m], DT_ERR_TIMEOUT);
     expect_contains(c.msg[m], "all_reduce on group [0, 1, 2] (seq 1)");
@@ -282,16 +233,16 @@ static void test_watchdog(void **state) {
     assert_true(c.took[m] >= 190 * MS && c.took[m] < 5000 * MS);
   assert_true(c.took[2] < 100 * MS); /* the late member fails at once */
   /* every later collective fails at once with the same report */
-  int64_t t0 = now_ns();
+  int64_t t0 = tu_now_ns();
   assert_int_equal(coll_barrier(c.g, 0), DT_ERR_TIMEOUT);
   assert_string_equal(dt_last_error(), c.msg[0]);
-  assert_true(now_ns() - t0 < 100 * MS);
+  assert_true(tu_now_ns() - t0 < 100 * MS);
   /* other groups of the same ranks are not affected */
   int pair[] = {0, 1};
   barrier_ctx b = {.g = coll_group_get(w, pair, 2)};
   atomic_init(&b.hits, 0);
-  run_threads(2, barrier_member, &b);
-  ASSERT_NO_THREAD_FAILURES();
+  tu_run_threads(2, barrier_member, &b);
+  TU_ASSERT_NO_THREAD_FAILURES();
   coll_world_destroy(w);
 }
 
@@ -301,8 +252,8 @@ static void test_watchdog_subset(void **state) {
   coll_world *w = coll_world_create(8, 100 * MS);
   late_ctx c = {.g = coll_group_get(w, subset, 3), .late = 0,
                 .late_ns = 400 * MS};
-  run_threads(3, late_member, &c);
-  ASSERT_NO_THREAD_FAILURES();
+  tu_run_threads(3, late_member, &c);
+  TU_ASSERT_NO_THREAD_FAILURES();
   for (int m = 0; m < 3; m++) {
     assert_int_equal(c.st[m], DT_ERR_TIMEOUT);
     expect_contains(c.msg[m], "group [6, 2, 4]");
@@ -317,12 +268,12 @@ static void test_no_timeout(void **state) {
   coll_world *w = coll_world_create(8, 0);
   late_ctx c = {.g = coll_group_get(w, subset, 3), .late = 1,
                 .late_ns = 300 * MS};
-  run_threads(3, late_member, &c);
-  ASSERT_NO_THREAD_FAILURES();
+  tu_run_threads(3, late_member, &c);
+  TU_ASSERT_NO_THREAD_FAILURES();
   for (int m = 0; m < 3; m++) assert_int_equal(c.st[m], DT_OK);
   /* and a timeout set later applies to later rounds */
   coll_world_set_timeout(w, 100 * MS);
-  run_threads(3, late_member, &c);
+  tu_run_threads(3, late_member, &c);
   for (int m = 0; m < 3; m++) assert_int_equal(c.st[m], DT_ERR_TIMEOUT);
   coll_world_destroy(w);
 }
@@ -346,22 +297,22 @@ static void p2p_member(void *arg, int rank) {
       b = coll_recv(w, rank, prev, in, sizeof in);
       a = coll_send(w, rank, next, out, sizeof out);
     }
-    T_CHECK(a == DT_OK && b == DT_OK, "%s", dt_last_error());
+    TU_CHECK(a == DT_OK && b == DT_OK, "%s", dt_last_error());
     for (int e = 0; e < 8; e++)
-      T_CHECK(in[e] == prev * 1000 + it * 10 + e, "it %d [%d]", it, e);
+      TU_CHECK(in[e] == prev * 1000 + it * 10 + e, "it %d [%d]", it, e);
   }
   static char buf[2][4096];
   for (int k = 0; k < 200 && rank < 2; k++) {
     int64_t bytes = (k * 37) % 4096;
     if (rank == 0) {
       memset(buf[0], k & 0xff, (size_t)bytes);
-      T_CHECK(coll_send(w, 0, 1, buf[0], bytes) == DT_OK, "%s",
+      TU_CHECK(coll_send(w, 0, 1, buf[0], bytes) == DT_OK, "%s",
               dt_last_error());
     } else {
-      T_CHECK(coll_recv(w, 1, 0, buf[1], bytes) == DT_OK, "%s",
+      TU_CHECK(coll_recv(w, 1, 0, buf[1], bytes) == DT_OK, "%s",
               dt_last_error());
       for (int64_t e = 0; e < bytes; e++)
-        T_CHECK(buf[1][e] == (char)(k & 0xff), "message %d byte %lld", k,
+        TU_CHECK(buf[1][e] == (char)(k & 0xff), "message %d byte %lld", k,
                 (long long)e);
     }
   }
@@ -370,8 +321,8 @@ static void p2p_member(void *arg, int rank) {
 static void test_send_recv(void **state) {
   (void)state;
   coll_world *w = coll_world_create(4, TEST_TIMEOUT_NS);
-  run_threads(4, p2p_member, w);
-  ASSERT_NO_THREAD_FAILURES();
+  tu_run_threads(4, p2p_member, w);
+  TU_ASSERT_NO_THREAD_FAILURES();
   coll_world_destroy(w);
 }
 
@@ -388,7 +339,7 @@ static void mismatch_member(void *arg, int i) {
                     : coll_recv(c->w, 3, 2, b, 16);
   snprintf(c->msg[i], sizeof c->msg[i], "%s", dt_last_error());
   /* the channel still works */
-  T_CHECK((i == 0 ? coll_send(c->w, 2, 3, b, 4) : coll_recv(c->w, 3, 2, b, 4))
+  TU_CHECK((i == 0 ? coll_send(c->w, 2, 3, b, 4) : coll_recv(c->w, 3, 2, b, 4))
               == DT_OK, "%s", dt_last_error());
 }
 
@@ -412,8 +363,8 @@ static void test_send_recv_errors(void **state) {
   tu_expect_status(coll_recv(w, 1, 0, NULL, 8), DT_ERR_INVALID_ARGUMENT,
                    NULL);
   mismatch_ctx c = {.w = w};
-  run_threads(2, mismatch_member, &c);
-  ASSERT_NO_THREAD_FAILURES();
+  tu_run_threads(2, mismatch_member, &c);
+  TU_ASSERT_NO_THREAD_FAILURES();
   for (int i = 0; i < 2; i++)
     if (c.st[i] != DT_ERR_INVALID_ARGUMENT) fail_msg("%s", c.msg[i]);
   expect_contains(c.msg[0], "sent 8 bytes, the receiver expected 16");

@@ -20,49 +20,11 @@
 
 #include "sim/collectives.h"
 #include "support/testutil.h"
+#include "support/threads.h"
 
 #define MAXM 8
 /* generous: a bug fails the test instead of hanging it */
 #define TEST_TIMEOUT_NS ((int64_t)120 * 1000 * 1000 * 1000)
-
-/* cmocka's asserts longjmp and so belong to the test's own thread; member
- * threads count failures here and the test asserts the count is 0 */
-static _Atomic int thread_failures;
-#define T_CHECK(cond, ...)                                                  \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__,      \
-              #cond);                                                       \
-      fprintf(stderr, __VA_ARGS__);                                         \
-      fputc('\n', stderr);                                                  \
-      atomic_fetch_add(&thread_failures, 1);                                \
-    }                                                                       \
-  } while (0)
-#define ASSERT_NO_THREAD_FAILURES()                                         \
-  assert_int_equal(atomic_exchange(&thread_failures, 0), 0)
-
-/* runs fn(arg, i) on n threads and joins them */
-typedef void (*body_fn)(void *arg, int i);
-typedef struct spawn_arg {
-  body_fn fn;
-  void *arg;
-  int i;
-} spawn_arg;
-static void *spawn_main(void *p) {
-  spawn_arg *s = p;
-  s->fn(s->arg, s->i);
-  return NULL;
-}
-static void run_threads(int n, body_fn fn, void *arg) {
-  pthread_t t[16];
-  spawn_arg a[16];
-  assert_true(n <= 16);
-  for (int i = 0; i < n; i++) {
-    a[i] = (spawn_arg){fn, arg, i};
-    assert_int_equal(pthread_create(&t[i], NULL, spawn_main, &a[i]), 0);
-  }
-  for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
-}
 
 /* ---- deterministic inputs and the reference reduction */
 
@@ -450,7 +412,7 @@ static void run_cases(coll_world *w, const int *ranks, int n, ccase **cases,
   coll_group *g = coll_group_get(w, ranks, n);
   assert_non_null(g);
   case_run r = {g, cases, ncases};
-  run_threads(n, case_member, &r);
+  tu_run_threads(n, case_member, &r);
   for (int i = 0; i < ncases; i++) {
     verify_case(cases[i]);
     case_free(cases[i]);
@@ -662,8 +624,8 @@ static void test_large_and_deterministic(void **state) {
     size_t bytes = 300007 * 4;
     coll_group *g = coll_group_get(w, ranks, n);
     case_run r1 = {g, cases, 3}, r2 = {g, again, 1};
-    run_threads(n, case_member, &r1);
-    run_threads(n, case_member, &r2);
+    tu_run_threads(n, case_member, &r1);
+    tu_run_threads(n, case_member, &r2);
     for (int m = 0; m < n; m++)
       assert_memory_equal(a->out[m], b->out[m], bytes);
     for (int i = 0; i < 3; i++) {
@@ -731,7 +693,7 @@ static void bad_member(void *arg, int m) {
   snprintf(c->msg[m], sizeof c->msg[m], "%s", dt_last_error());
   /* whatever happened, the group still works */
   float a[2] = {1, 2}, b[2];
-  T_CHECK(coll_all_reduce(c->g, m, a, b, 2, DT_FLOAT32, DT_REDUCE_SUM) ==
+  TU_CHECK(coll_all_reduce(c->g, m, a, b, 2, DT_FLOAT32, DT_REDUCE_SUM) ==
               DT_OK && b[1] == 6, "%s", dt_last_error());
 }
 
@@ -749,8 +711,8 @@ static void test_bad_arguments(void **state) {
       "member 0 sends 1 elements to member 1, which expects 2", "count -1"};
   for (int v = 0; v < 8; v++) {
     bad_ctx c = {.g = coll_group_get(w, ranks, 3), .variant = v};
-    run_threads(3, bad_member, &c);
-    ASSERT_NO_THREAD_FAILURES();
+    tu_run_threads(3, bad_member, &c);
+    TU_ASSERT_NO_THREAD_FAILURES();
     for (int m = 0; m < 3; m++) {
       if (c.st[m] != want[v])
         fail_msg("variant %d member %d: %s (%s)", v, m,

@@ -17,25 +17,9 @@
 
 #include "sched/future.h"
 #include "support/testutil.h"
+#include "support/threads.h"
 
 #define MS 1000000LL
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_ns(int64_t ns) {
-  struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-  while (nanosleep(&ts, &ts) != 0) {}
-}
-
-static pthread_t spawn(void *(*fn)(void *), void *arg) {
-  pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
-  return t;
-}
 
 /* poll fd for readability (any thread); 1 readable, 0 not within ms */
 static int readable(int fd, int ms) {
@@ -44,20 +28,6 @@ static int readable(int fd, int ms) {
   do r = poll(&p, 1, ms); while (r < 0);
   return r == 1 && (p.revents & POLLIN) ? 1 : 0;
 }
-
-/* cmocka's asserts longjmp and so belong to the test's own thread; other
- * threads count failures here and the test asserts the count is 0 */
-static _Atomic int thread_failures;
-#define T_CHECK(cond)                                                       \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,      \
-              #cond);                                                       \
-      atomic_fetch_add(&thread_failures, 1);                                \
-    }                                                                       \
-  } while (0)
-#define ASSERT_NO_THREAD_FAILURES()                                         \
-  assert_int_equal(atomic_exchange(&thread_failures, 0), 0)
 
 static void assert_message_has(const char *msg, const char *want) {
   if (!strstr(msg, want))
@@ -100,23 +70,23 @@ static void test_null_and_queries(void **state) {
 static void test_wait_timeout(void **state) {
   (void)state;
   dt_future *f = sched_future_new();
-  int64_t t0 = now_ns();
+  int64_t t0 = tu_now_ns();
   assert_int_equal(dt_future_wait(f, 0), DT_ERR_TIMEOUT);
-  int64_t t1 = now_ns();
+  int64_t t1 = tu_now_ns();
   assert_int_equal(dt_last_status(), DT_ERR_TIMEOUT);
   assert_message_has(dt_last_error(), "dt_future_wait: not complete after 0 ns");
   assert_true(t1 - t0 < 50 * MS);   /* a poll, no sleep */
 
-  t0 = now_ns();
+  t0 = tu_now_ns();
   assert_int_equal(dt_future_wait(f, 1 * MS), DT_ERR_TIMEOUT);
-  t1 = now_ns();
+  t1 = tu_now_ns();
   assert_message_has(dt_last_error(), "not complete after 1000000 ns");
   assert_true(t1 - t0 >= 1 * MS);
   assert_true(t1 - t0 < 500 * MS);   /* generous: loaded 2-core CI, TSan */
 
-  t0 = now_ns();
+  t0 = tu_now_ns();
   assert_int_equal(dt_future_wait(f, 30 * MS), DT_ERR_TIMEOUT);
-  t1 = now_ns();
+  t1 = tu_now_ns();
   assert_true(t1 - t0 >= 30 * MS);
   assert_true(t1 - t0 < 800 * MS);
   assert_false(dt_future_ready(f));   /* still valid, still pending */
@@ -135,7 +105,7 @@ typedef struct delayed {
 
 static void *complete_later(void *arg) {
   delayed *d = arg;
-  sleep_ns(d->delay_ns);
+  tu_sleep_ns(d->delay_ns);
   sched_future_complete(d->f, d->st, d->msg);
   return NULL;
 }
@@ -144,10 +114,10 @@ static void test_wait_wakes(void **state) {
   (void)state;
   dt_future *f = sched_future_new();
   delayed d = {.f = f, .delay_ns = 20 * MS, .st = DT_OK};
-  int64_t t0 = now_ns();
-  pthread_t t = spawn(complete_later, &d);
+  int64_t t0 = tu_now_ns();
+  pthread_t t = tu_spawn(complete_later, &d);
   assert_int_equal(dt_future_wait(f, -1), DT_OK);
-  int64_t dt = now_ns() - t0;
+  int64_t dt = tu_now_ns() - t0;
   pthread_join(t, NULL);
   assert_true(dt >= 20 * MS);
   assert_true(dt < 2000 * MS);
@@ -155,7 +125,7 @@ static void test_wait_wakes(void **state) {
   /* a finite timeout that the completion beats */
   dt_future *g = sched_future_new();
   delayed e = {.f = g, .delay_ns = 10 * MS, .st = DT_OK};
-  t = spawn(complete_later, &e);
+  t = tu_spawn(complete_later, &e);
   assert_int_equal(dt_future_wait(g, 10000 * MS), DT_OK);
   pthread_join(t, NULL);
   dt_future_release(f);
@@ -167,7 +137,7 @@ static void test_error_outcome(void **state) {
   dt_future *f = sched_future_new();
   delayed d = {.f = f, .delay_ns = 5 * MS, .st = DT_ERR_IO,
                .msg = "dt_to_host_async: disk on fire"};
-  pthread_t t = spawn(complete_later, &d);
+  pthread_t t = tu_spawn(complete_later, &d);
   dt_clear_error();
   assert_int_equal(dt_future_wait(f, -1), DT_ERR_IO);
   pthread_join(t, NULL);
@@ -221,7 +191,7 @@ static void test_fd_before_completion(void **state) {
   assert_int_equal(readable(fd, 0), 0);
   assert_int_equal(readable(fd, 10), 0);
   delayed d = {.f = f, .delay_ns = 10 * MS, .st = DT_OK};
-  pthread_t t = spawn(complete_later, &d);
+  pthread_t t = tu_spawn(complete_later, &d);
   assert_int_equal(readable(fd, 5000), 1);
   pthread_join(t, NULL);
   uint64_t v = 0;
@@ -268,7 +238,7 @@ static void test_fd_race(void **state) {
     fd_race r = {.f = sched_future_new()};
     for (int i = 0; i < 8; i++) atomic_init(&r.fds[i], -2);
     pthread_t t[4];
-    for (int i = 0; i < 4; i++) t[i] = spawn(ask_fd, &r);
+    for (int i = 0; i < 4; i++) t[i] = tu_spawn(ask_fd, &r);
     sched_future_complete(r.f, DT_OK, NULL);
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
     int fd = dt_future_fd(r.f);
@@ -295,7 +265,7 @@ typedef struct cb_arg { cb_log *log; int id; } cb_arg;
 static void record_cb(dt_future *f, dt_status st, void *user) {
   cb_arg *a = user;
   int k = atomic_fetch_add(&a->log->calls, 1);
-  T_CHECK(f == a->log->f);
+  TU_CHECK_TRUE(f == a->log->f);
   if (k < 8) {
     a->log->order[k] = a->id;
     a->log->thread[k] = pthread_self();
@@ -318,7 +288,7 @@ static void test_callbacks_before(void **state) {
     assert_int_equal(dt_future_then(log.f, record_cb, &args[i]), DT_OK);
   assert_int_equal(atomic_load(&log.calls), 0);
   delayed d = {.f = log.f, .st = DT_ERR_DESYNC, .msg = "rank 3 desync"};
-  pthread_t t = spawn(complete_and_note, &d);
+  pthread_t t = tu_spawn(complete_and_note, &d);
   pthread_join(t, NULL);
   assert_int_equal(atomic_load(&log.calls), 3);
   for (int i = 0; i < 3; i++) {
@@ -327,7 +297,7 @@ static void test_callbacks_before(void **state) {
     assert_int_equal(log.status[i], DT_ERR_DESYNC);
   }
   dt_future_release(log.f);
-  ASSERT_NO_THREAD_FAILURES();
+  TU_ASSERT_NO_THREAD_FAILURES();
 }
 
 static void test_callbacks_after(void **state) {
@@ -357,7 +327,7 @@ typedef struct then_arg { then_race *r; int t; } then_arg;
 
 static void count_cb(dt_future *f, dt_status st, void *user) {
   (void)f;
-  T_CHECK(st == DT_OK);
+  TU_CHECK_TRUE(st == DT_OK);
   atomic_fetch_add((_Atomic int *)user, 1);
 }
 
@@ -366,7 +336,7 @@ static void *register_many(void *arg) {
   while (!atomic_load(&a->r->go)) {}
   for (int i = 0; i < RACE_PER_THREAD; i++) {
     _Atomic int *slot = &a->r->hits[a->t * RACE_PER_THREAD + i];
-    T_CHECK(dt_future_then(a->r->f, count_cb, (void *)slot) == DT_OK);
+    TU_CHECK_TRUE(dt_future_then(a->r->f, count_cb, (void *)slot) == DT_OK);
   }
   return NULL;
 }
@@ -383,7 +353,7 @@ static void test_callbacks_race(void **state) {
     then_arg args[RACE_THREADS];
     for (int i = 0; i < RACE_THREADS; i++) {
       args[i] = (then_arg){r, i};
-      t[i] = spawn(register_many, &args[i]);
+      t[i] = tu_spawn(register_many, &args[i]);
     }
     atomic_store(&r->go, 1);
     for (volatile int spin = 0; spin < round * 500; spin++) {}
@@ -396,7 +366,7 @@ static void test_callbacks_race(void **state) {
     dt_future_release(r->f);
   }
   free(r);
-  ASSERT_NO_THREAD_FAILURES();
+  TU_ASSERT_NO_THREAD_FAILURES();
 }
 
 /* ------------------------------------------------------------ many waiters */
@@ -422,9 +392,9 @@ static void test_many_waiters(void **state) {
     /* half wait forever, half with a long finite timeout */
     w[i] = (waiter){.f = f, .timeout = i % 2 ? -1 : 20000 * MS,
                     .got = DT_ERR_INTERNAL};
-    t[i] = spawn(wait_one, &w[i]);
+    t[i] = tu_spawn(wait_one, &w[i]);
   }
-  sleep_ns(20 * MS);   /* let them park */
+  tu_sleep_ns(20 * MS);   /* let them park */
   sched_future_complete(f, DT_ERR_FAULT, "chaos");
   for (int i = 0; i < 16; i++) {
     pthread_join(t[i], NULL);
@@ -448,7 +418,7 @@ static void test_release_before_completion(void **state) {
   assert_int_equal(dt_future_then(user, record_cb, &a), DT_OK);
   dt_future_release(user);
   delayed d = {.f = f, .delay_ns = 2 * MS, .st = DT_ERR_IO, .msg = "late"};
-  pthread_t t = spawn(complete_later, &d);
+  pthread_t t = tu_spawn(complete_later, &d);
   pthread_join(t, NULL);
   assert_int_equal(atomic_load(&log.calls), 1);
   dt_future_release(f);   /* last reference: fd, message, f freed */
@@ -461,7 +431,7 @@ static void test_release_before_completion(void **state) {
   assert_int_equal(dt_future_then(f, record_cb, &b), DT_OK);
   dt_future_release(f);
   assert_int_equal(atomic_load(&never.calls), 0);
-  ASSERT_NO_THREAD_FAILURES();
+  TU_ASSERT_NO_THREAD_FAILURES();
 }
 
 /* ------------------------------------------------------------------ stress */
@@ -493,22 +463,22 @@ static void stress_consume(stress *s, int role, int i) {
   dt_status st;
   switch (role) {
   case ST_WAIT_FOREVER:
-    T_CHECK(dt_future_wait(f, -1) == want);
+    TU_CHECK_TRUE(dt_future_wait(f, -1) == want);
     break;
   case ST_WAIT_POLL:   /* 20 µs slices: many timeouts, some wake-ups */
     while ((st = dt_future_wait(f, 20000)) == DT_ERR_TIMEOUT) {}
-    T_CHECK(st == want);
+    TU_CHECK_TRUE(st == want);
     break;
   case ST_FD: {
     int fd = dt_future_fd(f);
-    T_CHECK(fd >= 0);
-    T_CHECK(readable(fd, 30000) == 1);
-    T_CHECK(dt_future_ready(f));
-    T_CHECK(dt_future_status(f) == want);
+    TU_CHECK_TRUE(fd >= 0);
+    TU_CHECK_TRUE(readable(fd, 30000) == 1);
+    TU_CHECK_TRUE(dt_future_ready(f));
+    TU_CHECK_TRUE(dt_future_status(f) == want);
     break;
   }
   default:
-    T_CHECK(dt_future_then(f, stress_cb, (void *)&s->hits[i]) == DT_OK);
+    TU_CHECK_TRUE(dt_future_then(f, stress_cb, (void *)&s->hits[i]) == DT_OK);
   }
   dt_future_release(f);
 }
@@ -557,9 +527,9 @@ static void test_stress(void **state) {
   stress_arg args[ST_USERS];
   for (int r = 0; r < ST_USERS; r++) {
     args[r] = (stress_arg){s, r};
-    t[r] = spawn(stress_user, &args[r]);
+    t[r] = tu_spawn(stress_user, &args[r]);
   }
-  t[ST_USERS] = spawn(stress_completer, s);
+  t[ST_USERS] = tu_spawn(stress_completer, s);
   for (int r = 0; r <= ST_USERS; r++) pthread_join(t[r], NULL);
   for (int i = 0; i < STRESS_N; i++) {
     int want = stress_status(i) == DT_OK ? 2 : 2000;   /* two registrars */
@@ -568,11 +538,10 @@ static void test_stress(void **state) {
                atomic_load(&s->hits[i]), want);
   }
   free(s);
-  ASSERT_NO_THREAD_FAILURES();
+  TU_ASSERT_NO_THREAD_FAILURES();
 }
 
 int main(void) {
-  alarm(300);   /* a hang fails the run instead of stalling CI */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_null_and_queries),
       cmocka_unit_test(test_wait_timeout),
@@ -589,5 +558,5 @@ int main(void) {
       cmocka_unit_test(test_release_before_completion),
       cmocka_unit_test(test_stress),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return TU_RUN_TESTS_WITH_ALARM(300, tests); /* a hang fails the run */
 }

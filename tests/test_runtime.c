@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "threads.h"
 
 static double cpu_seconds(void) {
   struct rusage ru;
@@ -290,7 +291,6 @@ static void test_chunked_reproducible(void **state) {
 }
 
 int main(void) {
-  alarm(600); /* a deadlock fails the test instead of hanging CI */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_options_and_env),
       cmocka_unit_test(test_create_destroy_cycles),
@@ -302,5 +302,6 @@ int main(void) {
       cmocka_unit_test(test_idle_cpu),
       cmocka_unit_test(test_chunked_reproducible),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  /* a deadlock fails the test instead of hanging CI */
+  return TU_RUN_TESTS_WITH_ALARM(600, tests);
 }

@@ -106,60 +106,64 @@ static dt_status gemm_blas(dt_dtype d, const cpu_matrix *a,
   return DT_OK;
 }
 
-/* float16 / bfloat16: widen to float32, sgemm, round once when storing. */
-static dt_status gemm_half(dt_dtype d, const cpu_matrix *a,
-                           const cpu_matrix *b, const cpu_matrix *c,
-                           const char *bias, int64_t bias_stride) {
-  int64_t m = a->rows, k = a->cols, n = b->cols;
-  float *pa = NULL, *pb = NULL;
-  float *acc = malloc((size_t)(m * n) * sizeof(float));
-  if (k > 0) {
-    pa = pack(a, d, DT_FLOAT32);
-    pb = pack(b, d, DT_FLOAT32);
-  }
-  dt_status st = DT_ERR_OUT_OF_MEMORY;
-  if (acc && (k == 0 || (pa && pb))) {
-    init_rows(acc, DT_FLOAT32, m, n, n, d, bias, bias_stride);
-    if (k > 0)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n,
-                  (int)k, 1.0f, pa, (int)k, pb, (int)n, 1.0f, acc, (int)n);
-    int64_t es = (int64_t)cpu_dtype_size(d);
-    for (int64_t i = 0; i < m; i++)
-      cpu_store(c->data + i * c->rs * es, d, c->cs * es, acc + i * n,
-                DT_FLOAT32, n);
-    st = DT_OK;
-  }
-  free(acc);
-  free(pa);
-  free(pb);
-  return st;
+/* float16 / bfloat16: widen to float32, sgemm into the M×N accumulator,
+ * round once when storing. */
+static void gemm_half(dt_dtype d, int64_t m, int64_t k, int64_t n,
+                      const float *pa, const float *pb, float *acc,
+                      const cpu_matrix *c, const char *bias,
+                      int64_t bias_stride) {
+  init_rows(acc, DT_FLOAT32, m, n, n, d, bias, bias_stride);
+  if (k > 0)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n,
+                (int)k, 1.0f, pa, (int)k, pb, (int)n, 1.0f, acc, (int)n);
+  int64_t es = (int64_t)cpu_dtype_size(d);
+  for (int64_t i = 0; i < m; i++)
+    cpu_store(c->data + i * c->rs * es, d, c->cs * es, acc + i * n,
+              DT_FLOAT32, n);
 }
 
-/* Integers: i-p-j loop over packed int64 operands. Unsigned arithmetic makes
- * overflow wrap (defined) instead of being undefined; the store truncates to
- * the output's width, as PyTorch's int matmul does. */
-static dt_status gemm_int(dt_dtype d, const cpu_matrix *a,
-                          const cpu_matrix *b, const cpu_matrix *c,
-                          const char *bias, int64_t bias_stride) {
+/* Integers: i-p-j loop over packed int64 operands into a one-row
+ * accumulator. Unsigned arithmetic makes overflow wrap (defined) instead of
+ * being undefined; the store truncates to the output's width, as PyTorch's
+ * int matmul does. */
+static void gemm_int(dt_dtype d, int64_t m, int64_t k, int64_t n,
+                     const uint64_t *pa, const uint64_t *pb, uint64_t *acc,
+                     const cpu_matrix *c, const char *bias,
+                     int64_t bias_stride) {
+  int64_t es = (int64_t)cpu_dtype_size(d);
+  for (int64_t i = 0; i < m; i++) {
+    init_rows(acc, DT_INT64, 1, n, n, d, bias, bias_stride);
+    for (int64_t p = 0; p < k; p++) {
+      uint64_t x = pa[i * k + p];
+      const uint64_t *row = pb + p * n;
+      for (int64_t j = 0; j < n; j++) acc[j] += x * row[j];
+    }
+    cpu_store(c->data + i * c->rs * es, d, c->cs * es, acc, DT_INT64, n);
+  }
+}
+
+/* The widening kernels (float16 / bfloat16, the integers): a and b packed as
+ * the compute type (float32 / int64; not when K == 0), an accumulator, and
+ * gemm_half or gemm_int. */
+static dt_status gemm_widened(dt_dtype d, const cpu_matrix *a,
+                              const cpu_matrix *b, const cpu_matrix *c,
+                              const char *bias, int64_t bias_stride) {
   int64_t m = a->rows, k = a->cols, n = b->cols;
-  uint64_t *pa = NULL, *pb = NULL;
-  uint64_t *acc = malloc((size_t)n * sizeof(uint64_t));
+  bool half = d == DT_FLOAT16 || d == DT_BFLOAT16;
+  dt_dtype ct = half ? DT_FLOAT32 : DT_INT64;
+  void *pa = NULL, *pb = NULL;
+  void *acc = malloc(half ? (size_t)(m * n) * sizeof(float)
+                          : (size_t)n * sizeof(uint64_t));
   if (k > 0) {
-    pa = pack(a, d, DT_INT64);
-    pb = pack(b, d, DT_INT64);
+    pa = pack(a, d, ct);
+    pb = pack(b, d, ct);
   }
   dt_status st = DT_ERR_OUT_OF_MEMORY;
   if (acc && (k == 0 || (pa && pb))) {
-    int64_t es = (int64_t)cpu_dtype_size(d);
-    for (int64_t i = 0; i < m; i++) {
-      init_rows(acc, DT_INT64, 1, n, n, d, bias, bias_stride);
-      for (int64_t p = 0; p < k; p++) {
-        uint64_t x = pa[i * k + p];
-        const uint64_t *row = pb + p * n;
-        for (int64_t j = 0; j < n; j++) acc[j] += x * row[j];
-      }
-      cpu_store(c->data + i * c->rs * es, d, c->cs * es, acc, DT_INT64, n);
-    }
+    if (half)
+      gemm_half(d, m, k, n, pa, pb, acc, c, bias, bias_stride);
+    else
+      gemm_int(d, m, k, n, pa, pb, acc, c, bias, bias_stride);
     st = DT_OK;
   }
   free(acc);
@@ -180,9 +184,7 @@ dt_status cpu_gemm(dt_dtype d, const cpu_matrix *a, const cpu_matrix *b,
   if (m == 0 || n == 0) return DT_OK;
   if (d == DT_FLOAT32 || d == DT_FLOAT64)
     return gemm_blas(d, a, b, c, bias, bias_stride);
-  if (d == DT_FLOAT16 || d == DT_BFLOAT16)
-    return gemm_half(d, a, b, c, bias, bias_stride);
-  return gemm_int(d, a, b, c, bias, bias_stride);
+  return gemm_widened(d, a, b, c, bias, bias_stride);
 }
 
 /* Dims [0, n) of v fold into one dim: true and its stride in *stride (size-1
