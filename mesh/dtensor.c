@@ -49,6 +49,46 @@ dt_tensor *dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
   return t;
 }
 
+/* FNV-1a over 64-bit words */
+static uint64_t mix(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; i++) {
+    h ^= (v >> (8 * i)) & 0xff;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+uint64_t dtensor_spec_hash(const dt_dspec *s, dt_dtype dtype) {
+  const dt_mesh *m = s->mesh;
+  uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)m->ndim);
+  for (int i = 0; i < m->ndim; i++) h = mix(h, (uint64_t)m->shape[i]);
+  for (int i = 0; i < m->size; i++) h = mix(h, (uint64_t)m->ranks[i]);
+  for (int i = 0; i < m->ndim; i++) {
+    const dt_placement *p = &s->placements[i];
+    h = mix(h, (uint64_t)p->kind << 40 |
+                   (uint64_t)(p->kind == DT_PLACEMENT_SHARD ? p->dim : 0) << 8 |
+                   (uint64_t)(p->kind == DT_PLACEMENT_PARTIAL ? p->reduce : 0));
+  }
+  h = mix(h, (uint64_t)s->shape.ndim);
+  for (int i = 0; i < s->shape.ndim; i++) h = mix(h, (uint64_t)s->shape.dims[i]);
+  return mix(h, (uint64_t)dtype);
+}
+
+bool dtensor_spec_equal(const dt_dspec *a, dt_dtype da, const dt_dspec *b,
+                        dt_dtype db) {
+  const dt_mesh *x = a->mesh, *y = b->mesh;
+  if (da != db || x->ndim != y->ndim || x->size != y->size ||
+      a->shape.ndim != b->shape.ndim)
+    return false;
+  for (int i = 0; i < x->ndim; i++)
+    if (x->shape[i] != y->shape[i] ||
+        !mesh_placement_equal(a->placements[i], b->placements[i]))
+      return false;
+  for (int i = 0; i < a->shape.ndim; i++)
+    if (a->shape.dims[i] != b->shape.dims[i]) return false;
+  return memcmp(x->ranks, y->ranks, sizeof(int) * (size_t)x->size) == 0;
+}
+
 void dtensor_free_spec(dt_dspec *s) {
   for (int i = 0; i < s->mesh->size; i++)
     if (s->storages[i]) dt_storage_release(s->storages[i]);

@@ -23,6 +23,11 @@ typedef struct dt_dspec {
  * placements already validated and normalised. */
 dt_tensor *dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
                         dt_dtype dtype, const char *fn);
+/* Specs are immutable once made; equal specs (same mesh content, placements,
+ * global shape, dtype) hash equal — the key material of the sharding cache. */
+uint64_t dtensor_spec_hash(const dt_dspec *s, dt_dtype dtype);
+bool dtensor_spec_equal(const dt_dspec *a, dt_dtype da, const dt_dspec *b,
+                        dt_dtype db);
 /* Called by dt_tensor_release when the handle dies. */
 void dtensor_free_spec(dt_dspec *s);
 /* Normalises negative Shard dims and validates; error names fn. */

@@ -294,3 +294,38 @@ dt_status dt_runtime_memory(const dt_runtime *rt, int rank,
   out->capacity = rt->device_memory;
   return DT_OK;
 }
+
+/* ---- streams and events */
+static dt_status check_rank(const dt_runtime *rt, int rank, const char *fn) {
+  if (!rt) return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rt is NULL", fn);
+  if (rank < 0 || rank >= rt->nranks)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rank %d is outside "
+                        "[0, %d)", fn, rank, rt->nranks);
+  if (atomic_load_explicit(&rt->dead, memory_order_acquire))
+    return dt_error_set(DT_ERR_DEVICE, "%s: the runtime was destroyed", fn);
+  return DT_OK;
+}
+
+dt_future *dt_event_record(dt_runtime *rt, int rank) {
+  if (check_rank(rt, rank, "dt_event_record") != DT_OK) return NULL;
+  return dt_exec_barrier(rt, rank);
+}
+
+/* runs on the waiting rank: its stream stalls until the event completes */
+static void wait_event(void *arg, dt_runtime *rt, int rank) {
+  (void)rt;
+  (void)rank;
+  dt_future_wait(arg, -1);
+}
+static void wait_event_done(void *arg) { dt_future_release(arg); }
+
+dt_status dt_stream_wait_event(dt_runtime *rt, int rank, dt_future *ev) {
+  dt_status st = check_rank(rt, rank, "dt_stream_wait_event");
+  if (st != DT_OK) return st;
+  if (!ev)
+    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+                        "dt_stream_wait_event: ev is NULL");
+  dt_exec_publish_call(rt, rank, wait_event, wait_event_done,
+                       dt_future_retain(ev));
+  return DT_OK;
+}

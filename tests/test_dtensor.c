@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "testutil.h"
+#include "mesh/dtensor.h"
 #include "runtime/exec.h"
 
 static dt_runtime *rt;
@@ -391,6 +392,40 @@ static void test_errors(void **state) {
   tu_leaks_end();
 }
 
+/* specs: equal content hashes equal, any difference changes it */
+static void test_spec_hash(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_mesh *m1 = mesh1(4), *m2 = mesh1(4);
+  dt_mesh *m3 = dt_mesh_create(rt, "cpu", DT_SHAPE(4), (int[]){1, 0, 2, 3}, NULL);
+  dt_tensor_options o = {.mesh = m1, .placements = DT_PLACEMENTS(DT_SHARD(0))};
+  dt_tensor *a = dt_zeros(DT_SHAPE(8, 3), &o);
+  o.mesh = m2;
+  dt_tensor *b = dt_ones(DT_SHAPE(8, 3), &o); /* same spec, other mesh object */
+  o.mesh = m3;
+  dt_tensor *c = dt_zeros(DT_SHAPE(8, 3), &o);
+  o.mesh = m1;
+  o.placements = DT_PLACEMENTS(DT_SHARD(1));
+  dt_tensor *d = dt_zeros(DT_SHAPE(8, 3), &o);
+  o.dtype = DT_FLOAT64;
+  dt_tensor *e = dt_zeros(DT_SHAPE(8, 3), &(dt_tensor_options){
+      .dtype = DT_FLOAT64, .mesh = m1, .placements = DT_PLACEMENTS(DT_SHARD(0))});
+  uint64_t ha = dtensor_spec_hash(a->spec, a->dtype);
+  assert_true(ha == dtensor_spec_hash(b->spec, b->dtype));
+  assert_true(dtensor_spec_equal(a->spec, a->dtype, b->spec, b->dtype));
+  dt_tensor *others[] = {c, d, e};
+  for (int i = 0; i < 3; i++) {
+    assert_false(dtensor_spec_equal(a->spec, a->dtype, others[i]->spec,
+                                    others[i]->dtype));
+    assert_true(ha != dtensor_spec_hash(others[i]->spec, others[i]->dtype));
+  }
+  TU_RELEASE(a, b, c, d, e);
+  dt_mesh_release(m1);
+  dt_mesh_release(m2);
+  dt_mesh_release(m3);
+  tu_leaks_end();
+}
+
 static void sleep_on_rank(void *arg, dt_runtime *r, int rank) {
   (void)r;
   if (rank != *(int *)arg) return;
@@ -433,6 +468,7 @@ int main(void) {
       cmocka_unit_test(test_other_mesh),
       cmocka_unit_test(test_like_and_dict),
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_spec_hash),
       cmocka_unit_test(test_watchdog),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "runtime/exec.h"
 #include "threads.h"
 
 static double cpu_seconds(void) {
@@ -290,6 +291,46 @@ static void test_chunked_reproducible(void **state) {
   tu_leaks_end();
 }
 
+/* events order work across ranks' streams */
+static _Atomic int slow_done, saw_done;
+static void slow_work(void *arg, dt_runtime *r, int rank) {
+  (void)arg;
+  (void)r;
+  (void)rank;
+  struct timespec ts = {0, 100000000};
+  nanosleep(&ts, NULL);
+  atomic_store(&slow_done, 1);
+}
+static void check_after(void *arg, dt_runtime *r, int rank) {
+  (void)arg;
+  (void)r;
+  (void)rank;
+  atomic_store(&saw_done, atomic_load(&slow_done) ? 1 : -1);
+}
+
+static void test_events(void **state) {
+  (void)state;
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 3});
+  atomic_store(&slow_done, 0);
+  atomic_store(&saw_done, 0);
+  dt_exec_publish_call(rt, 1, slow_work, NULL, NULL);
+  dt_future *ev = dt_event_record(rt, 1);
+  assert_non_null(ev);
+  assert_false(dt_future_ready(ev)); /* rank 1 is still sleeping */
+  assert_int_equal(dt_stream_wait_event(rt, 2, ev), DT_OK);
+  dt_exec_publish_call(rt, 2, check_after, NULL, NULL);
+  assert_int_equal(dt_runtime_synchronize(rt), DT_OK);
+  assert_int_equal(atomic_load(&saw_done), 1); /* ran after the event */
+  assert_true(dt_future_ready(ev));
+  dt_future_release(ev);
+  assert_null(dt_event_record(rt, 3));
+  tu_expect_status(dt_last_status(), DT_ERR_INVALID_ARGUMENT, "dt_event_record",
+                   "rank 3", NULL);
+  tu_expect_status(dt_stream_wait_event(rt, 0, NULL), DT_ERR_INVALID_ARGUMENT,
+                   "dt_stream_wait_event", "ev", NULL);
+  dt_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_options_and_env),
@@ -301,6 +342,7 @@ int main(void) {
       cmocka_unit_test(test_async_fetch),
       cmocka_unit_test(test_idle_cpu),
       cmocka_unit_test(test_chunked_reproducible),
+      cmocka_unit_test(test_events),
   };
   /* a deadlock fails the test instead of hanging CI */
   return TU_RUN_TESTS_WITH_ALARM(600, tests);

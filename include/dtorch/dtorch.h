@@ -95,6 +95,7 @@ typedef struct dt_placement { dt_placement_kind kind; int dim;
 #define DT_PLACEMENTS(...) ((const dt_placement[]){ __VA_ARGS__ })
 
 typedef struct dt_runtime dt_runtime;   /* the virtual world: N ranks */
+typedef struct dt_future dt_future;     /* completion of async work */
 typedef struct dt_mesh dt_mesh;         /* device mesh (mesh issue) */
 typedef struct dt_tensor dt_tensor;     /* a (global) tensor handle */
 
@@ -133,6 +134,14 @@ DT_API dt_runtime *dt_runtime_default(void);
 /* This thread's runtime for factories (NULL = back to the default). */
 DT_API dt_status   dt_runtime_set_current(dt_runtime *rt);
 DT_API dt_runtime *dt_runtime_current(void);
+/* Streams and events. Each rank runs what is issued to it in order (its
+ * compute stream). An event is a marker in a rank's stream: the returned
+ * future completes when everything issued to that rank before it has run.
+ * dt_stream_wait_event makes `rank` run nothing issued after the call
+ * until `ev` completes (PyTorch's stream.wait_event). */
+DT_API dt_future  *dt_event_record(dt_runtime *rt, int rank);
+DT_API dt_status   dt_stream_wait_event(dt_runtime *rt, int rank,
+                                        dt_future *ev);
 /* One rank's device memory: bytes in use, the peak, the capacity (0 =
  * unlimited). A snapshot; updated as the rank runs. */
 typedef struct dt_memory_stats { int64_t used, peak, capacity; } dt_memory_stats;
@@ -210,7 +219,6 @@ DT_API dt_tensor *dt_from_host(const void *data, dt_shape shape,
 DT_API dt_status  dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes);
 /* The same without waiting: dst must stay valid until the future
  * completes. NULL + error on bad arguments. */
-typedef struct dt_future dt_future;
 DT_API dt_future *dt_to_host_async(dt_tensor *t, void *dst, size_t dst_bytes);
 
 /* rank = the runtime's rank id; error if the rank is not in t's mesh (a
