@@ -8,8 +8,8 @@
 
 #include "mesh/dtensor_exec.h"
 #include "mesh/plan.h"
-#include "runtime/api.h"
-#include "runtime/error.h"
+#include "core/rng.h"
+#include "core/error.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
 #include "sched/future.h"
@@ -29,6 +29,7 @@ dt_tensor *dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
     dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return NULL;
   }
+  s->free = dtensor_free_spec;
   s->mesh = dt_mesh_retain(m);
   memcpy(s->placements, pl, sizeof(dt_placement) * (size_t)m->ndim);
   s->shape = shape;
@@ -306,13 +307,4 @@ dt_status dt_local_to_host(dt_tensor *t, int rank, void *dst, size_t bytes) {
   if (st != DT_OK) return st;
   return host_job(t, dst, need, rank, dtx_local, dtx_local_done, true, NULL,
                   fn);
-}
-
-/* ---- the DTensor dispatch layer */
-dt_status dtensor_layer(dt_op_call *c) {
-  return dt_error_set(DT_ERR_UNSUPPORTED,
-                      "%s: op %s on a distributed tensor needs sharding "
-                      "propagation, which this build does not have yet; use "
-                      "dt_redistribute, dt_to_host or dt_local_to_host",
-                      c->api, dt_op_defs[c->op].name);
 }

@@ -9,15 +9,8 @@
 #define DT_MESH_DTENSOR_H
 
 #include "mesh/mesh.h"
-#include "runtime/dispatch.h"
-#include "runtime/tensor.h"
-
-typedef struct dt_dspec {
-  dt_mesh *mesh;                       /* retained */
-  dt_placement placements[DT_MAX_DIMS];
-  dt_shape shape;                      /* global */
-  dt_storage **storages;               /* mesh->size entries */
-} dt_dspec;
+#include "core/call.h"
+#include "core/tensor.h"
 
 /* A DTensor handle over fresh storages (data allocated by the ranks).
  * placements already validated and normalised. */
@@ -40,7 +33,5 @@ dt_tensor *dtensor_factory(dt_op_id op, dt_shape shape, dt_dtype dtype,
                            double value, const void *host, const char *fn);
 dt_status dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
                           dt_future **out, const char *fn);
-/* the DTensor dispatch layer: ops on DTensors need sharding propagation */
-dt_status dtensor_layer(dt_op_call *c);
 
 #endif

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
-#include "runtime/error.h"
+#include "core/error.h"
 #include "sched/future.h"
 #include "sim/collectives.h"
 

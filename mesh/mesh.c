@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/error.h"
+#include "core/error.h"
 #include "runtime/runtime.h"
 
 #define REPR_LEN 256   /* mesh reprs inside error messages */

@@ -29,7 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 /* alpha-beta constants (REFERENCES.md; PyTorch _collective_utils.py) */
 #define LATENCY_BASE_US 6.6

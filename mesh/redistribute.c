@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "mesh/dtensor_exec.h"
-#include "runtime/error.h"
+#include "core/error.h"
 #include "runtime/exec.h"
 
 /* ---- communication counting (CommDebugMode), per thread */

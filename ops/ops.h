@@ -4,15 +4,24 @@
 #define DT_OPS_OPS_H
 
 #include "kernels/cpu/cpu.h"
-#include "runtime/dispatch.h"
-#include "runtime/error.h"
-#include "runtime/tensor.h"
+#include "core/call.h"
+#include "core/error.h"
+#include "core/tensor.h"
 
 #define DT_OP(id, name, schema, infer, cpu)                                 \
   dt_status infer(dt_op_call *c);                                           \
   dt_status cpu(dt_op_call *c);
-#include "runtime/op_table.h"
+#include "core/op_list.h"
 #undef DT_OP
+
+/* what ops/ provides per op: validation and the CPU kernel (ops/registry.c) */
+typedef struct dt_op_def {
+  dt_infer_fn infer;
+  dt_kernel_fn cpu;
+} dt_op_def;
+
+extern const dt_op_def dt_op_defs[DT_OP_COUNT];
+
 
 /* A kernel-side view of a tensor: pointer to its first element, sizes and
  * strides in elements, dtype. */

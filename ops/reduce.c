@@ -78,7 +78,7 @@ static dt_status need_nonempty(const dt_op_call *c, const dt_tensor *a,
                         c->api, i,
                         dt_shape_str(a->local.sizes, a->local.ndim, s,
                                      sizeof s),
-                        dt_op_defs[c->op].name);
+                        dt_op_name(c->op));
   }
   return DT_OK;
 }

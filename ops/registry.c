@@ -5,22 +5,16 @@
 #include "ops/ops.h"
 
 const dt_op_def dt_op_defs[DT_OP_COUNT] = {
-#define DT_OP(id, name, schema, infer, cpu) [DT_OP_##id] = {name, schema, infer, cpu},
-#include "runtime/op_table.h"
+#define DT_OP(id, name, schema, infer, cpu) [DT_OP_##id] = {infer, cpu},
+#include "core/op_list.h"
 #undef DT_OP
 };
-
-/* one entry per enum value, and every schema fits a call */
-#define DT_OP(id, name, schema, infer, cpu)                                 \
-  _Static_assert(sizeof(schema) - 1 <= DT_CALL_MAX_ARGS, "schema of " name);
-#include "runtime/op_table.h"
-#undef DT_OP
 _Static_assert(sizeof dt_op_defs / sizeof *dt_op_defs == DT_OP_COUNT,
                "op table size");
 
 dt_status ops_alias_cpu(dt_op_call *c) {
   return dt_error_set(DT_ERR_INTERNAL, "%s: view op %s made a fresh output",
-                      c->api, dt_op_defs[c->op].name);
+                      c->api, dt_op_name(c->op));
 }
 
 dt_status ops_broadcast_shapes(const dt_op_call *c, const int64_t *a, int na,

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
-#include "runtime/error.h"
-#include "runtime/tensor.h"
+#include "core/error.h"
+#include "core/tensor.h"
 #include "sched/future.h"
 
 typedef enum rec_kind { REC_OP, REC_FREE, REC_TO_HOST, REC_BARRIER,
@@ -47,7 +47,7 @@ static void poison_outputs(dt_op_call *c, dt_status st, const char *msg) {
 
 /* ---- refs held by an op record */
 static void for_each_tensor(dt_op_call *c, exec_record *r, bool retain) {
-  const char *s = dt_op_defs[c->op].schema;
+  const char *s = dt_op_schema(c->op);
   for (int i = 0; s[i]; i++) {
     if ((s[i] == 'T' || s[i] == 't') && c->args[i].t) {
       if (retain) dt_tensor_retain(c->args[i].t);
@@ -64,7 +64,7 @@ static void for_each_tensor(dt_op_call *c, exec_record *r, bool retain) {
 }
 
 static const dt_poison *input_poison(const dt_op_call *c, const exec_record *r) {
-  const char *s = dt_op_defs[c->op].schema;
+  const char *s = dt_op_schema(c->op);
   for (int i = 0; s[i]; i++) {
     if ((s[i] == 'T' || s[i] == 't') && c->args[i].t) {
       const dt_poison *p = dt_storage_poison(c->args[i].t->local.storage);
@@ -95,7 +95,7 @@ static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
     }
   }
   dt_runtime_note_memory(rt, rank);
-  if (st == DT_OK && (st = dt_op_defs[c->op].cpu(c)) != DT_OK)
+  if (st == DT_OK && (st = c->kernel(c)) != DT_OK)
     msg = dt_last_error();
   if (st != DT_OK) poison_outputs(c, st, msg);
   for_each_tensor(c, r, false);
@@ -176,7 +176,7 @@ static exec_record *claim(dt_runtime *rt, uint64_t *seq) {
 typedef struct arg_copies { dt_tensor **lists[DT_CALL_MAX_ARGS]; void *staging; } arg_copies;
 
 static dt_status copy_args(arg_copies *k, const dt_op_call *c) {
-  const char *s = dt_op_defs[c->op].schema;
+  const char *s = dt_op_schema(c->op);
   memset(k, 0, sizeof *k);
   for (int i = 0; s[i]; i++) {
     if (s[i] == 'L') {
@@ -215,6 +215,7 @@ static void call_copy(dt_op_call *d, const dt_op_call *c) {
   d->requires_grad = c->requires_grad;
   d->rt = c->rt;
   d->rank = c->rank;
+  d->kernel = c->kernel;
 }
 
 dt_status dt_exec_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
@@ -226,7 +227,7 @@ dt_status dt_exec_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
   r->kind = REC_OP;
   call_copy(&r->call, c);
   r->staging = k.staging;
-  const char *s = dt_op_defs[c->op].schema;
+  const char *s = dt_op_schema(c->op);
   for (int i = 0; s[i]; i++) {
     r->lists[i] = k.lists[i];
     if (s[i] == 'L') r->call.args[i].list.v = k.lists[i];

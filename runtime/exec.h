@@ -6,7 +6,7 @@
 #ifndef DT_RUNTIME_EXEC_H
 #define DT_RUNTIME_EXEC_H
 
-#include "runtime/dispatch.h"
+#include "dispatch/dispatch.h"
 #include "runtime/runtime.h"
 
 /* size of one ring record (sched_pool_config.record_size) */

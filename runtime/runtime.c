@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
-#include "runtime/error.h"
+#include "core/error.h"
 #include "runtime/exec.h"
-#include "runtime/tensor.h"
+#include "core/tensor.h"
 #include "sim/collectives.h"
 
 #define DT_MAX_RANKS 4096

@@ -43,4 +43,18 @@ void dt_runtime_note_memory(dt_runtime *rt, int rank);
 dt_status dt_runtime_parse_device(dt_runtime *rt, const char *device,
                                   const char *fn, int *rank);
 
+/* storage of rank `rank` of rt (runtime/storage.c): the struct now, the
+ * data when the rank runs the op that makes it */
+struct dt_storage *dt_storage_new(dt_runtime *rt, int rank, size_t nbytes,
+                                  const char *fn);
+/* rank thread of s only: frees the data and the struct */
+void dt_storage_destroy_on_rank(struct dt_storage *s, dt_runtime *rt,
+                                int rank);
+/* the runtime is destroyed (its memory is gone): frees the struct */
+void dt_storage_destroy_dead(struct dt_storage *s);
+/* A new contiguous tensor whose storage (data not yet allocated) belongs
+ * to `rank` of rt. */
+dt_tensor *dt_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
+                           dt_runtime *rt, int rank, const char *fn);
+
 #endif

@@ -1,4 +1,4 @@
-/* Storage: the refcounted handle on one rank's device memory.
+/* Storage on the engine's side: making it, and freeing it in stream order.
  *
  * The struct is made on the issuing thread when an op's output is created;
  * its data is allocated by the owning rank's thread when the op runs, and
@@ -14,10 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/error.h"
+#include "core/error.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
-#include "runtime/tensor.h"
+#include "core/tensor.h"
+
+static void last_release(dt_storage *s);
 
 dt_storage *dt_storage_new(dt_runtime *rt, int rank, size_t nbytes,
                            const char *fn) {
@@ -38,15 +40,11 @@ dt_storage *dt_storage_new(dt_runtime *rt, int rank, size_t nbytes,
   s->rt = rt;
   s->rank = rank;
   s->next_free = NULL;
+  s->on_last_release = last_release;
   dt_runtime_ref(rt);
   atomic_fetch_add_explicit(&dt_stat_mine()->bytes, (int64_t)nbytes,
                             memory_order_relaxed);
   return s;
-}
-
-void dt_storage_retain(dt_storage *s) {
-  /* relaxed: the caller holds a reference */
-  atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
 }
 
 static void free_struct(dt_storage *s) {
@@ -67,10 +65,9 @@ void dt_storage_destroy_on_rank(dt_storage *s, dt_runtime *rt, int rank) {
 
 void dt_storage_destroy_dead(dt_storage *s) { free_struct(s); }
 
-void dt_storage_release(dt_storage *s) {
-  /* acq_rel: every use of s happens-before whatever frees it */
-  if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1)
-    return;
+/* the last reference dropped (core/storage.c calls this through the
+ * struct) */
+static void last_release(dt_storage *s) {
   dt_runtime *rt = s->rt;
   if (atomic_load_explicit(&rt->dead, memory_order_acquire)) {
     free_struct(s);
@@ -93,18 +90,27 @@ void dt_storage_release(dt_storage *s) {
   }
 }
 
-void dt_storage_set_poison(dt_storage *s, dt_status st, const char *msg) {
-  if (!msg) msg = "execution failed";
-  size_t n = strlen(msg);
-  dt_poison *p = malloc(sizeof *p + n + 1);
-  if (!p) return; /* nothing better to do: the op's output stays garbage */
-  p->status = st;
-  memcpy(p->message, msg, n + 1);
-  dt_poison *expected = NULL;
-  /* release: the message is written before it is visible; pairs with the
-   * acquire in dt_storage_poison() */
-  if (!atomic_compare_exchange_strong_explicit(&s->poison, &expected, p,
-                                               memory_order_release,
-                                               memory_order_relaxed))
-    free(p); /* already poisoned: the first message stays */
+dt_tensor *dt_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
+                           struct dt_runtime *rt, int rank, const char *fn) {
+  int64_t strides[DT_MAX_DIMS], n;
+  size_t bytes;
+  int64_t span = 1; /* strides multiply the non-zero sizes: keep them in range */
+  bool span_ok = true;
+  for (int i = 0; i < ndim && span_ok; i++)
+    span_ok = !__builtin_mul_overflow(span, sizes[i] > 1 ? sizes[i] : 1, &span);
+  if (!span_ok || !dt_numel_checked(sizes, ndim, &n) ||
+      __builtin_mul_overflow((size_t)n, dt_dtype_size(dtype), &bytes)) {
+    char b[DT_SHAPE_STR_LEN];
+    dt_error_set(DT_ERR_OUT_OF_MEMORY,
+                 "%s: a %s tensor of shape %s does not fit in memory (its "
+                 "byte size overflows)", fn, dt_dtype_name(dtype),
+                 dt_shape_str(sizes, ndim, b, sizeof b));
+    return NULL;
+  }
+  dt_contiguous_strides(sizes, ndim, strides);
+  dt_storage *s = dt_storage_new(rt, rank, bytes, fn);
+  if (!s) return NULL;
+  dt_tensor *t = dt_tensor_make(dtype, ndim, sizes, strides, 0, s);
+  dt_storage_release(s);
+  return t;
 }

@@ -61,7 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 enum { FUTURE_PENDING = 0, FUTURE_DONE = 1, FUTURE_WAITING = 2 };
 

@@ -50,7 +50,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 #define RING_LINE 64          /* bytes of one cache line */
 #define RING_SPINS 64         /* pause instructions before yielding */

@@ -20,7 +20,7 @@
  * of the calling member stands for everyone's. */
 #include <string.h>
 
-#include "runtime/error.h"
+#include "core/error.h"
 #include "sim/coll_internal.h"
 #include "sim/coll_reduce.h"
 

@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "runtime/error.h"
+#include "core/error.h"
 #include "sim/coll_internal.h"
 
 enum { MAIL_EMPTY, MAIL_POSTED, MAIL_TAKING, MAIL_DONE, MAIL_MISMATCH };

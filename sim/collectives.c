@@ -76,7 +76,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/error.h"
+#include "core/error.h"
 #include "sim/coll_internal.h"
 #include "sim/coll_reduce.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "kernels/cpu/half.h"
+#include "core/half.h"
 
 static double half_ref(uint16_t h) {
   int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "dtorch/dtorch.h"
-#include "runtime/dispatch.h"
+#include "dispatch/dispatch.h"
 #include "tools/tools.h"
 
 enum { BATCH = 8, IN = 16, HIDDEN = 32, CLASSES = 10 };
@@ -166,7 +166,7 @@ fail:
 int tool_ops(void) {
   printf("%-16s %s\n", "op", "schema");
   for (int i = 0; i < DT_OP_COUNT; i++)
-    printf("%-16s %s\n", dt_op_defs[i].name, dt_op_defs[i].schema);
+    printf("%-16s %s\n", dt_op_name(i), dt_op_schema(i));
   printf("(%d ops; schema: T tensor, t optional tensor, L tensor list, "
          "s scalar, d/i/b static double/int/bool, n non-static int, I int list, "
          "D dtype, P host pointer)\n", DT_OP_COUNT);

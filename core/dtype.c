@@ -1,5 +1,5 @@
 /* dtype tables and promotion. */
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 
 #include <math.h>
 

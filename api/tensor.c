@@ -1,37 +1,13 @@
 /* Public entry points: options, factories, random state, host transfer and
  * views. Each builds a boxed call and dispatches it. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/ops.h"
 #include "mesh/dtensor.h"
-#include "runtime/api.h"
+#include "api/api.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
-
-/* The process random stream: (seed, next offset). A mutex keeps the pair
- * consistent when one thread seeds while another draws (two atomics could
- * pair a new seed with an old offset). */
-static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t rng_seed;
-static uint64_t rng_offset;
-
-void dt_manual_seed(uint64_t seed) {
-  pthread_mutex_lock(&rng_lock);
-  rng_seed = seed;
-  rng_offset = 0;
-  pthread_mutex_unlock(&rng_lock);
-}
-
-uint64_t dt_rng_reserve(uint64_t n, uint64_t *seed) {
-  pthread_mutex_lock(&rng_lock);
-  *seed = rng_seed;
-  uint64_t first = rng_offset;
-  rng_offset += n;
-  pthread_mutex_unlock(&rng_lock);
-  return first;
-}
 
 dt_status dt_resolve_options(const dt_tensor_options *o, const char *fn,
                              dt_resolved_opts *r) {

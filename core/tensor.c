@@ -1,13 +1,12 @@
 /* Tensor handles: creation, refcounts, layout helpers and the public
  * queries. */
-#include "runtime/tensor.h"
+#include "core/tensor.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "mesh/dtensor.h"
-#include "runtime/dispatch.h"
-#include "runtime/error.h"
+#include "core/call.h"
+#include "core/error.h"
 
 dt_stat_shard dt_stat_shards[DT_STAT_SHARDS];
 static _Atomic unsigned stat_next;
@@ -70,31 +69,6 @@ dt_tensor *dt_tensor_make(dt_dtype dtype, int ndim, const int64_t *sizes,
   return t;
 }
 
-dt_tensor *dt_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
-                           struct dt_runtime *rt, int rank, const char *fn) {
-  int64_t strides[DT_MAX_DIMS], n;
-  size_t bytes;
-  int64_t span = 1; /* strides multiply the non-zero sizes: keep them in range */
-  bool span_ok = true;
-  for (int i = 0; i < ndim && span_ok; i++)
-    span_ok = !__builtin_mul_overflow(span, sizes[i] > 1 ? sizes[i] : 1, &span);
-  if (!span_ok || !dt_numel_checked(sizes, ndim, &n) ||
-      __builtin_mul_overflow((size_t)n, dt_dtype_size(dtype), &bytes)) {
-    char b[DT_SHAPE_STR_LEN];
-    dt_error_set(DT_ERR_OUT_OF_MEMORY,
-                 "%s: a %s tensor of shape %s does not fit in memory (its "
-                 "byte size overflows)", fn, dt_dtype_name(dtype),
-                 dt_shape_str(sizes, ndim, b, sizeof b));
-    return NULL;
-  }
-  dt_contiguous_strides(sizes, ndim, strides);
-  dt_storage *s = dt_storage_new(rt, rank, bytes, fn);
-  if (!s) return NULL;
-  dt_tensor *t = dt_tensor_make(dtype, ndim, sizes, strides, 0, s);
-  dt_storage_release(s);
-  return t;
-}
-
 dt_tensor *dt_tensor_retain(dt_tensor *t) {
   /* relaxed: the caller already holds a reference that keeps t alive */
   if (t) atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
@@ -107,7 +81,7 @@ void dt_tensor_release(dt_tensor *t) {
   if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
     return;
   if (t->local.storage) dt_storage_release(t->local.storage);
-  if (t->spec) dtensor_free_spec(t->spec);
+  if (t->spec) t->spec->free(t->spec);
   atomic_fetch_sub_explicit(&dt_stat_mine()->tensors, 1, memory_order_relaxed);
   free(t);
 }

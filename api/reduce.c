@@ -3,7 +3,7 @@
  * layer_norm, rms_norm). They check what the boxed call cannot carry (the
  * dims pointer and count), box the call and dispatch it; the ops' infer
  * functions check the rest. */
-#include "runtime/api.h"
+#include "api/api.h"
 
 /* dims/ndims → the boxed int list; false (error set) when they are bad */
 static bool dims_arg(const char *api, const int *dims, int ndims,

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 
 #include "dtorch/dtorch.h"
-#include "kernels/cpu/half.h"
+#include "core/half.h"
 
 static inline bool dt_dtype_valid(dt_dtype d) {
   return (unsigned)d < DT_DTYPE_COUNT;

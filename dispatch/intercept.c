@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/error.h"
-#include "runtime/intercept.h"
-#include "runtime/tensor.h"
+#include "core/error.h"
+#include "dispatch/intercept.h"
+#include "core/tensor.h"
 
 #define MAX_HOOKS 16
 
@@ -36,10 +36,10 @@ static dt_status run_level(dt_op_call *c, int level) {
     st = dt_error_set(DT_ERR_INVALID_ARGUMENT,
                       "%s: intercept hook %d returned DT_OK without running "
                       "op %s (call dt_op_call_run)",
-                      c->api, level, dt_op_defs[c->op].name);
+                      c->api, level, dt_op_name(c->op));
   if (st != DT_OK && dt_last_status() != st) /* a hook's bare status */
     dt_error_set(st, "%s: intercept hook %d failed op %s with %s", c->api,
-                 level, dt_op_defs[c->op].name, dt_status_name(st));
+                 level, dt_op_name(c->op), dt_status_name(st));
   if (st != DT_OK) {
     for (int i = 0; i < c->nout; i++) dt_tensor_release(c->out[i]);
     c->nout = 0;
@@ -57,7 +57,7 @@ dt_status dt_op_call_run(dt_op_call *c) {
   if (c->nout)
     return dt_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_op_call_run: op %s has already run",
-                        dt_op_defs[c->op].name);
+                        dt_op_name(c->op));
   return run_level(c, c->hook_depth - 1);
 }
 
@@ -88,7 +88,7 @@ dt_status dt_intercept_pop(void) {
 
 /* ---- call accessors */
 const char *dt_op_call_name(const dt_op_call *c) {
-  return c ? dt_op_defs[c->op].name : "?";
+  return c ? dt_op_name(c->op) : "?";
 }
 int dt_op_call_num_inputs(const dt_op_call *c) {
   return c ? dt_call_num_tensor_inputs(c) : 0;
@@ -119,10 +119,10 @@ static size_t fmt_tensor(char *b, size_t len, const dt_tensor *t) {
 
 int dt_op_call_format(const dt_op_call *c, char *buf, size_t len) {
   if (!c || !buf || !len) return -1;
-  const char *s = dt_op_defs[c->op].schema;
+  const char *s = dt_op_schema(c->op);
   size_t n = 0;
   buf[0] = '\0';
-  ADV((size_t)snprintf(buf, len, "%s(", dt_op_defs[c->op].name));
+  ADV((size_t)snprintf(buf, len, "%s(", dt_op_name(c->op)));
   for (int i = 0; s[i]; i++) {
     if (i) ADV((size_t)snprintf(buf + n, len - n, ", "));
     const dt_value *v = &c->args[i];
@@ -204,7 +204,7 @@ dt_status dt_op_counter_pop(dt_op_counter *c) {
 int64_t dt_op_counter_get(const dt_op_counter *c, const char *op) {
   if (!c || !op) return 0;
   for (int i = 0; i < DT_OP_COUNT; i++)
-    if (strcmp(dt_op_defs[i].name, op) == 0) return c->counts[i];
+    if (strcmp(dt_op_name(i), op) == 0) return c->counts[i];
   return 0;
 }
 
@@ -228,7 +228,7 @@ int dt_op_counter_format(const dt_op_counter *c, char *buf, size_t len) {
     if (best < 0) break;
     done[best] = true;
     ADV((size_t)snprintf(buf + n, len - n, "%4lld %s\n",
-                         (long long)c->counts[best], dt_op_defs[best].name));
+                         (long long)c->counts[best], dt_op_name(best)));
   }
   return (int)n;
 }

@@ -1,12 +1,12 @@
 /* Dispatch: key sets, the layer table and redispatch, and the backend
  * layer (infer → allocate → kernel). */
-#include "runtime/dispatch.h"
+#include "dispatch/dispatch.h"
 
-#include "mesh/dtensor.h"
-#include "runtime/error.h"
+#include "core/error.h"
 #include "runtime/exec.h"
-#include "runtime/intercept.h"
-#include "runtime/tensor.h"
+#include "dispatch/intercept.h"
+#include "ops/ops.h"
+#include "core/tensor.h"
 
 static _Thread_local dt_keyset tls_include;
 static _Thread_local dt_keyset tls_exclude;
@@ -19,6 +19,16 @@ void dt_tls_set_exclude(dt_keyset ks) { tls_exclude = ks; }
 /* A layer that has nothing to do yet passes the call down. */
 static dt_status layer_fallthrough(dt_op_call *c) { return dt_redispatch(c); }
 
+/* The DTensor layer: ops on DTensors need sharding propagation (the next
+ * piece of the roadmap); until then a clear error. */
+static dt_status layer_dtensor(dt_op_call *c) {
+  return dt_error_set(DT_ERR_UNSUPPORTED,
+                      "%s: op %s on a distributed tensor needs sharding "
+                      "propagation, which this build does not have yet; use "
+                      "dt_redistribute, dt_to_host or dt_local_to_host",
+                      c->api, dt_op_name(c->op));
+}
+
 static dt_status layer_cuda(dt_op_call *c) {
   return dt_error_set(DT_ERR_DEVICE,
                       "%s: the CUDA backend is not built into this dtorch",
@@ -29,37 +39,14 @@ typedef dt_status (*dt_layer_fn)(dt_op_call *c);
 static const dt_layer_fn layers[DT_KEY_COUNT] = {
     [DT_KEY_CPU] = dt_backend_run,
     [DT_KEY_CUDA] = layer_cuda,
-    [DT_KEY_DTENSOR] = dtensor_layer,
+    [DT_KEY_DTENSOR] = layer_dtensor,
     [DT_KEY_AUTOGRAD] = layer_fallthrough,
     [DT_KEY_INTERCEPT] = dt_intercept_layer,
 };
 _Static_assert(sizeof layers / sizeof *layers == DT_KEY_COUNT, "layer table");
 
-int dt_call_num_tensor_inputs(const dt_op_call *c) {
-  const char *s = dt_op_defs[c->op].schema;
-  int n = 0;
-  for (int i = 0; s[i]; i++) {
-    if (s[i] == 'T' || s[i] == 't') n++;
-    else if (s[i] == 'L') n += c->args[i].list.n;
-  }
-  return n;
-}
-
-dt_tensor *dt_call_tensor_input(const dt_op_call *c, int k) {
-  const char *s = dt_op_defs[c->op].schema;
-  for (int i = 0; s[i]; i++) {
-    if (s[i] == 'T' || s[i] == 't') {
-      if (k-- == 0) return c->args[i].t;
-    } else if (s[i] == 'L') {
-      if (k < c->args[i].list.n) return c->args[i].list.v[k];
-      k -= c->args[i].list.n;
-    }
-  }
-  return NULL;
-}
-
 static dt_keyset call_keys(const dt_op_call *c) {
-  const char *s = dt_op_defs[c->op].schema;
+  const char *s = dt_op_schema(c->op);
   dt_keyset ks = 0;
   for (int i = 0; s[i]; i++) {
     if (s[i] == 'T' || s[i] == 't') {
@@ -76,7 +63,7 @@ static dt_keyset call_keys(const dt_op_call *c) {
 dt_status dt_redispatch(dt_op_call *c) {
   if (!c->keys)
     return dt_error_set(DT_ERR_INTERNAL, "%s: no dispatch key left for op %s",
-                        c->api, dt_op_defs[c->op].name);
+                        c->api, dt_op_name(c->op));
   int key = 31 - __builtin_clz(c->keys);
   c->keys &= ~DT_KEYSET(key);
   return layers[key](c);
@@ -122,7 +109,7 @@ static dt_status check_input(dt_op_call *c, const dt_tensor *t,
 
 /* Where the op runs: its inputs' device (all the same), or the factory's. */
 static dt_status call_device(dt_op_call *c, dt_runtime **rt, int *rank) {
-  const char *s = dt_op_defs[c->op].schema;
+  const char *s = dt_op_schema(c->op);
   *rt = NULL;
   *rank = 0;
   dt_status st = DT_OK;
@@ -140,7 +127,7 @@ static dt_status call_device(dt_op_call *c, dt_runtime **rt, int *rank) {
   }
   if (!*rt)
     return dt_error_set(DT_ERR_INTERNAL, "%s: op %s has no device", c->api,
-                        dt_op_defs[c->op].name);
+                        dt_op_name(c->op));
   if (atomic_load_explicit(&(*rt)->dead, memory_order_acquire))
     return dt_error_set(DT_ERR_DEVICE, "%s: the tensors' runtime was "
                         "destroyed", c->api);
@@ -193,7 +180,7 @@ dt_status dt_backend_run(dt_op_call *c) {
   if (c->nout)
     return dt_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: op %s was already run for this call", c->api,
-                        d->name);
+                        dt_op_name(c->op));
   dt_runtime *rt;
   int rank;
   dt_status st = call_device(c, &rt, &rank);
@@ -201,6 +188,7 @@ dt_status dt_backend_run(dt_op_call *c) {
   c->nmeta = 1;
   c->meta[0].alias = -1;
   c->meta[0].offset = 0;
+  c->kernel = d->cpu;
   st = d->infer(c);
   if (st != DT_OK) return st;
   DT_ASSERT(c->nmeta >= 1 && c->nmeta <= DT_CALL_MAX_OUTS);

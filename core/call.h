@@ -1,16 +1,15 @@
-/* The dispatcher (seed 004): op ids, boxed calls, dispatch keys, redispatch.
+/* Boxed op calls, the ground vocabulary of every layer above: op ids (from
+ * core/op_list.h), dispatch keys, argument values, output metadata and the
+ * call record itself. The dispatcher (dispatch/) routes a call through the
+ * layers; the engine (runtime/) runs its kernel on a rank; ops/ validates it
+ * and computes it. Nothing here calls up: the kernel a rank runs is the
+ * pointer the backend layer stored in the call.
  *
- * An op call is boxed into a dt_op_call (args by value, outputs filled in).
- * The key set of a call is the union of its tensor inputs' keys plus this
- * thread's include set, minus its exclude set; the highest key's handler
- * runs and may redispatch to the keys below it. Priority (high → low):
+ * Dispatch keys, high priority to low:
  *   INTERCEPT > AUTOGRAD > DTENSOR > CUDA > CPU
- * Key bit i has priority i, so the highest key is 31 - clz(keys).
- *
- * Every op is declared once in runtime/op_table.h; the enum, names, schemas
- * and per-op function tables are generated from that list. */
-#ifndef DT_RUNTIME_DISPATCH_H
-#define DT_RUNTIME_DISPATCH_H
+ * Key bit i has priority i, so the highest key is 31 - clz(keys). */
+#ifndef DT_CORE_CALL_H
+#define DT_CORE_CALL_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -32,7 +31,7 @@ typedef uint32_t dt_keyset;
 /* ---- the op list */
 typedef enum dt_op_id {
 #define DT_OP(id, name, schema, infer, cpu) DT_OP_##id,
-#include "runtime/op_table.h"
+#include "core/op_list.h"
 #undef DT_OP
   DT_OP_COUNT
 } dt_op_id;
@@ -84,6 +83,8 @@ struct dt_op_call {
   bool requires_grad;     /* factories: the option (autograd issue) */
   struct dt_runtime *rt;  /* factories: where the output lives */
   int rank;
+  dt_status (*kernel)(dt_op_call *c); /* what the rank runs: set by the
+                                         backend layer before publishing */
 };
 
 /* infer: validate arguments (errors name c->api) and fill c->meta / c->nout.
@@ -91,14 +92,10 @@ struct dt_op_call {
 typedef dt_status (*dt_infer_fn)(dt_op_call *c);
 typedef dt_status (*dt_kernel_fn)(dt_op_call *c);
 
-typedef struct dt_op_def {
-  const char *name;
-  const char *schema;
-  dt_infer_fn infer;
-  dt_kernel_fn cpu;
-} dt_op_def;
 
-extern const dt_op_def dt_op_defs[DT_OP_COUNT];
+/* The op list as data: name and schema per op id (core/call.c). */
+const char *dt_op_name(dt_op_id op);
+const char *dt_op_schema(dt_op_id op);
 
 /* ---- calling */
 /* Starts a call: op, the public api name for messages. */
@@ -111,6 +108,7 @@ static inline void dt_call_init(dt_op_call *c, dt_op_id op, const char *api) {
   c->requires_grad = false;
   c->rt = NULL;
   c->rank = 0;
+  c->kernel = NULL;
 }
 static inline void dt_call_tensor(dt_op_call *c, dt_tensor *t) {
   c->args[c->nargs++].t = t;
@@ -138,24 +136,6 @@ static inline void dt_call_ptr(dt_op_call *c, const void *p) {
   c->args[c->nargs++].p = p;
 }
 
-/* Dispatches a boxed call from the top; on success c->out[0..nout) hold new
- * references. On failure nothing is left allocated. */
-dt_status dt_dispatch(dt_op_call *c);
-/* Runs the call, returns out[0] (a new reference) or NULL. */
-dt_tensor *dt_dispatch1(dt_op_call *c);
-/* Continues a call below the key currently running (layers call this). */
-dt_status dt_redispatch(dt_op_call *c);
-
-/* The backend layer run by the CPU key: infer and make the outputs on the
- * caller's thread, then publish one record to the inputs' rank, which
- * allocates and runs the kernel. Exposed for later layers (DTensor). */
-dt_status dt_backend_run(dt_op_call *c);
-
-/* Thread-local include/exclude key sets (seed 004's TLS key sets). */
-dt_keyset dt_tls_include(void);
-dt_keyset dt_tls_exclude(void);
-void dt_tls_set_include(dt_keyset ks);
-void dt_tls_set_exclude(dt_keyset ks);
 
 /* number of tensor inputs per schema / the i-th tensor input */
 int dt_call_num_tensor_inputs(const dt_op_call *c);

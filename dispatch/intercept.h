@@ -3,7 +3,7 @@
 #ifndef DT_RUNTIME_INTERCEPT_H
 #define DT_RUNTIME_INTERCEPT_H
 
-#include "runtime/dispatch.h"
+#include "dispatch/dispatch.h"
 
 /* the layer handler registered for DT_KEY_INTERCEPT */
 dt_status dt_intercept_layer(dt_op_call *c);

@@ -14,7 +14,7 @@
  *   torch.chunk (which calls split_with_sizes there). */
 #include <limits.h>
 
-#include "runtime/api.h"
+#include "api/api.h"
 
 #define DT_JOIN_MAX_INPUTS (1 << 20)
 

@@ -19,7 +19,8 @@
  * (p = 1) take none, as in PyTorch, so a p = 0 dropout leaves later random
  * values unchanged. */
 #include "kernels/cpu/gemm.h"
-#include "runtime/api.h"
+#include "api/api.h"
+#include "ops/ops.h"
 
 dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b) {
   return dt_call_tt(DT_OP_MATMUL, "dt_matmul", a, b);

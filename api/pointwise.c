@@ -1,5 +1,5 @@
 /* Public entry points of the pointwise ops. */
-#include "runtime/api.h"
+#include "api/api.h"
 
 #define BIN(fn, OP) \
   dt_tensor *fn(dt_tensor *a, dt_tensor *b) { return dt_call_tt(OP, #fn, a, b); }

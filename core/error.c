@@ -1,5 +1,5 @@
 /* Thread-local last error and the status names. */
-#include "runtime/error.h"
+#include "core/error.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

@@ -1,9 +1,10 @@
-/* The tensor core (seed 004): refcounted storage, a local strided view
- * (storage, sizes, strides, offset) and the public handle dt_tensor.
+/* The tensor core (docs/architecture.md): refcounted storage, a local
+ * strided view (storage, sizes, strides, offset), a DTensor's spec, and the
+ * public handle dt_tensor.
  *
  * A handle is immutable after creation except for its refcount. Single-device
- * tensors hold one local; the mesh issue adds a spec and one local per rank
- * without changing what a local is. */
+ * tensors hold one local; a DTensor holds a spec and one storage per mesh
+ * rank, and each rank's local is made from them. */
 #ifndef DT_RUNTIME_TENSOR_H
 #define DT_RUNTIME_TENSOR_H
 
@@ -12,15 +13,17 @@
 #include <stdint.h>
 
 #include "dtorch/dtorch.h"
-#include "runtime/dtype.h"
+#include "core/dtype.h"
 
 /* An execution error recorded on a storage: later ops, fetches and futures
  * on it fail with this status and message. */
 typedef struct dt_poison { dt_status status; char message[]; } dt_poison;
 
-/* Refcounted device memory of one rank (runtime/storage.c). The struct is
- * made by the issuing thread; `data` is allocated, used and freed only by
- * the owning rank's thread. */
+/* Refcounted device memory of one rank. The struct is made by the issuing
+ * thread (runtime/storage.c); `data` is allocated, used and freed only by
+ * the owning rank's thread. When the last reference drops, the engine's
+ * free path that made it runs (on_last_release): the ground knows no
+ * runtime. */
 typedef struct dt_storage {
   _Atomic int64_t refcount;
   _Atomic(dt_poison *) poison;   /* set once by the rank, read by anyone */
@@ -29,6 +32,7 @@ typedef struct dt_storage {
   struct dt_runtime *rt;         /* holds a reference on it */
   int rank;
   struct dt_storage *next_free;  /* remote-free stack link */
+  void (*on_last_release)(struct dt_storage *s);
 } dt_storage;
 
 typedef struct dt_local {
@@ -39,7 +43,18 @@ typedef struct dt_local {
   int64_t strides[DT_MAX_DIMS];   /* in elements; 0 for expanded dims */
 } dt_local;
 
-struct dt_dspec;
+/* A DTensor's distribution: the mesh, one placement per mesh dim, the
+ * global shape and one storage per mesh rank (each rank's local tensor is
+ * contiguous with the sizes of its box, mesh/mesh.h). Immutable once made;
+ * freed through `free`, which the mesh layer that made it set. */
+typedef struct dt_dspec {
+  dt_mesh *mesh;                       /* retained */
+  dt_placement placements[DT_MAX_DIMS];
+  dt_shape shape;                      /* global */
+  dt_storage **storages;               /* mesh size entries */
+  void (*free)(struct dt_dspec *s);
+} dt_dspec;
+
 struct dt_tensor {
   _Atomic int64_t refcount;
   uint32_t keys;           /* dispatch keys this tensor lights (dispatch.h) */
@@ -50,15 +65,10 @@ struct dt_tensor {
   struct dt_dspec *spec;   /* DTensor: mesh, placements, shards (mesh/) */
 };
 
-/* storage (runtime/storage.c) */
-dt_storage *dt_storage_new(struct dt_runtime *rt, int rank, size_t nbytes,
-                           const char *fn);
+/* storage refcounts and poison (core/storage.c) */
 void dt_storage_retain(dt_storage *s);
+/* drops a reference; the last one runs s->on_last_release */
 void dt_storage_release(dt_storage *s);
-/* rank thread of s only: frees the data and the struct */
-void dt_storage_destroy_on_rank(dt_storage *s, struct dt_runtime *rt, int rank);
-/* the runtime is destroyed (its memory is gone): frees the struct */
-void dt_storage_destroy_dead(dt_storage *s);
 /* records an execution error on s (the first one wins) */
 void dt_storage_set_poison(dt_storage *s, dt_status st, const char *msg);
 static inline const dt_poison *dt_storage_poison(const dt_storage *s) {
@@ -71,10 +81,6 @@ static inline const dt_poison *dt_storage_poison(const dt_storage *s) {
 dt_tensor *dt_tensor_make(dt_dtype dtype, int ndim, const int64_t *sizes,
                           const int64_t *strides, int64_t offset,
                           dt_storage *storage);
-/* A new contiguous tensor whose storage (data not yet allocated) belongs
- * to `rank` of rt. */
-dt_tensor *dt_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
-                           struct dt_runtime *rt, int rank, const char *fn);
 
 static inline int64_t dt_numel_of(const int64_t *sizes, int ndim) {
   int64_t n = 1;

@@ -2,9 +2,10 @@
 #ifndef DT_RUNTIME_API_H
 #define DT_RUNTIME_API_H
 
-#include "runtime/dispatch.h"
-#include "runtime/error.h"
-#include "runtime/tensor.h"
+#include "core/rng.h"
+#include "dispatch/dispatch.h"
+#include "core/error.h"
+#include "core/tensor.h"
 
 /* Resolved tensor options. */
 typedef struct dt_resolved_opts {
@@ -20,9 +21,6 @@ typedef struct dt_resolved_opts {
 dt_status dt_resolve_options(const dt_tensor_options *o, const char *fn,
                              dt_resolved_opts *r);
 
-/* Reserves n consecutive elements of the process random stream; returns the
- * first index and the seed in *seed. */
-uint64_t dt_rng_reserve(uint64_t n, uint64_t *seed);
 
 /* One-tensor-in, one-tensor-out call helpers */
 dt_tensor *dt_call_t(dt_op_id op, const char *api, dt_tensor *a);

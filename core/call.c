@@ -1,0 +1,52 @@
+/* The op list as data (names and schemas per op id) and the schema walks
+ * every layer shares. */
+#include "core/call.h"
+
+static const char *const op_names[DT_OP_COUNT] = {
+#define DT_OP(id, name, schema, infer, cpu) [DT_OP_##id] = name,
+#include "core/op_list.h"
+#undef DT_OP
+};
+static const char *const op_schemas[DT_OP_COUNT] = {
+#define DT_OP(id, name, schema, infer, cpu) [DT_OP_##id] = schema,
+#include "core/op_list.h"
+#undef DT_OP
+};
+
+/* one entry per enum value, and every schema fits a call */
+#define DT_OP(id, name, schema, infer, cpu)                                 \
+  _Static_assert(sizeof(schema) - 1 <= DT_CALL_MAX_ARGS, "schema of " name);
+#include "core/op_list.h"
+#undef DT_OP
+_Static_assert(sizeof op_names / sizeof *op_names == DT_OP_COUNT,
+               "op name table size");
+
+const char *dt_op_name(dt_op_id op) {
+  return (unsigned)op < DT_OP_COUNT ? op_names[op] : "?";
+}
+const char *dt_op_schema(dt_op_id op) {
+  return (unsigned)op < DT_OP_COUNT ? op_schemas[op] : "";
+}
+
+int dt_call_num_tensor_inputs(const dt_op_call *c) {
+  const char *s = op_schemas[c->op];
+  int n = 0;
+  for (int i = 0; s[i]; i++) {
+    if (s[i] == 'T' || s[i] == 't') n++;
+    else if (s[i] == 'L') n += c->args[i].list.n;
+  }
+  return n;
+}
+
+dt_tensor *dt_call_tensor_input(const dt_op_call *c, int k) {
+  const char *s = op_schemas[c->op];
+  for (int i = 0; s[i]; i++) {
+    if (s[i] == 'T' || s[i] == 't') {
+      if (k-- == 0) return c->args[i].t;
+    } else if (s[i] == 'L') {
+      if (k < c->args[i].list.n) return c->args[i].list.v[k];
+      k -= c->args[i].list.n;
+    }
+  }
+  return NULL;
+}

@@ -1,0 +1,35 @@
+/* The dispatcher (docs/architecture.md, "The path of one op"): routes a
+ * boxed call (core/call.h) through the dispatch layers, highest key first.
+ *
+ * The key set of a call is the union of its tensor inputs' keys plus this
+ * thread's include set, minus its exclude set; the highest key's handler
+ * runs and may redispatch to the keys below it. Every op is declared once in
+ * core/op_list.h; its infer and kernel come from ops/ (ops_defs). */
+#ifndef DT_RUNTIME_DISPATCH_H
+#define DT_RUNTIME_DISPATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/call.h"
+
+/* Dispatches a boxed call from the top; on success c->out[0..nout) hold new
+ * references. On failure nothing is left allocated. */
+dt_status dt_dispatch(dt_op_call *c);
+/* Runs the call, returns out[0] (a new reference) or NULL. */
+dt_tensor *dt_dispatch1(dt_op_call *c);
+/* Continues a call below the key currently running (layers call this). */
+dt_status dt_redispatch(dt_op_call *c);
+
+/* The backend layer run by the CPU key: infer and make the outputs on the
+ * caller's thread, then publish one record to the inputs' rank, which
+ * allocates and runs the kernel. Exposed for later layers (DTensor). */
+dt_status dt_backend_run(dt_op_call *c);
+
+/* Thread-local include/exclude key sets (seed 004's TLS key sets). */
+dt_keyset dt_tls_include(void);
+dt_keyset dt_tls_exclude(void);
+void dt_tls_set_include(dt_keyset ks);
+void dt_tls_set_exclude(dt_keyset ks);
+
+#endif
