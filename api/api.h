@@ -8,23 +8,23 @@
 #include "core/tensor.h"
 
 /* Resolved tensor options. */
-typedef struct dt_resolved_opts {
+typedef struct api_resolved_opts {
   dt_dtype dtype;
   bool requires_grad;
   struct dt_runtime *rt;   /* the runtime the tensor will live on */
   int rank;                /* its rank ("cpu:N"; 0 by default) */
   dt_mesh *mesh;           /* DTensor: the mesh (borrowed) */
   const dt_placement *placements;
-} dt_resolved_opts;
+} api_resolved_opts;
 /* Validates options (NULL = defaults) and picks the device: the thread's
  * current runtime (else the default one), rank from options.device. */
-dt_status dt_resolve_options(const dt_tensor_options *o, const char *fn,
-                             dt_resolved_opts *r);
+dt_status api_resolve_options(const dt_tensor_options *o, const char *fn,
+                             api_resolved_opts *r);
 
 
 /* One-tensor-in, one-tensor-out call helpers */
-dt_tensor *dt_call_t(dt_op_id op, const char *api, dt_tensor *a);
-dt_tensor *dt_call_tt(dt_op_id op, const char *api, dt_tensor *a, dt_tensor *b);
-dt_tensor *dt_call_ts(dt_op_id op, const char *api, dt_tensor *a, double s);
+dt_tensor *api_call_t(core_op_id op, const char *api, dt_tensor *a);
+dt_tensor *api_call_tt(core_op_id op, const char *api, dt_tensor *a, dt_tensor *b);
+dt_tensor *api_call_ts(core_op_id op, const char *api, dt_tensor *a, double s);
 
 #endif

@@ -5,7 +5,7 @@
  * every piece is a view sharing the input's storage.
  *
  * Decisions where PyTorch's Python API has no C analogue:
- * - tensor lists hold 1..DT_JOIN_MAX_INPUTS entries; a larger n is taken as
+ * - tensor lists hold 1..API_JOIN_MAX_INPUTS entries; a larger n is taken as
  *   a garbage count rather than a request.
  * - split/chunk return the piece count (int); a count above INT_MAX is an
  *   error. out == NULL with max_out == 0 asks for the count only.
@@ -16,42 +16,42 @@
 
 #include "api/api.h"
 
-#define DT_JOIN_MAX_INPUTS (1 << 20)
+#define API_JOIN_MAX_INPUTS (1 << 20)
 
 /* the list itself: non-NULL, sane n, non-NULL entries; a NULL entry keeps an
  * earlier error (dt_cat(dt_add(..)...) reports the add's failure) */
 static dt_status check_list(dt_tensor *const *tensors, int n, const char *api) {
   if (!tensors)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: tensors is NULL", api);
-  if (n < 1 || n > DT_JOIN_MAX_INPUTS)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: tensors is NULL", api);
+  if (n < 1 || n > API_JOIN_MAX_INPUTS)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: n = %d tensors (expected 1..%d)", api, n,
-                        DT_JOIN_MAX_INPUTS);
+                        API_JOIN_MAX_INPUTS);
   for (int i = 0; i < n; i++)
     if (!tensors[i]) {
       if (dt_last_status() != DT_OK) return dt_last_status();
-      return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: tensors[%d] is NULL",
+      return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: tensors[%d] is NULL",
                           api, i);
     }
   return DT_OK;
 }
 
-static dt_tensor *call_list(dt_op_id op, const char *api,
+static dt_tensor *call_list(core_op_id op, const char *api,
                             dt_tensor *const *tensors, int n, int dim) {
   if (check_list(tensors, n, api) != DT_OK) return NULL;
   dt_op_call c;
-  dt_call_init(&c, op, api);
-  dt_call_list(&c, tensors, n);
-  dt_call_int(&c, dim);
-  return dt_dispatch1(&c);
+  core_call_init(&c, op, api);
+  core_call_list(&c, tensors, n);
+  core_call_int(&c, dim);
+  return dispatch_run1(&c);
 }
 
 dt_tensor *dt_cat(dt_tensor *const *tensors, int n, int dim) {
-  return call_list(DT_OP_CAT, "dt_cat", tensors, n, dim);
+  return call_list(CORE_OP_CAT, "dt_cat", tensors, n, dim);
 }
 
 dt_tensor *dt_stack(dt_tensor *const *tensors, int n, int dim) {
-  return call_list(DT_OP_STACK, "dt_stack", tensors, n, dim);
+  return call_list(CORE_OP_STACK, "dt_stack", tensors, n, dim);
 }
 
 /* ---- split / chunk */
@@ -61,23 +61,23 @@ static dt_status check_split(const dt_tensor *a, int dim, dt_tensor **out,
                              int max_out, const char *api, int *d) {
   if (!a) {
     if (dt_last_status() != DT_OK) return dt_last_status();
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: a is NULL", api);
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: a is NULL", api);
   }
   if (max_out < 0)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: max_out %d is negative", api, max_out);
   if (!out && max_out > 0)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: out is NULL but max_out is %d (pass max_out 0 "
                         "to ask for the piece count)", api, max_out);
   int n = a->local.ndim;
   if (n == 0)
-    return dt_error_set(DT_ERR_SHAPE,
+    return core_error_set(DT_ERR_SHAPE,
                         "%s: expects at least a 1-d tensor, got a 0-d one",
                         api);
-  *d = dt_wrap_dim(dim, n);
+  *d = core_wrap_dim(dim, n);
   if (*d < 0)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: dim %d is out of range for a %d-d tensor "
                         "(expected [%d, %d])", api, dim, n, -n, n - 1);
   return DT_OK;
@@ -107,7 +107,7 @@ static int write_pieces(dt_tensor *a, int d, int64_t size, int64_t count,
 
 static dt_status check_count(int64_t count, const char *api) {
   if (count > INT_MAX)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: %lld pieces is more than the %d an int can count",
                         api, (long long)count, INT_MAX);
   return DT_OK;
@@ -120,7 +120,7 @@ int dt_split(dt_tensor *a, int64_t split_size, int dim, dt_tensor **out,
   if (check_split(a, dim, out, max_out, api, &d) != DT_OK) return -1;
   int64_t len = a->local.sizes[d];
   if (split_size < 0 || (split_size == 0 && len != 0)) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    core_error_set(DT_ERR_INVALID_ARGUMENT,
                  "%s: split_size %lld is invalid for dim %d of size %lld "
                  "(expected >= 1; 0 only for a size-0 dim)", api,
                  (long long)split_size, d, (long long)len);
@@ -138,7 +138,7 @@ int dt_chunk(dt_tensor *a, int chunks, int dim, dt_tensor **out,
   int d;
   if (check_split(a, dim, out, max_out, api, &d) != DT_OK) return -1;
   if (chunks < 1) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    core_error_set(DT_ERR_INVALID_ARGUMENT,
                  "%s: chunks must be at least 1, got %d", api, chunks);
     return -1;
   }

@@ -14,7 +14,7 @@
  * process-wide, as OpenBLAS's is.
  *
  * dt_dropout draws its mask from the process random stream: it reserves
- * numel indices with dt_rng_reserve, exactly like dt_rand, but only when it
+ * numel indices with core_rng_reserve, exactly like dt_rand, but only when it
  * actually draws (train, 0 < p < 1) — the copy (eval, p = 0) and the zeros
  * (p = 1) take none, as in PyTorch, so a p = 0 dropout leaves later random
  * values unchanged. */
@@ -23,79 +23,79 @@
 #include "ops/ops.h"
 
 dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b) {
-  return dt_call_tt(DT_OP_MATMUL, "dt_matmul", a, b);
+  return api_call_tt(CORE_OP_MATMUL, "dt_matmul", a, b);
 }
 
 dt_tensor *dt_linear(dt_tensor *x, dt_tensor *weight, dt_tensor *bias) {
-  DT_CHECK_TENSOR(x, "dt_linear", "x");
-  DT_CHECK_TENSOR(weight, "dt_linear", "weight");
+  API_CHECK_TENSOR(x, "dt_linear", "x");
+  API_CHECK_TENSOR(weight, "dt_linear", "weight");
   dt_op_call c;
-  dt_call_init(&c, DT_OP_LINEAR, "dt_linear");
-  dt_call_tensor(&c, x);
-  dt_call_tensor(&c, weight);
-  dt_call_tensor(&c, bias); /* optional: NULL means no bias */
-  return dt_dispatch1(&c);
+  core_call_init(&c, CORE_OP_LINEAR, "dt_linear");
+  core_call_tensor(&c, x);
+  core_call_tensor(&c, weight);
+  core_call_tensor(&c, bias); /* optional: NULL means no bias */
+  return dispatch_run1(&c);
 }
 
 dt_tensor *dt_embedding(dt_tensor *indices, dt_tensor *weight) {
-  DT_CHECK_TENSOR(indices, "dt_embedding", "indices");
-  DT_CHECK_TENSOR(weight, "dt_embedding", "weight");
+  API_CHECK_TENSOR(indices, "dt_embedding", "indices");
+  API_CHECK_TENSOR(weight, "dt_embedding", "weight");
   dt_op_call c;
-  dt_call_init(&c, DT_OP_EMBEDDING, "dt_embedding");
-  dt_call_tensor(&c, indices);
-  dt_call_tensor(&c, weight);
-  return dt_dispatch1(&c);
+  core_call_init(&c, CORE_OP_EMBEDDING, "dt_embedding");
+  core_call_tensor(&c, indices);
+  core_call_tensor(&c, weight);
+  return dispatch_run1(&c);
 }
 
 dt_tensor *dt_index_select(dt_tensor *a, int dim, dt_tensor *index) {
-  DT_CHECK_TENSOR(a, "dt_index_select", "a");
-  DT_CHECK_TENSOR(index, "dt_index_select", "index");
+  API_CHECK_TENSOR(a, "dt_index_select", "a");
+  API_CHECK_TENSOR(index, "dt_index_select", "index");
   dt_op_call c;
-  dt_call_init(&c, DT_OP_INDEX_SELECT, "dt_index_select");
-  dt_call_tensor(&c, a);
-  dt_call_int(&c, dim);
-  dt_call_tensor(&c, index);
-  return dt_dispatch1(&c);
+  core_call_init(&c, CORE_OP_INDEX_SELECT, "dt_index_select");
+  core_call_tensor(&c, a);
+  core_call_int(&c, dim);
+  core_call_tensor(&c, index);
+  return dispatch_run1(&c);
 }
 
 dt_tensor *dt_cross_entropy(dt_tensor *logits, dt_tensor *target,
                             dt_reduction reduction, int64_t ignore_index) {
-  DT_CHECK_TENSOR(logits, "dt_cross_entropy", "logits");
-  DT_CHECK_TENSOR(target, "dt_cross_entropy", "target");
+  API_CHECK_TENSOR(logits, "dt_cross_entropy", "logits");
+  API_CHECK_TENSOR(target, "dt_cross_entropy", "target");
   dt_op_call c;
-  dt_call_init(&c, DT_OP_CROSS_ENTROPY, "dt_cross_entropy");
-  dt_call_tensor(&c, logits);
-  dt_call_tensor(&c, target);
-  dt_call_int(&c, (int64_t)reduction);
-  dt_call_int(&c, ignore_index);
-  return dt_dispatch1(&c);
+  core_call_init(&c, CORE_OP_CROSS_ENTROPY, "dt_cross_entropy");
+  core_call_tensor(&c, logits);
+  core_call_tensor(&c, target);
+  core_call_int(&c, (int64_t)reduction);
+  core_call_int(&c, ignore_index);
+  return dispatch_run1(&c);
 }
 
 dt_tensor *dt_dropout(dt_tensor *a, double p, bool train) {
-  DT_CHECK_TENSOR(a, "dt_dropout", "a");
+  API_CHECK_TENSOR(a, "dt_dropout", "a");
   dt_op_call c;
-  dt_call_init(&c, DT_OP_DROPOUT, "dt_dropout");
-  dt_call_tensor(&c, a);
-  dt_call_double(&c, p);
-  dt_call_bool(&c, train);
-  dt_call_int(&c, 0); /* seed and first index: set below when drawing */
-  dt_call_int(&c, 0);
+  core_call_init(&c, CORE_OP_DROPOUT, "dt_dropout");
+  core_call_tensor(&c, a);
+  core_call_double(&c, p);
+  core_call_bool(&c, train);
+  core_call_int(&c, 0); /* seed and first index: set below when drawing */
+  core_call_int(&c, 0);
   if (train && p > 0.0 && p < 1.0) {
     /* a call that fails must not advance the random stream: validate with
      * the op's own infer before reserving (dispatch runs it again) */
-    if (dt_op_defs[DT_OP_DROPOUT].infer(&c) != DT_OK) return NULL;
+    if (ops_defs[CORE_OP_DROPOUT].infer(&c) != DT_OK) return NULL;
     uint64_t seed;
-    c.args[4].i = (int64_t)dt_rng_reserve((uint64_t)dt_tensor_numel(a), &seed);
+    c.args[4].i = (int64_t)core_rng_reserve((uint64_t)dt_tensor_numel(a), &seed);
     c.args[3].i = (int64_t)seed;
   }
-  return dt_dispatch1(&c);
+  return dispatch_run1(&c);
 }
 
 /* n < 1 is a caller error: nothing changes and DT_ERR_INVALID_ARGUMENT is
  * set (the function returns void, so dt_last_status is where it shows). */
 void dt_blas_set_threads(int n) {
   if (n < 1) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_blas_set_threads: n %d must be "
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_blas_set_threads: n %d must be "
                  "at least 1", n);
     return;
   }

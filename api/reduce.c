@@ -9,13 +9,13 @@
 static bool dims_arg(const char *api, const int *dims, int ndims,
                      dt_shape *out) {
   if (ndims < 0 || ndims > DT_MAX_DIMS) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    core_error_set(DT_ERR_INVALID_ARGUMENT,
                  "%s: ndims %d is out of range (expected 0..%d)", api, ndims,
                  DT_MAX_DIMS);
     return false;
   }
   if (!dims && ndims > 0) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    core_error_set(DT_ERR_INVALID_ARGUMENT,
                  "%s: dims is NULL but ndims is %d", api, ndims);
     return false;
   }
@@ -25,74 +25,74 @@ static bool dims_arg(const char *api, const int *dims, int ndims,
 }
 
 /* sum/mean/amax/amin/prod/argmax/argmin and var (var adds `unbiased`) */
-static dt_tensor *reduce_call(dt_op_id op, const char *api, dt_tensor *a,
+static dt_tensor *reduce_call(core_op_id op, const char *api, dt_tensor *a,
                               const int *dims, int ndims, bool unbiased,
                               bool keepdim) {
-  DT_CHECK_TENSOR(a, api, "a");
+  API_CHECK_TENSOR(a, api, "a");
   dt_shape s;
   if (!dims_arg(api, dims, ndims, &s)) return NULL;
   dt_op_call c;
-  dt_call_init(&c, op, api);
-  dt_call_tensor(&c, a);
-  dt_call_ints(&c, s);
-  if (op == DT_OP_VAR) dt_call_bool(&c, unbiased);
-  dt_call_bool(&c, keepdim);
-  return dt_dispatch1(&c);
+  core_call_init(&c, op, api);
+  core_call_tensor(&c, a);
+  core_call_ints(&c, s);
+  if (op == CORE_OP_VAR) core_call_bool(&c, unbiased);
+  core_call_bool(&c, keepdim);
+  return dispatch_run1(&c);
 }
 
 #define REDUCE(fn, OP)                                                      \
   dt_tensor *fn(dt_tensor *a, const int *dims, int ndims, bool keepdim) {   \
     return reduce_call(OP, #fn, a, dims, ndims, false, keepdim);            \
   }
-REDUCE(dt_sum, DT_OP_SUM)
-REDUCE(dt_mean, DT_OP_MEAN)
-REDUCE(dt_amax, DT_OP_AMAX)
-REDUCE(dt_amin, DT_OP_AMIN)
-REDUCE(dt_prod, DT_OP_PROD)
-REDUCE(dt_argmax, DT_OP_ARGMAX)
-REDUCE(dt_argmin, DT_OP_ARGMIN)
+REDUCE(dt_sum, CORE_OP_SUM)
+REDUCE(dt_mean, CORE_OP_MEAN)
+REDUCE(dt_amax, CORE_OP_AMAX)
+REDUCE(dt_amin, CORE_OP_AMIN)
+REDUCE(dt_prod, CORE_OP_PROD)
+REDUCE(dt_argmax, CORE_OP_ARGMAX)
+REDUCE(dt_argmin, CORE_OP_ARGMIN)
 
 dt_tensor *dt_var(dt_tensor *a, const int *dims, int ndims, bool unbiased,
                   bool keepdim) {
-  return reduce_call(DT_OP_VAR, "dt_var", a, dims, ndims, unbiased, keepdim);
+  return reduce_call(CORE_OP_VAR, "dt_var", a, dims, ndims, unbiased, keepdim);
 }
 
-static dt_tensor *softmax_call(dt_op_id op, const char *api, dt_tensor *a,
+static dt_tensor *softmax_call(core_op_id op, const char *api, dt_tensor *a,
                                int dim) {
-  DT_CHECK_TENSOR(a, api, "a");
+  API_CHECK_TENSOR(a, api, "a");
   dt_op_call c;
-  dt_call_init(&c, op, api);
-  dt_call_tensor(&c, a);
-  dt_call_int(&c, dim);
-  return dt_dispatch1(&c);
+  core_call_init(&c, op, api);
+  core_call_tensor(&c, a);
+  core_call_int(&c, dim);
+  return dispatch_run1(&c);
 }
 
 dt_tensor *dt_softmax(dt_tensor *a, int dim) {
-  return softmax_call(DT_OP_SOFTMAX, "dt_softmax", a, dim);
+  return softmax_call(CORE_OP_SOFTMAX, "dt_softmax", a, dim);
 }
 dt_tensor *dt_log_softmax(dt_tensor *a, int dim) {
-  return softmax_call(DT_OP_LOG_SOFTMAX, "dt_log_softmax", a, dim);
+  return softmax_call(CORE_OP_LOG_SOFTMAX, "dt_log_softmax", a, dim);
 }
 
 /* weight and bias are optional: NULL means no affine part */
 dt_tensor *dt_layer_norm(dt_tensor *x, dt_tensor *weight, dt_tensor *bias,
                          double eps) {
-  DT_CHECK_TENSOR(x, "dt_layer_norm", "x");
+  API_CHECK_TENSOR(x, "dt_layer_norm", "x");
   dt_op_call c;
-  dt_call_init(&c, DT_OP_LAYER_NORM, "dt_layer_norm");
-  dt_call_tensor(&c, x);
-  dt_call_tensor(&c, weight);
-  dt_call_tensor(&c, bias);
-  dt_call_double(&c, eps);
-  return dt_dispatch1(&c);
+  core_call_init(&c, CORE_OP_LAYER_NORM, "dt_layer_norm");
+  core_call_tensor(&c, x);
+  core_call_tensor(&c, weight);
+  core_call_tensor(&c, bias);
+  core_call_double(&c, eps);
+  return dispatch_run1(&c);
 }
 
 dt_tensor *dt_rms_norm(dt_tensor *x, dt_tensor *weight, double eps) {
-  DT_CHECK_TENSOR(x, "dt_rms_norm", "x");
+  API_CHECK_TENSOR(x, "dt_rms_norm", "x");
   dt_op_call c;
-  dt_call_init(&c, DT_OP_RMS_NORM, "dt_rms_norm");
-  dt_call_tensor(&c, x);
-  dt_call_tensor(&c, weight);
-  dt_call_double(&c, eps);
-  return dt_dispatch1(&c);
+  core_call_init(&c, CORE_OP_RMS_NORM, "dt_rms_norm");
+  core_call_tensor(&c, x);
+  core_call_tensor(&c, weight);
+  core_call_double(&c, eps);
+  return dispatch_run1(&c);
 }

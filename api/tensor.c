@@ -9,31 +9,31 @@
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
 
-dt_status dt_resolve_options(const dt_tensor_options *o, const char *fn,
-                             dt_resolved_opts *r) {
+dt_status api_resolve_options(const dt_tensor_options *o, const char *fn,
+                             api_resolved_opts *r) {
   r->dtype = DT_FLOAT32;
   r->requires_grad = false;
   r->rank = 0;
-  if (o && !dt_dtype_valid(o->dtype))
-    return dt_error_set(DT_ERR_DTYPE, "%s: options.dtype %d is not a valid "
+  if (o && !core_dtype_valid(o->dtype))
+    return core_error_set(DT_ERR_DTYPE, "%s: options.dtype %d is not a valid "
                         "dt_dtype", fn, (int)o->dtype);
   if (o && o->mesh && o->device)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: options.device \"%s\" and options.mesh are both "
                         "given; they are exclusive (a device makes a 1-rank "
                         "mesh)", fn, o->device);
   r->mesh = o ? o->mesh : NULL;
   r->placements = o ? o->placements : NULL;
   if (o && !o->mesh && o->placements)
-    return dt_error_set(DT_ERR_PLACEMENT,
+    return core_error_set(DT_ERR_PLACEMENT,
                         "%s: options.placements given without options.mesh",
                         fn);
-  if (o && o->requires_grad && !dt_dtype_is_float(o->dtype))
-    return dt_error_set(DT_ERR_DTYPE, "%s: only floating tensors can require "
+  if (o && o->requires_grad && !core_dtype_is_float(o->dtype))
+    return core_error_set(DT_ERR_DTYPE, "%s: only floating tensors can require "
                         "grad, got %s", fn, dt_dtype_name(o->dtype));
   if (o && o->device && strncmp(o->device, "cpu", 3) != 0 &&
       strncmp(o->device, "cuda", 4) != 0)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: options.device \"%s\" is unknown (expected "
                         "\"cpu\", \"cpu:N\" or \"cuda\")", fn, o->device);
   if (r->mesh) {
@@ -42,10 +42,10 @@ dt_status dt_resolve_options(const dt_tensor_options *o, const char *fn,
     r->requires_grad = o->requires_grad;
     return DT_OK;
   }
-  r->rt = dt_runtime_for_factories(fn);
+  r->rt = runtime_for_factories(fn);
   if (!r->rt) return dt_last_status();
   if (o) {
-    dt_status st = dt_runtime_parse_device(r->rt, o->device, fn, &r->rank);
+    dt_status st = runtime_parse_device(r->rt, o->device, fn, &r->rank);
     if (st != DT_OK) return st;
     r->dtype = o->dtype;
     r->requires_grad = o->requires_grad;
@@ -53,75 +53,75 @@ dt_status dt_resolve_options(const dt_tensor_options *o, const char *fn,
   return DT_OK;
 }
 
-static dt_tensor *factory(dt_op_id op, const char *api, dt_shape shape,
+static dt_tensor *factory(core_op_id op, const char *api, dt_shape shape,
                           const dt_tensor_options *o, double value) {
-  dt_resolved_opts r;
-  if (dt_resolve_options(o, api, &r) != DT_OK) return NULL;
+  api_resolved_opts r;
+  if (api_resolve_options(o, api, &r) != DT_OK) return NULL;
   if (r.mesh) /* a DTensor: each rank makes its shard */
-    return dtensor_factory(op, shape, r.dtype, r.mesh, r.placements, value,
+    return mesh_dtensor_factory(op, shape, r.dtype, r.mesh, r.placements, value,
                            NULL, api);
   dt_op_call c;
-  dt_call_init(&c, op, api);
-  dt_call_ints(&c, shape);
-  dt_call_dtype(&c, r.dtype);
-  if (op == DT_OP_FULL) dt_call_double(&c, value);
-  if (op == DT_OP_RAND || op == DT_OP_RANDN) {
+  core_call_init(&c, op, api);
+  core_call_ints(&c, shape);
+  core_call_dtype(&c, r.dtype);
+  if (op == CORE_OP_FULL) core_call_double(&c, value);
+  if (op == CORE_OP_RAND || op == CORE_OP_RANDN) {
     /* validate before drawing: a failed call must not advance the stream */
-    dt_call_int(&c, 0);
-    dt_call_int(&c, 0);
+    core_call_int(&c, 0);
+    core_call_int(&c, 0);
     if (ops_factory_infer(&c) != DT_OK) return NULL;
     c.nargs -= 2;
     int64_t n = 0; /* the shape is valid: infer checked it */
-    dt_numel_checked(shape.dims, shape.ndim, &n);
-    uint64_t seed, first = dt_rng_reserve((uint64_t)n, &seed);
-    dt_call_int(&c, (int64_t)seed);
-    dt_call_int(&c, (int64_t)first);
+    core_numel_checked(shape.dims, shape.ndim, &n);
+    uint64_t seed, first = core_rng_reserve((uint64_t)n, &seed);
+    core_call_int(&c, (int64_t)seed);
+    core_call_int(&c, (int64_t)first);
   }
   c.requires_grad = r.requires_grad;
   c.rt = r.rt;
   c.rank = r.rank;
-  return dt_dispatch1(&c);
+  return dispatch_run1(&c);
 }
 
 dt_tensor *dt_empty(dt_shape s, const dt_tensor_options *o) {
-  return factory(DT_OP_EMPTY, "dt_empty", s, o, 0);
+  return factory(CORE_OP_EMPTY, "dt_empty", s, o, 0);
 }
 dt_tensor *dt_zeros(dt_shape s, const dt_tensor_options *o) {
-  return factory(DT_OP_FULL, "dt_zeros", s, o, 0);
+  return factory(CORE_OP_FULL, "dt_zeros", s, o, 0);
 }
 dt_tensor *dt_ones(dt_shape s, const dt_tensor_options *o) {
-  return factory(DT_OP_FULL, "dt_ones", s, o, 1);
+  return factory(CORE_OP_FULL, "dt_ones", s, o, 1);
 }
 dt_tensor *dt_full(dt_shape s, double v, const dt_tensor_options *o) {
-  return factory(DT_OP_FULL, "dt_full", s, o, v);
+  return factory(CORE_OP_FULL, "dt_full", s, o, v);
 }
 dt_tensor *dt_rand(dt_shape s, const dt_tensor_options *o) {
-  return factory(DT_OP_RAND, "dt_rand", s, o, 0);
+  return factory(CORE_OP_RAND, "dt_rand", s, o, 0);
 }
 dt_tensor *dt_randn(dt_shape s, const dt_tensor_options *o) {
-  return factory(DT_OP_RANDN, "dt_randn", s, o, 0);
+  return factory(CORE_OP_RANDN, "dt_randn", s, o, 0);
 }
 
 /* arange on a mesh: the values made here, then distributed */
 static dt_tensor *mesh_arange(double start, double end, double step,
-                              const dt_resolved_opts *r) {
+                              const api_resolved_opts *r) {
   dt_op_call c;
-  dt_call_init(&c, DT_OP_ARANGE, "dt_arange");
-  dt_call_double(&c, start);
-  dt_call_double(&c, end);
-  dt_call_double(&c, step);
-  dt_call_dtype(&c, r->dtype);
+  core_call_init(&c, CORE_OP_ARANGE, "dt_arange");
+  core_call_double(&c, start);
+  core_call_double(&c, end);
+  core_call_double(&c, step);
+  core_call_dtype(&c, r->dtype);
   if (ops_arange_infer(&c) != DT_OK) return NULL; /* validates */
   int64_t n = c.meta[0].sizes[0];
   size_t es = dt_dtype_size(r->dtype);
   char *buf = malloc((size_t)n * es + 1);
   if (!buf) {
-    dt_error_set(DT_ERR_OUT_OF_MEMORY, "dt_arange: out of host memory");
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_arange: out of host memory");
     return NULL;
   }
   for (int64_t i = 0; i < n; i++)
-    dt_store_double(buf + (size_t)i * es, r->dtype, start + (double)i * step);
-  dt_tensor *t = dtensor_factory(DT_OP_FROM_HOST, DT_SHAPE(n), r->dtype, r->mesh,
+    core_store_double(buf + (size_t)i * es, r->dtype, start + (double)i * step);
+  dt_tensor *t = mesh_dtensor_factory(CORE_OP_FROM_HOST, DT_SHAPE(n), r->dtype, r->mesh,
                                  r->placements, 0, buf, "dt_arange");
   free(buf);
   return t;
@@ -129,34 +129,34 @@ static dt_tensor *mesh_arange(double start, double end, double step,
 
 dt_tensor *dt_arange(double start, double end, double step,
                      const dt_tensor_options *o) {
-  dt_resolved_opts r;
-  if (dt_resolve_options(o, "dt_arange", &r) != DT_OK) return NULL;
+  api_resolved_opts r;
+  if (api_resolve_options(o, "dt_arange", &r) != DT_OK) return NULL;
   if (r.mesh) return mesh_arange(start, end, step, &r);
   dt_op_call c;
-  dt_call_init(&c, DT_OP_ARANGE, "dt_arange");
-  dt_call_double(&c, start);
-  dt_call_double(&c, end);
-  dt_call_double(&c, step);
-  dt_call_dtype(&c, r.dtype);
+  core_call_init(&c, CORE_OP_ARANGE, "dt_arange");
+  core_call_double(&c, start);
+  core_call_double(&c, end);
+  core_call_double(&c, step);
+  core_call_dtype(&c, r.dtype);
   c.requires_grad = r.requires_grad;
   c.rt = r.rt;
   c.rank = r.rank;
-  return dt_dispatch1(&c);
+  return dispatch_run1(&c);
 }
 
 static dt_tensor *like(const dt_tensor *t, double v, const char *api) {
-  DT_CHECK_TENSOR(t, api, "t");
+  API_CHECK_TENSOR(t, api, "t");
   if (t->spec) /* same mesh and placements */
-    return dtensor_factory(DT_OP_FULL, t->spec->shape, t->dtype, t->spec->mesh,
+    return mesh_dtensor_factory(CORE_OP_FULL, t->spec->shape, t->dtype, t->spec->mesh,
                            t->spec->placements, v, NULL, api);
   dt_op_call c;
-  dt_call_init(&c, DT_OP_FULL, api);
-  dt_call_ints(&c, dt_tensor_shape(t));
-  dt_call_dtype(&c, t->dtype);
-  dt_call_double(&c, v);
+  core_call_init(&c, CORE_OP_FULL, api);
+  core_call_ints(&c, dt_tensor_shape(t));
+  core_call_dtype(&c, t->dtype);
+  core_call_double(&c, v);
   c.rt = t->local.storage->rt; /* on t's device */
   c.rank = t->local.storage->rank;
-  return dt_dispatch1(&c);
+  return dispatch_run1(&c);
 }
 dt_tensor *dt_zeros_like(const dt_tensor *t) { return like(t, 0, "dt_zeros_like"); }
 dt_tensor *dt_ones_like(const dt_tensor *t) { return like(t, 1, "dt_ones_like"); }
@@ -166,56 +166,49 @@ dt_tensor *dt_full_like(const dt_tensor *t, double v) {
 
 dt_tensor *dt_from_host(const void *data, dt_shape shape,
                         const dt_tensor_options *o) {
-  dt_resolved_opts r;
-  if (dt_resolve_options(o, "dt_from_host", &r) != DT_OK) return NULL;
+  api_resolved_opts r;
+  if (api_resolve_options(o, "dt_from_host", &r) != DT_OK) return NULL;
   if (r.mesh) {
     int64_t n = 0;
     if (!data && shape.ndim >= 0 && shape.ndim <= DT_MAX_DIMS &&
-        (!dt_numel_checked(shape.dims, shape.ndim, &n) || n != 0)) {
-      dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_from_host: data is NULL");
+        (!core_numel_checked(shape.dims, shape.ndim, &n) || n != 0)) {
+      core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_from_host: data is NULL");
       return NULL;
     }
-    return dtensor_factory(DT_OP_FROM_HOST, shape, r.dtype, r.mesh,
+    return mesh_dtensor_factory(CORE_OP_FROM_HOST, shape, r.dtype, r.mesh,
                            r.placements, 0, data, "dt_from_host");
   }
   int64_t n = 1;
   if (!data && shape.ndim >= 0 && shape.ndim <= DT_MAX_DIMS &&
-      (!dt_numel_checked(shape.dims, shape.ndim, &n) || n != 0)) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_from_host: data is NULL");
+      (!core_numel_checked(shape.dims, shape.ndim, &n) || n != 0)) {
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_from_host: data is NULL");
     return NULL;
   }
   dt_op_call c;
-  dt_call_init(&c, DT_OP_FROM_HOST, "dt_from_host");
-  dt_call_ptr(&c, data);
-  dt_call_ints(&c, shape);
-  dt_call_dtype(&c, r.dtype);
+  core_call_init(&c, CORE_OP_FROM_HOST, "dt_from_host");
+  core_call_ptr(&c, data);
+  core_call_ints(&c, shape);
+  core_call_dtype(&c, r.dtype);
   c.requires_grad = r.requires_grad;
   c.rt = r.rt;
   c.rank = r.rank;
-  return dt_dispatch1(&c);
+  return dispatch_run1(&c);
 }
 
 static dt_status check_fetch(dt_tensor *t, void *dst, size_t dst_bytes,
                              const char *fn) {
   if (!t) { /* NULL from a failed op: keep that op's error */
     if (dt_last_status() != DT_OK) return dt_last_status();
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: t is NULL", fn);
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: t is NULL", fn);
   }
-  size_t need = (size_t)dt_numel(t) * dt_dtype_size(t->dtype);
+  size_t need = (size_t)core_numel(t) * dt_dtype_size(t->dtype);
   if (!dst && need)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
   if (dst_bytes < need)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: dst_bytes %zu is less than the %zu bytes of a %s "
                         "tensor of %lld elements", fn, dst_bytes, need,
-                        dt_dtype_name(t->dtype), (long long)dt_numel(t));
-  if (t->spec) return DT_OK; /* the DTensor path checks the rest */
-  const dt_storage *s = t->local.storage;
-  if (atomic_load_explicit(&s->rt->dead, memory_order_acquire))
-    return dt_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was "
-                        "destroyed", fn);
-  const dt_poison *p = dt_storage_poison(s);
-  if (p) return dt_error_set(p->status, "%s", p->message);
+                        dt_dtype_name(t->dtype), (long long)core_numel(t));
   return DT_OK;
 }
 
@@ -223,119 +216,119 @@ dt_future *dt_to_host_async(dt_tensor *t, void *dst, size_t dst_bytes) {
   if (check_fetch(t, dst, dst_bytes, "dt_to_host_async") != DT_OK) return NULL;
   if (t->spec) {
     dt_future *f = NULL;
-    dtensor_to_host(t, dst, dst_bytes, false, &f, "dt_to_host_async");
+    mesh_dtensor_to_host(t, dst, dst_bytes, false, &f, "dt_to_host_async");
     return f;
   }
-  return dt_exec_to_host(t, dst, (size_t)dt_numel(t) * dt_dtype_size(t->dtype));
+  dt_future *f = NULL;
+  runtime_to_host(t, dst, (size_t)core_numel(t) * dt_dtype_size(t->dtype),
+                  false, &f, "dt_to_host_async");
+  return f;
 }
 
 dt_status dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes) {
   dt_status st = check_fetch(t, dst, dst_bytes, "dt_to_host");
   if (st != DT_OK) return st;
-  if (t->spec) return dtensor_to_host(t, dst, dst_bytes, true, NULL, "dt_to_host");
-  dt_future *f = dt_exec_to_host(t, dst, (size_t)dt_numel(t) * dt_dtype_size(t->dtype));
-  if (!f) return dt_last_status();
-  st = dt_future_wait(f, -1);
-  dt_future_release(f);
-  return st;
+  if (t->spec) return mesh_dtensor_to_host(t, dst, dst_bytes, true, NULL, "dt_to_host");
+  return runtime_to_host(t, dst, (size_t)core_numel(t) * dt_dtype_size(t->dtype),
+                         true, NULL, "dt_to_host");
 }
 
 /* ---- generic call helpers */
-dt_tensor *dt_call_t(dt_op_id op, const char *api, dt_tensor *a) {
-  DT_CHECK_TENSOR(a, api, "a");
+dt_tensor *api_call_t(core_op_id op, const char *api, dt_tensor *a) {
+  API_CHECK_TENSOR(a, api, "a");
   dt_op_call c;
-  dt_call_init(&c, op, api);
-  dt_call_tensor(&c, a);
-  return dt_dispatch1(&c);
+  core_call_init(&c, op, api);
+  core_call_tensor(&c, a);
+  return dispatch_run1(&c);
 }
 
-dt_tensor *dt_call_tt(dt_op_id op, const char *api, dt_tensor *a, dt_tensor *b) {
-  DT_CHECK_TENSOR(a, api, "a");
-  DT_CHECK_TENSOR(b, api, "b");
+dt_tensor *api_call_tt(core_op_id op, const char *api, dt_tensor *a, dt_tensor *b) {
+  API_CHECK_TENSOR(a, api, "a");
+  API_CHECK_TENSOR(b, api, "b");
   dt_op_call c;
-  dt_call_init(&c, op, api);
-  dt_call_tensor(&c, a);
-  dt_call_tensor(&c, b);
-  return dt_dispatch1(&c);
+  core_call_init(&c, op, api);
+  core_call_tensor(&c, a);
+  core_call_tensor(&c, b);
+  return dispatch_run1(&c);
 }
 
-dt_tensor *dt_call_ts(dt_op_id op, const char *api, dt_tensor *a, double s) {
-  DT_CHECK_TENSOR(a, api, "a");
+dt_tensor *api_call_ts(core_op_id op, const char *api, dt_tensor *a, double s) {
+  API_CHECK_TENSOR(a, api, "a");
   dt_op_call c;
-  dt_call_init(&c, op, api);
-  dt_call_tensor(&c, a);
-  dt_call_double(&c, s);
-  return dt_dispatch1(&c);
+  core_call_init(&c, op, api);
+  core_call_tensor(&c, a);
+  core_call_double(&c, s);
+  return dispatch_run1(&c);
 }
 
 /* ---- views */
-static dt_tensor *call_ti(dt_op_id op, const char *api, dt_tensor *a,
+static dt_tensor *call_ti(core_op_id op, const char *api, dt_tensor *a,
                           int nint, const int64_t *ints) {
-  DT_CHECK_TENSOR(a, api, "a");
+  API_CHECK_TENSOR(a, api, "a");
   dt_op_call c;
-  dt_call_init(&c, op, api);
-  dt_call_tensor(&c, a);
-  for (int i = 0; i < nint; i++) dt_call_int(&c, ints[i]);
-  return dt_dispatch1(&c);
+  core_call_init(&c, op, api);
+  core_call_tensor(&c, a);
+  for (int i = 0; i < nint; i++) core_call_int(&c, ints[i]);
+  return dispatch_run1(&c);
 }
-static dt_tensor *call_tshape(dt_op_id op, const char *api, dt_tensor *a,
+static dt_tensor *call_tshape(core_op_id op, const char *api, dt_tensor *a,
                               dt_shape s) {
-  DT_CHECK_TENSOR(a, api, "a");
+  API_CHECK_TENSOR(a, api, "a");
   dt_op_call c;
-  dt_call_init(&c, op, api);
-  dt_call_tensor(&c, a);
-  dt_call_ints(&c, s);
-  return dt_dispatch1(&c);
+  core_call_init(&c, op, api);
+  core_call_tensor(&c, a);
+  core_call_ints(&c, s);
+  return dispatch_run1(&c);
 }
 
 dt_tensor *dt_view(dt_tensor *a, dt_shape s) {
-  return call_tshape(DT_OP_VIEW, "dt_view", a, s);
+  return call_tshape(CORE_OP_VIEW, "dt_view", a, s);
 }
 dt_tensor *dt_reshape(dt_tensor *a, dt_shape s) {
-  return call_tshape(DT_OP_RESHAPE, "dt_reshape", a, s);
+  return call_tshape(CORE_OP_RESHAPE, "dt_reshape", a, s);
 }
 dt_tensor *dt_expand(dt_tensor *a, dt_shape s) {
-  return call_tshape(DT_OP_EXPAND, "dt_expand", a, s);
+  return call_tshape(CORE_OP_EXPAND, "dt_expand", a, s);
 }
 dt_tensor *dt_permute(dt_tensor *a, const int *dims, int ndims) {
   if (ndims < 0 || ndims > DT_MAX_DIMS || (!dims && ndims > 0)) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    core_error_set(DT_ERR_INVALID_ARGUMENT,
                  "dt_permute: dims %s with ndims %d (expected 0..%d entries)",
                  dims ? "given" : "NULL", ndims, DT_MAX_DIMS);
     return NULL;
   }
   dt_shape s = {.ndim = ndims};
   for (int i = 0; i < ndims; i++) s.dims[i] = dims[i];
-  return call_tshape(DT_OP_PERMUTE, "dt_permute", a, s);
+  return call_tshape(CORE_OP_PERMUTE, "dt_permute", a, s);
 }
 dt_tensor *dt_transpose(dt_tensor *a, int d0, int d1) {
-  return call_ti(DT_OP_TRANSPOSE, "dt_transpose", a, 2, (int64_t[]){d0, d1});
+  return call_ti(CORE_OP_TRANSPOSE, "dt_transpose", a, 2, (int64_t[]){d0, d1});
 }
 dt_tensor *dt_slice(dt_tensor *a, int dim, int64_t start, int64_t end,
                     int64_t step) {
-  return call_ti(DT_OP_SLICE, "dt_slice", a, 4,
+  return call_ti(CORE_OP_SLICE, "dt_slice", a, 4,
                  (int64_t[]){dim, start, end, step});
 }
 dt_tensor *dt_narrow(dt_tensor *a, int dim, int64_t start, int64_t length) {
-  return call_ti(DT_OP_NARROW, "dt_narrow", a, 3,
+  return call_ti(CORE_OP_NARROW, "dt_narrow", a, 3,
                  (int64_t[]){dim, start, length});
 }
 dt_tensor *dt_select(dt_tensor *a, int dim, int64_t index) {
-  return call_ti(DT_OP_SELECT, "dt_select", a, 2, (int64_t[]){dim, index});
+  return call_ti(CORE_OP_SELECT, "dt_select", a, 2, (int64_t[]){dim, index});
 }
 dt_tensor *dt_squeeze(dt_tensor *a, int dim) {
-  return call_ti(DT_OP_SQUEEZE, "dt_squeeze", a, 1, (int64_t[]){dim});
+  return call_ti(CORE_OP_SQUEEZE, "dt_squeeze", a, 1, (int64_t[]){dim});
 }
 dt_tensor *dt_squeeze_all(dt_tensor *a) {
-  return dt_call_t(DT_OP_SQUEEZE_ALL, "dt_squeeze_all", a);
+  return api_call_t(CORE_OP_SQUEEZE_ALL, "dt_squeeze_all", a);
 }
 dt_tensor *dt_unsqueeze(dt_tensor *a, int dim) {
-  return call_ti(DT_OP_UNSQUEEZE, "dt_unsqueeze", a, 1, (int64_t[]){dim});
+  return call_ti(CORE_OP_UNSQUEEZE, "dt_unsqueeze", a, 1, (int64_t[]){dim});
 }
 dt_tensor *dt_flatten(dt_tensor *a, int s, int e) {
-  return call_ti(DT_OP_FLATTEN, "dt_flatten", a, 2, (int64_t[]){s, e});
+  return call_ti(CORE_OP_FLATTEN, "dt_flatten", a, 2, (int64_t[]){s, e});
 }
 dt_tensor *dt_contiguous(dt_tensor *a) {
-  return dt_call_t(DT_OP_CONTIGUOUS, "dt_contiguous", a);
+  return api_call_t(CORE_OP_CONTIGUOUS, "dt_contiguous", a);
 }
-dt_tensor *dt_clone(dt_tensor *a) { return dt_call_t(DT_OP_CLONE, "dt_clone", a); }
+dt_tensor *dt_clone(dt_tensor *a) { return api_call_t(CORE_OP_CLONE, "dt_clone", a); }

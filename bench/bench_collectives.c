@@ -61,7 +61,7 @@ static const int64_t sizes[] = {8, 4 << 10, 64 << 10, MIB, 16 * MIB,
 #define NSIZES ((int)(sizeof sizes / sizeof sizes[0]))
 
 typedef struct bench_run {
-  coll_group *g;
+  sim_coll_group *g;
   int n, reps;
   int64_t max_bytes;
   float *in[8], *out[8];
@@ -136,19 +136,19 @@ static void call(bench_run *b, int m) {
   dt_status st;
   switch (b->kind) {
   case B_ALL_REDUCE:
-    st = coll_all_reduce(b->g, m, b->in[m], b->out[m], b->elems, DT_FLOAT32,
+    st = sim_coll_all_reduce(b->g, m, b->in[m], b->out[m], b->elems, DT_FLOAT32,
                          DT_REDUCE_SUM);
     break;
   case B_ALL_GATHER:
-    st = coll_all_gather(b->g, m, b->in[m], b->out[m], b->counts,
+    st = sim_coll_all_gather(b->g, m, b->in[m], b->out[m], b->counts,
                          DT_FLOAT32);
     break;
   case B_REDUCE_SCATTER:
-    st = coll_reduce_scatter(b->g, m, b->in[m], b->out[m], b->counts,
+    st = sim_coll_reduce_scatter(b->g, m, b->in[m], b->out[m], b->counts,
                              DT_FLOAT32, DT_REDUCE_SUM);
     break;
   default:
-    st = coll_all_to_all(b->g, m, b->in[m], b->counts, b->out[m], b->counts,
+    st = sim_coll_all_to_all(b->g, m, b->in[m], b->counts, b->out[m], b->counts,
                          DT_FLOAT32);
     break;
   }
@@ -160,7 +160,7 @@ static void call(bench_run *b, int m) {
 }
 
 static void barrier(bench_run *b, int m) {
-  if (coll_barrier(b->g, m) != DT_OK) {
+  if (sim_coll_barrier(b->g, m) != DT_OK) {
     fprintf(stderr, "bench collectives: barrier: %s\n", dt_last_error());
     abort();
   }
@@ -278,10 +278,10 @@ static bool run_ranks(bench_run *b, int n, double bmem, double *goal_ratio,
   size_t buf = (size_t)(max_s > 4096 ? max_s : 4096);
   b->n = n;
   memset(b->results, 0, sizeof b->results);
-  coll_world *w = coll_world_create(n, 0);
+  sim_coll_world *w = sim_coll_world_create(n, 0);
   int ranks[8];
   for (int j = 0; j < n; j++) ranks[j] = j;
-  b->g = w ? coll_group_get(w, ranks, n) : NULL;
+  b->g = w ? sim_coll_group_get(w, ranks, n) : NULL;
   bool ok = b->g != NULL;
   for (int j = 0; j < n; j++) {
     b->in[j] = ok ? aligned_alloc(4096, buf) : NULL;
@@ -316,7 +316,7 @@ static bool run_ranks(bench_run *b, int n, double bmem, double *goal_ratio,
     free(b->in[j]);
     free(b->out[j]);
   }
-  coll_world_destroy(w);
+  sim_coll_world_destroy(w);
   return ok;
 }
 

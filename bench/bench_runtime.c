@@ -43,7 +43,7 @@ static void bench_wake(int reps) {
     nanosleep(&ts, NULL);
     atomic_store(&ran, 0);
     double t0 = bench_now();
-    dt_exec_publish_call(rt, 1, stamp, NULL, &ran); /* one record, rank 1 */
+    runtime_publish_call(rt, 1, stamp, NULL, &ran); /* one record, rank 1 */
     while (atomic_load(&ran) == 0) {
     }
     lat[i] = (atomic_load(&ran) - t0) * 1e6;

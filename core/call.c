@@ -2,33 +2,33 @@
  * every layer shares. */
 #include "core/call.h"
 
-static const char *const op_names[DT_OP_COUNT] = {
-#define DT_OP(id, name, schema, infer, cpu) [DT_OP_##id] = name,
+static const char *const op_names[CORE_OP_COUNT] = {
+#define CORE_OP(id, name, schema, infer, cpu) [CORE_OP_##id] = name,
 #include "core/op_list.h"
-#undef DT_OP
+#undef CORE_OP
 };
-static const char *const op_schemas[DT_OP_COUNT] = {
-#define DT_OP(id, name, schema, infer, cpu) [DT_OP_##id] = schema,
+static const char *const op_schemas[CORE_OP_COUNT] = {
+#define CORE_OP(id, name, schema, infer, cpu) [CORE_OP_##id] = schema,
 #include "core/op_list.h"
-#undef DT_OP
+#undef CORE_OP
 };
 
 /* one entry per enum value, and every schema fits a call */
-#define DT_OP(id, name, schema, infer, cpu)                                 \
-  _Static_assert(sizeof(schema) - 1 <= DT_CALL_MAX_ARGS, "schema of " name);
+#define CORE_OP(id, name, schema, infer, cpu)                                 \
+  _Static_assert(sizeof(schema) - 1 <= CORE_CALL_MAX_ARGS, "schema of " name);
 #include "core/op_list.h"
-#undef DT_OP
-_Static_assert(sizeof op_names / sizeof *op_names == DT_OP_COUNT,
+#undef CORE_OP
+_Static_assert(sizeof op_names / sizeof *op_names == CORE_OP_COUNT,
                "op name table size");
 
-const char *dt_op_name(dt_op_id op) {
-  return (unsigned)op < DT_OP_COUNT ? op_names[op] : "?";
+const char *core_op_name(core_op_id op) {
+  return (unsigned)op < CORE_OP_COUNT ? op_names[op] : "?";
 }
-const char *dt_op_schema(dt_op_id op) {
-  return (unsigned)op < DT_OP_COUNT ? op_schemas[op] : "";
+const char *core_op_schema(core_op_id op) {
+  return (unsigned)op < CORE_OP_COUNT ? op_schemas[op] : "";
 }
 
-int dt_call_num_tensor_inputs(const dt_op_call *c) {
+int core_call_num_tensor_inputs(const dt_op_call *c) {
   const char *s = op_schemas[c->op];
   int n = 0;
   for (int i = 0; s[i]; i++) {
@@ -38,7 +38,7 @@ int dt_call_num_tensor_inputs(const dt_op_call *c) {
   return n;
 }
 
-dt_tensor *dt_call_tensor_input(const dt_op_call *c, int k) {
+dt_tensor *core_call_tensor_input(const dt_op_call *c, int k) {
   const char *s = op_schemas[c->op];
   for (int i = 0; s[i]; i++) {
     if (s[i] == 'T' || s[i] == 't') {

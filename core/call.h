@@ -16,25 +16,25 @@
 
 #include "dtorch/dtorch.h"
 
-typedef enum dt_key {
-  DT_KEY_CPU = 0,
-  DT_KEY_CUDA,        /* reserved for the CUDA issue */
-  DT_KEY_DTENSOR,     /* reserved for the sharding issue */
-  DT_KEY_AUTOGRAD,    /* reserved for the autograd issue: falls through */
-  DT_KEY_INTERCEPT,   /* user hooks (dt_intercept_push) */
-  DT_KEY_COUNT
-} dt_key;
-typedef uint32_t dt_keyset;
-#define DT_KEYSET(k) ((dt_keyset)1u << (k))
-#define DT_BACKEND_KEYS (DT_KEYSET(DT_KEY_CPU) | DT_KEYSET(DT_KEY_CUDA))
+typedef enum core_key {
+  CORE_KEY_CPU = 0,
+  CORE_KEY_CUDA,        /* reserved for the CUDA issue */
+  CORE_KEY_DTENSOR,     /* reserved for the sharding issue */
+  CORE_KEY_AUTOGRAD,    /* reserved for the autograd issue: falls through */
+  CORE_KEY_INTERCEPT,   /* user hooks (dispatch_intercept_push) */
+  CORE_KEY_COUNT
+} core_key;
+typedef uint32_t core_keyset;
+#define CORE_KEYSET(k) ((core_keyset)1u << (k))
+#define CORE_BACKEND_KEYS (CORE_KEYSET(CORE_KEY_CPU) | CORE_KEYSET(CORE_KEY_CUDA))
 
 /* ---- the op list */
-typedef enum dt_op_id {
-#define DT_OP(id, name, schema, infer, cpu) DT_OP_##id,
+typedef enum core_op_id {
+#define CORE_OP(id, name, schema, infer, cpu) CORE_OP_##id,
 #include "core/op_list.h"
-#undef DT_OP
-  DT_OP_COUNT
-} dt_op_id;
+#undef CORE_OP
+  CORE_OP_COUNT
+} core_op_id;
 
 /* Schema characters, one per argument:
  *   T tensor      t optional tensor (may be NULL)     L tensor list
@@ -42,10 +42,10 @@ typedef enum dt_op_id {
  *   d static double    i static int    n non-static int (seeds, offsets)
  *   b static bool      I static int list (dt_shape)   D static dtype
  *   P host pointer (from_host) */
-#define DT_CALL_MAX_ARGS 8
-#define DT_CALL_MAX_OUTS 4
+#define CORE_CALL_MAX_ARGS 8
+#define CORE_CALL_MAX_OUTS 4
 
-typedef union dt_value {
+typedef union core_value {
   dt_tensor *t;
   struct { dt_tensor *const *v; int n; } list;
   double d;
@@ -54,30 +54,30 @@ typedef union dt_value {
   dt_shape ints;
   dt_dtype dtype;
   const void *p;
-} dt_value;
+} core_value;
 
 /* Output metadata made by an op's infer function. For a fresh output only
  * dtype, ndim and sizes are set (the layout is contiguous); a view sets
  * alias to the index of the argument it aliases and gives strides and
  * offset relative to that argument's storage. */
-typedef struct dt_meta {
+typedef struct core_meta {
   dt_dtype dtype;
   int ndim;
   int64_t sizes[DT_MAX_DIMS];
   int64_t strides[DT_MAX_DIMS];
   int64_t offset;
   int alias;                     /* -1: fresh storage */
-} dt_meta;
+} core_meta;
 
 struct dt_op_call {
-  dt_op_id op;
+  core_op_id op;
   int nargs;
-  dt_value args[DT_CALL_MAX_ARGS];
+  core_value args[CORE_CALL_MAX_ARGS];
   int nout;                       /* outputs made so far */
-  dt_tensor *out[DT_CALL_MAX_OUTS];
+  dt_tensor *out[CORE_CALL_MAX_OUTS];
   int nmeta;                      /* outputs infer describes (default 1) */
-  dt_meta meta[DT_CALL_MAX_OUTS];
-  dt_keyset keys;         /* keys still to visit (redispatch) */
+  core_meta meta[CORE_CALL_MAX_OUTS];
+  core_keyset keys;         /* keys still to visit (redispatch) */
   int hook_depth;         /* next intercept hook to run */
   const char *api;        /* public function name, for messages */
   bool requires_grad;     /* factories: the option (autograd issue) */
@@ -89,17 +89,17 @@ struct dt_op_call {
 
 /* infer: validate arguments (errors name c->api) and fill c->meta / c->nout.
  * cpu: compute into c->out[] (already allocated) from c->args. */
-typedef dt_status (*dt_infer_fn)(dt_op_call *c);
-typedef dt_status (*dt_kernel_fn)(dt_op_call *c);
+typedef dt_status (*core_infer_fn)(dt_op_call *c);
+typedef dt_status (*core_kernel_fn)(dt_op_call *c);
 
 
 /* The op list as data: name and schema per op id (core/call.c). */
-const char *dt_op_name(dt_op_id op);
-const char *dt_op_schema(dt_op_id op);
+const char *core_op_name(core_op_id op);
+const char *core_op_schema(core_op_id op);
 
 /* ---- calling */
 /* Starts a call: op, the public api name for messages. */
-static inline void dt_call_init(dt_op_call *c, dt_op_id op, const char *api) {
+static inline void core_call_init(dt_op_call *c, core_op_id op, const char *api) {
   c->op = op;
   c->nargs = 0;
   c->nout = 0;
@@ -110,35 +110,35 @@ static inline void dt_call_init(dt_op_call *c, dt_op_id op, const char *api) {
   c->rank = 0;
   c->kernel = NULL;
 }
-static inline void dt_call_tensor(dt_op_call *c, dt_tensor *t) {
+static inline void core_call_tensor(dt_op_call *c, dt_tensor *t) {
   c->args[c->nargs++].t = t;
 }
-static inline void dt_call_double(dt_op_call *c, double d) {
+static inline void core_call_double(dt_op_call *c, double d) {
   c->args[c->nargs++].d = d;
 }
-static inline void dt_call_int(dt_op_call *c, int64_t i) {
+static inline void core_call_int(dt_op_call *c, int64_t i) {
   c->args[c->nargs++].i = i;
 }
-static inline void dt_call_bool(dt_op_call *c, bool b) {
+static inline void core_call_bool(dt_op_call *c, bool b) {
   c->args[c->nargs++].b = b;
 }
-static inline void dt_call_ints(dt_op_call *c, dt_shape s) {
+static inline void core_call_ints(dt_op_call *c, dt_shape s) {
   c->args[c->nargs++].ints = s;
 }
-static inline void dt_call_dtype(dt_op_call *c, dt_dtype d) {
+static inline void core_call_dtype(dt_op_call *c, dt_dtype d) {
   c->args[c->nargs++].dtype = d;
 }
-static inline void dt_call_list(dt_op_call *c, dt_tensor *const *v, int n) {
+static inline void core_call_list(dt_op_call *c, dt_tensor *const *v, int n) {
   c->args[c->nargs].list.v = v;
   c->args[c->nargs++].list.n = n;
 }
-static inline void dt_call_ptr(dt_op_call *c, const void *p) {
+static inline void core_call_ptr(dt_op_call *c, const void *p) {
   c->args[c->nargs++].p = p;
 }
 
 
 /* number of tensor inputs per schema / the i-th tensor input */
-int dt_call_num_tensor_inputs(const dt_op_call *c);
-dt_tensor *dt_call_tensor_input(const dt_op_call *c, int i);
+int core_call_num_tensor_inputs(const dt_op_call *c);
+dt_tensor *core_call_tensor_input(const dt_op_call *c, int i);
 
 #endif

@@ -12,10 +12,10 @@ _Static_assert(sizeof dtype_names / sizeof *dtype_names == DT_DTYPE_COUNT,
 _Static_assert(sizeof dtype_sizes / sizeof *dtype_sizes == DT_DTYPE_COUNT,
                "dtype size table");
 
-const char *dt_dtype_name(dt_dtype d) {
-  return dt_dtype_valid(d) ? dtype_names[d] : "?";
+const char *core_dtype_name(dt_dtype d) {
+  return core_dtype_valid(d) ? dtype_names[d] : "?";
 }
-size_t dt_dtype_size(dt_dtype d) { return dt_dtype_valid(d) ? dtype_sizes[d] : 0; }
+size_t core_dtype_size(dt_dtype d) { return core_dtype_valid(d) ? dtype_sizes[d] : 0; }
 
 /* rank within a category; the higher wins */
 static int float_rank(dt_dtype d) {
@@ -25,9 +25,9 @@ static int int_rank(dt_dtype d) {
   return d == DT_UINT8 ? 1 : d == DT_INT32 ? 2 : 3;
 }
 
-dt_dtype dt_promote_types(dt_dtype a, dt_dtype b) {
+dt_dtype core_promote_types(dt_dtype a, dt_dtype b) {
   if (a == b) return a;
-  int ca = dt_dtype_category(a), cb = dt_dtype_category(b);
+  int ca = core_dtype_category(a), cb = core_dtype_category(b);
   if (ca != cb) return ca > cb ? a : b;
   if (ca == 2) {
     if (float_rank(a) == 1 && float_rank(b) == 1) return DT_FLOAT32;
@@ -36,29 +36,29 @@ dt_dtype dt_promote_types(dt_dtype a, dt_dtype b) {
   return int_rank(a) >= int_rank(b) ? a : b;
 }
 
-dt_dtype dt_result_type(dt_dtype a, bool a_is_0d, dt_dtype b, bool b_is_0d) {
-  if (a_is_0d == b_is_0d) return dt_promote_types(a, b);
+dt_dtype core_result_type(dt_dtype a, bool a_is_0d, dt_dtype b, bool b_is_0d) {
+  if (a_is_0d == b_is_0d) return core_promote_types(a, b);
   dt_dtype dim = a_is_0d ? b : a, zero = a_is_0d ? a : b;
-  if (dt_dtype_category(zero) > dt_dtype_category(dim)) {
+  if (core_dtype_category(zero) > core_dtype_category(dim)) {
     /* the 0-d operand lifts the category; PyTorch uses its dtype there */
     return zero;
   }
   return dim;
 }
 
-dt_dtype dt_result_type_scalar(dt_dtype t, double s) {
+dt_dtype core_result_type_scalar(dt_dtype t, double s) {
   bool integral = isfinite(s) && s == nearbyint(s) && fabs(s) < 9.2e18;
-  if (dt_dtype_is_float(t)) return t;
+  if (core_dtype_is_float(t)) return t;
   if (integral) return t == DT_BOOL ? DT_INT64 : t;
   return DT_FLOAT32;
 }
 
-double dt_load_double(const void *p, dt_dtype d) {
+double core_load_double(const void *p, dt_dtype d) {
   switch (d) {
   case DT_FLOAT32: return *(const float *)p;
   case DT_FLOAT64: return *(const double *)p;
-  case DT_FLOAT16: return dt_f16_to_f32(*(const uint16_t *)p);
-  case DT_BFLOAT16: return dt_bf16_to_f32(*(const uint16_t *)p);
+  case DT_FLOAT16: return core_f16_to_f32(*(const uint16_t *)p);
+  case DT_BFLOAT16: return core_bf16_to_f32(*(const uint16_t *)p);
   case DT_INT32: return *(const int32_t *)p;
   case DT_INT64: return (double)*(const int64_t *)p;
   case DT_UINT8: return *(const uint8_t *)p;
@@ -67,12 +67,12 @@ double dt_load_double(const void *p, dt_dtype d) {
   }
 }
 
-void dt_store_double(void *p, dt_dtype d, double v) {
+void core_store_double(void *p, dt_dtype d, double v) {
   switch (d) {
   case DT_FLOAT32: *(float *)p = (float)v; break;
   case DT_FLOAT64: *(double *)p = v; break;
-  case DT_FLOAT16: *(uint16_t *)p = dt_f32_to_f16((float)v); break;
-  case DT_BFLOAT16: *(uint16_t *)p = dt_f32_to_bf16((float)v); break;
+  case DT_FLOAT16: *(uint16_t *)p = core_f32_to_f16((float)v); break;
+  case DT_BFLOAT16: *(uint16_t *)p = core_f32_to_bf16((float)v); break;
   case DT_INT32: *(int32_t *)p = (int32_t)(int64_t)v; break;
   case DT_INT64: *(int64_t *)p = (int64_t)v; break;
   case DT_UINT8: *(uint8_t *)p = (uint8_t)(int64_t)v; break;

@@ -7,35 +7,41 @@
 #include "dtorch/dtorch.h"
 #include "core/half.h"
 
-static inline bool dt_dtype_valid(dt_dtype d) {
+static inline bool core_dtype_valid(dt_dtype d) {
   return (unsigned)d < DT_DTYPE_COUNT;
 }
-static inline bool dt_dtype_is_float(dt_dtype d) {
+static inline bool core_dtype_is_float(dt_dtype d) {
   return d == DT_FLOAT32 || d == DT_FLOAT64 || d == DT_FLOAT16 ||
          d == DT_BFLOAT16;
 }
-static inline bool dt_dtype_is_int(dt_dtype d) {
+static inline bool core_dtype_is_int(dt_dtype d) {
   return d == DT_INT32 || d == DT_INT64 || d == DT_UINT8;
 }
 
 /* Category for promotion: bool < integer < floating. */
-static inline int dt_dtype_category(dt_dtype d) {
-  return d == DT_BOOL ? 0 : dt_dtype_is_int(d) ? 1 : 2;
+static inline int core_dtype_category(dt_dtype d) {
+  return d == DT_BOOL ? 0 : core_dtype_is_int(d) ? 1 : 2;
 }
 
 /* promote_types(a, b) as PyTorch (f16 + bf16 -> f32, u8 + i32 -> i32). */
-dt_dtype dt_promote_types(dt_dtype a, dt_dtype b);
+dt_dtype core_promote_types(dt_dtype a, dt_dtype b);
 
 /* result_type of two tensor operands: a 0-d tensor only decides the dtype
  * when the other operand is of a lower category (PyTorch's rule). */
-dt_dtype dt_result_type(dt_dtype a, bool a_is_0d, dt_dtype b, bool b_is_0d);
+dt_dtype core_result_type(dt_dtype a, bool a_is_0d, dt_dtype b, bool b_is_0d);
 
 /* result_type(tensor, scalar): integral scalars keep integer tensors,
  * other scalars turn bool/int tensors into float32. */
-dt_dtype dt_result_type_scalar(dt_dtype t, double s);
+dt_dtype core_result_type_scalar(dt_dtype t, double s);
 
 /* Reads element i of a buffer of dtype d as a double, and writes one. */
-double dt_load_double(const void *p, dt_dtype d);
-void dt_store_double(void *p, dt_dtype d, double v);
+double core_load_double(const void *p, dt_dtype d);
+void core_store_double(void *p, dt_dtype d, double v);
+
+/* ---- the implementations behind public entry points (api/) */
+/* dt_dtype_name (dtorch.h) */
+const char *core_dtype_name(dt_dtype d);
+/* dt_dtype_size (dtorch.h) */
+size_t core_dtype_size(dt_dtype d);
 
 #endif

@@ -7,7 +7,7 @@
 static _Thread_local dt_status tls_status = DT_OK;
 static _Thread_local char tls_message[1024];
 
-dt_status dt_error_set(dt_status code, const char *fmt, ...) {
+dt_status core_error_set(dt_status code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(tls_message, sizeof tls_message, fmt, ap);
@@ -16,15 +16,15 @@ dt_status dt_error_set(dt_status code, const char *fmt, ...) {
   return code;
 }
 
-dt_status dt_last_status(void) { return tls_status; }
-const char *dt_last_error(void) { return tls_message; }
+dt_status core_last_status(void) { return tls_status; }
+const char *core_last_error(void) { return tls_message; }
 
-void dt_clear_error(void) {
+void core_clear_error(void) {
   tls_status = DT_OK;
   tls_message[0] = '\0';
 }
 
-const char *dt_status_name(dt_status s) {
+const char *core_status_name(dt_status s) {
   static const char *const names[] = {
       "DT_OK",          "DT_ERR_INVALID_ARGUMENT", "DT_ERR_SHAPE",
       "DT_ERR_DTYPE",   "DT_ERR_PLACEMENT",        "DT_ERR_MESH",
@@ -37,13 +37,13 @@ const char *dt_status_name(dt_status s) {
   return names[s];
 }
 
-void dt_assert_fail(const char *expr, const char *file, int line) {
+void core_assert_fail(const char *expr, const char *file, int line) {
   fprintf(stderr, "dtorch: internal invariant failed: %s (%s:%d)\n", expr,
           file, line);
   abort();
 }
 
-char *dt_shape_str(const int64_t *dims, int ndim, char *buf, size_t len) {
+char *core_shape_str(const int64_t *dims, int ndim, char *buf, size_t len) {
   size_t n = 0;
   n += (size_t)snprintf(buf, len, "[");
   for (int i = 0; i < ndim && n < len; i++)

@@ -1,27 +1,37 @@
-/* Errors: the only way an error is raised is dt_error_set (SQLite's
+/* Errors: the only way an error is raised is core_error_set (SQLite's
  * sqlite3ErrorWithMsg). The status and message live in thread-local storage;
- * the public dt_last_status / dt_last_error read them. */
+ * the public core_last_status / core_last_error read them. */
 #ifndef DT_RUNTIME_ERROR_H
 #define DT_RUNTIME_ERROR_H
 
 #include "dtorch/dtorch.h"
 
 /* Sets this thread's error and returns `code` so callers can write
- * `return dt_error_set(DT_ERR_SHAPE, "dt_view: ...")`. */
-dt_status dt_error_set(dt_status code, const char *fmt, ...)
+ * `return core_error_set(DT_ERR_SHAPE, "dt_view: ...")`. */
+dt_status core_error_set(dt_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Internal invariant check, always on; reports file:line and aborts. Never
  * used for user input. */
-#define DT_ASSERT(cond)                                                     \
+#define CORE_ASSERT(cond)                                                     \
   do {                                                                      \
     if (__builtin_expect(!(cond), 0))                                       \
-      dt_assert_fail(#cond, __FILE__, __LINE__);                            \
+      core_assert_fail(#cond, __FILE__, __LINE__);                            \
   } while (0)
-_Noreturn void dt_assert_fail(const char *expr, const char *file, int line);
+_Noreturn void core_assert_fail(const char *expr, const char *file, int line);
 
 /* Formats a shape as "[4, 8]" into buf (returns buf). */
-char *dt_shape_str(const int64_t *dims, int ndim, char *buf, size_t len);
-#define DT_SHAPE_STR_LEN 160
+char *core_shape_str(const int64_t *dims, int ndim, char *buf, size_t len);
+#define CORE_SHAPE_STR_LEN 160
+
+/* ---- the implementations behind public entry points (api/) */
+/* dt_last_status (dtorch.h) */
+dt_status core_last_status(void);
+/* dt_last_error (dtorch.h) */
+const char *core_last_error(void);
+/* dt_clear_error (dtorch.h) */
+void core_clear_error(void);
+/* dt_status_name (dtorch.h) */
+const char *core_status_name(dt_status s);
 
 #endif

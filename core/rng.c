@@ -12,14 +12,14 @@ static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t rng_seed;
 static uint64_t rng_offset;
 
-void dt_manual_seed(uint64_t seed) {
+void core_manual_seed(uint64_t seed) {
   pthread_mutex_lock(&rng_lock);
   rng_seed = seed;
   rng_offset = 0;
   pthread_mutex_unlock(&rng_lock);
 }
 
-uint64_t dt_rng_reserve(uint64_t n, uint64_t *seed) {
+uint64_t core_rng_reserve(uint64_t n, uint64_t *seed) {
   pthread_mutex_lock(&rng_lock);
   *seed = rng_seed;
   uint64_t first = rng_offset;

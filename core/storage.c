@@ -6,28 +6,28 @@
 
 #include "core/tensor.h"
 
-void dt_storage_retain(dt_storage *s) {
+void core_storage_retain(core_storage *s) {
   /* relaxed: the caller holds a reference */
   atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
 }
 
-void dt_storage_release(dt_storage *s) {
+void core_storage_release(core_storage *s) {
   /* acq_rel: every use of s happens-before whatever frees it */
   if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1)
     return;
   s->on_last_release(s);
 }
 
-void dt_storage_set_poison(dt_storage *s, dt_status st, const char *msg) {
+void core_storage_set_poison(core_storage *s, dt_status st, const char *msg) {
   if (!msg) msg = "execution failed";
   size_t n = strlen(msg);
-  dt_poison *p = malloc(sizeof *p + n + 1);
+  core_poison *p = malloc(sizeof *p + n + 1);
   if (!p) return; /* nothing better to do: the op's output stays garbage */
   p->status = st;
   memcpy(p->message, msg, n + 1);
-  dt_poison *expected = NULL;
+  core_poison *expected = NULL;
   /* release: the message is written before it is visible; pairs with the
-   * acquire in dt_storage_poison() */
+   * acquire in core_storage_poison() */
   if (!atomic_compare_exchange_strong_explicit(&s->poison, &expected, p,
                                                memory_order_release,
                                                memory_order_relaxed))

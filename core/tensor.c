@@ -8,18 +8,18 @@
 #include "core/call.h"
 #include "core/error.h"
 
-dt_stat_shard dt_stat_shards[DT_STAT_SHARDS];
+core_stat_shard core_stat_shards[CORE_STAT_SHARDS];
 static _Atomic unsigned stat_next;
-static _Thread_local dt_stat_shard *stat_mine;
+static _Thread_local core_stat_shard *stat_mine;
 
-dt_stat_shard *dt_stat_mine(void) {
+core_stat_shard *core_stat_mine(void) {
   if (!stat_mine) /* relaxed: only spreads threads over shards */
-    stat_mine = &dt_stat_shards[atomic_fetch_add_explicit(
-        &stat_next, 1, memory_order_relaxed) % DT_STAT_SHARDS];
+    stat_mine = &core_stat_shards[atomic_fetch_add_explicit(
+        &stat_next, 1, memory_order_relaxed) % CORE_STAT_SHARDS];
   return stat_mine;
 }
 
-void dt_contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides) {
+void core_contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides) {
   int64_t s = 1;
   for (int i = ndim - 1; i >= 0; i--) {
     strides[i] = s;
@@ -27,7 +27,7 @@ void dt_contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides) {
   }
 }
 
-bool dt_layout_is_contiguous(const int64_t *sizes, const int64_t *strides,
+bool core_layout_is_contiguous(const int64_t *sizes, const int64_t *strides,
                              int ndim) {
   int64_t expect = 1;
   for (int i = ndim - 1; i >= 0; i--) {
@@ -38,64 +38,64 @@ bool dt_layout_is_contiguous(const int64_t *sizes, const int64_t *strides,
   return true;
 }
 
-int dt_wrap_dim(int dim, int ndim) {
+int core_wrap_dim(int dim, int ndim) {
   int n = ndim > 0 ? ndim : 1;
   if (dim < -n || dim >= n) return -1;
   return dim < 0 ? dim + n : dim;
 }
 
-dt_tensor *dt_tensor_make(dt_dtype dtype, int ndim, const int64_t *sizes,
+dt_tensor *core_tensor_make(dt_dtype dtype, int ndim, const int64_t *sizes,
                           const int64_t *strides, int64_t offset,
-                          dt_storage *storage) {
+                          core_storage *storage) {
   dt_tensor *t = malloc(sizeof *t);
   if (!t) {
-    dt_error_set(DT_ERR_OUT_OF_MEMORY, "dt_tensor: out of host memory");
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_tensor: out of host memory");
     return NULL;
   }
   atomic_init(&t->refcount, 1);
-  t->keys = DT_KEYSET(DT_KEY_CPU);
+  t->keys = CORE_KEYSET(CORE_KEY_CPU);
   t->dtype = dtype;
   t->requires_grad = false;
   t->spec = NULL;
   t->local.storage = storage;
-  if (storage) dt_storage_retain(storage);
+  if (storage) core_storage_retain(storage);
   t->local.offset = offset;
   t->local.ndim = ndim;
   for (int i = 0; i < ndim; i++) {
     t->local.sizes[i] = sizes[i];
     t->local.strides[i] = strides[i];
   }
-  atomic_fetch_add_explicit(&dt_stat_mine()->tensors, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&core_stat_mine()->tensors, 1, memory_order_relaxed);
   return t;
 }
 
-dt_tensor *dt_tensor_retain(dt_tensor *t) {
+dt_tensor *core_tensor_retain(dt_tensor *t) {
   /* relaxed: the caller already holds a reference that keeps t alive */
   if (t) atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
   return t;
 }
 
-void dt_tensor_release(dt_tensor *t) {
+void core_tensor_release(dt_tensor *t) {
   if (!t) return;
   /* acq_rel: our writes happen-before the free done by the last releaser */
   if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
     return;
-  if (t->local.storage) dt_storage_release(t->local.storage);
+  if (t->local.storage) core_storage_release(t->local.storage);
   if (t->spec) t->spec->free(t->spec);
-  atomic_fetch_sub_explicit(&dt_stat_mine()->tensors, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&core_stat_mine()->tensors, 1, memory_order_relaxed);
   free(t);
 }
 
-int64_t dt_live_tensors(void) {
+int64_t core_live_tensors(void) {
   int64_t n = 0;
-  for (int i = 0; i < DT_STAT_SHARDS; i++)
-    n += atomic_load_explicit(&dt_stat_shards[i].tensors, memory_order_relaxed);
+  for (int i = 0; i < CORE_STAT_SHARDS; i++)
+    n += atomic_load_explicit(&core_stat_shards[i].tensors, memory_order_relaxed);
   return n;
 }
-int64_t dt_live_storage_bytes(void) {
+int64_t core_live_storage_bytes(void) {
   int64_t n = 0;
-  for (int i = 0; i < DT_STAT_SHARDS; i++)
-    n += atomic_load_explicit(&dt_stat_shards[i].bytes, memory_order_relaxed);
+  for (int i = 0; i < CORE_STAT_SHARDS; i++)
+    n += atomic_load_explicit(&core_stat_shards[i].bytes, memory_order_relaxed);
   return n;
 }
 
@@ -105,36 +105,36 @@ static dt_shape shape_of(const int64_t *v, int n) {
   return s;
 }
 
-dt_shape dt_tensor_shape(const dt_tensor *t) {
+dt_shape core_tensor_shape(const dt_tensor *t) {
   if (!t) return (dt_shape){.ndim = -1};
   return shape_of(t->local.sizes, t->local.ndim);
 }
-dt_shape dt_tensor_strides(const dt_tensor *t) {
+dt_shape core_tensor_strides(const dt_tensor *t) {
   if (!t) return (dt_shape){.ndim = -1};
   return shape_of(t->local.strides, t->local.ndim);
 }
-dt_dtype dt_tensor_dtype(const dt_tensor *t) {
+dt_dtype core_tensor_dtype(const dt_tensor *t) {
   return t ? t->dtype : DT_DTYPE_COUNT;
 }
-int64_t dt_tensor_numel(const dt_tensor *t) { return t ? dt_numel(t) : -1; }
-int dt_tensor_ndim(const dt_tensor *t) { return t ? t->local.ndim : -1; }
-int64_t dt_tensor_storage_offset(const dt_tensor *t) {
+int64_t core_tensor_numel(const dt_tensor *t) { return t ? core_numel(t) : -1; }
+int core_tensor_ndim(const dt_tensor *t) { return t ? t->local.ndim : -1; }
+int64_t core_tensor_storage_offset(const dt_tensor *t) {
   return t ? t->local.offset : -1;
 }
-bool dt_tensor_is_contiguous(const dt_tensor *t) {
-  return t && dt_layout_is_contiguous(t->local.sizes, t->local.strides,
+bool core_tensor_is_contiguous(const dt_tensor *t) {
+  return t && core_layout_is_contiguous(t->local.sizes, t->local.strides,
                                       t->local.ndim);
 }
-bool dt_tensor_shares_storage(const dt_tensor *a, const dt_tensor *b) {
+bool core_tensor_shares_storage(const dt_tensor *a, const dt_tensor *b) {
   if (a && b && a->spec && b->spec)
     return a->spec->storages == b->spec->storages || (a->spec->mesh == b->spec->mesh &&
            a->spec->storages[0] == b->spec->storages[0]);
   return a && b && a->local.storage && a->local.storage == b->local.storage;
 }
-bool dt_tensor_requires_grad(const dt_tensor *t) {
+bool core_tensor_requires_grad(const dt_tensor *t) {
   return t && t->requires_grad;
 }
-dt_mesh *dt_tensor_mesh(const dt_tensor *t) {
+dt_mesh *core_tensor_mesh(const dt_tensor *t) {
   /* single device: NULL (the implicit 1-rank mesh) */
   return t && t->spec ? t->spec->mesh : NULL;
 }

@@ -15,21 +15,21 @@
 
 /* Dispatches a boxed call from the top; on success c->out[0..nout) hold new
  * references. On failure nothing is left allocated. */
-dt_status dt_dispatch(dt_op_call *c);
+dt_status dispatch_run(dt_op_call *c);
 /* Runs the call, returns out[0] (a new reference) or NULL. */
-dt_tensor *dt_dispatch1(dt_op_call *c);
+dt_tensor *dispatch_run1(dt_op_call *c);
 /* Continues a call below the key currently running (layers call this). */
-dt_status dt_redispatch(dt_op_call *c);
+dt_status dispatch_next(dt_op_call *c);
 
 /* The backend layer run by the CPU key: infer and make the outputs on the
  * caller's thread, then publish one record to the inputs' rank, which
  * allocates and runs the kernel. Exposed for later layers (DTensor). */
-dt_status dt_backend_run(dt_op_call *c);
+dt_status dispatch_backend(dt_op_call *c);
 
 /* Thread-local include/exclude key sets (seed 004's TLS key sets). */
-dt_keyset dt_tls_include(void);
-dt_keyset dt_tls_exclude(void);
-void dt_tls_set_include(dt_keyset ks);
-void dt_tls_set_exclude(dt_keyset ks);
+core_keyset dispatch_tls_include(void);
+core_keyset dispatch_tls_exclude(void);
+void dispatch_tls_set_include(core_keyset ks);
+void dispatch_tls_set_exclude(core_keyset ks);
 
 #endif

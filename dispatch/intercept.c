@@ -2,7 +2,7 @@
  * counter (seed 004 experiments 1 and 2).
  *
  * Hooks form a per-thread stack. A call enters the innermost active hook;
- * dt_op_call_run passes it to the next hook down, and below the last hook
+ * dispatch_op_call_run passes it to the next hook down, and below the last hook
  * to the layers under Intercept. While hook L runs, only hooks below L are
  * active for ops the hook itself calls (PyTorch pops the mode likewise). */
 #include <stdlib.h>
@@ -21,93 +21,93 @@ static _Thread_local int limit = MAX_HOOKS; /* hooks >= limit are inactive */
 
 static int active_hooks(void) { return nhooks < limit ? nhooks : limit; }
 
-dt_keyset dt_intercept_keys(void) {
-  return active_hooks() > 0 ? DT_KEYSET(DT_KEY_INTERCEPT) : 0;
+core_keyset dispatch_intercept_keys(void) {
+  return active_hooks() > 0 ? CORE_KEYSET(CORE_KEY_INTERCEPT) : 0;
 }
 
 static dt_status run_level(dt_op_call *c, int level) {
-  if (level < 0) return dt_redispatch(c);
+  if (level < 0) return dispatch_next(c);
   int saved = limit;
   limit = level;
   c->hook_depth = level;
   dt_status st = hooks[level].fn(c, hooks[level].user);
   limit = saved;
   if (st == DT_OK && c->nout == 0)
-    st = dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    st = core_error_set(DT_ERR_INVALID_ARGUMENT,
                       "%s: intercept hook %d returned DT_OK without running "
                       "op %s (call dt_op_call_run)",
-                      c->api, level, dt_op_name(c->op));
-  if (st != DT_OK && dt_last_status() != st) /* a hook's bare status */
-    dt_error_set(st, "%s: intercept hook %d failed op %s with %s", c->api,
-                 level, dt_op_name(c->op), dt_status_name(st));
+                      c->api, level, core_op_name(c->op));
+  if (st != DT_OK && core_last_status() != st) /* a hook's bare status */
+    core_error_set(st, "%s: intercept hook %d failed op %s with %s", c->api,
+                 level, core_op_name(c->op), core_status_name(st));
   if (st != DT_OK) {
-    for (int i = 0; i < c->nout; i++) dt_tensor_release(c->out[i]);
+    for (int i = 0; i < c->nout; i++) core_tensor_release(c->out[i]);
     c->nout = 0;
   }
   return st;
 }
 
-dt_status dt_intercept_layer(dt_op_call *c) {
+dt_status dispatch_intercept_layer(dt_op_call *c) {
   return run_level(c, active_hooks() - 1);
 }
 
-dt_status dt_op_call_run(dt_op_call *c) {
+dt_status dispatch_op_call_run(dt_op_call *c) {
   if (!c)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_op_call_run: call is NULL");
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_op_call_run: call is NULL");
   if (c->nout)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_op_call_run: op %s has already run",
-                        dt_op_name(c->op));
+                        core_op_name(c->op));
   return run_level(c, c->hook_depth - 1);
 }
 
-dt_status dt_intercept_push(dt_intercept_fn fn, void *user) {
+dt_status dispatch_intercept_push(dt_intercept_fn fn, void *user) {
   if (!fn)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_intercept_push: fn is NULL");
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_intercept_push: fn is NULL");
   if (limit < nhooks)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_intercept_push: cannot push from inside a hook");
   if (nhooks == MAX_HOOKS)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_intercept_push: %d hooks already pushed (max %d)",
                         nhooks, MAX_HOOKS);
   hooks[nhooks++] = (hook){fn, user};
   return DT_OK;
 }
 
-dt_status dt_intercept_pop(void) {
+dt_status dispatch_intercept_pop(void) {
   if (nhooks == 0)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_intercept_pop: no hook is pushed on this thread");
   if (limit < nhooks)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_intercept_pop: cannot pop from inside a hook");
   nhooks--;
   return DT_OK;
 }
 
 /* ---- call accessors */
-const char *dt_op_call_name(const dt_op_call *c) {
-  return c ? dt_op_name(c->op) : "?";
+const char *dispatch_op_call_name(const dt_op_call *c) {
+  return c ? core_op_name(c->op) : "?";
 }
-int dt_op_call_num_inputs(const dt_op_call *c) {
-  return c ? dt_call_num_tensor_inputs(c) : 0;
+int dispatch_op_call_num_inputs(const dt_op_call *c) {
+  return c ? core_call_num_tensor_inputs(c) : 0;
 }
-dt_tensor *dt_op_call_input(const dt_op_call *c, int i) {
+dt_tensor *dispatch_op_call_input(const dt_op_call *c, int i) {
   if (!c || i < 0) return NULL;
-  return dt_call_tensor_input(c, i);
+  return core_call_tensor_input(c, i);
 }
-int dt_op_call_num_outputs(const dt_op_call *c) { return c ? c->nout : 0; }
-dt_tensor *dt_op_call_output(const dt_op_call *c, int i) {
+int dispatch_op_call_num_outputs(const dt_op_call *c) { return c ? c->nout : 0; }
+dt_tensor *dispatch_op_call_output(const dt_op_call *c, int i) {
   if (!c || i < 0 || i >= c->nout) return NULL;
   return c->out[i];
 }
 
 static size_t fmt_tensor(char *b, size_t len, const dt_tensor *t) {
   if (!t) return (size_t)snprintf(b, len, "None");
-  char s[DT_SHAPE_STR_LEN];
-  return (size_t)snprintf(b, len, "%s%s", dt_dtype_name(t->dtype),
-                          dt_shape_str(t->local.sizes, t->local.ndim, s,
+  char s[CORE_SHAPE_STR_LEN];
+  return (size_t)snprintf(b, len, "%s%s", core_dtype_name(t->dtype),
+                          core_shape_str(t->local.sizes, t->local.ndim, s,
                                        sizeof s));
 }
 
@@ -117,16 +117,16 @@ static size_t fmt_tensor(char *b, size_t len, const dt_tensor *t) {
     n = n + k_ < len ? n + k_ : (len ? len - 1 : 0);                        \
   } while (0)
 
-int dt_op_call_format(const dt_op_call *c, char *buf, size_t len) {
+int dispatch_op_call_format(const dt_op_call *c, char *buf, size_t len) {
   if (!c || !buf || !len) return -1;
-  const char *s = dt_op_schema(c->op);
+  const char *s = core_op_schema(c->op);
   size_t n = 0;
   buf[0] = '\0';
-  ADV((size_t)snprintf(buf, len, "%s(", dt_op_name(c->op)));
+  ADV((size_t)snprintf(buf, len, "%s(", core_op_name(c->op)));
   for (int i = 0; s[i]; i++) {
     if (i) ADV((size_t)snprintf(buf + n, len - n, ", "));
-    const dt_value *v = &c->args[i];
-    char sh[DT_SHAPE_STR_LEN];
+    const core_value *v = &c->args[i];
+    char sh[CORE_SHAPE_STR_LEN];
     switch (s[i]) {
     case 'T': case 't': ADV(fmt_tensor(buf + n, len - n, v->t)); break;
     case 'L':
@@ -140,8 +140,8 @@ int dt_op_call_format(const dt_op_call *c, char *buf, size_t len) {
     case 's': case 'd': ADV((size_t)snprintf(buf + n, len - n, "%g", v->d)); break;
     case 'i': case 'n': ADV((size_t)snprintf(buf + n, len - n, "%lld", (long long)v->i)); break;
     case 'b': ADV((size_t)snprintf(buf + n, len - n, "%s", v->b ? "true" : "false")); break;
-    case 'I': ADV((size_t)snprintf(buf + n, len - n, "%s", dt_shape_str(v->ints.dims, v->ints.ndim, sh, sizeof sh))); break;
-    case 'D': ADV((size_t)snprintf(buf + n, len - n, "%s", dt_dtype_name(v->dtype))); break;
+    case 'I': ADV((size_t)snprintf(buf + n, len - n, "%s", core_shape_str(v->ints.dims, v->ints.ndim, sh, sizeof sh))); break;
+    case 'D': ADV((size_t)snprintf(buf + n, len - n, "%s", core_dtype_name(v->dtype))); break;
     default: ADV((size_t)snprintf(buf + n, len - n, "<ptr>")); break;
     }
   }
@@ -155,90 +155,90 @@ int dt_op_call_format(const dt_op_call *c, char *buf, size_t len) {
 
 /* ---- op printer */
 static dt_status printer_hook(dt_op_call *c, void *user) {
-  dt_status st = dt_op_call_run(c);
+  dt_status st = dispatch_op_call_run(c);
   if (st != DT_OK) return st;
   char line[1024];
-  dt_op_call_format(c, line, sizeof line);
+  dispatch_op_call_format(c, line, sizeof line);
   fprintf((FILE *)user, "%s\n", line);
   return DT_OK;
 }
 
-dt_status dt_op_printer_push(FILE *out) {
+dt_status dispatch_op_printer_push(FILE *out) {
   if (!out)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_op_printer_push: out is NULL");
-  return dt_intercept_push(printer_hook, out);
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_op_printer_push: out is NULL");
+  return dispatch_intercept_push(printer_hook, out);
 }
 
 /* ---- op counter */
-struct dt_op_counter { int64_t counts[DT_OP_COUNT]; };
+struct dt_op_counter { int64_t counts[CORE_OP_COUNT]; };
 
 static dt_status counter_hook(dt_op_call *c, void *user) {
   ((dt_op_counter *)user)->counts[c->op]++;
-  return dt_op_call_run(c);
+  return dispatch_op_call_run(c);
 }
 
-dt_op_counter *dt_op_counter_push(void) {
+dt_op_counter *dispatch_op_counter_push(void) {
   dt_op_counter *c = calloc(1, sizeof *c);
   if (!c) {
-    dt_error_set(DT_ERR_OUT_OF_MEMORY, "dt_op_counter_push: out of memory");
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_op_counter_push: out of memory");
     return NULL;
   }
-  if (dt_intercept_push(counter_hook, c) != DT_OK) {
+  if (dispatch_intercept_push(counter_hook, c) != DT_OK) {
     free(c);
     return NULL;
   }
   return c;
 }
 
-dt_status dt_op_counter_pop(dt_op_counter *c) {
+dt_status dispatch_op_counter_pop(dt_op_counter *c) {
   if (!c)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_op_counter_pop: counter is NULL");
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_op_counter_pop: counter is NULL");
   if (nhooks == 0 || hooks[nhooks - 1].user != c ||
       hooks[nhooks - 1].fn != counter_hook)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_op_counter_pop: this counter is not the innermost "
                         "hook on this thread");
-  return dt_intercept_pop();
+  return dispatch_intercept_pop();
 }
 
-int64_t dt_op_counter_get(const dt_op_counter *c, const char *op) {
+int64_t dispatch_op_counter_get(const dt_op_counter *c, const char *op) {
   if (!c || !op) return 0;
-  for (int i = 0; i < DT_OP_COUNT; i++)
-    if (strcmp(dt_op_name(i), op) == 0) return c->counts[i];
+  for (int i = 0; i < CORE_OP_COUNT; i++)
+    if (strcmp(core_op_name(i), op) == 0) return c->counts[i];
   return 0;
 }
 
-int64_t dt_op_counter_total(const dt_op_counter *c) {
+int64_t dispatch_op_counter_total(const dt_op_counter *c) {
   int64_t t = 0;
-  for (int i = 0; c && i < DT_OP_COUNT; i++) t += c->counts[i];
+  for (int i = 0; c && i < CORE_OP_COUNT; i++) t += c->counts[i];
   return t;
 }
 
-int dt_op_counter_format(const dt_op_counter *c, char *buf, size_t len) {
+int dispatch_op_counter_format(const dt_op_counter *c, char *buf, size_t len) {
   if (!c || !buf || !len) return -1;
-  bool done[DT_OP_COUNT] = {0};
+  bool done[CORE_OP_COUNT] = {0};
   size_t n = 0;
   buf[0] = '\0';
   for (;;) { /* most frequent first, ties by op id */
     int best = -1;
-    for (int i = 0; i < DT_OP_COUNT; i++)
+    for (int i = 0; i < CORE_OP_COUNT; i++)
       if (!done[i] && c->counts[i] > 0 &&
           (best < 0 || c->counts[i] > c->counts[best]))
         best = i;
     if (best < 0) break;
     done[best] = true;
     ADV((size_t)snprintf(buf + n, len - n, "%4lld %s\n",
-                         (long long)c->counts[best], dt_op_name(best)));
+                         (long long)c->counts[best], core_op_name(best)));
   }
   return (int)n;
 }
 
-void dt_op_counter_free(dt_op_counter *c) {
+void dispatch_op_counter_free(dt_op_counter *c) {
   if (!c) return;
   /* freeing a counter that is still pushed would leave a dangling hook */
   for (int i = 0; i < nhooks; i++)
     if (hooks[i].user == c && hooks[i].fn == counter_hook) {
-      dt_error_set(DT_ERR_INVALID_ARGUMENT,
+      core_error_set(DT_ERR_INVALID_ARGUMENT,
                    "dt_op_counter_free: counter is still pushed; pop it first");
       return;
     }

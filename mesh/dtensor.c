@@ -15,35 +15,35 @@
 #include "sched/future.h"
 
 /* ---- handles */
-dt_tensor *dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
+dt_tensor *mesh_dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
                         dt_dtype dtype, const char *fn) {
   int64_t strides[DT_MAX_DIMS];
-  dt_contiguous_strides(shape.dims, shape.ndim, strides);
-  dt_tensor *t = dt_tensor_make(dtype, shape.ndim, shape.dims, strides, 0, NULL);
-  dt_dspec *s = calloc(1, sizeof *s);
-  dt_storage **st = calloc((size_t)m->size, sizeof *st);
+  core_contiguous_strides(shape.dims, shape.ndim, strides);
+  dt_tensor *t = core_tensor_make(dtype, shape.ndim, shape.dims, strides, 0, NULL);
+  core_spec *s = calloc(1, sizeof *s);
+  core_storage **st = calloc((size_t)m->size, sizeof *st);
   if (!t || !s || !st) {
     free(s);
     free(st);
-    dt_tensor_release(t);
-    dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    core_tensor_release(t);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return NULL;
   }
-  s->free = dtensor_free_spec;
-  s->mesh = dt_mesh_retain(m);
+  s->free = mesh_dtensor_free_spec;
+  s->mesh = mesh_retain(m);
   memcpy(s->placements, pl, sizeof(dt_placement) * (size_t)m->ndim);
   s->shape = shape;
   s->storages = st;
   t->spec = s;
-  t->keys |= DT_KEYSET(DT_KEY_DTENSOR);
-  size_t es = dt_dtype_size(dtype);
+  t->keys |= CORE_KEYSET(CORE_KEY_DTENSOR);
+  size_t es = core_dtype_size(dtype);
   for (int i = 0; i < m->size; i++) {
     int64_t off[DT_MAX_DIMS], len[DT_MAX_DIMS];
     mesh_local_box(m, pl, &shape, i, off, len);
-    st[i] = dt_storage_new(m->rt, m->ranks[i],
-                           (size_t)dt_numel_of(len, shape.ndim) * es, fn);
+    st[i] = runtime_storage_new(m->rt, m->ranks[i],
+                           (size_t)core_numel_of(len, shape.ndim) * es, fn);
     if (!st[i]) {
-      dt_tensor_release(t);
+      core_tensor_release(t);
       return NULL;
     }
   }
@@ -59,7 +59,7 @@ static uint64_t mix(uint64_t h, uint64_t v) {
   return h;
 }
 
-uint64_t dtensor_spec_hash(const dt_dspec *s, dt_dtype dtype) {
+uint64_t mesh_spec_hash(const core_spec *s, dt_dtype dtype) {
   const dt_mesh *m = s->mesh;
   uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)m->ndim);
   for (int i = 0; i < m->ndim; i++) h = mix(h, (uint64_t)m->shape[i]);
@@ -75,7 +75,7 @@ uint64_t dtensor_spec_hash(const dt_dspec *s, dt_dtype dtype) {
   return mix(h, (uint64_t)dtype);
 }
 
-bool dtensor_spec_equal(const dt_dspec *a, dt_dtype da, const dt_dspec *b,
+bool mesh_spec_equal(const core_spec *a, dt_dtype da, const core_spec *b,
                         dt_dtype db) {
   const dt_mesh *x = a->mesh, *y = b->mesh;
   if (da != db || x->ndim != y->ndim || x->size != y->size ||
@@ -90,15 +90,15 @@ bool dtensor_spec_equal(const dt_dspec *a, dt_dtype da, const dt_dspec *b,
   return memcmp(x->ranks, y->ranks, sizeof(int) * (size_t)x->size) == 0;
 }
 
-void dtensor_free_spec(dt_dspec *s) {
+void mesh_dtensor_free_spec(core_spec *s) {
   for (int i = 0; i < s->mesh->size; i++)
-    if (s->storages[i]) dt_storage_release(s->storages[i]);
+    if (s->storages[i]) core_storage_release(s->storages[i]);
   free(s->storages);
-  dt_mesh_release(s->mesh);
+  mesh_release(s->mesh);
   free(s);
 }
 
-dt_status dtensor_check_placements(const dt_mesh *m, const dt_placement *in,
+dt_status mesh_dtensor_check_placements(const dt_mesh *m, const dt_placement *in,
                                    const dt_shape *shape, dt_placement *out,
                                    const char *fn) {
   if (!in) { /* NULL = all Replicate */
@@ -115,9 +115,9 @@ dt_status dtensor_check_placements(const dt_mesh *m, const dt_placement *in,
 }
 
 /* the poison of any of t's storages */
-static const dt_poison *dtensor_poison(const dt_tensor *t) {
+static const core_poison *mesh_dtensor_poison(const dt_tensor *t) {
   for (int i = 0; i < t->spec->mesh->size; i++) {
-    const dt_poison *p = dt_storage_poison(t->spec->storages[i]);
+    const core_poison *p = core_storage_poison(t->spec->storages[i]);
     if (p) return p;
   }
   return NULL;
@@ -125,101 +125,101 @@ static const dt_poison *dtensor_poison(const dt_tensor *t) {
 
 static dt_status check_live(const dt_tensor *t, const char *fn) {
   if (atomic_load_explicit(&t->spec->mesh->rt->dead, memory_order_acquire))
-    return dt_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was "
+    return core_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was "
                         "destroyed", fn);
-  const dt_poison *p = dtensor_poison(t);
-  if (p) return dt_error_set(p->status, "%s", p->message);
+  const core_poison *p = mesh_dtensor_poison(t);
+  if (p) return core_error_set(p->status, "%s", p->message);
   return DT_OK;
 }
 
 /* ---- factories */
-dt_tensor *dtensor_factory(dt_op_id op, dt_shape shape, dt_dtype dtype,
+dt_tensor *mesh_dtensor_factory(core_op_id op, dt_shape shape, dt_dtype dtype,
                            dt_mesh *mesh, const dt_placement *pl,
                            double value, const void *host, const char *fn) {
   if (shape.ndim < 0 || shape.ndim > DT_MAX_DIMS) {
-    dt_error_set(DT_ERR_SHAPE, "%s: shape has %d dims (expected 0..%d)", fn,
+    core_error_set(DT_ERR_SHAPE, "%s: shape has %d dims (expected 0..%d)", fn,
                  shape.ndim, DT_MAX_DIMS);
     return NULL;
   }
   int64_t n;
   for (int i = 0; i < shape.ndim; i++)
     if (shape.dims[i] < 0) {
-      dt_error_set(DT_ERR_SHAPE, "%s: negative size %lld at dim %d", fn,
+      core_error_set(DT_ERR_SHAPE, "%s: negative size %lld at dim %d", fn,
                    (long long)shape.dims[i], i);
       return NULL;
     }
-  if (!dt_numel_checked(shape.dims, shape.ndim, &n)) {
-    dt_error_set(DT_ERR_SHAPE, "%s: the shape has more than 2^63 elements", fn);
+  if (!core_numel_checked(shape.dims, shape.ndim, &n)) {
+    core_error_set(DT_ERR_SHAPE, "%s: the shape has more than 2^63 elements", fn);
     return NULL;
   }
-  if ((op == DT_OP_RAND || op == DT_OP_RANDN) && !dt_dtype_is_float(dtype)) {
-    dt_error_set(DT_ERR_DTYPE, "%s: random values need a floating dtype, got "
-                 "%s", fn, dt_dtype_name(dtype));
+  if ((op == CORE_OP_RAND || op == CORE_OP_RANDN) && !core_dtype_is_float(dtype)) {
+    core_error_set(DT_ERR_DTYPE, "%s: random values need a floating dtype, got "
+                 "%s", fn, core_dtype_name(dtype));
     return NULL;
   }
   if (atomic_load_explicit(&mesh->rt->dead, memory_order_acquire)) {
-    dt_error_set(DT_ERR_DEVICE, "%s: the mesh's runtime was destroyed", fn);
+    core_error_set(DT_ERR_DEVICE, "%s: the mesh's runtime was destroyed", fn);
     return NULL;
   }
   dt_placement norm[DT_MAX_DIMS];
-  if (dtensor_check_placements(mesh, pl, &shape, norm, fn) != DT_OK) return NULL;
-  dt_tensor *t = dtensor_make(mesh, norm, shape, dtype, fn);
+  if (mesh_dtensor_check_placements(mesh, pl, &shape, norm, fn) != DT_OK) return NULL;
+  dt_tensor *t = mesh_dtensor_make(mesh, norm, shape, dtype, fn);
   if (!t) return NULL;
-  dtx_fill_job *j = calloc(1, sizeof *j);
+  mesh_fill_job *j = calloc(1, sizeof *j);
   if (!j) {
-    dt_tensor_release(t);
-    dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    core_tensor_release(t);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return NULL;
   }
-  j->t = dt_tensor_retain(t);
+  j->t = core_tensor_retain(t);
   j->op = op;
   j->value = value;
   j->api = fn;
-  if (op == DT_OP_RAND || op == DT_OP_RANDN)
-    j->first = dt_rng_reserve((uint64_t)n, &j->seed);
-  if (op == DT_OP_FROM_HOST && n) {
-    size_t bytes = (size_t)n * dt_dtype_size(dtype);
+  if (op == CORE_OP_RAND || op == CORE_OP_RANDN)
+    j->first = core_rng_reserve((uint64_t)n, &j->seed);
+  if (op == CORE_OP_FROM_HOST && n) {
+    size_t bytes = (size_t)n * core_dtype_size(dtype);
     j->staging = malloc(bytes);
     if (!j->staging) {
-      dt_tensor_release(j->t);
+      core_tensor_release(j->t);
       free(j);
-      dt_tensor_release(t);
-      dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+      core_tensor_release(t);
+      core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
       return NULL;
     }
     memcpy(j->staging, host, bytes);
   }
-  dt_exec_publish_call(mesh->rt, -1, dtx_fill, dtx_fill_done, j);
+  runtime_publish_call(mesh->rt, -1, mesh_exec_fill, mesh_exec_fill_done, j);
   return t;
 }
 
 /* ---- queries */
-dt_placement dt_tensor_placement(const dt_tensor *t, int mesh_dim) {
+dt_placement mesh_tensor_placement(const dt_tensor *t, int mesh_dim) {
   if (!t || !t->spec) return DT_REPLICATE; /* single device: one rank */
   if (mesh_dim < 0 || mesh_dim >= t->spec->mesh->ndim) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_tensor_placement: mesh_dim %d "
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_tensor_placement: mesh_dim %d "
                  "is outside [0, %d)", mesh_dim, t->spec->mesh->ndim);
     return DT_REPLICATE;
   }
   return t->spec->placements[mesh_dim];
 }
 
-dt_shape dt_tensor_local_shape(const dt_tensor *t, int rank) {
+dt_shape mesh_tensor_local_shape(const dt_tensor *t, int rank) {
   dt_shape s = {.ndim = -1};
   if (!t) return s;
   if (!t->spec) {
     if (rank != t->local.storage->rank) {
-      dt_error_set(DT_ERR_MESH, "dt_tensor_local_shape: rank %d does not hold "
+      core_error_set(DT_ERR_MESH, "dt_tensor_local_shape: rank %d does not hold "
                    "this tensor (it lives on cpu:%d)", rank,
                    t->local.storage->rank);
       return s;
     }
-    return dt_tensor_shape(t);
+    return core_tensor_shape(t);
   }
   const dt_mesh *m = t->spec->mesh;
   int idx = rank >= 0 && rank < m->rt_ranks ? m->pos[rank] : -1;
   if (idx < 0) {
-    dt_error_set(DT_ERR_MESH, "dt_tensor_local_shape: rank %d is not in the "
+    core_error_set(DT_ERR_MESH, "dt_tensor_local_shape: rank %d is not in the "
                  "tensor's mesh", rank);
     return s;
   }
@@ -233,35 +233,35 @@ dt_shape dt_tensor_local_shape(const dt_tensor *t, int rank) {
 /* publishes a host copy of t into dst (run/done on `rank`, -1: every rank
  * of t's mesh); without `wait`, *out receives the future of its outcome */
 static dt_status host_job(dt_tensor *t, void *dst, size_t bytes, int rank,
-                          dt_exec_fn run, dt_exec_done_fn done, bool wait,
+                          runtime_call_fn run, runtime_done_fn done, bool wait,
                           dt_future **out, const char *fn) {
   dt_future *f = sched_future_new();
-  dtx_host_job *j = calloc(1, sizeof *j);
+  mesh_host_job *j = calloc(1, sizeof *j);
   if (!f || !j) {
     free(j);
-    dt_future_release(f);
-    return dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    sched_future_release(f);
+    return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   }
-  j->t = dt_tensor_retain(t);
+  j->t = core_tensor_retain(t);
   j->dst = dst;
   j->bytes = bytes;
   j->future = sched_future_retain(f);
-  dt_exec_publish_call(t->spec->mesh->rt, rank, run, done, j);
+  runtime_publish_call(t->spec->mesh->rt, rank, run, done, j);
   if (!wait) {
     *out = f;
     return DT_OK;
   }
-  dt_status st = dt_future_wait(f, -1);
-  dt_future_release(f);
+  dt_status st = sched_future_wait(f, -1);
+  sched_future_release(f);
   return st;
 }
 
 static dt_status gather_to_host(dt_tensor *t, void *dst, bool wait,
                                 dt_future **out, const char *fn) {
-  return host_job(t, dst, 0, -1, dtx_gather, dtx_gather_done, wait, out, fn);
+  return host_job(t, dst, 0, -1, mesh_exec_gather, mesh_exec_gather_done, wait, out, fn);
 }
 
-dt_status dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
+dt_status mesh_dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
                           dt_future **out, const char *fn) {
   (void)bytes;
   dt_status st = check_live(t, fn);
@@ -277,34 +277,41 @@ dt_status dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
   }
   if (!partial) return gather_to_host(t, dst, wait, out, fn);
   /* reduce the partials first (all_reduce per partial mesh dim) */
-  dt_tensor *r = dtensor_redistribute(t, t->spec->mesh, pl, false, fn);
-  if (!r) return dt_last_status();
+  dt_tensor *r = mesh_redistribute_to(t, t->spec->mesh, pl, false, fn);
+  if (!r) return core_last_status();
   st = gather_to_host(r, dst, wait, out, fn);
-  dt_tensor_release(r);
+  core_tensor_release(r);
   return st;
 }
 
-dt_status dt_local_to_host(dt_tensor *t, int rank, void *dst, size_t bytes) {
+dt_status mesh_local_to_host(dt_tensor *t, int rank, void *dst, size_t bytes) {
   static const char *fn = "dt_local_to_host";
-  if (!t) return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: t is NULL", fn);
+  if (!t) return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: t is NULL", fn);
   if (!t->spec) {
     if (rank != t->local.storage->rank)
-      return dt_error_set(DT_ERR_MESH, "%s: rank %d does not hold this tensor "
+      return core_error_set(DT_ERR_MESH, "%s: rank %d does not hold this tensor "
                           "(it lives on cpu:%d)", fn, rank,
                           t->local.storage->rank);
-    return dt_to_host(t, dst, bytes);
+    size_t need = (size_t)core_numel(t) * core_dtype_size(t->dtype);
+    if (!dst && need)
+      return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
+    if (bytes < need)
+      return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst_bytes %zu is "
+                            "less than the %zu bytes of the tensor", fn, bytes,
+                            need);
+    return runtime_to_host(t, dst, need, true, NULL, fn);
   }
-  dt_shape ls = dt_tensor_local_shape(t, rank);
-  if (ls.ndim < 0) return dt_last_status();
-  size_t need = (size_t)dt_numel_of(ls.dims, ls.ndim) * dt_dtype_size(t->dtype);
+  dt_shape ls = mesh_tensor_local_shape(t, rank);
+  if (ls.ndim < 0) return core_last_status();
+  size_t need = (size_t)core_numel_of(ls.dims, ls.ndim) * core_dtype_size(t->dtype);
   if (!dst && need)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
   if (bytes < need)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst_bytes %zu is less "
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst_bytes %zu is less "
                         "than the %zu bytes of rank %d's shard", fn, bytes,
                         need, rank);
   dt_status st = check_live(t, fn);
   if (st != DT_OK) return st;
-  return host_job(t, dst, need, rank, dtx_local, dtx_local_done, true, NULL,
+  return host_job(t, dst, need, rank, mesh_exec_local, mesh_exec_local_done, true, NULL,
                   fn);
 }

@@ -14,24 +14,47 @@
 
 /* A DTensor handle over fresh storages (data allocated by the ranks).
  * placements already validated and normalised. */
-dt_tensor *dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
+dt_tensor *mesh_dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
                         dt_dtype dtype, const char *fn);
 /* Specs are immutable once made; equal specs (same mesh content, placements,
  * global shape, dtype) hash equal — the key material of the sharding cache. */
-uint64_t dtensor_spec_hash(const dt_dspec *s, dt_dtype dtype);
-bool dtensor_spec_equal(const dt_dspec *a, dt_dtype da, const dt_dspec *b,
+uint64_t mesh_spec_hash(const core_spec *s, dt_dtype dtype);
+bool mesh_spec_equal(const core_spec *a, dt_dtype da, const core_spec *b,
                         dt_dtype db);
-/* Called by dt_tensor_release when the handle dies. */
-void dtensor_free_spec(dt_dspec *s);
+/* Called by core_tensor_release when the handle dies. */
+void mesh_dtensor_free_spec(core_spec *s);
 /* Normalises negative Shard dims and validates; error names fn. */
-dt_status dtensor_check_placements(const dt_mesh *m, const dt_placement *in,
+dt_status mesh_dtensor_check_placements(const dt_mesh *m, const dt_placement *in,
                                    const dt_shape *shape, dt_placement *out,
                                    const char *fn);
 /* Factories and from_host with a mesh (api_tensor.c calls these). */
-dt_tensor *dtensor_factory(dt_op_id op, dt_shape shape, dt_dtype dtype,
+dt_tensor *mesh_dtensor_factory(core_op_id op, dt_shape shape, dt_dtype dtype,
                            dt_mesh *mesh, const dt_placement *pl,
                            double value, const void *host, const char *fn);
-dt_status dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
+dt_status mesh_dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
                           dt_future **out, const char *fn);
+
+/* ---- the implementations behind public entry points (api/) */
+/* dt_local_to_host (dtorch.h) */
+dt_status mesh_local_to_host(dt_tensor *t, int rank, void *dst,
+                             size_t dst_bytes);
+/* dt_tensor_local_shape (dtorch.h) */
+dt_shape mesh_tensor_local_shape(const dt_tensor *t, int rank);
+/* dt_tensor_placement (dtorch.h) */
+dt_placement mesh_tensor_placement(const dt_tensor *t, int mesh_dim);
+/* dt_redistribute (dtorch.h) */
+dt_tensor *mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
+                             const dt_placement *placements);
+/* dt_redistribute_like (dtorch.h) */
+dt_tensor *mesh_redistribute_like(dt_tensor *t, const dt_tensor *like);
+/* dt_redistribute_by_dict (dtorch.h) */
+dt_tensor *mesh_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
+                                     const char *const *dim_names,
+                                     const dt_placement *placements, int n,
+                                     dt_default_placement mode);
+/* dt_comm_count_begin (dtorch.h) */
+void mesh_comm_count_begin(void);
+/* dt_comm_count_end (dtorch.h) */
+dt_comm_counts mesh_comm_count_end(void);
 
 #endif

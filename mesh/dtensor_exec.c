@@ -23,7 +23,7 @@ static box box_of(const dt_mesh *m, const dt_placement *pl,
   mesh_local_box(m, pl, shape, idx, b.off, b.len);
   return b;
 }
-static int64_t box_numel(const box *b) { return dt_numel_of(b->len, b->n); }
+static int64_t box_numel(const box *b) { return core_numel_of(b->len, b->n); }
 
 /* contiguous view of `sizes` at data */
 static cpu_view contig_view(void *data, dt_dtype d, int n, const int64_t *sizes) {
@@ -66,16 +66,16 @@ static void *mem_alloc(rank_mem *rm, size_t bytes, bool *device) {
 }
 
 /* the rank's storage of t gets data (device memory or poison) */
-static void *materialise(rank_mem *rm, dt_storage *s) {
+static void *materialise(rank_mem *rm, core_storage *s) {
   bool dev;
   void *p = mem_alloc(rm, s->nbytes, &dev);
   if (!dev) {
     free(p);
-    dt_storage_set_poison(s, rm->st, rm->msg);
+    core_storage_set_poison(s, rm->st, rm->msg);
     return NULL;
   }
   s->data = p;
-  dt_runtime_note_memory(rm->rt, rm->rank);
+  runtime_note_memory(rm->rt, rm->rank);
   return p;
 }
 
@@ -83,7 +83,7 @@ static void *materialise(rank_mem *rm, dt_storage *s) {
 static double partial_identity(const dt_mesh *m, const dt_placement *pl,
                                int idx, double value, bool *replace) {
   int64_t coords[DT_MAX_DIMS];
-  mesh_coords(m, idx, coords);
+  mesh_index_coords(m, idx, coords);
   *replace = false;
   for (int d = 0; d < m->ndim; d++)
     if (pl[d].kind == DT_PLACEMENT_PARTIAL && coords[d] != 0 &&
@@ -103,7 +103,7 @@ static void fill_random(void *data, dt_dtype d, const box *b,
     gstride[i] = s;
     s *= g->dims[i];
   }
-  size_t es = dt_dtype_size(d);
+  size_t es = core_dtype_size(d);
   for (int64_t k = 0; k < n; k++) {
     int64_t gi = 0;
     for (int i = 0; i < b->n; i++) gi += (b->off[i] + idx[i]) * gstride[i];
@@ -114,9 +114,9 @@ static void fill_random(void *data, dt_dtype d, const box *b,
   }
 }
 
-void dtx_fill(void *arg, dt_runtime *rt, int rank) {
-  dtx_fill_job *j = arg;
-  dt_dspec *s = j->t->spec;
+void mesh_exec_fill(void *arg, dt_runtime *rt, int rank) {
+  mesh_fill_job *j = arg;
+  core_spec *s = j->t->spec;
   int idx = rank < s->mesh->rt_ranks ? s->mesh->pos[rank] : -1;
   if (idx < 0) return;
   rank_mem rm = {rt, rank, j->api, DT_OK, ""};
@@ -129,15 +129,15 @@ void dtx_fill(void *arg, dt_runtime *rt, int rank) {
   double v = partial_identity(s->mesh, s->placements, idx, j->value, &replace);
   if (replace) {
     cpu_fill(data, d, n, v);
-  } else if (j->op == DT_OP_FULL) {
+  } else if (j->op == CORE_OP_FULL) {
     cpu_fill(data, d, n, j->value);
-  } else if (j->op == DT_OP_RAND || j->op == DT_OP_RANDN) {
-    fill_random(data, d, &b, &s->shape, j->seed, j->first, j->op == DT_OP_RANDN);
-  } else if (j->op == DT_OP_FROM_HOST && n) {
+  } else if (j->op == CORE_OP_RAND || j->op == CORE_OP_RANDN) {
+    fill_random(data, d, &b, &s->shape, j->seed, j->first, j->op == CORE_OP_RANDN);
+  } else if (j->op == CORE_OP_FROM_HOST && n) {
     cpu_view g = contig_view(j->staging, d, s->shape.ndim, s->shape.dims);
     cpu_view src = g;
     for (int i = 0; i < b.n; i++) {
-      src.data += b.off[i] * g.strides[i] * (int64_t)dt_dtype_size(d);
+      src.data += b.off[i] * g.strides[i] * (int64_t)core_dtype_size(d);
       src.sizes[i] = b.len[i];
     }
     cpu_view dst = contig_view(data, d, b.n, b.len);
@@ -145,10 +145,10 @@ void dtx_fill(void *arg, dt_runtime *rt, int rank) {
   }
 }
 
-void dtx_fill_done(void *arg) {
-  dtx_fill_job *j = arg;
+void mesh_exec_fill_done(void *arg) {
+  mesh_fill_job *j = arg;
   free(j->staging);
-  dt_tensor_release(j->t);
+  core_tensor_release(j->t);
   free(j);
 }
 
@@ -156,64 +156,64 @@ void dtx_fill_done(void *arg) {
 /* the rank that writes a box: coordinate 0 on every non-Shard mesh dim */
 static bool box_owner(const dt_mesh *m, const dt_placement *pl, int idx) {
   int64_t coords[DT_MAX_DIMS];
-  mesh_coords(m, idx, coords);
+  mesh_index_coords(m, idx, coords);
   for (int d = 0; d < m->ndim; d++)
     if (pl[d].kind != DT_PLACEMENT_SHARD && coords[d] != 0) return false;
   return true;
 }
 
-void dtx_gather(void *arg, dt_runtime *rt, int rank) {
+void mesh_exec_gather(void *arg, dt_runtime *rt, int rank) {
   (void)rt;
-  dtx_host_job *j = arg;
-  dt_dspec *s = j->t->spec;
+  mesh_host_job *j = arg;
+  core_spec *s = j->t->spec;
   int idx = rank < s->mesh->rt_ranks ? s->mesh->pos[rank] : -1;
   if (idx < 0 || !box_owner(s->mesh, s->placements, idx)) return;
-  dt_storage *st = s->storages[idx];
-  if (dt_storage_poison(st) || !st->data) return;
+  core_storage *st = s->storages[idx];
+  if (core_storage_poison(st) || !st->data) return;
   box b = box_of(s->mesh, s->placements, &s->shape, idx);
   if (!box_numel(&b)) return;
   dt_dtype d = j->t->dtype;
   cpu_view g = contig_view(j->dst, d, s->shape.ndim, s->shape.dims);
   cpu_view dst = g;
   for (int i = 0; i < b.n; i++) {
-    dst.data += b.off[i] * g.strides[i] * (int64_t)dt_dtype_size(d);
+    dst.data += b.off[i] * g.strides[i] * (int64_t)core_dtype_size(d);
     dst.sizes[i] = b.len[i];
   }
   cpu_view src = contig_view(st->data, d, b.n, b.len);
   copy_view(&dst, &src); /* disjoint boxes: no two ranks write one byte */
 }
 
-static const dt_poison *spec_poison(const dt_dspec *s) {
+static const core_poison *spec_poison(const core_spec *s) {
   for (int i = 0; i < s->mesh->size; i++) {
-    const dt_poison *p = dt_storage_poison(s->storages[i]);
+    const core_poison *p = core_storage_poison(s->storages[i]);
     if (p) return p;
   }
   return NULL;
 }
 
-void dtx_gather_done(void *arg) {
-  dtx_host_job *j = arg;
-  const dt_poison *p = spec_poison(j->t->spec);
+void mesh_exec_gather_done(void *arg) {
+  mesh_host_job *j = arg;
+  const core_poison *p = spec_poison(j->t->spec);
   sched_future_complete(j->future, p ? p->status : DT_OK, p ? p->message : NULL);
-  dt_future_release(j->future);
-  dt_tensor_release(j->t);
+  sched_future_release(j->future);
+  core_tensor_release(j->t);
   free(j);
 }
 
 /* ---- one rank's shard */
-void dtx_local(void *arg, dt_runtime *rt, int rank) {
+void mesh_exec_local(void *arg, dt_runtime *rt, int rank) {
   (void)rt;
-  dtx_host_job *j = arg;
-  dt_dspec *s = j->t->spec;
-  dt_storage *st = s->storages[s->mesh->pos[rank]];
-  const dt_poison *p = dt_storage_poison(st);
+  mesh_host_job *j = arg;
+  core_spec *s = j->t->spec;
+  core_storage *st = s->storages[s->mesh->pos[rank]];
+  const core_poison *p = core_storage_poison(st);
   if (!p && j->bytes) memcpy(j->dst, st->data, j->bytes);
   sched_future_complete(j->future, p ? p->status : DT_OK, p ? p->message : NULL);
 }
 
-void dtx_local_done(void *arg) {
-  dtx_host_job *j = arg;
-  dt_future_release(j->future);
-  dt_tensor_release(j->t);
+void mesh_exec_local_done(void *arg) {
+  mesh_host_job *j = arg;
+  sched_future_release(j->future);
+  core_tensor_release(j->t);
   free(j);
 }

@@ -63,7 +63,7 @@ static void sb_names(sbuf *s, char *const *names, int n) {
 
 /* the mesh's repr for error messages, cut short with "..." */
 static const char *repr(const dt_mesh *m, char *buf) {
-  if (dt_mesh_format(m, buf, REPR_LEN) >= REPR_LEN)
+  if (mesh_format(m, buf, REPR_LEN) >= REPR_LEN)
     memcpy(buf + REPR_LEN - 4, "...", 4);
   return buf;
 }
@@ -83,19 +83,19 @@ static const char *dim_label(const dt_mesh *m, int d, char *buf,
 static dt_status check_device(const char *fn, const char *device_type) {
   if (!device_type || strcmp(device_type, "cpu") == 0) return DT_OK;
   if (strncmp(device_type, "cuda", 4) == 0)
-    return dt_error_set(DT_ERR_DEVICE, "%s: device_type \"%s\": the CUDA "
+    return core_error_set(DT_ERR_DEVICE, "%s: device_type \"%s\": the CUDA "
                         "backend is not built into this dtorch", fn,
                         device_type);
-  return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: device_type \"%s\" is "
+  return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: device_type \"%s\" is "
                       "unknown (expected \"cpu\" or \"cuda\")", fn,
                       device_type);
 }
 
 /* rt, or this thread's runtime when NULL; NULL + error if none or dead */
 static dt_runtime *live_runtime(const char *fn, dt_runtime *rt) {
-  if (!rt) return dt_runtime_for_factories(fn);
+  if (!rt) return runtime_for_factories(fn);
   if (atomic_load_explicit(&rt->dead, memory_order_acquire)) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: the runtime was destroyed",
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: the runtime was destroyed",
                  fn);
     return NULL;
   }
@@ -105,23 +105,23 @@ static dt_runtime *live_runtime(const char *fn, dt_runtime *rt) {
 static dt_status check_shape(const dt_runtime *rt, const char *fn,
                              const dt_shape *shape) {
   if (shape->ndim < 1 || shape->ndim > DT_MAX_DIMS)
-    return dt_error_set(DT_ERR_MESH, "%s: a mesh has 1 to %d dims, the "
+    return core_error_set(DT_ERR_MESH, "%s: a mesh has 1 to %d dims, the "
                         "shape has %d", fn, DT_MAX_DIMS, shape->ndim);
-  char s[DT_SHAPE_STR_LEN];
+  char s[CORE_SHAPE_STR_LEN];
   int64_t size = 1;
   for (int d = 0; d < shape->ndim; d++)
     if (shape->dims[d] < 1)
-      return dt_error_set(DT_ERR_MESH, "%s: mesh shape %s: dim %d is %lld, "
+      return core_error_set(DT_ERR_MESH, "%s: mesh shape %s: dim %d is %lld, "
                           "must be >= 1", fn,
-                          dt_shape_str(shape->dims, shape->ndim, s, sizeof s),
+                          core_shape_str(shape->dims, shape->ndim, s, sizeof s),
                           d, (long long)shape->dims[d]);
   bool overflow = false;
   for (int d = 0; d < shape->ndim; d++)
     overflow |= __builtin_mul_overflow(size, shape->dims[d], &size);
   if (overflow || size > rt->nranks)
-    return dt_error_set(DT_ERR_MESH, "%s: mesh shape %s needs %s%lld ranks, "
+    return core_error_set(DT_ERR_MESH, "%s: mesh shape %s needs %s%lld ranks, "
                         "the runtime has %d", fn,
-                        dt_shape_str(shape->dims, shape->ndim, s, sizeof s),
+                        core_shape_str(shape->dims, shape->ndim, s, sizeof s),
                         overflow ? "more than " : "",
                         overflow ? (long long)INT64_MAX : (long long)size,
                         rt->nranks);
@@ -133,15 +133,15 @@ static dt_status check_names(const char *fn, int ndim,
   if (!names) return DT_OK;
   for (int i = 0; i < ndim; i++) {
     if (!names[i])
-      return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dim_names[%d] is "
+      return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dim_names[%d] is "
                           "NULL (pass dim_names = NULL for an unnamed mesh)",
                           fn, i);
     if (!names[i][0])
-      return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dim_names[%d] is "
+      return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dim_names[%d] is "
                           "empty", fn, i);
     for (int j = 0; j < i; j++)
       if (strcmp(names[i], names[j]) == 0)
-        return dt_error_set(DT_ERR_MESH, "%s: dim name \"%s\" is used twice "
+        return core_error_set(DT_ERR_MESH, "%s: dim name \"%s\" is used twice "
                             "(dim_names[%d] and dim_names[%d])", fn,
                             names[i], j, i);
   }
@@ -154,10 +154,10 @@ static dt_status fill_ranks(dt_mesh *m, const char *fn, const int *ranks) {
   for (int i = 0; i < m->size; i++) {
     int r = ranks ? ranks[i] : i;
     if (r < 0 || r >= m->rt_ranks)
-      return dt_error_set(DT_ERR_MESH, "%s: ranks[%d] = %d is outside the "
+      return core_error_set(DT_ERR_MESH, "%s: ranks[%d] = %d is outside the "
                           "runtime's ranks [0, %d)", fn, i, r, m->rt_ranks);
     if (m->pos[r] >= 0)
-      return dt_error_set(DT_ERR_MESH, "%s: rank %d appears twice, at "
+      return core_error_set(DT_ERR_MESH, "%s: rank %d appears twice, at "
                           "ranks[%d] and ranks[%d]", fn, r, m->pos[r], i);
     m->ranks[i] = r;
     m->pos[r] = i;
@@ -175,7 +175,7 @@ static dt_mesh *mesh_build(dt_runtime *rt, const char *fn, dt_shape shape,
   dt_mesh *m = calloc(1, sizeof *m);
   if (!m) goto oom;
   atomic_init(&m->refcount, 1);
-  dt_runtime_ref(rt);
+  runtime_ref(rt);
   m->rt = rt;
   m->ndim = shape.ndim;
   m->size = 1;
@@ -193,14 +193,14 @@ static dt_mesh *mesh_build(dt_runtime *rt, const char *fn, dt_shape shape,
   m->id = atomic_fetch_add_explicit(&next_mesh_id, 1, memory_order_relaxed);
   return m;
 oom:
-  dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a mesh of "
+  core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a mesh of "
                "%d ranks", fn, m ? m->size : 0);
 fail:
-  dt_mesh_release(m);
+  mesh_release(m);
   return NULL;
 }
 
-dt_mesh *dt_mesh_init(dt_runtime *rt, const char *device_type,
+dt_mesh *mesh_init(dt_runtime *rt, const char *device_type,
                       dt_shape shape, const char *const *dim_names) {
   static const char fn[] = "dt_mesh_init";
   if (check_device(fn, device_type) != DT_OK) return NULL;
@@ -208,13 +208,13 @@ dt_mesh *dt_mesh_init(dt_runtime *rt, const char *device_type,
   return mesh_build(rt, fn, shape, NULL, dim_names);
 }
 
-dt_mesh *dt_mesh_create(dt_runtime *rt, const char *device_type,
+dt_mesh *mesh_create(dt_runtime *rt, const char *device_type,
                         dt_shape shape, const int *ranks,
                         const char *const *dim_names) {
   static const char fn[] = "dt_mesh_create";
   if (check_device(fn, device_type) != DT_OK) return NULL;
   if (!ranks) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: ranks is NULL (use "
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: ranks is NULL (use "
                  "dt_mesh_init for ranks 0..n-1)", fn);
     return NULL;
   }
@@ -222,13 +222,13 @@ dt_mesh *dt_mesh_create(dt_runtime *rt, const char *device_type,
   return mesh_build(rt, fn, shape, ranks, dim_names);
 }
 
-dt_mesh *dt_mesh_retain(dt_mesh *m) {
+dt_mesh *mesh_retain(dt_mesh *m) {
   /* relaxed: the caller holds a reference already */
   if (m) atomic_fetch_add_explicit(&m->refcount, 1, memory_order_relaxed);
   return m;
 }
 
-void dt_mesh_release(dt_mesh *m) {
+void mesh_release(dt_mesh *m) {
   if (!m) return;
   /* acq_rel: every use of m by any holder happens-before the free */
   if (atomic_fetch_sub_explicit(&m->refcount, 1, memory_order_acq_rel) != 1)
@@ -236,7 +236,7 @@ void dt_mesh_release(dt_mesh *m) {
   for (int d = 0; d < DT_MAX_DIMS; d++) free(m->names[d]);
   free(m->ranks);
   free(m->pos);
-  if (m->rt) dt_runtime_unref(m->rt);
+  if (m->rt) runtime_unref(m->rt);
   free(m);
 }
 
@@ -244,15 +244,15 @@ void dt_mesh_release(dt_mesh *m) {
 
 static bool null_mesh(const dt_mesh *m, const char *fn) {
   if (m) return false;
-  dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: the mesh is NULL", fn);
+  core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: the mesh is NULL", fn);
   return true;
 }
 
-int dt_mesh_ndim(const dt_mesh *m) {
+int mesh_ndim(const dt_mesh *m) {
   return null_mesh(m, "dt_mesh_ndim") ? -1 : m->ndim;
 }
 
-dt_shape dt_mesh_shape(const dt_mesh *m) {
+dt_shape mesh_shape(const dt_mesh *m) {
   dt_shape s = {0};
   if (null_mesh(m, "dt_mesh_shape")) return s;
   s.ndim = m->ndim;
@@ -260,26 +260,26 @@ dt_shape dt_mesh_shape(const dt_mesh *m) {
   return s;
 }
 
-int dt_mesh_size(const dt_mesh *m) {
+int mesh_size(const dt_mesh *m) {
   return null_mesh(m, "dt_mesh_size") ? -1 : m->size;
 }
 
-dt_runtime *dt_mesh_runtime(const dt_mesh *m) {
+dt_runtime *mesh_runtime(const dt_mesh *m) {
   return null_mesh(m, "dt_mesh_runtime") ? NULL : m->rt;
 }
 
-int dt_mesh_rank(const dt_mesh *m, const int64_t *coords) {
+int mesh_rank(const dt_mesh *m, const int64_t *coords) {
   static const char fn[] = "dt_mesh_rank";
   if (null_mesh(m, fn)) return -1;
   if (!coords) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: coords is NULL", fn);
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: coords is NULL", fn);
     return -1;
   }
   int64_t index = 0;
   for (int d = 0; d < m->ndim; d++) {
     if (coords[d] < 0 || coords[d] >= m->shape[d]) {
       char label[80];
-      dt_error_set(DT_ERR_MESH, "%s: coordinate %lld on %s is outside "
+      core_error_set(DT_ERR_MESH, "%s: coordinate %lld on %s is outside "
                    "[0, %lld)", fn, (long long)coords[d],
                    dim_label(m, d, label, sizeof label),
                    (long long)m->shape[d]);
@@ -290,24 +290,24 @@ int dt_mesh_rank(const dt_mesh *m, const int64_t *coords) {
   return m->ranks[index];
 }
 
-dt_status dt_mesh_coords(const dt_mesh *m, int rank, int64_t *coords) {
+dt_status mesh_coords(const dt_mesh *m, int rank, int64_t *coords) {
   static const char fn[] = "dt_mesh_coords";
   if (null_mesh(m, fn)) return DT_ERR_INVALID_ARGUMENT;
   if (!coords)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: coords is NULL", fn);
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: coords is NULL", fn);
   if (rank < 0 || rank >= m->rt_ranks || m->pos[rank] < 0) {
     char r[REPR_LEN];
-    return dt_error_set(DT_ERR_MESH, "%s: rank %d is not in mesh %s", fn,
+    return core_error_set(DT_ERR_MESH, "%s: rank %d is not in mesh %s", fn,
                         rank, repr(m, r));
   }
-  mesh_coords(m, m->pos[rank], coords);
+  mesh_index_coords(m, m->pos[rank], coords);
   return DT_OK;
 }
 
-const char *dt_mesh_dim_name(const dt_mesh *m, int dim) {
+const char *mesh_dim_name(const dt_mesh *m, int dim) {
   if (null_mesh(m, "dt_mesh_dim_name")) return NULL;
   if (dim < 0 || dim >= m->ndim) {
-    dt_error_set(DT_ERR_MESH, "dt_mesh_dim_name: dim %d is outside [0, %d)",
+    core_error_set(DT_ERR_MESH, "dt_mesh_dim_name: dim %d is outside [0, %d)",
                  dim, m->ndim);
     return NULL;
   }
@@ -324,11 +324,11 @@ static int find_dim(const dt_mesh *m, const char *name) {
 static int lookup_dim(const dt_mesh *m, const char *fn, const char *name) {
   char r[REPR_LEN];
   if (!name) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: the dim name is NULL", fn);
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: the dim name is NULL", fn);
     return -1;
   }
   if (!m->names[0]) {
-    dt_error_set(DT_ERR_MESH, "%s: no dim \"%s\": mesh %s has no dim names",
+    core_error_set(DT_ERR_MESH, "%s: no dim \"%s\": mesh %s has no dim names",
                  fn, name, repr(m, r));
     return -1;
   }
@@ -336,13 +336,13 @@ static int lookup_dim(const dt_mesh *m, const char *fn, const char *name) {
   if (d < 0) {
     sbuf s = sb_make(r, sizeof r);
     sb_names(&s, m->names, m->ndim);
-    dt_error_set(DT_ERR_MESH, "%s: no mesh dim named \"%s\" (the mesh's "
+    core_error_set(DT_ERR_MESH, "%s: no mesh dim named \"%s\" (the mesh's "
                  "dims are %s)", fn, name, r);
   }
   return d;
 }
 
-int dt_mesh_dim_index(const dt_mesh *m, const char *name) {
+int mesh_dim_index(const dt_mesh *m, const char *name) {
   if (null_mesh(m, "dt_mesh_dim_index")) return -1;
   return lookup_dim(m, "dt_mesh_dim_index", name);
 }
@@ -354,20 +354,20 @@ static dt_status resolve_dims(const dt_mesh *m, const char *fn,
                               const char *const *names, int n, int *dims) {
   if (null_mesh(m, fn)) return DT_ERR_INVALID_ARGUMENT;
   if (!names)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: names is NULL", fn);
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: names is NULL", fn);
   if (n < 1 || n > m->ndim)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: n = %d names, the "
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: n = %d names, the "
                         "mesh has %d dims", fn, n, m->ndim);
   for (int i = 0; i < n; i++) {
-    if ((dims[i] = lookup_dim(m, fn, names[i])) < 0) return dt_last_status();
+    if ((dims[i] = lookup_dim(m, fn, names[i])) < 0) return core_last_status();
     if (i && dims[i] == dims[i - 1])
-      return dt_error_set(DT_ERR_MESH, "%s: dim \"%s\" is named twice", fn,
+      return core_error_set(DT_ERR_MESH, "%s: dim \"%s\" is named twice", fn,
                           names[i]);
     if (i && dims[i] < dims[i - 1]) {
       char known[REPR_LEN];
       sbuf s = sb_make(known, sizeof known);
       sb_names(&s, m->names, m->ndim);
-      return dt_error_set(DT_ERR_MESH, "%s: \"%s\" comes before \"%s\" in the "
+      return core_error_set(DT_ERR_MESH, "%s: \"%s\" comes before \"%s\" in the "
                           "mesh's dims %s; name dims in that order", fn,
                           names[i], names[i - 1], known);
     }
@@ -375,21 +375,21 @@ static dt_status resolve_dims(const dt_mesh *m, const char *fn,
   return DT_OK;
 }
 
-dt_mesh *dt_mesh_sub(const dt_mesh *m, const char *const *names, int n,
+dt_mesh *mesh_sub(const dt_mesh *m, const char *const *names, int n,
                      int rank) {
   static const char fn[] = "dt_mesh_sub";
   int dims[DT_MAX_DIMS];
   if (resolve_dims(m, fn, names, n, dims) != DT_OK) return NULL;
   if (rank < 0 || rank >= m->rt_ranks || m->pos[rank] < 0) {
     char r[REPR_LEN];
-    dt_error_set(DT_ERR_MESH, "%s: rank %d is not in mesh %s", fn, rank,
+    core_error_set(DT_ERR_MESH, "%s: rank %d is not in mesh %s", fn, rank,
                  repr(m, r));
     return NULL;
   }
   /* all dims: the mesh itself, as PyTorch's mesh["dp", "tp"] */
-  if (n == m->ndim) return dt_mesh_retain((dt_mesh *)m);
+  if (n == m->ndim) return mesh_retain((dt_mesh *)m);
   int64_t coords[DT_MAX_DIMS];
-  mesh_coords(m, m->pos[rank], coords);
+  mesh_index_coords(m, m->pos[rank], coords);
   dt_shape shape = {.ndim = n};
   const char *sub_names[DT_MAX_DIMS];
   int size = 1;
@@ -400,7 +400,7 @@ dt_mesh *dt_mesh_sub(const dt_mesh *m, const char *const *names, int n,
   }
   int *ranks = malloc((size_t)size * sizeof *ranks);
   if (!ranks) {
-    dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return NULL;
   }
   /* walk the named dims row-major, the others fixed at rank's coords */
@@ -432,7 +432,7 @@ static char *join_names(const char *const *names, int n) {
   return s.buf;
 }
 
-dt_mesh *dt_mesh_flatten(const dt_mesh *m, const char *const *names, int n,
+dt_mesh *mesh_flatten(const dt_mesh *m, const char *const *names, int n,
                          const char *new_name) {
   static const char fn[] = "dt_mesh_flatten";
   int dims[DT_MAX_DIMS];
@@ -441,17 +441,17 @@ dt_mesh *dt_mesh_flatten(const dt_mesh *m, const char *const *names, int n,
     char known[REPR_LEN];
     sbuf s = sb_make(known, sizeof known);
     sb_names(&s, m->names, m->ndim);
-    dt_error_set(DT_ERR_MESH, "%s: dims \"%s\" .. \"%s\" are not adjacent in "
+    core_error_set(DT_ERR_MESH, "%s: dims \"%s\" .. \"%s\" are not adjacent in "
                  "the mesh's dims %s", fn, names[0], names[n - 1], known);
     return NULL;
   }
   if (new_name && !new_name[0]) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: new_name is empty", fn);
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: new_name is empty", fn);
     return NULL;
   }
   char *joined = new_name ? NULL : join_names(names, n);
   if (!new_name && !joined) {
-    dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return NULL;
   }
   dt_shape shape = {0};
@@ -488,7 +488,7 @@ static void format_ranks(const dt_mesh *m, sbuf *s) {
   }
 }
 
-int dt_mesh_format(const dt_mesh *m, char *buf, size_t len) {
+int mesh_format(const dt_mesh *m, char *buf, size_t len) {
   sbuf s = sb_make(buf, len);
   if (null_mesh(m, "dt_mesh_format")) return -1;
   sb_printf(&s, "DeviceMesh('cpu', ");
@@ -503,8 +503,8 @@ int dt_mesh_format(const dt_mesh *m, char *buf, size_t len) {
 
 /* ------------------------------------------------------ spec helpers */
 
-void mesh_coords(const dt_mesh *m, int index, int64_t *coords) {
-  DT_ASSERT(index >= 0 && index < m->size);
+void mesh_index_coords(const dt_mesh *m, int index, int64_t *coords) {
+  CORE_ASSERT(index >= 0 && index < m->size);
   for (int d = m->ndim - 1; d >= 0; d--) {
     coords[d] = index % m->shape[d];
     index /= (int)m->shape[d];
@@ -513,9 +513,9 @@ void mesh_coords(const dt_mesh *m, int index, int64_t *coords) {
 
 int mesh_dim_group(const dt_mesh *m, int dim, int index, int *ranks,
                    int *member) {
-  DT_ASSERT(dim >= 0 && dim < m->ndim);
+  CORE_ASSERT(dim >= 0 && dim < m->ndim);
   int64_t coords[DT_MAX_DIMS];
-  mesh_coords(m, index, coords);
+  mesh_index_coords(m, index, coords);
   int stride = 1;
   for (int d = dim + 1; d < m->ndim; d++) stride *= (int)m->shape[d];
   int base = index - (int)coords[dim] * stride;
@@ -528,7 +528,7 @@ void mesh_local_box(const dt_mesh *m, const dt_placement *pl,
                     const dt_shape *global, int index, int64_t *offsets,
                     int64_t *sizes) {
   int64_t coords[DT_MAX_DIMS];
-  mesh_coords(m, index, coords);
+  mesh_index_coords(m, index, coords);
   for (int t = 0; t < global->ndim; t++) {
     offsets[t] = 0;
     sizes[t] = global->dims[t];
@@ -537,9 +537,9 @@ void mesh_local_box(const dt_mesh *m, const dt_placement *pl,
   for (int d = 0; d < m->ndim; d++) {
     if (pl[d].kind != DT_PLACEMENT_SHARD) continue;
     int t = pl[d].dim;
-    DT_ASSERT(t >= 0 && t < global->ndim);
+    CORE_ASSERT(t >= 0 && t < global->ndim);
     int64_t o, l;
-    dt_shard_range(sizes[t], m->shape[d], coords[d], &o, &l);
+    mesh_shard_range(sizes[t], m->shape[d], coords[d], &o, &l);
     offsets[t] += o;
     sizes[t] = l;
   }
@@ -547,9 +547,9 @@ void mesh_local_box(const dt_mesh *m, const dt_placement *pl,
 
 dt_status mesh_check_placements(const dt_mesh *m, const dt_placement *pl,
                                 const dt_shape *global, const char *fn) {
-  char ps[PLACEMENTS_LEN], label[80], s[DT_SHAPE_STR_LEN];
-  DT_ASSERT(m && global);
-  if (!pl) return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+  char ps[PLACEMENTS_LEN], label[80], s[CORE_SHAPE_STR_LEN];
+  CORE_ASSERT(m && global);
+  if (!pl) return core_error_set(DT_ERR_INVALID_ARGUMENT,
                                "%s: placements is NULL", fn);
   mesh_placements_str(pl, m->ndim, ps, sizeof ps);
   int partial = -1;   /* the first mesh dim with a Partial */
@@ -560,19 +560,19 @@ dt_status mesh_check_placements(const dt_mesh *m, const dt_placement *pl,
       break;
     case DT_PLACEMENT_SHARD:
       if (pl[d].dim < 0 || pl[d].dim >= global->ndim)
-        return dt_error_set(DT_ERR_PLACEMENT, "%s: placements %s: %s shards "
+        return core_error_set(DT_ERR_PLACEMENT, "%s: placements %s: %s shards "
                             "tensor dim %d, but the tensor %s has %d dims",
                             fn, ps, label, pl[d].dim,
-                            dt_shape_str(global->dims, global->ndim, s,
+                            core_shape_str(global->dims, global->ndim, s,
                                          sizeof s), global->ndim);
       break;
     case DT_PLACEMENT_PARTIAL:
       if ((unsigned)pl[d].reduce > DT_REDUCE_PROD)
-        return dt_error_set(DT_ERR_PLACEMENT, "%s: placements %s: %s has an "
+        return core_error_set(DT_ERR_PLACEMENT, "%s: placements %s: %s has an "
                             "unknown reduce op %d", fn, ps, label,
                             (int)pl[d].reduce);
       if (partial >= 0 && pl[partial].reduce != pl[d].reduce)
-        return dt_error_set(DT_ERR_PLACEMENT, "%s: placements %s mix "
+        return core_error_set(DT_ERR_PLACEMENT, "%s: placements %s mix "
                             "Partial(%s) on mesh dim %d with Partial(%s) on "
                             "%s; one Partial kind per tensor", fn, ps,
                             reduce_names[pl[partial].reduce], partial,
@@ -580,7 +580,7 @@ dt_status mesh_check_placements(const dt_mesh *m, const dt_placement *pl,
       if (partial < 0) partial = d;
       break;
     default:
-      return dt_error_set(DT_ERR_PLACEMENT, "%s: placements %s: %s has an "
+      return core_error_set(DT_ERR_PLACEMENT, "%s: placements %s: %s has an "
                           "unknown placement kind %d", fn, ps, label,
                           (int)pl[d].kind);
     }

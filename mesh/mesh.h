@@ -31,7 +31,7 @@ struct dt_mesh {
 };
 
 /* [off, off+len) of a dim of n elements split in k parts, part c */
-static inline void dt_shard_range(int64_t n, int64_t k, int64_t c,
+static inline void mesh_shard_range(int64_t n, int64_t k, int64_t c,
                                   int64_t *off, int64_t *len) {
   int64_t chunk = (n + k - 1) / k;
   int64_t o = c * chunk < n ? c * chunk : n;
@@ -41,7 +41,7 @@ static inline void dt_shard_range(int64_t n, int64_t k, int64_t c,
 }
 
 /* coordinates of a mesh index (row-major) */
-void mesh_coords(const dt_mesh *m, int index, int64_t *coords);
+void mesh_index_coords(const dt_mesh *m, int index, int64_t *coords);
 /* the ranks of the group along mesh dim `dim` through `index`, in order;
  * returns the group size and writes the caller's position in *member */
 int mesh_dim_group(const dt_mesh *m, int dim, int index, int *ranks,
@@ -60,5 +60,40 @@ dt_status mesh_check_placements(const dt_mesh *m, const dt_placement *pl,
 char *mesh_placements_str(const dt_placement *pl, int n, char *buf,
                           size_t len);
 bool mesh_placement_equal(dt_placement a, dt_placement b);
+
+/* ---- the implementations behind public entry points (api/) */
+/* dt_mesh_init (dtorch.h) */
+dt_mesh *mesh_init(dt_runtime *rt, const char *device_type, dt_shape shape,
+                   const char *const *dim_names);
+/* dt_mesh_create (dtorch.h) */
+dt_mesh *mesh_create(dt_runtime *rt, const char *device_type, dt_shape shape,
+                     const int *ranks, const char *const *dim_names);
+/* dt_mesh_ndim (dtorch.h) */
+int mesh_ndim(const dt_mesh *m);
+/* dt_mesh_shape (dtorch.h) */
+dt_shape mesh_shape(const dt_mesh *m);
+/* dt_mesh_release (dtorch.h) */
+void mesh_release(dt_mesh *m);
+/* dt_mesh_retain (dtorch.h) */
+dt_mesh *mesh_retain(dt_mesh *m);
+/* dt_mesh_size (dtorch.h) */
+int mesh_size(const dt_mesh *m);
+/* dt_mesh_runtime (dtorch.h) */
+dt_runtime *mesh_runtime(const dt_mesh *m);
+/* dt_mesh_rank (dtorch.h) */
+int mesh_rank(const dt_mesh *m, const int64_t *coords);
+/* dt_mesh_coords (dtorch.h) */
+dt_status mesh_coords(const dt_mesh *m, int rank, int64_t *coords);
+/* dt_mesh_dim_name (dtorch.h) */
+const char *mesh_dim_name(const dt_mesh *m, int dim);
+/* dt_mesh_dim_index (dtorch.h) */
+int mesh_dim_index(const dt_mesh *m, const char *name);
+/* dt_mesh_sub (dtorch.h) */
+dt_mesh *mesh_sub(const dt_mesh *m, const char *const *names, int n, int rank);
+/* dt_mesh_flatten (dtorch.h) */
+dt_mesh *mesh_flatten(const dt_mesh *m, const char *const *names, int n,
+                      const char *new_name);
+/* dt_mesh_format (dtorch.h) */
+int mesh_format(const dt_mesh *m, char *buf, size_t len);
 
 #endif

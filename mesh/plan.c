@@ -110,18 +110,18 @@ static char *list_str(const dt_placement *pl, int n, char *buf, size_t len) {
 static dt_status check_mesh_shape(const dt_mesh *m, const dt_shape *g,
                                   const char *fn) {
   if (m->ndim < 1 || m->ndim > DT_MAX_DIMS)
-    return dt_error_set(DT_ERR_MESH, "%s: mesh has %d dims (expected 1..%d)",
+    return core_error_set(DT_ERR_MESH, "%s: mesh has %d dims (expected 1..%d)",
                         fn, m->ndim, DT_MAX_DIMS);
   for (int i = 0; i < m->ndim; i++)
     if (m->shape[i] < 1)
-      return dt_error_set(DT_ERR_MESH, "%s: mesh dim %d has size %lld", fn,
+      return core_error_set(DT_ERR_MESH, "%s: mesh dim %d has size %lld", fn,
                           i, (long long)m->shape[i]);
   if (g->ndim < 0 || g->ndim > DT_MAX_DIMS)
-    return dt_error_set(DT_ERR_SHAPE, "%s: tensor has %d dims (expected "
+    return core_error_set(DT_ERR_SHAPE, "%s: tensor has %d dims (expected "
                         "0..%d)", fn, g->ndim, DT_MAX_DIMS);
   for (int d = 0; d < g->ndim; d++)
     if (g->dims[d] < 0)
-      return dt_error_set(DT_ERR_SHAPE, "%s: tensor dim %d has size %lld",
+      return core_error_set(DT_ERR_SHAPE, "%s: tensor dim %d has size %lld",
                           fn, d, (long long)g->dims[d]);
   return DT_OK;
 }
@@ -137,19 +137,19 @@ static dt_status check_list(const dt_mesh *m, const dt_shape *g,
     dt_placement p = pl[i];
     if (p.kind == DT_PLACEMENT_REPLICATE) continue;
     if (is_shard(p) && (p.dim < 0 || p.dim >= g->ndim))
-      return dt_error_set(DT_ERR_PLACEMENT, "%s: %s placements %s: "
+      return core_error_set(DT_ERR_PLACEMENT, "%s: %s placements %s: "
                           "Shard(%d) on mesh dim %d is out of range for a "
                           "%d-d tensor", fn, which,
                           list_str(pl, m->ndim, s, sizeof s), p.dim, i,
                           g->ndim);
     if (is_shard(p)) continue;
     if (!is_partial(p) || !op_valid(p.reduce))
-      return dt_error_set(DT_ERR_PLACEMENT, "%s: %s placements %s: invalid "
+      return core_error_set(DT_ERR_PLACEMENT, "%s: %s placements %s: invalid "
                           "placement on mesh dim %d (kind %d, reduce op %d)",
                           fn, which, list_str(pl, m->ndim, s, sizeof s), i,
                           (int)p.kind, (int)p.reduce);
     if (op >= 0 && op != (int)p.reduce)
-      return dt_error_set(DT_ERR_PLACEMENT, "%s: %s placements %s mix "
+      return core_error_set(DT_ERR_PLACEMENT, "%s: %s placements %s mix "
                           "Partial(%s) (mesh dim %d) and Partial(%s) (mesh "
                           "dim %d); one Partial kind per tensor", fn, which,
                           list_str(pl, m->ndim, s, sizeof s),
@@ -170,7 +170,7 @@ static dt_status check_args(const dt_mesh *m, const dt_shape *g,
   for (int i = 0; i < m->ndim; i++) {
     if (!is_shard(src[i]) || !is_partial(dst[i])) continue;
     char a[ONE_LEN], b[ONE_LEN], ls[LIST_LEN], ld[LIST_LEN];
-    return dt_error_set(DT_ERR_PLACEMENT, "%s: cannot redistribute %s to %s "
+    return core_error_set(DT_ERR_PLACEMENT, "%s: cannot redistribute %s to %s "
                         "on mesh dim %d: %s -> %s (a shard holds only part "
                         "of the tensor; Shard to Partial is not supported)",
                         fn, one_str(src[i], true, a, sizeof a),
@@ -253,7 +253,7 @@ static double step_cost(const planner *p, plan_kind kind, int md) {
 }
 
 static void emit(planner *p, plan_kind kind, int md, dt_placement to) {
-  DT_ASSERT(p->n < PLAN_MAX_STEPS);
+  CORE_ASSERT(p->n < PLAN_MAX_STEPS);
   plan_step *s = &p->steps[p->n++];
   dt_placement from = p->cur[md];
   memset(s, 0, sizeof *s);
@@ -283,7 +283,7 @@ static void pass_unshard(planner *p) {
   for (int md = p->m->ndim - 1; md >= 0; md--) {
     dt_placement c = p->cur[md], t = p->dst[md];
     if (!p->pending[md] || !is_shard(c)) continue;
-    DT_ASSERT(!inner_shards(p, md, c.dim));
+    CORE_ASSERT(!inner_shards(p, md, c.dim));
     if (is_shard(t) && t.dim != c.dim && !inner_shards(p, md, t.dim) &&
         !outer_pending_touches(p, md, t.dim))
       emit(p, PLAN_ALL_TO_ALL, md, t);
@@ -298,12 +298,12 @@ static void pass_finish(planner *p) {
   for (int md = 0; md < p->m->ndim; md++) {
     dt_placement c = p->cur[md], t = p->dst[md];
     if (!p->pending[md]) continue;
-    DT_ASSERT(!is_shard(c));
+    CORE_ASSERT(!is_shard(c));
     if (is_shard(t)) {
-      DT_ASSERT(!inner_shards(p, md, t.dim));
+      CORE_ASSERT(!inner_shards(p, md, t.dim));
       emit(p, is_partial(c) ? PLAN_REDUCE_SCATTER : PLAN_LOCAL_CHUNK, md, t);
     } else {
-      DT_ASSERT(is_partial(t) && c.kind == DT_PLACEMENT_REPLICATE);
+      CORE_ASSERT(is_partial(t) && c.kind == DT_PLACEMENT_REPLICATE);
       emit(p, PLAN_LOCAL_PARTIAL, md, t);
     }
   }
@@ -314,7 +314,7 @@ int mesh_plan(const dt_mesh *m, const dt_shape *global, size_t esize,
               plan_step *steps, const char *fn) {
   if (!fn) fn = "mesh_plan";
   if (!m || !global || !src || !dst || !steps) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: NULL %s", fn,
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: NULL %s", fn,
                  !m        ? "mesh"
                  : !global ? "shape"
                  : !src    ? "source placements"
@@ -335,7 +335,7 @@ int mesh_plan(const dt_mesh *m, const dt_shape *global, size_t esize,
   pass_reduce(&p);
   pass_unshard(&p);
   pass_finish(&p);
-  for (int i = 0; i < m->ndim; i++) DT_ASSERT(same(p.cur[i], dst[i]));
+  for (int i = 0; i < m->ndim; i++) CORE_ASSERT(same(p.cur[i], dst[i]));
   return p.n;
 }
 

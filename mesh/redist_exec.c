@@ -29,8 +29,8 @@ static box box_at(const ctx *c, const dt_placement *pl, int idx) {
   mesh_local_box(c->m, pl, c->shape, idx, b.off, b.len);
   return b;
 }
-static int64_t numel(const box *b) { return dt_numel_of(b->len, b->n); }
-static int64_t prefix(const box *b, int d) { return dt_numel_of(b->len, d); }
+static int64_t numel(const box *b) { return core_numel_of(b->len, b->n); }
+static int64_t prefix(const box *b, int d) { return core_numel_of(b->len, d); }
 
 static void note_error(ctx *c, dt_status st, const char *msg) {
   if (c->st != DT_OK) return;
@@ -83,23 +83,23 @@ static void copy(const cpu_view *dst, const cpu_view *src) {
 }
 
 /* the group along the step's mesh dim, and each member's mesh index */
-static coll_group *group(ctx *c, int mesh_dim, int *member, int *midx, int *n) {
+static sim_coll_group *group(ctx *c, int mesh_dim, int *member, int *midx, int *n) {
   int ranks[4096];
   *n = mesh_dim_group(c->m, mesh_dim, c->idx, ranks, member);
   for (int k = 0; k < *n; k++) midx[k] = c->m->pos[ranks[k]];
-  coll_group *g = coll_group_get(c->rt->coll, ranks, *n);
-  if (!g) note_error(c, dt_last_status(), dt_last_error());
+  sim_coll_group *g = sim_coll_group_get(c->rt->coll, ranks, *n);
+  if (!g) note_error(c, core_last_status(), core_last_error());
   return g;
 }
 
 static void check(ctx *c, dt_status st) {
-  if (st != DT_OK) note_error(c, st, dt_last_error());
+  if (st != DT_OK) note_error(c, st, core_last_error());
 }
 
 static buf step_all_gather(ctx *c, const plan_step *s, const box *before,
                            buf cur) {
   int member, n, midx[4096];
-  coll_group *g = group(c, s->mesh_dim, &member, midx, &n);
+  sim_coll_group *g = group(c, s->mesh_dim, &member, midx, &n);
   box after = box_at(c, s->after, c->idx);
   int64_t counts[4096], total = 0;
   box *bk = malloc(sizeof(box) * (size_t)n);
@@ -109,7 +109,7 @@ static buf step_all_gather(ctx *c, const plan_step *s, const box *before,
     total += counts[k];
   }
   buf tmp = balloc(c, total);
-  if (g) check(c, coll_all_gather(g, member, cur.p, tmp.p, counts, c->d));
+  if (g) check(c, sim_coll_all_gather(g, member, cur.p, tmp.p, counts, c->d));
   int d = s->from_dim;
   if (prefix(&after, d) == 1) { /* member blocks are already in place */
     free(bk);
@@ -133,16 +133,16 @@ static buf step_all_gather(ctx *c, const plan_step *s, const box *before,
 static buf step_all_reduce(ctx *c, const plan_step *s, const box *before,
                            buf cur) {
   int member, n, midx[4096];
-  coll_group *g = group(c, s->mesh_dim, &member, midx, &n);
+  sim_coll_group *g = group(c, s->mesh_dim, &member, midx, &n);
   buf out = balloc(c, numel(before));
-  if (g) check(c, coll_all_reduce(g, member, cur.p, out.p, numel(before), c->d, s->op));
+  if (g) check(c, sim_coll_all_reduce(g, member, cur.p, out.p, numel(before), c->d, s->op));
   return out;
 }
 
 static buf step_reduce_scatter(ctx *c, const plan_step *s, const box *before,
                                buf cur) {
   int member, n, midx[4096];
-  coll_group *g = group(c, s->mesh_dim, &member, midx, &n);
+  sim_coll_group *g = group(c, s->mesh_dim, &member, midx, &n);
   int d = s->to_dim;
   int64_t counts[4096];
   buf send = cur, packed = {NULL, false};
@@ -162,7 +162,7 @@ static buf step_reduce_scatter(ctx *c, const plan_step *s, const box *before,
   }
   if (pack) send = packed;
   buf out = balloc(c, counts[member]);
-  if (g) check(c, coll_reduce_scatter(g, member, send.p, out.p, counts, c->d, s->op));
+  if (g) check(c, sim_coll_reduce_scatter(g, member, send.p, out.p, counts, c->d, s->op));
   if (pack) bfree(c, packed);
   return out;
 }
@@ -170,7 +170,7 @@ static buf step_reduce_scatter(ctx *c, const plan_step *s, const box *before,
 static buf step_all_to_all(ctx *c, const plan_step *s, const box *before,
                            buf cur) {
   int member, n, midx[4096];
-  coll_group *g = group(c, s->mesh_dim, &member, midx, &n);
+  sim_coll_group *g = group(c, s->mesh_dim, &member, midx, &n);
   int i = s->from_dim, j = s->to_dim;
   box after = box_at(c, s->after, c->idx);
   int64_t *send = malloc(sizeof(int64_t) * 2 * (size_t)n), *recv = send + n;
@@ -198,7 +198,7 @@ static buf step_all_to_all(ctx *c, const plan_step *s, const box *before,
     if (send[k]) copy(&dst, &src);
     at += send[k] * (int64_t)c->es;
   }
-  if (g) check(c, coll_all_to_all(g, member, sbuf.p, send, rbuf.p, recv, c->d));
+  if (g) check(c, sim_coll_all_to_all(g, member, sbuf.p, send, rbuf.p, recv, c->d));
   at = rbuf.p;
   for (int k = 0; k < n; k++) { /* member k's i-range of my j-range */
     box rb = bk[k];
@@ -228,7 +228,7 @@ static buf step_local(ctx *c, const plan_step *s, const box *before, buf cur) {
     return out;
   }
   int64_t coords[DT_MAX_DIMS]; /* Replicate -> Partial */
-  mesh_coords(c->m, c->idx, coords);
+  mesh_index_coords(c->m, c->idx, coords);
   bool identity = coords[s->mesh_dim] != 0 &&
                   (s->op == DT_REDUCE_SUM || s->op == DT_REDUCE_PROD);
   if (identity)
@@ -249,26 +249,26 @@ static buf run_step(ctx *c, const plan_step *s, const box *before, buf cur) {
 }
 
 /* the output storage takes the final buffer, or the error */
-static void finish(ctx *c, dt_storage *out, buf cur) {
+static void finish(ctx *c, core_storage *out, buf cur) {
   if (c->st == DT_OK && cur.dev) {
     out->data = cur.p;
-    dt_runtime_note_memory(c->rt, c->rank);
+    runtime_note_memory(c->rt, c->rank);
     return;
   }
-  dt_storage_set_poison(out, c->st, c->msg);
+  core_storage_set_poison(out, c->st, c->msg);
   bfree(c, cur);
 }
 
-void dtx_redistribute(void *arg, dt_runtime *rt, int rank) {
-  dtx_redist_job *j = arg;
-  dt_dspec *ss = j->src->spec;
+void mesh_exec_redistribute(void *arg, dt_runtime *rt, int rank) {
+  mesh_redist_job *j = arg;
+  core_spec *ss = j->src->spec;
   const dt_mesh *m = ss->mesh;
   int idx = rank < m->rt_ranks ? m->pos[rank] : -1;
   if (idx < 0) return;
   ctx c = {rt, rank, idx, m, &ss->shape, j->src->dtype,
-           dt_dtype_size(j->src->dtype), DT_OK, "", j->api};
-  dt_storage *in = ss->storages[idx];
-  const dt_poison *p = dt_storage_poison(in);
+           core_dtype_size(j->src->dtype), DT_OK, "", j->api};
+  core_storage *in = ss->storages[idx];
+  const core_poison *p = core_storage_poison(in);
   box b = box_at(&c, ss->placements, idx);
   buf cur = {in->data, false};
   bool owned = false;
@@ -287,10 +287,10 @@ void dtx_redistribute(void *arg, dt_runtime *rt, int rank) {
   finish(&c, j->dst->spec->storages[idx], cur);
 }
 
-void dtx_redist_done(void *arg) {
-  dtx_redist_job *j = arg;
-  dt_tensor_release(j->src);
-  dt_tensor_release(j->dst);
+void mesh_exec_redist_done(void *arg) {
+  mesh_redist_job *j = arg;
+  core_tensor_release(j->src);
+  core_tensor_release(j->dst);
   free(j);
 }
 
@@ -300,10 +300,10 @@ typedef struct xsrc { int rank; const char *data; cpu_view view; } xsrc;
 /* the full value as held by rank (NULL if it holds none) */
 static const char *source_data(const dt_tensor *t, int rank, cpu_view *v) {
   if (!t->spec) {
-    const dt_storage *s = t->local.storage;
+    const core_storage *s = t->local.storage;
     if (s->rank != rank || !s->data) return NULL;
     *v = (cpu_view){0};
-    v->data = (char *)s->data + t->local.offset * (int64_t)dt_dtype_size(t->dtype);
+    v->data = (char *)s->data + t->local.offset * (int64_t)core_dtype_size(t->dtype);
     v->dtype = t->dtype;
     v->ndim = t->local.ndim;
     memcpy(v->sizes, t->local.sizes, sizeof v->sizes);
@@ -324,8 +324,8 @@ static bool in_tensor(const dt_tensor *t, int rank) {
   return rank < t->spec->mesh->rt_ranks && t->spec->mesh->pos[rank] >= 0;
 }
 
-void dtx_cross_mesh(void *arg, dt_runtime *rt, int rank) {
-  dtx_xmesh_job *j = arg;
+void mesh_exec_cross_mesh(void *arg, dt_runtime *rt, int rank) {
+  mesh_xmesh_job *j = arg;
   const dt_mesh *bm = j->dst->spec->mesh;
   bool in_dst = rank < bm->rt_ranks && bm->pos[rank] >= 0;
   if (!in_dst && !in_tensor(j->src, rank)) return;
@@ -336,16 +336,16 @@ void dtx_cross_mesh(void *arg, dt_runtime *rt, int rank) {
       u[n++] = r;
     }
   ctx c = {rt, rank, in_dst ? bm->pos[rank] : -1, bm, &j->dst->spec->shape,
-           j->dst->dtype, dt_dtype_size(j->dst->dtype), DT_OK, "", j->api};
-  coll_group *g = coll_group_get(rt->coll, u, n);
+           j->dst->dtype, core_dtype_size(j->dst->dtype), DT_OK, "", j->api};
+  sim_coll_group *g = sim_coll_group_get(rt->coll, u, n);
   cpu_view mine_v;
   const char *mine = source_data(j->src, rank, &mine_v);
   int64_t *ptrs = calloc((size_t)n, sizeof *ptrs), *ones = malloc(sizeof(int64_t) * (size_t)n);
   for (int k = 0; k < n; k++) ones[k] = 1;
   int64_t me = (int64_t)(intptr_t)mine;
   /* the exchange also orders the sources' earlier writes before our reads */
-  if (!g) note_error(&c, dt_last_status(), dt_last_error());
-  else check(&c, coll_all_gather(g, member, &me, ptrs, ones, DT_INT64));
+  if (!g) note_error(&c, core_last_status(), core_last_error());
+  else check(&c, sim_coll_all_gather(g, member, &me, ptrs, ones, DT_INT64));
   if (in_dst) {
     int nsrc = 0, pick = -1;
     for (int k = 0; k < n; k++) if (ptrs[k]) nsrc++;
@@ -365,7 +365,7 @@ void dtx_cross_mesh(void *arg, dt_runtime *rt, int rank) {
     }
     /* Partial targets: the value on coordinate 0, the identity elsewhere */
     int64_t coords[DT_MAX_DIMS];
-    mesh_coords(bm, c.idx, coords);
+    mesh_index_coords(bm, c.idx, coords);
     for (int d = 0; d < bm->ndim; d++) {
       dt_placement p = j->dst->spec->placements[d];
       if (p.kind == DT_PLACEMENT_PARTIAL && coords[d] != 0 &&
@@ -377,15 +377,15 @@ void dtx_cross_mesh(void *arg, dt_runtime *rt, int rank) {
     finish(&c, j->dst->spec->storages[c.idx], out);
   }
   /* sources stay readable until every puller is done */
-  if (g) check(&c, coll_barrier(g, member));
+  if (g) check(&c, sim_coll_barrier(g, member));
   free(u);
   free(ptrs);
   free(ones);
 }
 
-void dtx_xmesh_done(void *arg) {
-  dtx_xmesh_job *j = arg;
-  dt_tensor_release(j->src);
-  dt_tensor_release(j->dst);
+void mesh_exec_xmesh_done(void *arg) {
+  mesh_xmesh_job *j = arg;
+  core_tensor_release(j->src);
+  core_tensor_release(j->dst);
   free(j);
 }

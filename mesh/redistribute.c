@@ -1,4 +1,4 @@
-/* dt_redistribute and friends on the issuing thread: validate, plan (one
+/* mesh_redistribute and friends on the issuing thread: validate, plan (one
  * step per mesh dim that changes, mesh/plan.c), count the collectives for
  * dt_comm_count, make the output handle and publish one record that every
  * mesh rank runs (dtensor_exec.c). Another mesh (PyTorch refuses this):
@@ -14,12 +14,12 @@
 static _Thread_local bool comm_on;
 static _Thread_local dt_comm_counts comm;
 
-void dt_comm_count_begin(void) {
+void mesh_comm_count_begin(void) {
   memset(&comm, 0, sizeof comm);
   comm_on = true;
 }
 
-dt_comm_counts dt_comm_count_end(void) {
+dt_comm_counts mesh_comm_count_end(void) {
   comm_on = false;
   return comm;
 }
@@ -30,7 +30,7 @@ static int64_t step_bytes(const dt_mesh *m, const dt_shape *shape, size_t es,
   int64_t total = 0, off[DT_MAX_DIMS], len[DT_MAX_DIMS];
   for (int i = 0; i < m->size; i++) {
     mesh_local_box(m, before, shape, i, off, len);
-    total += dt_numel_of(len, shape->ndim) * (int64_t)es;
+    total += core_numel_of(len, shape->ndim) * (int64_t)es;
   }
   return total;
 }
@@ -62,29 +62,29 @@ static bool same_mesh(const dt_mesh *a, const dt_mesh *b) {
 static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
                                          const dt_placement *pl, bool count,
                                          const char *fn) {
-  dtx_redist_job *j = calloc(1, sizeof *j);
+  mesh_redist_job *j = calloc(1, sizeof *j);
   if (!j) {
-    dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return NULL;
   }
   const dt_shape *shape = &t->spec->shape;
-  size_t es = dt_dtype_size(t->dtype);
+  size_t es = core_dtype_size(t->dtype);
   j->nsteps = mesh_plan(mesh, shape, es, t->spec->placements, pl, j->steps, fn);
   if (j->nsteps <= 0) {
     int n = j->nsteps;
     free(j);
-    return n == 0 ? dt_tensor_retain(t) : NULL;
+    return n == 0 ? core_tensor_retain(t) : NULL;
   }
-  dt_tensor *out = dtensor_make(mesh, pl, *shape, t->dtype, fn);
+  dt_tensor *out = mesh_dtensor_make(mesh, pl, *shape, t->dtype, fn);
   if (!out) {
     free(j);
     return NULL;
   }
   if (count) count_steps(mesh, shape, es, j->steps, j->nsteps);
-  j->src = dt_tensor_retain(t);
-  j->dst = dt_tensor_retain(out);
+  j->src = core_tensor_retain(t);
+  j->dst = core_tensor_retain(out);
   j->api = fn;
-  dt_exec_publish_call(mesh->rt, -1, dtx_redistribute, dtx_redist_done, j);
+  runtime_publish_call(mesh->rt, -1, mesh_exec_redistribute, mesh_exec_redist_done, j);
   return out;
 }
 
@@ -93,7 +93,7 @@ static dt_tensor *cross_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
                                           const char *fn) {
   dt_runtime *rt = t->spec ? t->spec->mesh->rt : t->local.storage->rt;
   if (mesh->rt != rt) {
-    dt_error_set(DT_ERR_MESH, "%s: the target mesh belongs to another "
+    core_error_set(DT_ERR_MESH, "%s: the target mesh belongs to another "
                  "runtime than the tensor", fn);
     return NULL;
   }
@@ -101,33 +101,33 @@ static dt_tensor *cross_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
   if (t->spec) { /* replicate on the source mesh first */
     dt_placement all_r[DT_MAX_DIMS];
     for (int i = 0; i < t->spec->mesh->ndim; i++) all_r[i] = DT_REPLICATE;
-    rep = dtensor_redistribute(t, t->spec->mesh, all_r, count, fn);
+    rep = mesh_redistribute_to(t, t->spec->mesh, all_r, count, fn);
     if (!rep) return NULL;
   } else {
-    rep = dt_tensor_retain(t);
+    rep = core_tensor_retain(t);
   }
-  dt_shape shape = dt_tensor_shape(t);
-  dt_tensor *out = dtensor_make(mesh, pl, shape, t->dtype, fn);
-  dtx_xmesh_job *j = out ? calloc(1, sizeof *j) : NULL;
+  dt_shape shape = core_tensor_shape(t);
+  dt_tensor *out = mesh_dtensor_make(mesh, pl, shape, t->dtype, fn);
+  mesh_xmesh_job *j = out ? calloc(1, sizeof *j) : NULL;
   if (!j) {
-    if (out && dt_last_status() == DT_OK)
-      dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-    dt_tensor_release(out);
-    dt_tensor_release(rep);
+    if (out && core_last_status() == DT_OK)
+      core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    core_tensor_release(out);
+    core_tensor_release(rep);
     return NULL;
   }
   if (count && comm_on) {
     comm.other++;
-    comm.bytes += dt_numel(out) * (int64_t)dt_dtype_size(t->dtype);
+    comm.bytes += core_numel(out) * (int64_t)core_dtype_size(t->dtype);
   }
   j->src = rep; /* the job owns this reference */
-  j->dst = dt_tensor_retain(out);
+  j->dst = core_tensor_retain(out);
   j->api = fn;
-  dt_exec_publish_call(rt, -1, dtx_cross_mesh, dtx_xmesh_done, j);
+  runtime_publish_call(rt, -1, mesh_exec_cross_mesh, mesh_exec_xmesh_done, j);
   return out;
 }
 
-dt_tensor *dtensor_redistribute(dt_tensor *t, dt_mesh *mesh,
+dt_tensor *mesh_redistribute_to(dt_tensor *t, dt_mesh *mesh,
                                 const dt_placement *pl, bool count,
                                 const char *fn) {
   if (t->spec && same_mesh(t->spec->mesh, mesh))
@@ -140,58 +140,58 @@ static dt_tensor *redistribute_checked(dt_tensor *t, dt_mesh *mesh,
                                        const dt_placement *pl,
                                        const char *fn) {
   if (!t) {
-    if (dt_last_status() == DT_OK)
-      dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: t is NULL", fn);
+    if (core_last_status() == DT_OK)
+      core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: t is NULL", fn);
     return NULL;
   }
   if (!mesh && !t->spec) {
-    dt_error_set(DT_ERR_MESH, "%s: t is a single-device tensor: give the "
+    core_error_set(DT_ERR_MESH, "%s: t is a single-device tensor: give the "
                  "target mesh", fn);
     return NULL;
   }
   dt_mesh *target = mesh ? mesh : t->spec->mesh;
-  dt_shape shape = dt_tensor_shape(t);
+  dt_shape shape = core_tensor_shape(t);
   dt_placement norm[DT_MAX_DIMS];
-  if (dtensor_check_placements(target, pl, &shape, norm, fn) != DT_OK)
+  if (mesh_dtensor_check_placements(target, pl, &shape, norm, fn) != DT_OK)
     return NULL;
   if (t->spec) {
-    const dt_poison *p = NULL;
+    const core_poison *p = NULL;
     for (int i = 0; !p && i < t->spec->mesh->size; i++)
-      p = dt_storage_poison(t->spec->storages[i]);
+      p = core_storage_poison(t->spec->storages[i]);
     if (p) {
-      dt_error_set(p->status, "%s", p->message);
+      core_error_set(p->status, "%s", p->message);
       return NULL;
     }
-  } else if (dt_storage_poison(t->local.storage)) {
-    const dt_poison *p = dt_storage_poison(t->local.storage);
-    dt_error_set(p->status, "%s", p->message);
+  } else if (core_storage_poison(t->local.storage)) {
+    const core_poison *p = core_storage_poison(t->local.storage);
+    core_error_set(p->status, "%s", p->message);
     return NULL;
   }
   dt_runtime *rt = t->spec ? t->spec->mesh->rt : t->local.storage->rt;
   if (atomic_load_explicit(&rt->dead, memory_order_acquire)) {
-    dt_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was destroyed", fn);
+    core_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was destroyed", fn);
     return NULL;
   }
-  return dtensor_redistribute(t, target, norm, true, fn);
+  return mesh_redistribute_to(t, target, norm, true, fn);
 }
 
-dt_tensor *dt_redistribute(dt_tensor *t, dt_mesh *mesh,
+dt_tensor *mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
                            const dt_placement *placements) {
   return redistribute_checked(t, mesh, placements, "dt_redistribute");
 }
 
-dt_tensor *dt_redistribute_like(dt_tensor *t, const dt_tensor *like) {
+dt_tensor *mesh_redistribute_like(dt_tensor *t, const dt_tensor *like) {
   static const char *fn = "dt_redistribute_like";
   if (!like || !like->spec) {
-    if (like || dt_last_status() == DT_OK)
-      dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: like is %s", fn,
+    if (like || core_last_status() == DT_OK)
+      core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: like is %s", fn,
                    like ? "not a distributed tensor" : "NULL");
     return NULL;
   }
   return redistribute_checked(t, like->spec->mesh, like->spec->placements, fn);
 }
 
-dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
+dt_tensor *mesh_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
                                    const char *const *dim_names,
                                    const dt_placement *placements, int n,
                                    dt_default_placement mode) {
@@ -200,21 +200,21 @@ dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
   dt_mesh *target = mesh ? mesh : t->spec ? t->spec->mesh : NULL;
   if (!target) return redistribute_checked(t, NULL, NULL, fn);
   if (n < 0 || (n > 0 && (!dim_names || !placements))) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: n %d with %s dim_names / "
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: n %d with %s dim_names / "
                  "placements", fn, n, n > 0 ? "NULL" : "given");
     return NULL;
   }
   dt_placement pl[DT_MAX_DIMS];
   bool set[DT_MAX_DIMS] = {0};
   for (int i = 0; i < n; i++) {
-    int d = dim_names[i] ? dt_mesh_dim_index(target, dim_names[i]) : -1;
+    int d = dim_names[i] ? mesh_dim_index(target, dim_names[i]) : -1;
     if (d < 0) {
-      dt_error_set(DT_ERR_MESH, "%s: dim_names[%d] \"%s\" is not a dim of the "
+      core_error_set(DT_ERR_MESH, "%s: dim_names[%d] \"%s\" is not a dim of the "
                    "target mesh", fn, i, dim_names[i] ? dim_names[i] : "(null)");
       return NULL;
     }
     if (set[d]) {
-      dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: mesh dim \"%s\" given twice",
+      core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: mesh dim \"%s\" given twice",
                    fn, dim_names[i]);
       return NULL;
     }
@@ -228,11 +228,11 @@ dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
       pl[d] = DT_REPLICATE;
     } else if (mode == DT_DEFAULT_KEEP && t->spec) {
       int sd = t->spec->mesh == target ? d
-               : target->names[d] ? dt_mesh_dim_index(t->spec->mesh, target->names[d])
+               : target->names[d] ? mesh_dim_index(t->spec->mesh, target->names[d])
                                   : -1;
       if (sd < 0) {
-        dt_clear_error();
-        dt_error_set(DT_ERR_MESH, "%s: keep: mesh dim \"%s\" has no "
+        core_clear_error();
+        core_error_set(DT_ERR_MESH, "%s: keep: mesh dim \"%s\" has no "
                      "counterpart in the tensor's mesh", fn, name);
         return NULL;
       }
@@ -240,7 +240,7 @@ dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
     } else if (mode == DT_DEFAULT_KEEP) {
       pl[d] = DT_REPLICATE; /* a single-device tensor is replicated */
     } else {
-      dt_error_set(DT_ERR_PLACEMENT, "%s: no placement for mesh dim \"%s\" "
+      core_error_set(DT_ERR_PLACEMENT, "%s: no placement for mesh dim \"%s\" "
                    "(default_placement_mode raise_error)", fn, name);
       return NULL;
     }

@@ -7,7 +7,7 @@
  *
  * PyTorch rules kept here:
  * - cat: every input has the same ndim (>= 1) and the same sizes except in
- *   dim; dtypes promote (dt_promote_types) over all inputs.
+ *   dim; dtypes promote (core_promote_types) over all inputs.
  * - cat's legacy rule: a 1-d input of shape [0] is skipped — it takes part
  *   in dtype promotion but not in the shape checks or the dim wrapping, so
  *   cat([empty(0), x]) == x for any x. If every input is skipped, dim is
@@ -25,16 +25,16 @@ static bool cat_skipped(const dt_tensor *t) {
 /* The public entry points (runtime/api_join.c) validate the list itself:
  * n >= 1 and no NULL entry; here that is an invariant. */
 static void assert_list(const dt_op_call *c) {
-  DT_ASSERT(c->args[0].list.n >= 1 && c->args[0].list.v);
+  CORE_ASSERT(c->args[0].list.n >= 1 && c->args[0].list.v);
   for (int i = 0; i < c->args[0].list.n; i++)
-    DT_ASSERT(c->args[0].list.v[i]);
+    CORE_ASSERT(c->args[0].list.v[i]);
 }
 
 static dt_dtype promoted(const dt_op_call *c) {
   dt_tensor *const *v = c->args[0].list.v;
   dt_dtype d = v[0]->dtype;
   for (int i = 1; i < c->args[0].list.n; i++)
-    d = dt_promote_types(d, v[i]->dtype);
+    d = core_promote_types(d, v[i]->dtype);
   return d;
 }
 
@@ -45,13 +45,13 @@ dt_status ops_cat_infer(dt_op_call *c) {
   int n = c->args[0].list.n;
   for (int i = 0; i < n; i++)
     if (v[i]->local.ndim == 0)
-      return dt_error_set(DT_ERR_SHAPE, "%s: tensors[%d] is 0-d; a "
+      return core_error_set(DT_ERR_SHAPE, "%s: tensors[%d] is 0-d; a "
                           "zero-dimensional tensor cannot be concatenated "
                           "(use dt_stack)", c->api, i);
   int ref = -1; /* the first input that is not skipped */
   for (int i = 0; i < n && ref < 0; i++)
     if (!cat_skipped(v[i])) ref = i;
-  dt_meta *m = &c->meta[0];
+  core_meta *m = &c->meta[0];
   int nd = ref >= 0 ? v[ref]->local.ndim : 1, d;
   dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, nd, &d);
   if (st != DT_OK) return st;
@@ -70,13 +70,13 @@ dt_status ops_cat_infer(dt_op_call *c) {
     for (int k = 0; ok && k < nd; k++)
       ok = k == d || t->local.sizes[k] == r->local.sizes[k];
     if (!ok) {
-      char sr[DT_SHAPE_STR_LEN], si[DT_SHAPE_STR_LEN];
-      return dt_error_set(DT_ERR_SHAPE, "%s: tensors[%d] has shape %s but "
+      char sr[CORE_SHAPE_STR_LEN], si[CORE_SHAPE_STR_LEN];
+      return core_error_set(DT_ERR_SHAPE, "%s: tensors[%d] has shape %s but "
                           "tensors[%d] has shape %s; sizes must match except "
                           "in dim %d", c->api, i,
-                          dt_shape_str(t->local.sizes, t->local.ndim, si,
+                          core_shape_str(t->local.sizes, t->local.ndim, si,
                                        sizeof si),
-                          ref, dt_shape_str(r->local.sizes, nd, sr, sizeof sr),
+                          ref, core_shape_str(r->local.sizes, nd, sr, sizeof sr),
                           d);
     }
     total += t->local.sizes[d];
@@ -108,7 +108,7 @@ static dt_status join_cpu(dt_op_call *c, bool stack) {
   dt_tensor *const *v = c->args[0].list.v;
   int n = c->args[0].list.n;
   cpu_view vo = ops_view_of(c->out[0]);
-  if (dt_numel(c->out[0]) == 0) return DT_OK;
+  if (core_numel(c->out[0]) == 0) return DT_OK;
   int d;
   dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, vo.ndim, &d);
   if (st != DT_OK) return st;
@@ -116,13 +116,13 @@ static dt_status join_cpu(dt_op_call *c, bool stack) {
   for (int i = 0; i < n; i++) {
     if (!stack && cat_skipped(v[i])) continue;
     cpu_view vi = ops_view_of(v[i]);
-    if (dt_numel(v[i]) > 0) {
+    if (core_numel(v[i]) > 0) {
       cpu_view vs = out_slice(&vo, d, at, &vi, stack);
       cpu_unary(CPU_COPY, ops_copy_type(vo.dtype, vi.dtype), &vs, &vi);
     }
     at += stack ? 1 : vi.sizes[d];
   }
-  DT_ASSERT(at == vo.sizes[d]);
+  CORE_ASSERT(at == vo.sizes[d]);
   return DT_OK;
 }
 
@@ -134,12 +134,12 @@ dt_status ops_stack_infer(dt_op_call *c) {
   dt_tensor *const *v = c->args[0].list.v;
   int n = c->args[0].list.n, nd = v[0]->local.ndim, d;
   if (nd >= DT_MAX_DIMS)
-    return dt_error_set(DT_ERR_SHAPE, "%s: inputs have %d dims; the result "
+    return core_error_set(DT_ERR_SHAPE, "%s: inputs have %d dims; the result "
                         "would exceed the maximum of %d", c->api, nd,
                         DT_MAX_DIMS);
   int64_t dim = c->args[1].i;
   if (dim < -(nd + 1) || dim > nd)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dim %lld is out of "
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dim %lld is out of "
                         "range for stacking %d-d tensors (expected [%d, %d])",
                         c->api, (long long)dim, nd, -(nd + 1), nd);
   d = (int)(dim < 0 ? dim + nd + 1 : dim);
@@ -149,12 +149,12 @@ dt_status ops_stack_infer(dt_op_call *c) {
               !memcmp(t->local.sizes, v[0]->local.sizes,
                       sizeof(int64_t) * (size_t)nd);
     if (!ok) {
-      char s0[DT_SHAPE_STR_LEN], si[DT_SHAPE_STR_LEN];
-      return dt_error_set(DT_ERR_SHAPE, "%s: stack expects each tensor to be "
+      char s0[CORE_SHAPE_STR_LEN], si[CORE_SHAPE_STR_LEN];
+      return core_error_set(DT_ERR_SHAPE, "%s: stack expects each tensor to be "
                           "equal size, but tensors[0] has shape %s and "
                           "tensors[%d] has shape %s", c->api,
-                          dt_shape_str(v[0]->local.sizes, nd, s0, sizeof s0),
-                          i, dt_shape_str(t->local.sizes, t->local.ndim, si,
+                          core_shape_str(v[0]->local.sizes, nd, s0, sizeof s0),
+                          i, core_shape_str(t->local.sizes, t->local.ndim, si,
                                           sizeof si));
     }
   }

@@ -22,16 +22,16 @@ typedef struct mm_shape {
 static dt_status check_dtypes(const dt_op_call *c, const char *an,
                               const dt_tensor *a, const char *bn,
                               const dt_tensor *b) {
-  if (!dt_dtype_valid(a->dtype) || !dt_dtype_valid(b->dtype))
-    return dt_error_set(DT_ERR_DTYPE, "%s: %s or %s has an invalid dtype "
+  if (!core_dtype_valid(a->dtype) || !core_dtype_valid(b->dtype))
+    return core_error_set(DT_ERR_DTYPE, "%s: %s or %s has an invalid dtype "
                         "(%d, %d)", c->api, an, bn, (int)a->dtype,
                         (int)b->dtype);
   if (a->dtype != b->dtype)
-    return dt_error_set(DT_ERR_DTYPE, "%s: %s (%s) and %s (%s) must have the "
+    return core_error_set(DT_ERR_DTYPE, "%s: %s (%s) and %s (%s) must have the "
                         "same dtype; cast one of them first", c->api, an,
-                        dt_dtype_name(a->dtype), bn, dt_dtype_name(b->dtype));
+                        core_dtype_name(a->dtype), bn, core_dtype_name(b->dtype));
   if (a->dtype == DT_BOOL)
-    return dt_error_set(DT_ERR_DTYPE, "%s: %s and %s are bool; matrix "
+    return core_error_set(DT_ERR_DTYPE, "%s: %s and %s are bool; matrix "
                         "products need a numeric dtype", c->api, an, bn);
   return DT_OK;
 }
@@ -39,11 +39,11 @@ static dt_status check_dtypes(const dt_op_call *c, const char *an,
 static dt_status not_multipliable(const dt_op_call *c, const dt_tensor *a,
                                   const dt_tensor *b, const char *why,
                                   long long x, long long y) {
-  char sa[DT_SHAPE_STR_LEN], sb[DT_SHAPE_STR_LEN];
-  return dt_error_set(DT_ERR_SHAPE, "%s: shapes %s and %s cannot be "
+  char sa[CORE_SHAPE_STR_LEN], sb[CORE_SHAPE_STR_LEN];
+  return core_error_set(DT_ERR_SHAPE, "%s: shapes %s and %s cannot be "
                       "multiplied (%s: %lld vs %lld)", c->api,
-                      dt_shape_str(a->local.sizes, a->local.ndim, sa, sizeof sa),
-                      dt_shape_str(b->local.sizes, b->local.ndim, sb, sizeof sb),
+                      core_shape_str(a->local.sizes, a->local.ndim, sa, sizeof sa),
+                      core_shape_str(b->local.sizes, b->local.ndim, sb, sizeof sb),
                       why, x, y);
 }
 
@@ -53,11 +53,11 @@ static dt_status matmul_shape(const dt_op_call *c, const dt_tensor *a,
   const int64_t *as = a->local.sizes, *bs = b->local.sizes;
   int na = a->local.ndim, nb = b->local.ndim;
   if (na == 0 || nb == 0) {
-    char sa[DT_SHAPE_STR_LEN], sb[DT_SHAPE_STR_LEN];
-    return dt_error_set(DT_ERR_SHAPE, "%s: both arguments need at least 1 "
+    char sa[CORE_SHAPE_STR_LEN], sb[CORE_SHAPE_STR_LEN];
+    return core_error_set(DT_ERR_SHAPE, "%s: both arguments need at least 1 "
                         "dim, got shapes %s and %s (use dt_mul for scalars)",
-                        c->api, dt_shape_str(as, na, sa, sizeof sa),
-                        dt_shape_str(bs, nb, sb, sizeof sb));
+                        c->api, core_shape_str(as, na, sa, sizeof sa),
+                        core_shape_str(bs, nb, sb, sizeof sb));
   }
   s->a_vec = na == 1;
   s->b_vec = nb == 1;
@@ -82,7 +82,7 @@ static dt_status matmul_shape(const dt_op_call *c, const dt_tensor *a,
 }
 
 /* The output's shape: batch..., M unless a is a vector, N unless b is. */
-static void mm_meta(dt_meta *m, dt_dtype d, const mm_shape *s) {
+static void mm_meta(core_meta *m, dt_dtype d, const mm_shape *s) {
   int64_t sz[DT_MAX_DIMS];
   int n = 0;
   for (int i = 0; i < s->nbatch; i++) sz[n++] = s->batch[i];
@@ -108,15 +108,15 @@ static dt_status gemm_error(const dt_op_call *c, dt_status st,
   long long m = (long long)s->m, k = (long long)s->k, n = (long long)s->n;
   switch (st) {
   case DT_ERR_OUT_OF_MEMORY:
-    return dt_error_set(st, "%s: out of memory for the packing buffers of a "
+    return core_error_set(st, "%s: out of memory for the packing buffers of a "
                         "[%lld, %lld] x [%lld, %lld] product", c->api, m, k,
                         k, n);
   case DT_ERR_UNSUPPORTED:
-    return dt_error_set(st, "%s: a [%lld, %lld] x [%lld, %lld] product has a "
+    return core_error_set(st, "%s: a [%lld, %lld] x [%lld, %lld] product has a "
                         "dim beyond BLAS's 32-bit int", c->api, m, k, k, n);
   default:
-    return dt_error_set(st, "%s: dtype %s is not supported by the CPU GEMM",
-                        c->api, dt_dtype_name(c->out[0]->dtype));
+    return core_error_set(st, "%s: dtype %s is not supported by the CPU GEMM",
+                        c->api, core_dtype_name(c->out[0]->dtype));
   }
 }
 
@@ -137,8 +137,8 @@ static dt_status mm_run(dt_op_call *c, const mm_shape *s, const cpu_view *a2,
   cpu_view vo = ops_view_of(c->out[0]);
   vo.ndim = nd;
   for (int i = 0; i < nd; i++) vo.sizes[i] = sz[i];
-  dt_contiguous_strides(vo.sizes, nd, vo.strides);
-  const char *bp = bias ? dt_tensor_data(bias) : NULL;
+  core_contiguous_strides(vo.sizes, nd, vo.strides);
+  const char *bp = bias ? core_tensor_data(bias) : NULL;
   int64_t bstride = bias ? bias->local.strides[0] : 0;
   dt_status st = cpu_bmm(&vo, &va, &vb, bp, bstride);
   return st == DT_OK ? DT_OK : gemm_error(c, st, s);
@@ -170,26 +170,26 @@ dt_status ops_matmul_cpu(dt_op_call *c) {
 /* the shapes are formatted only when the call fails (this runs per call) */
 static dt_status linear_shape(const dt_op_call *c, mm_shape *s) {
   const dt_tensor *x = c->args[0].t, *w = c->args[1].t, *bias = c->args[2].t;
-  char sx[DT_SHAPE_STR_LEN], sw[DT_SHAPE_STR_LEN], sb[DT_SHAPE_STR_LEN];
+  char sx[CORE_SHAPE_STR_LEN], sw[CORE_SHAPE_STR_LEN], sb[CORE_SHAPE_STR_LEN];
   int nx = x->local.ndim;
   const int64_t *xs = x->local.sizes, *ws = w->local.sizes;
-#define SX dt_shape_str(xs, nx, sx, sizeof sx)
-#define SW dt_shape_str(ws, w->local.ndim, sw, sizeof sw)
+#define SX core_shape_str(xs, nx, sx, sizeof sx)
+#define SW core_shape_str(ws, w->local.ndim, sw, sizeof sw)
   if (nx == 0)
-    return dt_error_set(DT_ERR_SHAPE, "%s: x must have at least 1 dim "
+    return core_error_set(DT_ERR_SHAPE, "%s: x must have at least 1 dim "
                         "[..., in], got shape %s", c->api, SX);
   if (w->local.ndim != 2)
-    return dt_error_set(DT_ERR_SHAPE, "%s: weight must be 2-D [out, in], got "
+    return core_error_set(DT_ERR_SHAPE, "%s: weight must be 2-D [out, in], got "
                         "shape %s", c->api, SW);
   if (xs[nx - 1] != ws[1])
-    return dt_error_set(DT_ERR_SHAPE, "%s: x %s and weight %s do not match: "
+    return core_error_set(DT_ERR_SHAPE, "%s: x %s and weight %s do not match: "
                         "x's last dim %lld != weight's in-features %lld",
                         c->api, SX, SW, (long long)xs[nx - 1],
                         (long long)ws[1]);
   if (bias && (bias->local.ndim != 1 || bias->local.sizes[0] != ws[0]))
-    return dt_error_set(DT_ERR_SHAPE, "%s: bias shape %s does not match "
+    return core_error_set(DT_ERR_SHAPE, "%s: bias shape %s does not match "
                         "weight %s (expected [%lld])", c->api,
-                        dt_shape_str(bias->local.sizes, bias->local.ndim, sb,
+                        core_shape_str(bias->local.sizes, bias->local.ndim, sb,
                                      sizeof sb),
                         SW, (long long)ws[0]);
 #undef SX
@@ -210,9 +210,9 @@ dt_status ops_linear_infer(dt_op_call *c) {
   dt_status st = linear_shape(c, &s);
   if (st == DT_OK) st = check_dtypes(c, "x", x, "weight", w);
   if (st == DT_OK && bias && bias->dtype != x->dtype)
-    st = dt_error_set(DT_ERR_DTYPE, "%s: bias (%s) must have the dtype of x "
-                      "and weight (%s)", c->api, dt_dtype_name(bias->dtype),
-                      dt_dtype_name(x->dtype));
+    st = core_error_set(DT_ERR_DTYPE, "%s: bias (%s) must have the dtype of x "
+                      "and weight (%s)", c->api, core_dtype_name(bias->dtype),
+                      core_dtype_name(x->dtype));
   if (st != DT_OK) return st;
   mm_meta(&c->meta[0], x->dtype, &s);
   return DT_OK;

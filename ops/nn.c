@@ -8,8 +8,8 @@
 static dt_status check_index_dtype(const dt_op_call *c, const char *arg,
                                    const dt_tensor *t) {
   if (t->dtype != DT_INT32 && t->dtype != DT_INT64)
-    return dt_error_set(DT_ERR_DTYPE, "%s: %s must be int32 or int64, got %s",
-                        c->api, arg, dt_dtype_name(t->dtype));
+    return core_error_set(DT_ERR_DTYPE, "%s: %s must be int32 or int64, got %s",
+                        c->api, arg, core_dtype_name(t->dtype));
   return DT_OK;
 }
 
@@ -27,17 +27,17 @@ dt_status ops_embedding_infer(dt_op_call *c) {
   const dt_tensor *idx = c->args[0].t, *w = c->args[1].t;
   dt_status st = check_index_dtype(c, "indices", idx);
   if (st != DT_OK) return st;
-  char sw[DT_SHAPE_STR_LEN];
+  char sw[CORE_SHAPE_STR_LEN];
   if (w->local.ndim != 2)
-    return dt_error_set(DT_ERR_SHAPE, "%s: weight must be 2-D [num, dim], got "
+    return core_error_set(DT_ERR_SHAPE, "%s: weight must be 2-D [num, dim], got "
                         "shape %s", c->api,
-                        dt_shape_str(w->local.sizes, w->local.ndim, sw, sizeof sw));
-  if (!dt_dtype_valid(w->dtype))
-    return dt_error_set(DT_ERR_DTYPE, "%s: weight has invalid dtype %d",
+                        core_shape_str(w->local.sizes, w->local.ndim, sw, sizeof sw));
+  if (!core_dtype_valid(w->dtype))
+    return core_error_set(DT_ERR_DTYPE, "%s: weight has invalid dtype %d",
                         c->api, (int)w->dtype);
   int n = idx->local.ndim;
   if (n + 1 > DT_MAX_DIMS)
-    return dt_error_set(DT_ERR_SHAPE, "%s: indices have %d dims; the output "
+    return core_error_set(DT_ERR_SHAPE, "%s: indices have %d dims; the output "
                         "would exceed %d", c->api, n, DT_MAX_DIMS);
   int64_t sz[DT_MAX_DIMS];
   for (int i = 0; i < n; i++) sz[i] = idx->local.sizes[i];
@@ -51,13 +51,13 @@ dt_status ops_embedding_cpu(dt_op_call *c) {
   cpu_view vi = ops_view_of(idx), vw = ops_view_of(w);
   cpu_view vo = ops_view_of(c->out[0]); /* [..., dim] seen as [n, dim] */
   vo.ndim = 2;
-  vo.sizes[0] = dt_numel(idx);
+  vo.sizes[0] = core_numel(idx);
   vo.sizes[1] = vw.sizes[1];
   vo.strides[0] = vw.sizes[1];
   vo.strides[1] = 1;
   int64_t pos, val;
   if (cpu_index_select(&vo, &vw, 0, &vi, &pos, &val) != DT_OK)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
                         "%lld of indices) is out of range for a table of "
                         "%lld rows (expected [0, %lld))", c->api,
                         (long long)val, (long long)pos,
@@ -73,17 +73,17 @@ dt_status ops_index_select_infer(dt_op_call *c) {
   if (st == DT_OK) st = check_index_dtype(c, "index", idx);
   if (st != DT_OK) return st;
   /* the index shape is formatted only on the error paths */
-  char si[DT_SHAPE_STR_LEN];
-#define SI dt_shape_str(idx->local.sizes, idx->local.ndim, si, sizeof si)
+  char si[CORE_SHAPE_STR_LEN];
+#define SI core_shape_str(idx->local.sizes, idx->local.ndim, si, sizeof si)
   if (idx->local.ndim > 1)
-    return dt_error_set(DT_ERR_SHAPE, "%s: index must be 1-D or 0-d, got "
+    return core_error_set(DT_ERR_SHAPE, "%s: index must be 1-D or 0-d, got "
                         "shape %s", c->api, SI);
-  if (!dt_dtype_valid(a->dtype))
-    return dt_error_set(DT_ERR_DTYPE, "%s: a has invalid dtype %d", c->api,
+  if (!core_dtype_valid(a->dtype))
+    return core_error_set(DT_ERR_DTYPE, "%s: a has invalid dtype %d", c->api,
                         (int)a->dtype);
-  int64_t n = dt_numel(idx);
+  int64_t n = core_numel(idx);
   if (a->local.ndim == 0 && n != 1)
-    return dt_error_set(DT_ERR_SHAPE, "%s: a 0-d a takes exactly one index, "
+    return core_error_set(DT_ERR_SHAPE, "%s: a 0-d a takes exactly one index, "
                         "got index of shape %s", c->api, SI);
 #undef SI
   int64_t sz[DT_MAX_DIMS];
@@ -105,7 +105,7 @@ dt_status ops_index_select_cpu(dt_op_call *c) {
   at_least_1d(&vo);
   int64_t pos, val;
   if (cpu_index_select(&vo, &va, d, &vi, &pos, &val) != DT_OK)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
                         "%lld of index) is out of range for dim %d of size "
                         "%lld (expected [0, %lld))", c->api, (long long)val,
                         (long long)pos, d, (long long)va.sizes[d],
@@ -118,33 +118,33 @@ dt_status ops_index_select_cpu(dt_op_call *c) {
 dt_status ops_cross_entropy_infer(dt_op_call *c) {
   const dt_tensor *x = c->args[0].t, *t = c->args[1].t;
   int64_t red = c->args[2].i;
-  if (!dt_dtype_is_float(x->dtype))
-    return dt_error_set(DT_ERR_DTYPE, "%s: logits must have a floating dtype, "
-                        "got %s", c->api, dt_dtype_name(x->dtype));
+  if (!core_dtype_is_float(x->dtype))
+    return core_error_set(DT_ERR_DTYPE, "%s: logits must have a floating dtype, "
+                        "got %s", c->api, core_dtype_name(x->dtype));
   dt_status st = check_index_dtype(c, "target", t);
   if (st != DT_OK) return st;
   if (red != DT_REDUCTION_MEAN && red != DT_REDUCTION_SUM &&
       red != DT_REDUCTION_NONE)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: reduction %lld is not a "
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: reduction %lld is not a "
                         "dt_reduction (MEAN, SUM or NONE)", c->api,
                         (long long)red);
   /* the logits shape is formatted only on the error paths */
-  char sx[DT_SHAPE_STR_LEN], st_[DT_SHAPE_STR_LEN];
+  char sx[CORE_SHAPE_STR_LEN], st_[CORE_SHAPE_STR_LEN];
   int nx = x->local.ndim;
-#define SX dt_shape_str(x->local.sizes, nx, sx, sizeof sx)
+#define SX core_shape_str(x->local.sizes, nx, sx, sizeof sx)
   if (nx != 1 && nx != 2)
-    return dt_error_set(DT_ERR_SHAPE, "%s: logits must be [N, C] or [C], got "
+    return core_error_set(DT_ERR_SHAPE, "%s: logits must be [N, C] or [C], got "
                         "shape %s", c->api, SX);
   /* target: [N] for [N, C] logits, [] for [C] */
   bool ok = t->local.ndim == nx - 1 &&
             (nx == 1 || t->local.sizes[0] == x->local.sizes[0]);
   if (!ok) {
-    char se[DT_SHAPE_STR_LEN];
-    return dt_error_set(DT_ERR_SHAPE, "%s: target shape %s does not match "
+    char se[CORE_SHAPE_STR_LEN];
+    return core_error_set(DT_ERR_SHAPE, "%s: target shape %s does not match "
                         "logits %s (expected %s)", c->api,
-                        dt_shape_str(t->local.sizes, t->local.ndim, st_,
+                        core_shape_str(t->local.sizes, t->local.ndim, st_,
                                      sizeof st_),
-                        SX, dt_shape_str(x->local.sizes, nx - 1, se, sizeof se));
+                        SX, core_shape_str(x->local.sizes, nx - 1, se, sizeof se));
   }
 #undef SX
   int64_t n = nx == 2 ? x->local.sizes[0] : 1;
@@ -166,10 +166,10 @@ dt_status ops_cross_entropy_cpu(dt_op_call *c) {
   }
   dt_tensor *o = c->out[0];
   int64_t pos, val;
-  if (cpu_cross_entropy(dt_tensor_data(o), o->dtype, 1, &vx, &vt,
+  if (cpu_cross_entropy(core_tensor_data(o), o->dtype, 1, &vx, &vt,
                         (dt_reduction)c->args[2].i, c->args[3].i, &pos,
                         &val) != DT_OK)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: target %lld (position "
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: target %lld (position "
                         "%lld) is out of range for %lld classes (expected "
                         "[0, %lld) or ignore_index %lld)", c->api,
                         (long long)val, (long long)pos, (long long)vx.sizes[1],
@@ -182,11 +182,11 @@ dt_status ops_dropout_infer(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t;
   double p = c->args[1].d;
   if (!(p >= 0.0 && p <= 1.0))
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: p %g is outside [0, 1]",
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: p %g is outside [0, 1]",
                         c->api, p);
-  if (!dt_dtype_is_float(a->dtype))
-    return dt_error_set(DT_ERR_DTYPE, "%s: a must have a floating dtype, got "
-                        "%s", c->api, dt_dtype_name(a->dtype));
+  if (!core_dtype_is_float(a->dtype))
+    return core_error_set(DT_ERR_DTYPE, "%s: a must have a floating dtype, got "
+                        "%s", c->api, core_dtype_name(a->dtype));
   ops_meta_set(&c->meta[0], a->dtype, a->local.ndim, a->local.sizes);
   return DT_OK;
 }
@@ -199,7 +199,7 @@ dt_status ops_dropout_cpu(dt_op_call *c) {
   if (!train || p == 0.0)
     cpu_unary(CPU_COPY, cpu_compute_type(vo.dtype), &vo, &va);
   else if (p == 1.0)
-    cpu_fill(vo.data, vo.dtype, dt_numel(o), 0.0);
+    cpu_fill(vo.data, vo.dtype, core_numel(o), 0.0);
   else
     cpu_dropout(&vo, &va, p, (uint64_t)c->args[3].i, (uint64_t)c->args[4].i);
   return DT_OK;

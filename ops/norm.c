@@ -11,11 +11,11 @@
 
 static dt_status need_float(const dt_op_call *c, const dt_tensor *t,
                             const char *arg) {
-  if (!dt_dtype_is_float(t->dtype))
-    return dt_error_set(DT_ERR_DTYPE,
+  if (!core_dtype_is_float(t->dtype))
+    return core_error_set(DT_ERR_DTYPE,
                         "%s: %s must have a floating dtype, got %s (cast with "
                         "dt_cast first)", c->api, arg,
-                        dt_dtype_valid(t->dtype) ? dt_dtype_name(t->dtype)
+                        core_dtype_valid(t->dtype) ? core_dtype_name(t->dtype)
                                                  : "an invalid dtype");
   return DT_OK;
 }
@@ -36,7 +36,7 @@ dt_status ops_softmax_cpu(dt_op_call *c) {
   dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim, &d);
   if (st != DT_OK) return st;
   cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(a);
-  cpu_softmax(&vo, &va, d, c->op == DT_OP_LOG_SOFTMAX);
+  cpu_softmax(&vo, &va, d, c->op == CORE_OP_LOG_SOFTMAX);
   return DT_OK;
 }
 
@@ -46,22 +46,22 @@ static dt_status check_param(const dt_op_call *c, const dt_tensor *x,
   if (!p) return DT_OK;
   int64_t last = x->local.sizes[x->local.ndim - 1];
   if (p->local.ndim != 1 || p->local.sizes[0] != last) {
-    char sp[DT_SHAPE_STR_LEN], sx[DT_SHAPE_STR_LEN];
-    return dt_error_set(DT_ERR_SHAPE,
+    char sp[CORE_SHAPE_STR_LEN], sx[CORE_SHAPE_STR_LEN];
+    return core_error_set(DT_ERR_SHAPE,
                         "%s: %s has shape %s; expected [%lld], the last dim "
                         "of x %s", c->api, arg,
-                        dt_shape_str(p->local.sizes, p->local.ndim, sp,
+                        core_shape_str(p->local.sizes, p->local.ndim, sp,
                                      sizeof sp),
                         (long long)last,
-                        dt_shape_str(x->local.sizes, x->local.ndim, sx,
+                        core_shape_str(x->local.sizes, x->local.ndim, sx,
                                      sizeof sx));
   }
   if (p->dtype != x->dtype)
-    return dt_error_set(DT_ERR_DTYPE, "%s: %s is %s but x is %s (they must "
+    return core_error_set(DT_ERR_DTYPE, "%s: %s is %s but x is %s (they must "
                         "match)", c->api, arg,
-                        dt_dtype_valid(p->dtype) ? dt_dtype_name(p->dtype)
+                        core_dtype_valid(p->dtype) ? core_dtype_name(p->dtype)
                                                  : "an invalid dtype",
-                        dt_dtype_name(x->dtype));
+                        core_dtype_name(x->dtype));
   return DT_OK;
 }
 
@@ -72,10 +72,10 @@ static dt_status norm_infer(dt_op_call *c, const dt_tensor *w,
   dt_status st = need_float(c, x, "x");
   if (st != DT_OK) return st;
   if (x->local.ndim == 0)
-    return dt_error_set(DT_ERR_SHAPE, "%s: x is 0-d; it needs a last dim to "
+    return core_error_set(DT_ERR_SHAPE, "%s: x is 0-d; it needs a last dim to "
                         "normalise over", c->api);
   if (!isfinite(eps) || eps < 0)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: eps %g must be finite and >= 0", c->api, eps);
   st = check_param(c, x, w, "weight");
   if (st == DT_OK) st = check_param(c, x, b, "bias");

@@ -8,26 +8,26 @@
 #include "core/error.h"
 #include "core/tensor.h"
 
-#define DT_OP(id, name, schema, infer, cpu)                                 \
+#define CORE_OP(id, name, schema, infer, cpu)                                 \
   dt_status infer(dt_op_call *c);                                           \
   dt_status cpu(dt_op_call *c);
 #include "core/op_list.h"
-#undef DT_OP
+#undef CORE_OP
 
 /* what ops/ provides per op: validation and the CPU kernel (ops/registry.c) */
-typedef struct dt_op_def {
-  dt_infer_fn infer;
-  dt_kernel_fn cpu;
-} dt_op_def;
+typedef struct ops_def {
+  core_infer_fn infer;
+  core_kernel_fn cpu;
+} ops_def;
 
-extern const dt_op_def dt_op_defs[DT_OP_COUNT];
+extern const ops_def ops_defs[CORE_OP_COUNT];
 
 
 /* A kernel-side view of a tensor: pointer to its first element, sizes and
  * strides in elements, dtype. */
 static inline cpu_view ops_view_of(const dt_tensor *t) {
   cpu_view v = {0}; /* dims past ndim zeroed: the struct is copied around */
-  v.data = dt_tensor_data(t);
+  v.data = core_tensor_data(t);
   v.dtype = t->dtype;
   v.ndim = t->local.ndim;
   for (int i = 0; i < v.ndim; i++) {
@@ -38,7 +38,7 @@ static inline cpu_view ops_view_of(const dt_tensor *t) {
 }
 
 /* Sets meta[0] to a fresh output of dtype and shape. */
-static inline void ops_meta_set(dt_meta *m, dt_dtype dtype, int ndim,
+static inline void ops_meta_set(core_meta *m, dt_dtype dtype, int ndim,
                                 const int64_t *sizes) {
   m->dtype = dtype;
   m->ndim = ndim;
@@ -54,7 +54,7 @@ static inline void ops_meta_set(dt_meta *m, dt_dtype dtype, int ndim,
  * (through double, an int64 would be rounded to 53 bits and then again to
  * 24); else float64, which holds every float32/16/bf16 value exactly. */
 static inline dt_dtype ops_copy_type(dt_dtype dst, dt_dtype src) {
-  bool fd = dt_dtype_is_float(dst), fs = dt_dtype_is_float(src);
+  bool fd = core_dtype_is_float(dst), fs = core_dtype_is_float(src);
   if (dst == src) return cpu_compute_type(dst);
   if (!fd && !fs) return DT_INT64;
   if (fd && !fs && dst != DT_FLOAT64) return DT_FLOAT32;
@@ -64,7 +64,7 @@ static inline dt_dtype ops_copy_type(dt_dtype dst, dt_dtype src) {
 /* True when the product of sizes, a size 0 counted as 1, fits int64: then
  * numel fits, and so do the contiguous strides (runtime/tensor.c) of a
  * tensor of these sizes — a 0 elsewhere must not hide an overflow of the
- * rest, as dt_numel_checked lets it. The shape check of every op that
+ * rest, as core_numel_checked lets it. The shape check of every op that
  * makes a new shape (factories, view, reshape, expand). */
 static inline bool ops_sizes_fit(const int64_t *sizes, int n) {
   int64_t p = 1;

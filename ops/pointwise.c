@@ -7,17 +7,17 @@
 #include "ops/ops.h"
 
 /* the op list and the kernel enums are in the same order */
-_Static_assert(DT_OP_LOGICAL_OR - DT_OP_ADD == CPU_OR - CPU_ADD, "binary order");
-_Static_assert(DT_OP_POW_SCALAR - DT_OP_ADD_SCALAR == CPU_POW - CPU_ADD,
+_Static_assert(CORE_OP_LOGICAL_OR - CORE_OP_ADD == CPU_OR - CPU_ADD, "binary order");
+_Static_assert(CORE_OP_POW_SCALAR - CORE_OP_ADD_SCALAR == CPU_POW - CPU_ADD,
                "scalar order");
-_Static_assert(DT_OP_LOGICAL_NOT - DT_OP_NEG == CPU_NOT - CPU_NEG, "unary order");
+_Static_assert(CORE_OP_LOGICAL_NOT - CORE_OP_NEG == CPU_NOT - CPU_NEG, "unary order");
 
 static bool is_0d(const dt_tensor *t) { return t->local.ndim == 0; }
 
 static dt_status check_dtype(const dt_op_call *c, const dt_tensor *t,
                              const char *arg) {
-  if (!dt_dtype_valid(t->dtype))
-    return dt_error_set(DT_ERR_DTYPE, "%s: %s has invalid dtype %d", c->api,
+  if (!core_dtype_valid(t->dtype))
+    return core_error_set(DT_ERR_DTYPE, "%s: %s has invalid dtype %d", c->api,
                         arg, (int)t->dtype);
   return DT_OK;
 }
@@ -25,32 +25,32 @@ static dt_status check_dtype(const dt_op_call *c, const dt_tensor *t,
 /* ---- binary */
 dt_status ops_binary_infer(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t, *b = c->args[1].t;
-  dt_meta *m = &c->meta[0];
+  core_meta *m = &c->meta[0];
   dt_status st = ops_broadcast_shapes(c, a->local.sizes, a->local.ndim,
                                       b->local.sizes, b->local.ndim, m->sizes,
                                       &m->ndim);
   if (st != DT_OK) return st;
-  dt_dtype r = dt_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b));
+  dt_dtype r = core_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b));
   switch (c->op) {
-  case DT_OP_SUB:
+  case CORE_OP_SUB:
     if (a->dtype == DT_BOOL && b->dtype == DT_BOOL)
-      return dt_error_set(DT_ERR_DTYPE, "%s: subtraction of two bool tensors "
+      return core_error_set(DT_ERR_DTYPE, "%s: subtraction of two bool tensors "
                           "is not supported; use dt_logical_and/or/not",
                           c->api);
     break;
-  case DT_OP_POW:
+  case CORE_OP_POW:
     /* PyTorch has no bool pow kernel ("pow" not implemented for 'Bool');
      * the bool compute type has no pow either */
     if (r == DT_BOOL)
-      return dt_error_set(DT_ERR_DTYPE, "%s: pow of two bool tensors is not "
+      return core_error_set(DT_ERR_DTYPE, "%s: pow of two bool tensors is not "
                           "supported; cast one of them to an integer or "
                           "floating dtype first", c->api);
     break;
-  case DT_OP_DIV:
-    if (!dt_dtype_is_float(r)) r = DT_FLOAT32; /* true division */
+  case CORE_OP_DIV:
+    if (!core_dtype_is_float(r)) r = DT_FLOAT32; /* true division */
     break;
-  case DT_OP_EQ: case DT_OP_NE: case DT_OP_LT: case DT_OP_LE: case DT_OP_GT:
-  case DT_OP_GE: case DT_OP_LOGICAL_AND: case DT_OP_LOGICAL_OR:
+  case CORE_OP_EQ: case CORE_OP_NE: case CORE_OP_LT: case CORE_OP_LE: case CORE_OP_GT:
+  case CORE_OP_GE: case CORE_OP_LOGICAL_AND: case CORE_OP_LOGICAL_OR:
     m->dtype = DT_BOOL;
     m->alias = -1;
     return DT_OK;
@@ -66,16 +66,16 @@ static bool binary_flat(const dt_op_call *c, const dt_tensor *a,
                         const dt_tensor *b, dt_tensor *o) {
   dt_dtype ct = cpu_compute_type(o->dtype);
   if (a->dtype != ct || b->dtype != ct || o->dtype != ct ||
-      c->op >= DT_OP_EQ || a->local.ndim != o->local.ndim ||
+      c->op >= CORE_OP_EQ || a->local.ndim != o->local.ndim ||
       b->local.ndim != o->local.ndim)
     return false;
   for (int i = 0; i < o->local.ndim; i++)
     if (a->local.sizes[i] != o->local.sizes[i] ||
         b->local.sizes[i] != o->local.sizes[i])
       return false;
-  if (!dt_tensor_is_contiguous(a) || !dt_tensor_is_contiguous(b)) return false;
-  cpu_binary_contig((cpu_binary_op)(c->op - DT_OP_ADD), ct, dt_numel(o),
-                  dt_tensor_data(o), dt_tensor_data(a), dt_tensor_data(b));
+  if (!core_tensor_is_contiguous(a) || !core_tensor_is_contiguous(b)) return false;
+  cpu_binary_contig((cpu_binary_op)(c->op - CORE_OP_ADD), ct, core_numel(o),
+                  core_tensor_data(o), core_tensor_data(a), core_tensor_data(b));
   return true;
 }
 
@@ -87,13 +87,13 @@ dt_status ops_binary_cpu(dt_op_call *c) {
   cpu_view va = cpu_view_broadcast(&va0, vo.ndim, vo.sizes);
   cpu_view vb = cpu_view_broadcast(&vb0, vo.ndim, vo.sizes);
   dt_dtype ct;
-  if (c->op == DT_OP_LOGICAL_AND || c->op == DT_OP_LOGICAL_OR)
+  if (c->op == CORE_OP_LOGICAL_AND || c->op == CORE_OP_LOGICAL_OR)
     ct = DT_BOOL;
-  else if (o->dtype == DT_BOOL && c->op >= DT_OP_EQ)
-    ct = cpu_compute_type(dt_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b)));
+  else if (o->dtype == DT_BOOL && c->op >= CORE_OP_EQ)
+    ct = cpu_compute_type(core_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b)));
   else
     ct = cpu_compute_type(o->dtype);
-  cpu_binary((cpu_binary_op)(c->op - DT_OP_ADD), ct, &vo, &va, &vb);
+  cpu_binary((cpu_binary_op)(c->op - CORE_OP_ADD), ct, &vo, &va, &vb);
   return DT_OK;
 }
 
@@ -103,14 +103,14 @@ dt_status ops_scalar_infer(dt_op_call *c) {
   double s = c->args[1].d;
   dt_status st = check_dtype(c, a, "a");
   if (st != DT_OK) return st;
-  dt_dtype r = dt_result_type_scalar(a->dtype, s);
-  if (c->op == DT_OP_DIV_SCALAR && !dt_dtype_is_float(r)) r = DT_FLOAT32;
-  if (c->op == DT_OP_POW_SCALAR && !dt_dtype_is_float(r) && s < 0)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+  dt_dtype r = core_result_type_scalar(a->dtype, s);
+  if (c->op == CORE_OP_DIV_SCALAR && !core_dtype_is_float(r)) r = DT_FLOAT32;
+  if (c->op == CORE_OP_POW_SCALAR && !core_dtype_is_float(r) && s < 0)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: integer tensor (%s) to a negative integer power "
-                        "%g is not allowed", c->api, dt_dtype_name(a->dtype), s);
-  if (c->op == DT_OP_SUB_SCALAR && a->dtype == DT_BOOL)
-    return dt_error_set(DT_ERR_DTYPE, "%s: subtraction from a bool tensor is "
+                        "%g is not allowed", c->api, core_dtype_name(a->dtype), s);
+  if (c->op == CORE_OP_SUB_SCALAR && a->dtype == DT_BOOL)
+    return core_error_set(DT_ERR_DTYPE, "%s: subtraction from a bool tensor is "
                         "not supported", c->api);
   ops_meta_set(&c->meta[0], r, a->local.ndim, a->local.sizes);
   return DT_OK;
@@ -118,7 +118,7 @@ dt_status ops_scalar_infer(dt_op_call *c) {
 
 dt_status ops_scalar_cpu(dt_op_call *c) {
   cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
-  cpu_binary_scalar((cpu_binary_op)(c->op - DT_OP_ADD_SCALAR),
+  cpu_binary_scalar((cpu_binary_op)(c->op - CORE_OP_ADD_SCALAR),
                     cpu_compute_type(vo.dtype), &vo, &va, c->args[1].d);
   return DT_OK;
 }
@@ -130,15 +130,15 @@ dt_status ops_unary_infer(dt_op_call *c) {
   if (st != DT_OK) return st;
   dt_dtype r = a->dtype;
   switch (c->op) {
-  case DT_OP_NEG:
+  case CORE_OP_NEG:
     if (a->dtype == DT_BOOL)
-      return dt_error_set(DT_ERR_DTYPE, "%s: negation of a bool tensor is not "
+      return core_error_set(DT_ERR_DTYPE, "%s: negation of a bool tensor is not "
                           "supported; use dt_logical_not", c->api);
     break;
-  case DT_OP_ABS: case DT_OP_RELU: break;
-  case DT_OP_LOGICAL_NOT: r = DT_BOOL; break;
+  case CORE_OP_ABS: case CORE_OP_RELU: break;
+  case CORE_OP_LOGICAL_NOT: r = DT_BOOL; break;
   default:
-    if (!dt_dtype_is_float(r)) r = DT_FLOAT32; /* int → float like PyTorch */
+    if (!core_dtype_is_float(r)) r = DT_FLOAT32; /* int → float like PyTorch */
     break;
   }
   ops_meta_set(&c->meta[0], r, a->local.ndim, a->local.sizes);
@@ -147,8 +147,8 @@ dt_status ops_unary_infer(dt_op_call *c) {
 
 dt_status ops_unary_cpu(dt_op_call *c) {
   cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
-  dt_dtype ct = c->op == DT_OP_LOGICAL_NOT ? DT_BOOL : cpu_compute_type(vo.dtype);
-  cpu_unary((cpu_unary_op)(c->op - DT_OP_NEG), ct, &vo, &va);
+  dt_dtype ct = c->op == CORE_OP_LOGICAL_NOT ? DT_BOOL : cpu_compute_type(vo.dtype);
+  cpu_unary((cpu_unary_op)(c->op - CORE_OP_NEG), ct, &vo, &va);
   return DT_OK;
 }
 
@@ -157,16 +157,16 @@ dt_status ops_clamp_infer(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t;
   double lo = c->args[1].d, hi = c->args[2].d;
   if (isnan(lo) || isnan(hi))
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: min %g and max %g must not be NaN", c->api, lo, hi);
   dt_dtype r = a->dtype;
-  if (!dt_dtype_is_float(r)) {
+  if (!core_dtype_is_float(r)) {
     bool lo_int = isinf(lo) || lo == nearbyint(lo);
     bool hi_int = isinf(hi) || hi == nearbyint(hi);
     if (!lo_int || !hi_int) r = DT_FLOAT32;
   }
   if (r == DT_BOOL)
-    return dt_error_set(DT_ERR_DTYPE, "%s: clamp is not supported for bool",
+    return core_error_set(DT_ERR_DTYPE, "%s: clamp is not supported for bool",
                         c->api);
   /* An integer result keeps integer bounds, compared exactly. A min at or
    * below the dtype's smallest value bounds nothing (min = -inf is the
@@ -193,8 +193,8 @@ dt_status ops_clamp_cpu(dt_op_call *c) {
 static dt_status check_mask(const dt_op_call *c, const dt_tensor *m,
                             const char *arg) {
   if (m->dtype != DT_BOOL && m->dtype != DT_UINT8)
-    return dt_error_set(DT_ERR_DTYPE, "%s: %s must be bool (or uint8), got %s",
-                        c->api, arg, dt_dtype_name(m->dtype));
+    return core_error_set(DT_ERR_DTYPE, "%s: %s must be bool (or uint8), got %s",
+                        c->api, arg, core_dtype_name(m->dtype));
   return DT_OK;
 }
 
@@ -204,14 +204,14 @@ dt_status ops_where_infer(dt_op_call *c) {
   if (st != DT_OK) return st;
   int64_t ab[DT_MAX_DIMS];
   int nab;
-  dt_meta *m = &c->meta[0];
+  core_meta *m = &c->meta[0];
   st = ops_broadcast_shapes(c, a->local.sizes, a->local.ndim, b->local.sizes,
                             b->local.ndim, ab, &nab);
   if (st == DT_OK)
     st = ops_broadcast_shapes(c, cond->local.sizes, cond->local.ndim, ab, nab,
                               m->sizes, &m->ndim);
   if (st != DT_OK) return st;
-  m->dtype = dt_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b));
+  m->dtype = core_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b));
   m->alias = -1;
   return DT_OK;
 }
@@ -239,11 +239,11 @@ dt_status ops_masked_fill_infer(dt_op_call *c) {
   bool same = n == a->local.ndim;
   for (int i = 0; same && i < n; i++) same = sh[i] == a->local.sizes[i];
   if (!same) {
-    char sa[DT_SHAPE_STR_LEN], sm[DT_SHAPE_STR_LEN];
-    return dt_error_set(DT_ERR_SHAPE, "%s: mask %s must broadcast to a's "
+    char sa[CORE_SHAPE_STR_LEN], sm[CORE_SHAPE_STR_LEN];
+    return core_error_set(DT_ERR_SHAPE, "%s: mask %s must broadcast to a's "
                         "shape %s without growing it", c->api,
-                        dt_shape_str(mask->local.sizes, mask->local.ndim, sm, sizeof sm),
-                        dt_shape_str(a->local.sizes, a->local.ndim, sa, sizeof sa));
+                        core_shape_str(mask->local.sizes, mask->local.ndim, sm, sizeof sm),
+                        core_shape_str(a->local.sizes, a->local.ndim, sa, sizeof sa));
   }
   st = ops_check_scalar(c, "value", c->args[2].d, a->dtype);
   if (st != DT_OK) return st;
@@ -256,7 +256,7 @@ dt_status ops_masked_fill_cpu(dt_op_call *c) {
   cpu_view vm0 = ops_view_of(c->args[1].t);
   cpu_view vm = cpu_view_broadcast(&vm0, vo.ndim, vo.sizes);
   _Alignas(8) char one[8];
-  dt_store_double(one, vo.dtype, c->args[2].d);
+  core_store_double(one, vo.dtype, c->args[2].d);
   cpu_view vf = vo; /* the fill value, broadcast everywhere */
   vf.data = one;
   for (int i = 0; i < vf.ndim; i++) vf.strides[i] = 0;
@@ -268,8 +268,8 @@ dt_status ops_masked_fill_cpu(dt_op_call *c) {
 dt_status ops_cast_infer(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t;
   dt_dtype d = c->args[1].dtype;
-  if (!dt_dtype_valid(d))
-    return dt_error_set(DT_ERR_DTYPE, "%s: dtype %d is not a valid dt_dtype",
+  if (!core_dtype_valid(d))
+    return core_error_set(DT_ERR_DTYPE, "%s: dtype %d is not a valid dt_dtype",
                         c->api, (int)d);
   ops_meta_set(&c->meta[0], d, a->local.ndim, a->local.sizes);
   return DT_OK;

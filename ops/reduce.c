@@ -9,7 +9,7 @@
 #include "ops/ops.h"
 
 /* the op list and the kernel enum are in the same order */
-_Static_assert(DT_OP_ARGMIN - DT_OP_SUM == CPU_REDUCE_ARGMIN - CPU_REDUCE_SUM,
+_Static_assert(CORE_OP_ARGMIN - CORE_OP_SUM == CPU_REDUCE_ARGMIN - CPU_REDUCE_SUM,
                "reduce order");
 _Static_assert(DT_MAX_DIMS <= 32, "the reduced-dims mask is 32 bits");
 
@@ -18,7 +18,7 @@ static dt_status dims_mask(const dt_op_call *c, const dt_tensor *a,
                            dt_shape dims, uint32_t *mask) {
   int n = a->local.ndim;
   if (dims.ndim < 0 || dims.ndim > DT_MAX_DIMS)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: ndims %d is out of range (expected 0..%d)",
                         c->api, dims.ndim, DT_MAX_DIMS);
   if (dims.ndim == 0) {
@@ -31,7 +31,7 @@ static dt_status dims_mask(const dt_op_call *c, const dt_tensor *a,
     dt_status st = ops_wrap_dim(c, "dim", dims.dims[i], n, &d);
     if (st != DT_OK) return st;
     if (m >> d & 1)
-      return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+      return core_error_set(DT_ERR_INVALID_ARGUMENT,
                           "%s: dim %lld (dims[%d]) names dim %d, which "
                           "appears more than once in dims", c->api,
                           (long long)dims.dims[i], i, d);
@@ -43,7 +43,7 @@ static dt_status dims_mask(const dt_op_call *c, const dt_tensor *a,
 
 /* Output shape: kept dims, and reduced dims as 1 when keepdim. */
 static void reduced_shape(const dt_tensor *a, uint32_t mask, bool keepdim,
-                          dt_meta *m, dt_dtype dtype) {
+                          core_meta *m, dt_dtype dtype) {
   int64_t sz[DT_MAX_DIMS];
   int nd = 0;
   for (int i = 0; i < a->local.ndim; i++) {
@@ -55,14 +55,14 @@ static void reduced_shape(const dt_tensor *a, uint32_t mask, bool keepdim,
 
 static dt_status need_float(const dt_op_call *c, const dt_tensor *a,
                             const char *what) {
-  if (!dt_dtype_valid(a->dtype))
-    return dt_error_set(DT_ERR_DTYPE, "%s: a has invalid dtype %d", c->api,
+  if (!core_dtype_valid(a->dtype))
+    return core_error_set(DT_ERR_DTYPE, "%s: a has invalid dtype %d", c->api,
                         (int)a->dtype);
-  if (what && !dt_dtype_is_float(a->dtype))
-    return dt_error_set(DT_ERR_DTYPE,
+  if (what && !core_dtype_is_float(a->dtype))
+    return core_error_set(DT_ERR_DTYPE,
                         "%s: %s needs a floating dtype, got %s (cast with "
                         "dt_cast first)", c->api, what,
-                        dt_dtype_name(a->dtype));
+                        core_dtype_name(a->dtype));
   return DT_OK;
 }
 
@@ -71,14 +71,14 @@ static dt_status need_nonempty(const dt_op_call *c, const dt_tensor *a,
                                uint32_t mask) {
   for (int i = 0; i < a->local.ndim; i++) {
     if (!(mask >> i & 1) || a->local.sizes[i] != 0) continue;
-    char s[DT_SHAPE_STR_LEN];
-    return dt_error_set(DT_ERR_SHAPE,
+    char s[CORE_SHAPE_STR_LEN];
+    return core_error_set(DT_ERR_SHAPE,
                         "%s: cannot reduce over a zero-size dimension (dim %d "
                         "of a tensor of shape %s); %s has no identity",
                         c->api, i,
-                        dt_shape_str(a->local.sizes, a->local.ndim, s,
+                        core_shape_str(a->local.sizes, a->local.ndim, s,
                                      sizeof s),
-                        dt_op_name(c->op));
+                        core_op_name(c->op));
   }
   return DT_OK;
 }
@@ -86,19 +86,19 @@ static dt_status need_nonempty(const dt_op_call *c, const dt_tensor *a,
 dt_status ops_reduce_infer(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t;
   uint32_t mask;
-  bool mean = c->op == DT_OP_MEAN;
+  bool mean = c->op == CORE_OP_MEAN;
   dt_status st = need_float(c, a, mean ? "mean" : NULL);
   if (st == DT_OK) st = dims_mask(c, a, c->args[1].ints, &mask);
   if (st != DT_OK) return st;
   dt_dtype r = a->dtype;
   switch (c->op) {
-  case DT_OP_SUM: case DT_OP_PROD:
-    if (!dt_dtype_is_float(r)) r = DT_INT64; /* ints and bool, as PyTorch */
+  case CORE_OP_SUM: case CORE_OP_PROD:
+    if (!core_dtype_is_float(r)) r = DT_INT64; /* ints and bool, as PyTorch */
     break;
-  case DT_OP_AMAX: case DT_OP_AMIN: case DT_OP_ARGMAX: case DT_OP_ARGMIN:
+  case CORE_OP_AMAX: case CORE_OP_AMIN: case CORE_OP_ARGMAX: case CORE_OP_ARGMIN:
     st = need_nonempty(c, a, mask);
     if (st != DT_OK) return st;
-    if (c->op == DT_OP_ARGMAX || c->op == DT_OP_ARGMIN) r = DT_INT64;
+    if (c->op == CORE_OP_ARGMAX || c->op == CORE_OP_ARGMIN) r = DT_INT64;
     break;
   default: break;
   }
@@ -123,7 +123,7 @@ dt_status ops_reduce_cpu(dt_op_call *c) {
   cpu_view vo, va;
   dt_status st = reduce_views(c, &mask, &vo, &va);
   if (st == DT_OK)
-    cpu_reduce((cpu_reduce_op)(c->op - DT_OP_SUM), &vo, &va, mask);
+    cpu_reduce((cpu_reduce_op)(c->op - CORE_OP_SUM), &vo, &va, mask);
   return st;
 }
 

@@ -4,17 +4,17 @@
 
 #include "ops/ops.h"
 
-const dt_op_def dt_op_defs[DT_OP_COUNT] = {
-#define DT_OP(id, name, schema, infer, cpu) [DT_OP_##id] = {infer, cpu},
+const ops_def ops_defs[CORE_OP_COUNT] = {
+#define CORE_OP(id, name, schema, infer, cpu) [CORE_OP_##id] = {infer, cpu},
 #include "core/op_list.h"
-#undef DT_OP
+#undef CORE_OP
 };
-_Static_assert(sizeof dt_op_defs / sizeof *dt_op_defs == DT_OP_COUNT,
+_Static_assert(sizeof ops_defs / sizeof *ops_defs == CORE_OP_COUNT,
                "op table size");
 
 dt_status ops_alias_cpu(dt_op_call *c) {
-  return dt_error_set(DT_ERR_INTERNAL, "%s: view op %s made a fresh output",
-                      c->api, dt_op_name(c->op));
+  return core_error_set(DT_ERR_INTERNAL, "%s: view op %s made a fresh output",
+                      c->api, core_op_name(c->op));
 }
 
 dt_status ops_broadcast_shapes(const dt_op_call *c, const int64_t *a, int na,
@@ -25,23 +25,23 @@ dt_status ops_broadcast_shapes(const dt_op_call *c, const int64_t *a, int na,
     int ia = na - n + i, ib = nb - n + i;
     int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
     if (da != db && da != 1 && db != 1) {
-      char sa[DT_SHAPE_STR_LEN], sb[DT_SHAPE_STR_LEN];
-      return dt_error_set(
+      char sa[CORE_SHAPE_STR_LEN], sb[CORE_SHAPE_STR_LEN];
+      return core_error_set(
           DT_ERR_SHAPE,
           "%s: shapes %s and %s cannot be broadcast (dim %d: %lld vs %lld)",
-          c->api, dt_shape_str(a, na, sa, sizeof sa),
-          dt_shape_str(b, nb, sb, sizeof sb), i - n, (long long)da,
+          c->api, core_shape_str(a, na, sa, sizeof sa),
+          core_shape_str(b, nb, sb, sizeof sb), i - n, (long long)da,
           (long long)db);
     }
     out[i] = da == 1 ? db : da;
   }
   if (!ops_sizes_fit(out, n)) { /* [0, 2^62, 1] with [4]: strides overflow */
-    char sa[DT_SHAPE_STR_LEN], sb[DT_SHAPE_STR_LEN];
-    return dt_error_set(DT_ERR_SHAPE, "%s: broadcasting shapes %s and %s "
+    char sa[CORE_SHAPE_STR_LEN], sb[CORE_SHAPE_STR_LEN];
+    return core_error_set(DT_ERR_SHAPE, "%s: broadcasting shapes %s and %s "
                         "gives a shape too large (the product of its sizes "
                         "passes 2^63)", c->api,
-                        dt_shape_str(a, na, sa, sizeof sa),
-                        dt_shape_str(b, nb, sb, sizeof sb));
+                        core_shape_str(a, na, sa, sizeof sa),
+                        core_shape_str(b, nb, sb, sizeof sb));
   }
   *nout = n;
   return DT_OK;
@@ -51,7 +51,7 @@ dt_status ops_wrap_dim(const dt_op_call *c, const char *arg, int64_t dim,
                        int ndim, int *out) {
   int n = ndim > 0 ? ndim : 1;
   if (dim < -n || dim >= n)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: %s %lld is out of range for a %d-d tensor "
                         "(expected [%d, %d])",
                         c->api, arg, (long long)dim, ndim, -n, n - 1);
@@ -71,9 +71,9 @@ bool ops_int_range(dt_dtype d, double *lo, double *hi) {
 
 dt_status ops_scalar_overflow(const dt_op_call *c, const char *arg, double v,
                               dt_dtype d) {
-  return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+  return core_error_set(DT_ERR_INVALID_ARGUMENT,
                       "%s: %s %.15g cannot be converted to %s without "
-                      "overflow", c->api, arg, v, dt_dtype_name(d));
+                      "overflow", c->api, arg, v, core_dtype_name(d));
 }
 
 dt_status ops_check_scalar(const dt_op_call *c, const char *arg, double v,

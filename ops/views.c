@@ -9,7 +9,7 @@
 static void set_alias(dt_op_call *c, int ndim, const int64_t *sizes,
                       const int64_t *strides, int64_t offset) {
   const dt_tensor *a = c->args[0].t;
-  dt_meta *m = &c->meta[0];
+  core_meta *m = &c->meta[0];
   m->dtype = a->dtype;
   m->ndim = ndim;
   for (int i = 0; i < ndim; i++) {
@@ -27,22 +27,22 @@ static void set_copy(dt_op_call *c, int ndim, const int64_t *sizes) {
 /* Resolves a requested shape against numel (one -1 allowed). */
 static dt_status infer_shape(const dt_op_call *c, dt_shape req, int64_t numel,
                              int64_t *out) {
-  char sr[DT_SHAPE_STR_LEN];
+  char sr[CORE_SHAPE_STR_LEN];
   if (req.ndim < 0 || req.ndim > DT_MAX_DIMS)
-    return dt_error_set(DT_ERR_SHAPE, "%s: shape has %d dims (expected 0..%d)",
+    return core_error_set(DT_ERR_SHAPE, "%s: shape has %d dims (expected 0..%d)",
                         c->api, req.ndim, DT_MAX_DIMS);
   int infer = -1, ngiven = 0;
   int64_t given[DT_MAX_DIMS], known;
   for (int i = 0; i < req.ndim; i++) {
     if (req.dims[i] == -1) {
       if (infer >= 0)
-        return dt_error_set(DT_ERR_SHAPE, "%s: only one dim of %s may be -1",
-                            c->api, dt_shape_str(req.dims, req.ndim, sr, sizeof sr));
+        return core_error_set(DT_ERR_SHAPE, "%s: only one dim of %s may be -1",
+                            c->api, core_shape_str(req.dims, req.ndim, sr, sizeof sr));
       infer = i;
     } else if (req.dims[i] < 0) {
-      return dt_error_set(DT_ERR_SHAPE, "%s: invalid size %lld at dim %d of %s",
+      return core_error_set(DT_ERR_SHAPE, "%s: invalid size %lld at dim %d of %s",
                           c->api, (long long)req.dims[i], i,
-                          dt_shape_str(req.dims, req.ndim, sr, sizeof sr));
+                          core_shape_str(req.dims, req.ndim, sr, sizeof sr));
     } else {
       given[ngiven++] = req.dims[i];
     }
@@ -51,21 +51,21 @@ static dt_status infer_shape(const dt_op_call *c, dt_shape req, int64_t numel,
   /* the product of the given sizes must fit int64, or it wraps and can
    * match numel (the inferred dim is at most numel: it fits then too) */
   if (!ops_sizes_fit(given, ngiven))
-    return dt_error_set(DT_ERR_SHAPE, "%s: shape %s is too large (the "
+    return core_error_set(DT_ERR_SHAPE, "%s: shape %s is too large (the "
                         "product of its sizes passes 2^63)", c->api,
-                        dt_shape_str(req.dims, req.ndim, sr, sizeof sr));
-  known = dt_numel_of(given, ngiven);
+                        core_shape_str(req.dims, req.ndim, sr, sizeof sr));
+  known = core_numel_of(given, ngiven);
   if (infer >= 0) {
     if (known == 0 || numel % known != 0)
-      return dt_error_set(DT_ERR_SHAPE, "%s: shape %s is invalid for input of "
+      return core_error_set(DT_ERR_SHAPE, "%s: shape %s is invalid for input of "
                           "size %lld", c->api,
-                          dt_shape_str(req.dims, req.ndim, sr, sizeof sr),
+                          core_shape_str(req.dims, req.ndim, sr, sizeof sr),
                           (long long)numel);
     out[infer] = numel / known;
   } else if (known != numel) {
-    return dt_error_set(DT_ERR_SHAPE, "%s: shape %s is invalid for input of "
+    return core_error_set(DT_ERR_SHAPE, "%s: shape %s is invalid for input of "
                         "size %lld", c->api,
-                        dt_shape_str(req.dims, req.ndim, sr, sizeof sr),
+                        core_shape_str(req.dims, req.ndim, sr, sizeof sr),
                         (long long)numel);
   }
   return DT_OK;
@@ -78,8 +78,8 @@ static bool view_strides(const int64_t *osz, const int64_t *ost, int on,
                          const int64_t *nsz, int nn, int64_t *nst) {
   int64_t one_sz = 1, one_st = 1;
   if (on == 0) { osz = &one_sz; ost = &one_st; on = 1; }
-  if (dt_numel_of(osz, on) == 0) {
-    dt_contiguous_strides(nsz, nn, nst);
+  if (core_numel_of(osz, on) == 0) {
+    core_contiguous_strides(nsz, nn, nst);
     return true;
   }
   int vd = nn - 1;
@@ -106,7 +106,7 @@ static bool view_strides(const int64_t *osz, const int64_t *ost, int on,
 static dt_status view_or_copy(dt_op_call *c, dt_shape req, bool allow_copy) {
   const dt_tensor *a = c->args[0].t;
   int64_t sizes[DT_MAX_DIMS], strides[DT_MAX_DIMS];
-  dt_status st = infer_shape(c, req, dt_numel(a), sizes);
+  dt_status st = infer_shape(c, req, core_numel(a), sizes);
   if (st != DT_OK) return st;
   if (view_strides(a->local.sizes, a->local.strides, a->local.ndim, sizes,
                    req.ndim, strides)) {
@@ -114,15 +114,15 @@ static dt_status view_or_copy(dt_op_call *c, dt_shape req, bool allow_copy) {
     return DT_OK;
   }
   if (!allow_copy) {
-    char sa[DT_SHAPE_STR_LEN], ss[DT_SHAPE_STR_LEN];
-    return dt_error_set(DT_ERR_SHAPE,
+    char sa[CORE_SHAPE_STR_LEN], ss[CORE_SHAPE_STR_LEN];
+    return core_error_set(DT_ERR_SHAPE,
                         "%s: view size %s is not compatible with input size %s "
                         "and strides %s (at least one dimension spans across "
                         "two contiguous subspaces); use dt_reshape instead",
-                        c->api, dt_shape_str(sizes, req.ndim, ss, sizeof ss),
-                        dt_shape_str(a->local.sizes, a->local.ndim, sa, sizeof sa),
-                        dt_shape_str(a->local.strides, a->local.ndim,
-                                     (char[DT_SHAPE_STR_LEN]){0}, DT_SHAPE_STR_LEN));
+                        c->api, core_shape_str(sizes, req.ndim, ss, sizeof ss),
+                        core_shape_str(a->local.sizes, a->local.ndim, sa, sizeof sa),
+                        core_shape_str(a->local.strides, a->local.ndim,
+                                     (char[CORE_SHAPE_STR_LEN]){0}, CORE_SHAPE_STR_LEN));
   }
   set_copy(c, req.ndim, sizes);
   return DT_OK;
@@ -143,7 +143,7 @@ dt_status ops_flatten_infer(dt_op_call *c) {
   if (st != DT_OK) return st;
   if (n == 0) return view_or_copy(c, DT_SHAPE(1), true);
   if (s > e)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: start_dim %d must not come after end_dim %d",
                         c->api, s, e);
   dt_shape req = {.ndim = 0};
@@ -151,11 +151,11 @@ dt_status ops_flatten_infer(dt_op_call *c) {
   /* the flattened size: a's numel fits int64, but with a size 0 elsewhere
    * the flattened dims alone may not (a shape the view ops refuse) */
   int64_t m;
-  if (!dt_numel_checked(a->local.sizes + s, e - s + 1, &m)) {
-    char sa[DT_SHAPE_STR_LEN];
-    return dt_error_set(DT_ERR_SHAPE, "%s: flattening dims %d..%d of shape %s "
+  if (!core_numel_checked(a->local.sizes + s, e - s + 1, &m)) {
+    char sa[CORE_SHAPE_STR_LEN];
+    return core_error_set(DT_ERR_SHAPE, "%s: flattening dims %d..%d of shape %s "
                         "gives a size past 2^63", c->api, s, e,
-                        dt_shape_str(a->local.sizes, n, sa, sizeof sa));
+                        core_shape_str(a->local.sizes, n, sa, sizeof sa));
   }
   req.dims[req.ndim++] = m;
   for (int i = e + 1; i < n; i++) req.dims[req.ndim++] = a->local.sizes[i];
@@ -184,7 +184,7 @@ dt_status ops_permute_infer(dt_op_call *c) {
   dt_shape p = c->args[1].ints;
   int n = a->local.ndim;
   if (p.ndim != n)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: dims has %d entries for a %d-d tensor", c->api,
                         p.ndim, n);
   bool seen[DT_MAX_DIMS] = {0};
@@ -194,7 +194,7 @@ dt_status ops_permute_infer(dt_op_call *c) {
     dt_status st = ops_wrap_dim(c, "dims entry", p.dims[i], n, &d);
     if (st != DT_OK) return st;
     if (seen[d])
-      return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+      return core_error_set(DT_ERR_INVALID_ARGUMENT,
                           "%s: dim %d appears twice in dims", c->api, d);
     seen[d] = true;
     sz[i] = a->local.sizes[d];
@@ -222,7 +222,7 @@ static void remove_dim(layout *l, int d) {
 
 static dt_status need_dims(const dt_op_call *c, const dt_tensor *a) {
   if (a->local.ndim == 0)
-    return dt_error_set(DT_ERR_SHAPE, "%s: cannot be applied to a 0-d tensor",
+    return core_error_set(DT_ERR_SHAPE, "%s: cannot be applied to a 0-d tensor",
                         c->api);
   return DT_OK;
 }
@@ -235,7 +235,7 @@ dt_status ops_slice_infer(dt_op_call *c) {
   if (st != DT_OK) return st;
   int64_t start = c->args[2].i, end = c->args[3].i, step = c->args[4].i;
   if (step < 1)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: step must be positive, got %lld", c->api,
                         (long long)step);
   int64_t n = a->local.sizes[d];
@@ -264,7 +264,7 @@ dt_status ops_narrow_infer(dt_op_call *c) {
   int64_t n = a->local.sizes[d], start = c->args[2].i, len = c->args[3].i;
   if (start < 0 && start >= -n) start += n;
   if (start < 0 || len < 0 || start > n || len > n - start)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: start %lld and length %lld exceed dim %d of size "
                         "%lld", c->api, (long long)c->args[2].i,
                         (long long)len, d, (long long)n);
@@ -283,7 +283,7 @@ dt_status ops_select_infer(dt_op_call *c) {
   if (st != DT_OK) return st;
   int64_t n = a->local.sizes[d], i = c->args[2].i;
   if (i < -n || i >= n)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: index %lld is out of range for dim %d of size %lld",
                         c->api, (long long)i, d, (long long)n);
   if (i < 0) i += n;
@@ -298,21 +298,21 @@ dt_status ops_expand_infer(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t;
   dt_shape s = c->args[1].ints;
   int n = a->local.ndim;
-  char sa[DT_SHAPE_STR_LEN], ss[DT_SHAPE_STR_LEN];
+  char sa[CORE_SHAPE_STR_LEN], ss[CORE_SHAPE_STR_LEN];
   if (s.ndim < n || s.ndim > DT_MAX_DIMS)
-    return dt_error_set(DT_ERR_SHAPE, "%s: cannot expand %s to %d dims (%s)",
-                        c->api, dt_shape_str(a->local.sizes, n, sa, sizeof sa),
+    return core_error_set(DT_ERR_SHAPE, "%s: cannot expand %s to %d dims (%s)",
+                        c->api, core_shape_str(a->local.sizes, n, sa, sizeof sa),
                         s.ndim, s.ndim >= 0 && s.ndim <= DT_MAX_DIMS ?
-                        dt_shape_str(s.dims, s.ndim, ss, sizeof ss) : "?");
+                        core_shape_str(s.dims, s.ndim, ss, sizeof ss) : "?");
   layout l = {.n = s.ndim, .off = a->local.offset};
   for (int i = s.ndim - 1; i >= 0; i--) {
     int j = i - (s.ndim - n);
     int64_t want = s.dims[i];
     if (j < 0) { /* a new leading dim */
       if (want < 0)
-        return dt_error_set(DT_ERR_SHAPE, "%s: size -1 is not allowed for the "
+        return core_error_set(DT_ERR_SHAPE, "%s: size -1 is not allowed for the "
                             "new leading dim %d of %s", c->api, i,
-                            dt_shape_str(s.dims, s.ndim, ss, sizeof ss));
+                            core_shape_str(s.dims, s.ndim, ss, sizeof ss));
       l.sz[i] = want;
       l.sd[i] = 0;
       continue;
@@ -320,23 +320,23 @@ dt_status ops_expand_infer(dt_op_call *c) {
     int64_t have = a->local.sizes[j];
     if (want == -1) want = have;
     if (want != have && have != 1)
-      return dt_error_set(DT_ERR_SHAPE, "%s: the expanded size %lld must match "
+      return core_error_set(DT_ERR_SHAPE, "%s: the expanded size %lld must match "
                           "the existing size %lld at non-singleton dim %d "
                           "(shape %s → %s)", c->api, (long long)want,
                           (long long)have, i,
-                          dt_shape_str(a->local.sizes, n, sa, sizeof sa),
-                          dt_shape_str(s.dims, s.ndim, ss, sizeof ss));
+                          core_shape_str(a->local.sizes, n, sa, sizeof sa),
+                          core_shape_str(s.dims, s.ndim, ss, sizeof ss));
     if (want < 0)
-      return dt_error_set(DT_ERR_SHAPE, "%s: invalid size %lld at dim %d",
+      return core_error_set(DT_ERR_SHAPE, "%s: invalid size %lld at dim %d",
                           c->api, (long long)want, i);
     l.sz[i] = want;
     l.sd[i] = want == have ? a->local.strides[j] : 0;
   }
   if (!ops_sizes_fit(l.sz, l.n))
-    return dt_error_set(DT_ERR_SHAPE, "%s: cannot expand %s to %s: the "
+    return core_error_set(DT_ERR_SHAPE, "%s: cannot expand %s to %s: the "
                         "product of the sizes passes 2^63", c->api,
-                        dt_shape_str(a->local.sizes, n, sa, sizeof sa),
-                        dt_shape_str(l.sz, l.n, ss, sizeof ss));
+                        core_shape_str(a->local.sizes, n, sa, sizeof sa),
+                        core_shape_str(l.sz, l.n, ss, sizeof ss));
   set_alias(c, l.n, l.sz, l.sd, l.off);
   return DT_OK;
 }
@@ -364,7 +364,7 @@ dt_status ops_unsqueeze_infer(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t;
   int d;
   if (a->local.ndim >= DT_MAX_DIMS)
-    return dt_error_set(DT_ERR_SHAPE, "%s: a tensor has at most %d dims",
+    return core_error_set(DT_ERR_SHAPE, "%s: a tensor has at most %d dims",
                         c->api, DT_MAX_DIMS);
   dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim + 1, &d);
   if (st != DT_OK) return st;
@@ -382,7 +382,7 @@ dt_status ops_unsqueeze_infer(dt_op_call *c) {
 
 dt_status ops_contiguous_infer(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t;
-  if (dt_tensor_is_contiguous(a)) {
+  if (core_tensor_is_contiguous(a)) {
     set_alias(c, a->local.ndim, a->local.sizes, a->local.strides,
               a->local.offset);
     return DT_OK;

@@ -22,17 +22,17 @@ typedef struct exec_record {
   rec_kind kind;
   _Atomic int pending;          /* REC_BARRIER: ranks still to run it */
   dt_future *future;            /* REC_TO_HOST, REC_BARRIER */
-  dt_tensor **lists[DT_CALL_MAX_ARGS]; /* REC_OP: copies of tensor lists */
+  dt_tensor **lists[CORE_CALL_MAX_ARGS]; /* REC_OP: copies of tensor lists */
   void *staging;                /* REC_OP from_host: copy of the host data */
-  dt_storage *storage;          /* REC_FREE */
+  core_storage *storage;          /* REC_FREE */
   struct { dt_tensor *t; void *dst; size_t bytes; } host;
-  struct { dt_exec_fn fn; dt_exec_done_fn done; void *arg; } call_fn; /* REC_CALL */
+  struct { runtime_call_fn fn; runtime_done_fn done; void *arg; } call_fn; /* REC_CALL */
   dt_op_call call;              /* REC_OP */
 } exec_record;
 
-size_t dt_exec_record_size(void) { return sizeof(exec_record); }
+size_t runtime_exec_record_size(void) { return sizeof(exec_record); }
 
-void dt_exec_rank_init(void *ctx, int rank) {
+void runtime_exec_rank_init(void *ctx, int rank) {
   (void)ctx;
   (void)rank;
   /* ranks are the parallelism: BLAS runs single-threaded inside them
@@ -42,36 +42,36 @@ void dt_exec_rank_init(void *ctx, int rank) {
 /* ---- poison */
 static void poison_outputs(dt_op_call *c, dt_status st, const char *msg) {
   for (int i = 0; i < c->nout; i++)
-    if (c->meta[i].alias < 0) dt_storage_set_poison(c->out[i]->local.storage, st, msg);
+    if (c->meta[i].alias < 0) core_storage_set_poison(c->out[i]->local.storage, st, msg);
 }
 
 /* ---- refs held by an op record */
 static void for_each_tensor(dt_op_call *c, exec_record *r, bool retain) {
-  const char *s = dt_op_schema(c->op);
+  const char *s = core_op_schema(c->op);
   for (int i = 0; s[i]; i++) {
     if ((s[i] == 'T' || s[i] == 't') && c->args[i].t) {
-      if (retain) dt_tensor_retain(c->args[i].t);
-      else dt_tensor_release(c->args[i].t);
+      if (retain) core_tensor_retain(c->args[i].t);
+      else core_tensor_release(c->args[i].t);
     } else if (s[i] == 'L') {
       for (int j = 0; j < c->args[i].list.n; j++)
-        if (retain) dt_tensor_retain(r->lists[i][j]);
-        else dt_tensor_release(r->lists[i][j]);
+        if (retain) core_tensor_retain(r->lists[i][j]);
+        else core_tensor_release(r->lists[i][j]);
     }
   }
   for (int i = 0; i < c->nout; i++)
-    if (retain) dt_tensor_retain(c->out[i]);
-    else dt_tensor_release(c->out[i]);
+    if (retain) core_tensor_retain(c->out[i]);
+    else core_tensor_release(c->out[i]);
 }
 
-static const dt_poison *input_poison(const dt_op_call *c, const exec_record *r) {
-  const char *s = dt_op_schema(c->op);
+static const core_poison *input_poison(const dt_op_call *c, const exec_record *r) {
+  const char *s = core_op_schema(c->op);
   for (int i = 0; s[i]; i++) {
     if ((s[i] == 'T' || s[i] == 't') && c->args[i].t) {
-      const dt_poison *p = dt_storage_poison(c->args[i].t->local.storage);
+      const core_poison *p = core_storage_poison(c->args[i].t->local.storage);
       if (p) return p;
     } else if (s[i] == 'L') {
       for (int j = 0; j < c->args[i].list.n; j++) {
-        const dt_poison *p = dt_storage_poison(r->lists[i][j]->local.storage);
+        const core_poison *p = core_storage_poison(r->lists[i][j]->local.storage);
         if (p) return p;
       }
     }
@@ -81,69 +81,69 @@ static const dt_poison *input_poison(const dt_op_call *c, const exec_record *r) 
 
 static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
   dt_op_call *c = &r->call;
-  const dt_poison *in = input_poison(c, r);
+  const core_poison *in = input_poison(c, r);
   dt_status st = in ? in->status : DT_OK;
   const char *msg = in ? in->message : NULL;
   for (int i = 0; st == DT_OK && i < c->nout; i++) {
     if (c->meta[i].alias >= 0) continue;
-    dt_storage *s = c->out[i]->local.storage;
+    core_storage *s = c->out[i]->local.storage;
     const char *err;
     s->data = sim_device_alloc(&rt->ranks[rank].dev, s->nbytes, &err);
     if (!s->data) {
-      st = dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", c->api, err);
-      msg = dt_last_error();
+      st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", c->api, err);
+      msg = core_last_error();
     }
   }
-  dt_runtime_note_memory(rt, rank);
+  runtime_note_memory(rt, rank);
   if (st == DT_OK && (st = c->kernel(c)) != DT_OK)
-    msg = dt_last_error();
+    msg = core_last_error();
   if (st != DT_OK) poison_outputs(c, st, msg);
   for_each_tensor(c, r, false);
-  for (int i = 0; i < DT_CALL_MAX_ARGS; i++) free(r->lists[i]);
+  for (int i = 0; i < CORE_CALL_MAX_ARGS; i++) free(r->lists[i]);
   free(r->staging);
 }
 
 static void exec_to_host(exec_record *r) {
   dt_tensor *t = r->host.t;
-  const dt_poison *p = dt_storage_poison(t->local.storage);
+  const core_poison *p = core_storage_poison(t->local.storage);
   if (p) {
     sched_future_complete(r->future, p->status, p->message);
   } else {
     if (r->host.bytes) {
-      cpu_view src = {.data = dt_tensor_data(t), .dtype = t->dtype,
+      cpu_view src = {.data = core_tensor_data(t), .dtype = t->dtype,
                       .ndim = t->local.ndim};
       memcpy(src.sizes, t->local.sizes, sizeof src.sizes);
       memcpy(src.strides, t->local.strides, sizeof src.strides);
       cpu_view out = src;
       out.data = r->host.dst;
-      dt_contiguous_strides(out.sizes, out.ndim, out.strides);
+      core_contiguous_strides(out.sizes, out.ndim, out.strides);
       cpu_unary(CPU_COPY, cpu_compute_type(t->dtype), &out, &src);
     }
     sched_future_complete(r->future, DT_OK, NULL);
   }
-  dt_future_release(r->future);
-  dt_tensor_release(t);
+  sched_future_release(r->future);
+  core_tensor_release(t);
 }
 
-void dt_exec_drain_remote_frees(dt_runtime *rt, int rank) {
-  /* acquire: pairs with the release CAS in dt_storage_release's push */
-  dt_storage *s = atomic_exchange_explicit(&rt->ranks[rank].remote_free, NULL,
+void runtime_drain_remote_frees(dt_runtime *rt, int rank) {
+  /* acquire: pairs with the release CAS in core_storage_release's push */
+  core_storage *s = atomic_exchange_explicit(&rt->ranks[rank].remote_free, NULL,
                                            memory_order_acquire);
   while (s) {
-    dt_storage *next = s->next_free;
-    dt_storage_destroy_on_rank(s, rt, rank);
+    core_storage *next = s->next_free;
+    runtime_storage_destroy_on_rank(s, rt, rank);
     s = next;
   }
 }
 
-void dt_exec_record(void *ctx, void *record, int rank) {
+void runtime_exec_record(void *ctx, void *record, int rank) {
   dt_runtime *rt = ctx;
   exec_record *r = record;
   if (atomic_load_explicit(&rt->ranks[rank].remote_free, memory_order_relaxed))
-    dt_exec_drain_remote_frees(rt, rank);
+    runtime_drain_remote_frees(rt, rank);
   switch (r->kind) {
   case REC_OP: exec_op(r, rt, rank); break;
-  case REC_FREE: dt_storage_destroy_on_rank(r->storage, rt, rank); break;
+  case REC_FREE: runtime_storage_destroy_on_rank(r->storage, rt, rank); break;
   case REC_TO_HOST: exec_to_host(r); break;
   case REC_CALL:
     r->call_fn.fn(r->call_fn.arg, rt, rank);
@@ -156,7 +156,7 @@ void dt_exec_record(void *ctx, void *record, int rank) {
     /* acq_rel: every rank's earlier records happen-before the completion */
     if (atomic_fetch_sub_explicit(&r->pending, 1, memory_order_acq_rel) == 1) {
       sched_future_complete(r->future, DT_OK, NULL);
-      dt_future_release(r->future);
+      sched_future_release(r->future);
     }
     break;
   }
@@ -167,16 +167,16 @@ static exec_record *claim(dt_runtime *rt, uint64_t *seq) {
   exec_record *r = sched_pool_claim(rt->pool, seq);
   r->future = NULL;
   r->staging = NULL;
-  for (int i = 0; i < DT_CALL_MAX_ARGS; i++) r->lists[i] = NULL;
+  for (int i = 0; i < CORE_CALL_MAX_ARGS; i++) r->lists[i] = NULL;
   return r;
 }
 
 /* Copies what the caller may free after returning (tensor lists, host
  * data) before anything is claimed, so a failure leaves no slot behind. */
-typedef struct arg_copies { dt_tensor **lists[DT_CALL_MAX_ARGS]; void *staging; } arg_copies;
+typedef struct arg_copies { dt_tensor **lists[CORE_CALL_MAX_ARGS]; void *staging; } arg_copies;
 
 static dt_status copy_args(arg_copies *k, const dt_op_call *c) {
-  const char *s = dt_op_schema(c->op);
+  const char *s = core_op_schema(c->op);
   memset(k, 0, sizeof *k);
   for (int i = 0; s[i]; i++) {
     if (s[i] == 'L') {
@@ -185,7 +185,7 @@ static dt_status copy_args(arg_copies *k, const dt_op_call *c) {
       if (!k->lists[i]) goto oom;
       memcpy(k->lists[i], c->args[i].list.v, sizeof(dt_tensor *) * n);
     } else if (s[i] == 'P') {
-      size_t n = (size_t)dt_numel(c->out[0]) * dt_dtype_size(c->out[0]->dtype);
+      size_t n = (size_t)core_numel(c->out[0]) * core_dtype_size(c->out[0]->dtype);
       k->staging = malloc(n ? n : 1);
       if (!k->staging) goto oom;
       if (n) memcpy(k->staging, c->args[i].p, n);
@@ -193,9 +193,9 @@ static dt_status copy_args(arg_copies *k, const dt_op_call *c) {
   }
   return DT_OK;
 oom:
-  for (int i = 0; i < DT_CALL_MAX_ARGS; i++) free(k->lists[i]);
+  for (int i = 0; i < CORE_CALL_MAX_ARGS; i++) free(k->lists[i]);
   free(k->staging);
-  return dt_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for "
+  return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for "
                       "the op record", c->api);
 }
 
@@ -204,11 +204,11 @@ oom:
 static void call_copy(dt_op_call *d, const dt_op_call *c) {
   d->op = c->op;
   d->nargs = c->nargs;
-  memcpy(d->args, c->args, sizeof(dt_value) * (size_t)c->nargs);
+  memcpy(d->args, c->args, sizeof(core_value) * (size_t)c->nargs);
   d->nout = c->nout;
   memcpy(d->out, c->out, sizeof(dt_tensor *) * (size_t)c->nout);
   d->nmeta = c->nmeta;
-  memcpy(d->meta, c->meta, sizeof(dt_meta) * (size_t)c->nmeta);
+  memcpy(d->meta, c->meta, sizeof(core_meta) * (size_t)c->nmeta);
   d->keys = c->keys;
   d->hook_depth = c->hook_depth;
   d->api = c->api;
@@ -218,7 +218,7 @@ static void call_copy(dt_op_call *d, const dt_op_call *c) {
   d->kernel = c->kernel;
 }
 
-dt_status dt_exec_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
+dt_status runtime_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
   arg_copies k;
   dt_status st = copy_args(&k, c);
   if (st != DT_OK) return st;
@@ -227,7 +227,7 @@ dt_status dt_exec_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
   r->kind = REC_OP;
   call_copy(&r->call, c);
   r->staging = k.staging;
-  const char *s = dt_op_schema(c->op);
+  const char *s = core_op_schema(c->op);
   for (int i = 0; s[i]; i++) {
     r->lists[i] = k.lists[i];
     if (s[i] == 'L') r->call.args[i].list.v = k.lists[i];
@@ -238,7 +238,7 @@ dt_status dt_exec_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
   return DT_OK;
 }
 
-void dt_exec_publish_free(dt_storage *s) {
+void runtime_publish_free(core_storage *s) {
   dt_runtime *rt = s->rt;
   uint64_t seq;
   exec_record *r = claim(rt, &seq);
@@ -247,22 +247,41 @@ void dt_exec_publish_free(dt_storage *s) {
   sched_pool_commit(rt->pool, seq, s->rank);
 }
 
-dt_future *dt_exec_to_host(dt_tensor *t, void *dst, size_t bytes) {
-  dt_storage *s = t->local.storage;
+dt_future *runtime_publish_to_host(dt_tensor *t, void *dst, size_t bytes) {
+  core_storage *s = t->local.storage;
   dt_future *f = sched_future_new();
   if (!f) return NULL;
   uint64_t seq;
   exec_record *r = claim(s->rt, &seq);
   r->kind = REC_TO_HOST;
   r->future = sched_future_retain(f);
-  r->host.t = dt_tensor_retain(t);
+  r->host.t = core_tensor_retain(t);
   r->host.dst = dst;
   r->host.bytes = bytes;
   sched_pool_commit(s->rt->pool, seq, s->rank);
   return f;
 }
 
-dt_future *dt_exec_barrier(dt_runtime *rt, int rank) {
+dt_status runtime_to_host(dt_tensor *t, void *dst, size_t bytes,
+                          bool wait, dt_future **out, const char *fn) {
+  const core_storage *s = t->local.storage;
+  if (atomic_load_explicit(&s->rt->dead, memory_order_acquire))
+    return core_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was "
+                          "destroyed", fn);
+  const core_poison *p = core_storage_poison(s);
+  if (p) return core_error_set(p->status, "%s", p->message);
+  dt_future *f = runtime_publish_to_host(t, dst, bytes);
+  if (!f) return core_last_status();
+  if (!wait) {
+    *out = f;
+    return DT_OK;
+  }
+  dt_status st = sched_future_wait(f, -1);
+  sched_future_release(f);
+  return st;
+}
+
+dt_future *runtime_publish_barrier(dt_runtime *rt, int rank) {
   dt_future *f = sched_future_new();
   if (!f) return NULL;
   uint64_t seq;
@@ -276,8 +295,8 @@ dt_future *dt_exec_barrier(dt_runtime *rt, int rank) {
   return f;
 }
 
-void dt_exec_publish_call(dt_runtime *rt, int rank, dt_exec_fn fn,
-                          dt_exec_done_fn done, void *arg) {
+void runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
+                          runtime_done_fn done, void *arg) {
   uint64_t seq;
   exec_record *r = claim(rt, &seq);
   r->kind = REC_CALL;

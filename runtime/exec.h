@@ -6,36 +6,41 @@
 #ifndef DT_RUNTIME_EXEC_H
 #define DT_RUNTIME_EXEC_H
 
-#include "dispatch/dispatch.h"
+#include "core/call.h"
 #include "runtime/runtime.h"
 
 /* size of one ring record (sched_pool_config.record_size) */
-size_t dt_exec_record_size(void);
+size_t runtime_exec_record_size(void);
 /* the pool's exec callback (ctx = the runtime) */
-void dt_exec_record(void *ctx, void *record, int rank);
+void runtime_exec_record(void *ctx, void *record, int rank);
 /* the pool's per-thread init callback */
-void dt_exec_rank_init(void *ctx, int rank);
+void runtime_exec_rank_init(void *ctx, int rank);
 
 /* Publishes a release of storage s to its rank (s's refcount is 0). */
-void dt_exec_publish_free(struct dt_storage *s);
+void runtime_publish_free(struct core_storage *s);
 /* Publishes op call c (outputs made, infer done) to `rank` of rt. */
-dt_status dt_exec_publish_op(dt_op_call *c, dt_runtime *rt, int rank);
+dt_status runtime_publish_op(dt_op_call *c, dt_runtime *rt, int rank);
 /* Publishes a copy of t's full value to dst; the future completes after
  * (with t's poison, if any). NULL + error if no future can be made. */
-dt_future *dt_exec_to_host(dt_tensor *t, void *dst, size_t bytes);
+dt_future *runtime_publish_to_host(dt_tensor *t, void *dst, size_t bytes);
+/* Copies single-device tensor t (bytes = its full size, dst contiguous)
+ * after the runtime's dead flag and t's poison are checked (errors name
+ * fn); wait: returns when copied, else the future in *out. */
+dt_status runtime_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
+                          dt_future **out, const char *fn);
 /* A record to `rank` (-1: every rank); the future completes when it ran
  * (on every rank), i.e. after all work published before it there. */
-dt_future *dt_exec_barrier(dt_runtime *rt, int rank);
+dt_future *runtime_publish_barrier(dt_runtime *rt, int rank);
 /* Generic rank work for upper layers (the mesh layer's DTensor records):
  * fn(arg, rt, rank) runs on every rank of rt (ranks with nothing to do
  * return at once); after the last rank ran it, done(arg) runs on that
  * rank's thread (free arg there). rank == -1: every rank, else that one. */
-typedef void (*dt_exec_fn)(void *arg, dt_runtime *rt, int rank);
-typedef void (*dt_exec_done_fn)(void *arg);
-void dt_exec_publish_call(dt_runtime *rt, int rank, dt_exec_fn fn,
-                          dt_exec_done_fn done, void *arg);
+typedef void (*runtime_call_fn)(void *arg, dt_runtime *rt, int rank);
+typedef void (*runtime_done_fn)(void *arg);
+void runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
+                          runtime_done_fn done, void *arg);
 
 /* Frees storages other rank threads handed to `rank` (rank thread only). */
-void dt_exec_drain_remote_frees(dt_runtime *rt, int rank);
+void runtime_drain_remote_frees(dt_runtime *rt, int rank);
 
 #endif

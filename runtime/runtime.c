@@ -2,6 +2,7 @@
  * default runtime, the thread's current runtime, synchronize, destroy and
  * per-rank memory queries. Environment variables are read once, when a
  * runtime is created; each has an option field. */
+#include "sched/future.h"
 #include "runtime/runtime.h"
 
 #include <errno.h>
@@ -11,26 +12,27 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/gemm.h"
 #include "core/error.h"
 #include "runtime/exec.h"
 #include "core/tensor.h"
 #include "sim/collectives.h"
 
-#define DT_MAX_RANKS 4096
-#define DT_DEFAULT_RANKS 8
-#define DT_DEFAULT_RING 1024
+#define RUNTIME_MAX_RANKS 4096
+#define RUNTIME_DEFAULT_RANKS 8
+#define RUNTIME_DEFAULT_RING 1024
 
 static _Thread_local dt_runtime *tls_current;
 static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 static dt_runtime *default_rt;
 static bool default_atexit;
 
-void dt_runtime_ref(dt_runtime *rt) {
+void runtime_ref(dt_runtime *rt) {
   /* relaxed: the caller holds a reference already */
   atomic_fetch_add_explicit(&rt->refcount, 1, memory_order_relaxed);
 }
 
-void dt_runtime_unref(dt_runtime *rt) {
+void runtime_unref(dt_runtime *rt) {
   /* acq_rel: every use happens-before the free */
   if (atomic_fetch_sub_explicit(&rt->refcount, 1, memory_order_acq_rel) != 1)
     return;
@@ -46,7 +48,7 @@ static int64_t env_int(const char *name, int64_t lo, int64_t hi) {
   errno = 0;
   long long x = strtoll(v, &end, 10);
   if (errno || *end || x < lo || x > hi) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    core_error_set(DT_ERR_INVALID_ARGUMENT,
                  "dt_runtime_create: environment variable %s=\"%s\" is not "
                  "an integer in [%lld, %lld]", name, v, (long long)lo,
                  (long long)hi);
@@ -58,30 +60,30 @@ static int64_t env_int(const char *name, int64_t lo, int64_t hi) {
 static dt_status resolve(const dt_runtime_options *o, int *ranks,
                          int64_t *memory, uint32_t *ring) {
   if (o && o->device && strcmp(o->device, "cpu") != 0)
-    return dt_error_set(strncmp(o->device, "cuda", 4) == 0 ? DT_ERR_DEVICE
+    return core_error_set(strncmp(o->device, "cuda", 4) == 0 ? DT_ERR_DEVICE
                                                            : DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_create: options.device \"%s\" is not "
                         "available (this build has the \"cpu\" backend)",
                         o->device);
-  if (o && (o->num_ranks < 0 || o->num_ranks > DT_MAX_RANKS))
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+  if (o && (o->num_ranks < 0 || o->num_ranks > RUNTIME_MAX_RANKS))
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_create: options.num_ranks %d is outside "
                         "[0, %d] (0 = DTORCH_NUM_RANKS or %d)", o->num_ranks,
-                        DT_MAX_RANKS, DT_DEFAULT_RANKS);
+                        RUNTIME_MAX_RANKS, RUNTIME_DEFAULT_RANKS);
   int64_t n = o && o->num_ranks ? o->num_ranks
-                                : env_int("DTORCH_NUM_RANKS", 1, DT_MAX_RANKS);
+                                : env_int("DTORCH_NUM_RANKS", 1, RUNTIME_MAX_RANKS);
   if (n < 0) return DT_ERR_INVALID_ARGUMENT;
-  *ranks = n ? (int)n : DT_DEFAULT_RANKS;
+  *ranks = n ? (int)n : RUNTIME_DEFAULT_RANKS;
   *memory = o ? o->device_memory : 0;
   if (*memory < 0)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_create: options.device_memory %lld is "
                         "negative", (long long)*memory);
   const char *mem = getenv("DTORCH_DEVICE_MEMORY");
   if (!*memory && mem && *mem) {
     *memory = sim_parse_bytes(mem);
     if (*memory < 0)
-      return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+      return core_error_set(DT_ERR_INVALID_ARGUMENT,
                           "dt_runtime_create: DTORCH_DEVICE_MEMORY=\"%s\" is "
                           "not a size (e.g. 80G, 512M, 1048576)", mem);
   }
@@ -89,24 +91,24 @@ static dt_status resolve(const dt_runtime_options *o, int *ranks,
                                     : env_int("DTORCH_RING_CAPACITY", 2, 1 << 20);
   if (r < 0) return DT_ERR_INVALID_ARGUMENT;
   if (r && (r < 2 || (r & (r - 1))))
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_create: ring capacity %lld is not a power "
                         "of two >= 2", (long long)r);
-  *ring = r ? (uint32_t)r : DT_DEFAULT_RING;
+  *ring = r ? (uint32_t)r : RUNTIME_DEFAULT_RING;
   return DT_OK;
 }
 
-dt_runtime *dt_runtime_create(const dt_runtime_options *o) {
+dt_runtime *runtime_create(const dt_runtime_options *o) {
   int n = 0;
   int64_t memory = 0;
   uint32_t ring = 0;
   if (resolve(o, &n, &memory, &ring) != DT_OK) return NULL;
   dt_runtime *rt = calloc(1, sizeof *rt);
-  dt_rank_slot *slots = aligned_alloc(64, sizeof *slots * (size_t)n);
+  runtime_rank_slot *slots = aligned_alloc(64, sizeof *slots * (size_t)n);
   if (!rt || !slots) {
     free(rt);
     free(slots);
-    dt_error_set(DT_ERR_OUT_OF_MEMORY, "dt_runtime_create: out of memory for "
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_runtime_create: out of memory for "
                  "%d ranks", n);
     return NULL;
   }
@@ -119,11 +121,11 @@ dt_runtime *dt_runtime_create(const dt_runtime_options *o) {
   for (int i = 0; i < n; i++) sim_device_init(&slots[i].dev, i, memory);
   /* ranks are the parallelism: BLAS single-threaded (process-wide), and
    * elementwise kernels split into chunks idle ranks steal */
-  dt_blas_set_threads(1);
+  cpu_blas_set_threads(1);
   cpu_set_parallel(sched_parallel_for);
   sched_pool_config cfg = {.ranks = n, .ring_capacity = ring,
-                           .record_size = dt_exec_record_size(),
-                           .exec = dt_exec_record, .init = dt_exec_rank_init,
+                           .record_size = runtime_exec_record_size(),
+                           .exec = runtime_exec_record, .init = runtime_exec_rank_init,
                            .ctx = rt,
                            .spin_ns = o && o->spin_us ? (uint32_t)o->spin_us * 1000 : 0};
   int64_t timeout_ms = o ? o->collective_timeout_ms : 0;
@@ -132,7 +134,7 @@ dt_runtime *dt_runtime_create(const dt_runtime_options *o) {
     char *end = NULL;
     double sec = e && *e ? strtod(e, &end) : 300;
     if (e && *e && *end) {
-      dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: "
+      core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: "
                    "DTORCH_COLLECTIVE_TIMEOUT=\"%s\" is not a number of "
                    "seconds", e);
       free(slots);
@@ -141,7 +143,7 @@ dt_runtime *dt_runtime_create(const dt_runtime_options *o) {
     }
     timeout_ms = sec > 0 ? (int64_t)(sec * 1000) : -1;
   }
-  rt->coll = coll_world_create(n, timeout_ms > 0 ? timeout_ms * 1000000 : 0);
+  rt->coll = sim_coll_world_create(n, timeout_ms > 0 ? timeout_ms * 1000000 : 0);
   if (!rt->coll) {
     free(slots);
     free(rt);
@@ -150,8 +152,8 @@ dt_runtime *dt_runtime_create(const dt_runtime_options *o) {
   const char *why;
   rt->pool = sched_pool_create(&cfg, &why);
   if (!rt->pool) {
-    dt_error_set(DT_ERR_DEVICE, "dt_runtime_create: %s (%d ranks)", why, n);
-    coll_world_destroy(rt->coll);
+    core_error_set(DT_ERR_DEVICE, "dt_runtime_create: %s (%d ranks)", why, n);
+    sim_coll_world_destroy(rt->coll);
     free(slots);
     free(rt);
     return NULL;
@@ -165,30 +167,30 @@ static void teardown(dt_runtime *rt) {
   atomic_store_explicit(&rt->dead, true, memory_order_release);
   for (int i = 0; i < rt->nranks; i++) {
     /* storages other ranks handed over: structs only, data goes below */
-    dt_storage *s = atomic_exchange_explicit(&rt->ranks[i].remote_free, NULL,
+    core_storage *s = atomic_exchange_explicit(&rt->ranks[i].remote_free, NULL,
                                              memory_order_acquire);
     while (s) {
-      dt_storage *next = s->next_free;
-      dt_storage_destroy_dead(s);
+      core_storage *next = s->next_free;
+      runtime_storage_destroy_dead(s);
       s = next;
     }
     sim_device_teardown(&rt->ranks[i].dev);
   }
-  coll_world_destroy(rt->coll);
+  sim_coll_world_destroy(rt->coll);
   rt->coll = NULL;
 }
 
-void dt_runtime_destroy(dt_runtime *rt) {
+void runtime_destroy(dt_runtime *rt) {
   if (!rt) return;
   pthread_mutex_lock(&default_lock);
   if (rt == default_rt) default_rt = NULL;
   pthread_mutex_unlock(&default_lock);
   if (tls_current == rt) tls_current = NULL;
   teardown(rt);
-  dt_runtime_unref(rt);
+  runtime_unref(rt);
 }
 
-int dt_runtime_num_ranks(const dt_runtime *rt) { return rt ? rt->nranks : -1; }
+int runtime_num_ranks(const dt_runtime *rt) { return rt ? rt->nranks : -1; }
 
 static void destroy_default_at_exit(void) {
   pthread_mutex_lock(&default_lock);
@@ -197,14 +199,14 @@ static void destroy_default_at_exit(void) {
   pthread_mutex_unlock(&default_lock);
   if (rt) {
     teardown(rt);
-    dt_runtime_unref(rt);
+    runtime_unref(rt);
   }
 }
 
-dt_runtime *dt_runtime_default(void) {
+dt_runtime *runtime_default(void) {
   pthread_mutex_lock(&default_lock);
   if (!default_rt) {
-    default_rt = dt_runtime_create(NULL);
+    default_rt = runtime_create(NULL);
     if (default_rt) default_rt->is_default = true;
     if (default_rt && !default_atexit) {
       atexit(destroy_default_at_exit);
@@ -216,26 +218,26 @@ dt_runtime *dt_runtime_default(void) {
   return rt;
 }
 
-dt_status dt_runtime_set_current(dt_runtime *rt) {
+dt_status runtime_set_current(dt_runtime *rt) {
   if (rt && atomic_load_explicit(&rt->dead, memory_order_acquire))
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_set_current: the runtime was destroyed");
   tls_current = rt;
   return DT_OK;
 }
 
-dt_runtime *dt_runtime_current(void) {
-  return tls_current ? tls_current : dt_runtime_default();
+dt_runtime *runtime_current(void) {
+  return tls_current ? tls_current : runtime_default();
 }
 
-dt_runtime *dt_runtime_for_factories(const char *fn) {
-  dt_runtime *rt = dt_runtime_current();
-  if (!rt && dt_last_status() == DT_OK)
-    dt_error_set(DT_ERR_DEVICE, "%s: no runtime could be created", fn);
+dt_runtime *runtime_for_factories(const char *fn) {
+  dt_runtime *rt = runtime_current();
+  if (!rt && core_last_status() == DT_OK)
+    core_error_set(DT_ERR_DEVICE, "%s: no runtime could be created", fn);
   return rt;
 }
 
-dt_status dt_runtime_parse_device(dt_runtime *rt, const char *device,
+dt_status runtime_parse_device(dt_runtime *rt, const char *device,
                                   const char *fn, int *rank) {
   *rank = 0;
   if (!device || strcmp(device, "cpu") == 0) return DT_OK;
@@ -247,48 +249,48 @@ dt_status dt_runtime_parse_device(dt_runtime *rt, const char *device,
       *rank = (int)r;
       return DT_OK;
     }
-    return dt_error_set(DT_ERR_DEVICE, "%s: options.device \"%s\": the "
+    return core_error_set(DT_ERR_DEVICE, "%s: options.device \"%s\": the "
                         "runtime has ranks cpu:0 .. cpu:%d", fn, device,
                         rt->nranks - 1);
   }
   if (strncmp(device, "cuda", 4) == 0)
-    return dt_error_set(DT_ERR_DEVICE, "%s: options.device \"%s\": the CUDA "
+    return core_error_set(DT_ERR_DEVICE, "%s: options.device \"%s\": the CUDA "
                         "backend is not built into this dtorch", fn, device);
-  return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+  return core_error_set(DT_ERR_INVALID_ARGUMENT,
                       "%s: options.device \"%s\" is unknown (expected "
                       "\"cpu\", \"cpu:N\" or \"cuda\")", fn, device);
 }
 
-dt_status dt_runtime_synchronize(dt_runtime *rt) {
+dt_status runtime_synchronize(dt_runtime *rt) {
   if (!rt)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_synchronize: rt is NULL");
   if (atomic_load_explicit(&rt->dead, memory_order_acquire))
-    return dt_error_set(DT_ERR_DEVICE,
+    return core_error_set(DT_ERR_DEVICE,
                         "dt_runtime_synchronize: the runtime was destroyed");
-  dt_future *f = dt_exec_barrier(rt, -1);
-  if (!f) return dt_last_status();
-  dt_status st = dt_future_wait(f, -1);
-  dt_future_release(f);
+  dt_future *f = runtime_publish_barrier(rt, -1);
+  if (!f) return core_last_status();
+  dt_status st = sched_future_wait(f, -1);
+  sched_future_release(f);
   return st;
 }
 
-void dt_runtime_note_memory(dt_runtime *rt, int rank) {
-  dt_rank_slot *s = &rt->ranks[rank];
+void runtime_note_memory(dt_runtime *rt, int rank) {
+  runtime_rank_slot *s = &rt->ranks[rank];
   atomic_store_explicit(&s->used, s->dev.used, memory_order_relaxed);
   atomic_store_explicit(&s->peak, s->dev.peak, memory_order_relaxed);
 }
 
-dt_status dt_runtime_memory(const dt_runtime *rt, int rank,
+dt_status runtime_memory(const dt_runtime *rt, int rank,
                             dt_memory_stats *out) {
   if (!rt || !out)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_memory: %s is NULL", rt ? "out" : "rt");
   if (rank < 0 || rank >= rt->nranks)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_memory: rank %d is outside [0, %d)", rank,
                         rt->nranks);
-  const dt_rank_slot *s = &rt->ranks[rank];
+  const runtime_rank_slot *s = &rt->ranks[rank];
   out->used = atomic_load_explicit(&s->used, memory_order_relaxed);
   out->peak = atomic_load_explicit(&s->peak, memory_order_relaxed);
   out->capacity = rt->device_memory;
@@ -297,35 +299,35 @@ dt_status dt_runtime_memory(const dt_runtime *rt, int rank,
 
 /* ---- streams and events */
 static dt_status check_rank(const dt_runtime *rt, int rank, const char *fn) {
-  if (!rt) return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rt is NULL", fn);
+  if (!rt) return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rt is NULL", fn);
   if (rank < 0 || rank >= rt->nranks)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rank %d is outside "
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rank %d is outside "
                         "[0, %d)", fn, rank, rt->nranks);
   if (atomic_load_explicit(&rt->dead, memory_order_acquire))
-    return dt_error_set(DT_ERR_DEVICE, "%s: the runtime was destroyed", fn);
+    return core_error_set(DT_ERR_DEVICE, "%s: the runtime was destroyed", fn);
   return DT_OK;
 }
 
-dt_future *dt_event_record(dt_runtime *rt, int rank) {
+dt_future *runtime_event_record(dt_runtime *rt, int rank) {
   if (check_rank(rt, rank, "dt_event_record") != DT_OK) return NULL;
-  return dt_exec_barrier(rt, rank);
+  return runtime_publish_barrier(rt, rank);
 }
 
 /* runs on the waiting rank: its stream stalls until the event completes */
 static void wait_event(void *arg, dt_runtime *rt, int rank) {
   (void)rt;
   (void)rank;
-  dt_future_wait(arg, -1);
+  sched_future_wait(arg, -1);
 }
-static void wait_event_done(void *arg) { dt_future_release(arg); }
+static void wait_event_done(void *arg) { sched_future_release(arg); }
 
-dt_status dt_stream_wait_event(dt_runtime *rt, int rank, dt_future *ev) {
+dt_status runtime_stream_wait_event(dt_runtime *rt, int rank, dt_future *ev) {
   dt_status st = check_rank(rt, rank, "dt_stream_wait_event");
   if (st != DT_OK) return st;
   if (!ev)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_stream_wait_event: ev is NULL");
-  dt_exec_publish_call(rt, rank, wait_event, wait_event_done,
-                       dt_future_retain(ev));
+  runtime_publish_call(rt, rank, wait_event, wait_event_done,
+                       sched_future_retain(ev));
   return DT_OK;
 }

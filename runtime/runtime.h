@@ -11,14 +11,14 @@
 #include "sched/pool.h"
 #include "sim/device.h"
 
-struct dt_storage;
+struct core_storage;
 
-typedef struct dt_rank_slot {
+typedef struct runtime_rank_slot {
   _Alignas(64) sim_device dev;                 /* owned by the rank thread */
-  _Atomic(struct dt_storage *) remote_free;    /* frees handed over by other
+  _Atomic(struct core_storage *) remote_free;    /* frees handed over by other
                                                   rank threads (Treiber) */
   _Atomic int64_t used, peak;                  /* mirrors of dev for readers */
-} dt_rank_slot;
+} runtime_rank_slot;
 
 struct dt_runtime {
   _Atomic int64_t refcount;   /* the creator + every live storage */
@@ -28,33 +28,55 @@ struct dt_runtime {
   bool auto_redistribute;
   bool is_default;
   sched_pool *pool;
-  dt_rank_slot *ranks;
-  struct coll_world *coll;    /* emulated collectives between the ranks */
+  runtime_rank_slot *ranks;
+  struct sim_coll_world *coll;    /* emulated collectives between the ranks */
 };
 
-void dt_runtime_ref(dt_runtime *rt);
-void dt_runtime_unref(dt_runtime *rt);
+void runtime_ref(dt_runtime *rt);
+void runtime_unref(dt_runtime *rt);
 /* the runtime factories use on this thread: current, else the default
  * (created on first use); NULL + error if it cannot be made */
-dt_runtime *dt_runtime_for_factories(const char *fn);
-/* mirrors rank's device counters for dt_runtime_memory (rank thread) */
-void dt_runtime_note_memory(dt_runtime *rt, int rank);
+dt_runtime *runtime_for_factories(const char *fn);
+/* mirrors rank's device counters for runtime_memory (rank thread) */
+void runtime_note_memory(dt_runtime *rt, int rank);
 /* the device string "cpu" / "cpu:N" of opts → rank; error names fn */
-dt_status dt_runtime_parse_device(dt_runtime *rt, const char *device,
+dt_status runtime_parse_device(dt_runtime *rt, const char *device,
                                   const char *fn, int *rank);
 
 /* storage of rank `rank` of rt (runtime/storage.c): the struct now, the
  * data when the rank runs the op that makes it */
-struct dt_storage *dt_storage_new(dt_runtime *rt, int rank, size_t nbytes,
+struct core_storage *runtime_storage_new(dt_runtime *rt, int rank, size_t nbytes,
                                   const char *fn);
 /* rank thread of s only: frees the data and the struct */
-void dt_storage_destroy_on_rank(struct dt_storage *s, dt_runtime *rt,
+void runtime_storage_destroy_on_rank(struct core_storage *s, dt_runtime *rt,
                                 int rank);
 /* the runtime is destroyed (its memory is gone): frees the struct */
-void dt_storage_destroy_dead(struct dt_storage *s);
+void runtime_storage_destroy_dead(struct core_storage *s);
 /* A new contiguous tensor whose storage (data not yet allocated) belongs
  * to `rank` of rt. */
-dt_tensor *dt_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
+dt_tensor *runtime_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
                            dt_runtime *rt, int rank, const char *fn);
+
+/* ---- the implementations behind public entry points (api/) */
+/* dt_runtime_create (dtorch.h) */
+dt_runtime *runtime_create(const dt_runtime_options *opts);
+/* dt_runtime_destroy (dtorch.h) */
+void runtime_destroy(dt_runtime *rt);
+/* dt_runtime_num_ranks (dtorch.h) */
+int runtime_num_ranks(const dt_runtime *rt);
+/* dt_runtime_synchronize (dtorch.h) */
+dt_status runtime_synchronize(dt_runtime *rt);
+/* dt_runtime_default (dtorch.h) */
+dt_runtime *runtime_default(void);
+/* dt_runtime_set_current (dtorch.h) */
+dt_status runtime_set_current(dt_runtime *rt);
+/* dt_runtime_current (dtorch.h) */
+dt_runtime *runtime_current(void);
+/* dt_event_record (dtorch.h) */
+dt_future *runtime_event_record(dt_runtime *rt, int rank);
+/* dt_stream_wait_event (dtorch.h) */
+dt_status runtime_stream_wait_event(dt_runtime *rt, int rank, dt_future *ev);
+/* dt_runtime_memory (dtorch.h) */
+dt_status runtime_memory(const dt_runtime *rt, int rank, dt_memory_stats *out);
 
 #endif

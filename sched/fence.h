@@ -12,11 +12,11 @@
 #include <stdatomic.h>
 
 #if defined(__SANITIZE_THREAD__)
-extern _Atomic unsigned dt_fence_word;
-#define DT_FENCE_SEQ_CST()                                                  \
-  ((void)atomic_fetch_add_explicit(&dt_fence_word, 0, memory_order_seq_cst))
+extern _Atomic unsigned sched_fence_word;
+#define SCHED_FENCE_SEQ_CST()                                                  \
+  ((void)atomic_fetch_add_explicit(&sched_fence_word, 0, memory_order_seq_cst))
 #else
-#define DT_FENCE_SEQ_CST() atomic_thread_fence(memory_order_seq_cst)
+#define SCHED_FENCE_SEQ_CST() atomic_thread_fence(memory_order_seq_cst)
 #endif
 
 #endif

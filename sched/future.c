@@ -31,13 +31,13 @@
  * and park directly; FUTEX_WAKE(INT_MAX) wakes them all. Spurious wake-ups
  * and EINTR just loop back to re-reading the word.
  *
- * Eventfd. Made lazily by dt_future_fd and installed with a CAS from -1.
+ * Eventfd. Made lazily by sched_future_fd and installed with a CAS from -1.
  * The installer and the completer form a store-buffering (Dekker) pair:
  * installer {CAS efd; load state}, completer {exchange state; load efd},
  * all seq_cst, so at least one sees the other's store and writes 1. Both
  * may write; the counter is then 2, which is just as readable.
  *
- * Callbacks. A Treiber stack of {cb, user, next} nodes. dt_future_then
+ * Callbacks. A Treiber stack of {cb, user, next} nodes. sched_future_then
  * pushes with a CAS (release) unless the head is the CLOSED sentinel, in
  * which case it runs cb at once on its own thread. The completer exchanges
  * the head with CLOSED (acq_rel), reverses what it took (registration
@@ -82,7 +82,7 @@ struct dt_future {
   _Atomic uint32_t state;        /* futex word: PENDING / WAITING / DONE */
   _Atomic uint32_t refs;
   _Atomic bool completed;        /* set by the first sched_future_complete */
-  _Atomic int efd;               /* -1 until dt_future_fd */
+  _Atomic int efd;               /* -1 until sched_future_fd */
   _Atomic(cb_node *) callbacks;  /* Treiber stack, or CB_CLOSED */
   dt_status status;              /* valid once state == DONE */
   char *message;                 /* heap copy or NULL; idem */
@@ -137,7 +137,7 @@ static void free_nodes(cb_node *n) {
 dt_future *sched_future_new(void) {
   dt_future *f = malloc(sizeof *f);
   if (!f) {
-    dt_error_set(DT_ERR_OUT_OF_MEMORY, "sched_future_new: out of memory");
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "sched_future_new: out of memory");
     return NULL;
   }
   atomic_init(&f->state, FUTURE_PENDING);
@@ -154,19 +154,18 @@ dt_future *sched_future_retain(dt_future *f) {
   if (f) {
     uint32_t old = atomic_fetch_add_explicit(&f->refs, 1,
                                              memory_order_relaxed);
-    DT_ASSERT(old > 0);
+    CORE_ASSERT(old > 0);
   }
   return f;
 }
 
-dt_future *dt_future_retain(dt_future *f) { return sched_future_retain(f); }
 
-void dt_future_release(dt_future *f) {
+void sched_future_release(dt_future *f) {
   if (!f) return;
   /* release: our earlier uses of f happen before the free; acquire (on the
    * last decrement): pairs with every other holder's release decrement */
   uint32_t old = atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel);
-  DT_ASSERT(old > 0);
+  CORE_ASSERT(old > 0);
   if (old != 1) return;
   int fd = atomic_load_explicit(&f->efd, memory_order_relaxed);
   if (fd >= 0) close(fd);
@@ -195,12 +194,12 @@ static void run_callbacks(dt_future *f, cb_node *top) {
 }
 
 void sched_future_complete(dt_future *f, dt_status st, const char *msg) {
-  DT_ASSERT(f != NULL);
+  CORE_ASSERT(f != NULL);
   /* a second completion is a runtime bug; catch it before it races on
    * status/message (relaxed: only the flag's own value matters) */
   bool twice = atomic_exchange_explicit(&f->completed, true,
                                         memory_order_relaxed);
-  DT_ASSERT(!twice);
+  CORE_ASSERT(!twice);
   f->status = st;
   if (msg) {
     size_t n = strlen(msg) + 1;
@@ -209,20 +208,20 @@ void sched_future_complete(dt_future *f, dt_status st, const char *msg) {
   }
   /* release: publishes status/message to every acquire load of state that
    * sees DONE (wait, ready, status, error, fd). seq_cst: the Dekker pair
-   * with dt_future_fd's CAS of efd + load of state (see the top). */
+   * with sched_future_fd's CAS of efd + load of state (see the top). */
   uint32_t old = atomic_exchange_explicit(&f->state, FUTURE_DONE,
                                           memory_order_seq_cst);
-  DT_ASSERT(old != FUTURE_DONE);
+  CORE_ASSERT(old != FUTURE_DONE);
   if (old == FUTURE_WAITING) futex_wake_all(&f->state);
-  /* seq_cst: pairs with the CAS in dt_future_fd (the Dekker pair above) */
+  /* seq_cst: pairs with the CAS in sched_future_fd (the Dekker pair above) */
   int fd = atomic_load_explicit(&f->efd, memory_order_seq_cst);
   if (fd >= 0) eventfd_signal(fd);
-  /* acq_rel: acquire pairs with the release CAS of each dt_future_then push
-   * (we read the nodes); release pairs with dt_future_then's acquire load
+  /* acq_rel: acquire pairs with the release CAS of each sched_future_then push
+   * (we read the nodes); release pairs with sched_future_then's acquire load
    * that sees CB_CLOSED (it then reads f->status) */
   cb_node *top = atomic_exchange_explicit(&f->callbacks, CB_CLOSED,
                                           memory_order_acq_rel);
-  DT_ASSERT(top != CB_CLOSED);
+  CORE_ASSERT(top != CB_CLOSED);
   run_callbacks(f, top);
 }
 
@@ -230,9 +229,9 @@ void sched_future_complete(dt_future *f, dt_status st, const char *msg) {
 static dt_status outcome(const dt_future *f) {
   if (f->status == DT_OK) return DT_OK;
   if (f->message && f->message[0])
-    return dt_error_set(f->status, "%s", f->message);
-  return dt_error_set(f->status, "dt_future_wait: the future failed with %s",
-                      dt_status_name(f->status));
+    return core_error_set(f->status, "%s", f->message);
+  return core_error_set(f->status, "dt_future_wait: the future failed with %s",
+                      core_status_name(f->status));
 }
 
 /* acquire: pairs with the release exchange in sched_future_complete, so a
@@ -269,9 +268,9 @@ static bool park(dt_future *f, int64_t deadline) {
   return true;
 }
 
-dt_status dt_future_wait(dt_future *f, int64_t timeout_ns) {
+dt_status sched_future_wait(dt_future *f, int64_t timeout_ns) {
   if (!f)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_future_wait: f is NULL");
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_future_wait: f is NULL");
   if (is_done(f)) return outcome(f);
   if (timeout_ns != 0) {
     int64_t deadline = -1;
@@ -286,28 +285,28 @@ dt_status dt_future_wait(dt_future *f, int64_t timeout_ns) {
     }
     if (park(f, deadline)) return outcome(f);
   }
-  return dt_error_set(DT_ERR_TIMEOUT,
+  return core_error_set(DT_ERR_TIMEOUT,
                       "dt_future_wait: not complete after %lld ns",
                       (long long)timeout_ns);
 }
 
-bool dt_future_ready(const dt_future *f) { return f && is_done(f); }
+bool sched_future_ready(const dt_future *f) { return f && is_done(f); }
 
-dt_status dt_future_status(const dt_future *f) {
+dt_status sched_future_status(const dt_future *f) {
   if (!f)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_future_status: f is NULL");
   return is_done(f) ? f->status : DT_ERR_TIMEOUT;
 }
 
-const char *dt_future_error(const dt_future *f) {
+const char *sched_future_error(const dt_future *f) {
   if (!f || !is_done(f) || !f->message) return "";
   return f->message;
 }
 
-int dt_future_fd(dt_future *f) {
+int sched_future_fd(dt_future *f) {
   if (!f) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_future_fd: f is NULL");
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_future_fd: f is NULL");
     return -1;
   }
   /* acquire: pairs with the installer's CAS below (the fd is open) */
@@ -315,7 +314,7 @@ int dt_future_fd(dt_future *f) {
   if (fd >= 0) return fd;
   int mine = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (mine < 0) {
-    dt_error_set(DT_ERR_IO, "dt_future_fd: eventfd failed: %s",
+    core_error_set(DT_ERR_IO, "dt_future_fd: eventfd failed: %s",
                  strerror(errno));
     return -1;
   }
@@ -335,11 +334,11 @@ int dt_future_fd(dt_future *f) {
   return mine;
 }
 
-dt_status dt_future_then(dt_future *f, dt_future_callback cb, void *user) {
+dt_status sched_future_then(dt_future *f, dt_future_callback cb, void *user) {
   if (!f)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "dt_future_then: f is NULL");
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_future_then: f is NULL");
   if (!cb)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_future_then: cb is NULL");
   /* acquire: pairs with the completer's acq_rel exchange to CB_CLOSED */
   cb_node *head = atomic_load_explicit(&f->callbacks, memory_order_acquire);
@@ -348,7 +347,7 @@ dt_status dt_future_then(dt_future *f, dt_future_callback cb, void *user) {
     if (!n) {
       n = malloc(sizeof *n);
       if (!n)
-        return dt_error_set(DT_ERR_OUT_OF_MEMORY,
+        return core_error_set(DT_ERR_OUT_OF_MEMORY,
                             "dt_future_then: out of memory");
       n->cb = cb;
       n->user = user;

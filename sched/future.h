@@ -16,7 +16,25 @@ dt_future *sched_future_new(void);
 dt_future *sched_future_retain(dt_future *f);
 /* Completes f with status st (DT_OK or an error) and message msg (copied;
  * may be NULL). Exactly once per future: a second call is an internal
- * error (DT_ASSERT). Callable from any thread. */
+ * error (CORE_ASSERT). Callable from any thread. */
 void sched_future_complete(dt_future *f, dt_status st, const char *msg);
+
+/* ---- the implementations behind public entry points (api/) */
+/* dt_future_wait (dtorch.h) */
+dt_status sched_future_wait(dt_future *f, int64_t timeout_ns);
+/* dt_future_ready (dtorch.h) */
+bool sched_future_ready(const dt_future *f);
+/* dt_future_fd (dtorch.h) */
+int sched_future_fd(dt_future *f);
+/* dt_future_release (dtorch.h) */
+void sched_future_release(dt_future *f);
+/* dt_future_retain (dtorch.h) */
+dt_future *sched_future_retain(dt_future *f);
+/* dt_future_status (dtorch.h) */
+dt_status sched_future_status(const dt_future *f);
+/* dt_future_error (dtorch.h) */
+const char *sched_future_error(const dt_future *f);
+/* dt_future_then (dtorch.h) */
+dt_status sched_future_then(dt_future *f, dt_future_callback cb, void *user);
 
 #endif

@@ -103,7 +103,7 @@ struct sched_pool {
 };
 
 #if defined(__SANITIZE_THREAD__)
-_Atomic unsigned dt_fence_word; /* sched/fence.h */
+_Atomic unsigned sched_fence_word; /* sched/fence.h */
 #endif
 
 static _Thread_local sched_pool *tls_pool;
@@ -136,7 +136,7 @@ static void wake_rank(sched_pool *p, int r) {
 static void wake_parked(sched_pool *p, int rank, int limit) {
   /* seq_cst: orders the caller's publication (ring commit or deque push)
    * before the loads of `parked` below; pairs with the fence in park() */
-  DT_FENCE_SEQ_CST();
+  SCHED_FENCE_SEQ_CST();
   if (rank >= 0) {
     uint64_t w = atomic_load_explicit(&p->parked[rank / 64], memory_order_relaxed);
     if (w & (1ull << (rank % 64))) wake_rank(p, rank);
@@ -219,7 +219,7 @@ static void park(rank_state *rs, bool spin) {
   atomic_fetch_or_explicit(&p->parked[rs->id / 64], bit, memory_order_seq_cst);
   /* seq_cst: the bit is visible before the re-check reads the ring and the
    * deques; pairs with the fence in wake_parked() */
-  DT_FENCE_SEQ_CST();
+  SCHED_FENCE_SEQ_CST();
   if (!has_work(rs)) {
     atomic_fetch_add_explicit(&rs->parks, 1, memory_order_relaxed);
     ck_ec32_wait(&rs->ec, &ec_mode, v, NULL);

@@ -121,7 +121,7 @@ static void *aligned_zalloc(size_t bytes) {
 sched_ring *sched_ring_create_at(uint32_t capacity, int consumers,
                                  uint64_t first) {
   if (capacity < 2 || (capacity & (capacity - 1)) != 0 || consumers < 1) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    core_error_set(DT_ERR_INVALID_ARGUMENT,
                  "sched_ring_create: capacity %u (a power of two >= 2) and "
                  "consumers %d (>= 1)", capacity, consumers);
     return NULL;
@@ -149,7 +149,7 @@ sched_ring *sched_ring_create_at(uint32_t capacity, int consumers,
   return r;
 oom:
   sched_ring_destroy(r);
-  dt_error_set(DT_ERR_OUT_OF_MEMORY,
+  core_error_set(DT_ERR_OUT_OF_MEMORY,
                "sched_ring_create: out of memory (capacity %u, consumers %d)",
                capacity, consumers);
   return NULL;
@@ -216,7 +216,7 @@ uint64_t sched_ring_claim(sched_ring *r, void (*on_wait)(void *), void *arg) {
 }
 
 void sched_ring_commit(sched_ring *r, uint64_t seq, void *item) {
-  DT_ASSERT(item != NULL);
+  CORE_ASSERT(item != NULL);
   ring_slot *s = &r->slots[seq & r->mask];
   s->item = item;
   /* release: pairs with the acquire load in sched_ring_peek (as publish) */
@@ -224,7 +224,7 @@ void sched_ring_commit(sched_ring *r, uint64_t seq, void *item) {
 }
 
 uint64_t sched_ring_publish(sched_ring *r, void *item) {
-  DT_ASSERT(item != NULL);
+  CORE_ASSERT(item != NULL);
   /* Relaxed: the claim needs only atomicity (each sequence goes to exactly
    * one producer). Nothing is published through head: the slot's reuse is
    * ordered by the acquire on gate / cursors below, and the item's
@@ -243,7 +243,7 @@ uint64_t sched_ring_publish(sched_ring *r, void *item) {
 }
 
 void *sched_ring_peek(sched_ring *r, int c, uint64_t *seq) {
-  DT_ASSERT(c >= 0 && c < r->consumers);
+  CORE_ASSERT(c >= 0 && c < r->consumers);
   /* relaxed: only consumer c writes its cursor */
   uint64_t cur =
       atomic_load_explicit(&r->cursors[c].next, memory_order_relaxed);
@@ -255,13 +255,13 @@ void *sched_ring_peek(sched_ring *r, int c, uint64_t *seq) {
 }
 
 void sched_ring_advance(sched_ring *r, int c) {
-  DT_ASSERT(c >= 0 && c < r->consumers);
+  CORE_ASSERT(c >= 0 && c < r->consumers);
   /* relaxed: only consumer c writes its cursor */
   uint64_t cur =
       atomic_load_explicit(&r->cursors[c].next, memory_order_relaxed);
   /* relaxed: a misuse check only. After a successful peek this reads cur
    * (read-read coherence; cur + capacity cannot be written yet, I2). */
-  DT_ASSERT(atomic_load_explicit(&r->slots[cur & r->mask].seq,
+  CORE_ASSERT(atomic_load_explicit(&r->slots[cur & r->mask].seq,
                                  memory_order_relaxed) == cur);
   /* release: pairs with the acquire loads in gate_wait and
    * sched_ring_cursor: our reads of the slot (and of what its item points
@@ -275,7 +275,7 @@ uint64_t sched_ring_claimed(const sched_ring *r) {
 }
 
 uint64_t sched_ring_cursor(const sched_ring *r, int c) {
-  DT_ASSERT(c >= 0 && c < r->consumers);
+  CORE_ASSERT(c >= 0 && c < r->consumers);
   /* acquire: pairs with the release store in sched_ring_advance, so a
    * waiter that sees cursor > s also sees consumer c's work on records <= s */
   return atomic_load_explicit(&r->cursors[c].next, memory_order_acquire);

@@ -1,5 +1,5 @@
 /* Internals shared by sim/collectives.c (world, groups, rendezvous) and
- * sim/coll_p2p.c (send/recv): the world's layout and the futex and clock
+ * sim/sim_coll_p2p.c (send/recv): the world's layout and the futex and clock
  * helpers both wait with. Not part of the interface (sim/collectives.h). */
 #ifndef DT_SIM_COLL_INTERNAL_H
 #define DT_SIM_COLL_INTERNAL_H
@@ -16,22 +16,22 @@
 
 #include "sim/collectives.h"
 
-#define COLL_LINE 64
+#define SIM_COLL_LINE 64
 /* longest single futex sleep: a safety net only (every state change that
  * ends a wait also wakes the word), bounded so no sleep outlives it */
-#define COLL_SLICE_NS ((int64_t)50 * 1000 * 1000)
+#define SIM_COLL_SLICE_NS ((int64_t)50 * 1000 * 1000)
 
 /* a member's input of at most this many bytes travels in its entry */
-#define COLL_INLINE 1024
+#define SIM_COLL_INLINE 1024
 
-typedef enum coll_kind {
+typedef enum sim_coll_kind {
   KIND_ALL_REDUCE, KIND_ALL_GATHER, KIND_REDUCE_SCATTER, KIND_ALL_TO_ALL,
   KIND_BROADCAST, KIND_SCATTER, KIND_GATHER, KIND_BARRIER, KIND_COUNT
-} coll_kind;
+} sim_coll_kind;
 
 /* a member's call, as published in its entry */
-typedef struct coll_desc {
-  coll_kind kind;
+typedef struct sim_coll_desc {
+  sim_coll_kind kind;
   dt_dtype dtype;
   dt_reduce_op op;   /* reducing kinds; 0 otherwise */
   int root;          /* rooted kinds; 0 otherwise */
@@ -40,65 +40,65 @@ typedef struct coll_desc {
   const void *in;    /* broadcast: in == out == buf */
   void *out;
   const int64_t *counts, *send, *recv;
-} coll_desc;
+} sim_coll_desc;
 
 /* one member's slot entry: written by its member before arriving, read by
  * all after the round completed (collectives.c: double buffering) */
-typedef struct coll_entry {
-  coll_desc d;
+typedef struct sim_coll_entry {
+  sim_coll_desc d;
   dt_status bad;     /* DT_OK, or the member's own argument error */
   bool inl;          /* its input is in `data` (or it has none) */
-  _Alignas(COLL_LINE) unsigned char data[COLL_INLINE];
-} coll_entry;
+  _Alignas(SIM_COLL_LINE) unsigned char data[SIM_COLL_INLINE];
+} sim_coll_entry;
 
-/* The data movement of a round whose entries E[0..n) agree (coll_move.c).
+/* The data movement of a round whose entries E[0..n) agree (sim_coll_move.c).
  * pull: every input is in its entry; member writes only its own output.
  * split: member does its share of the whole, reading and writing the
  * members' own buffers; the caller then runs the completion barrier.
  * ins/outs: n scratch pointers owned by the member. */
-void coll_move_pull(const coll_entry *E, int n, int member,
+void sim_coll_move_pull(const sim_coll_entry *E, int n, int member,
                     const void **ins);
-void coll_move_split(const coll_entry *E, int n, int member,
+void sim_coll_move_split(const sim_coll_entry *E, int n, int member,
                      const void **ins, void **outs);
 
-/* One point-to-point channel (from, to); see coll_p2p.c. */
-typedef struct coll_mailbox {
-  _Alignas(COLL_LINE) _Atomic uint32_t state; /* futex word: MAIL_* */
+/* One point-to-point channel (from, to); see sim_coll_p2p.c. */
+typedef struct sim_coll_mailbox {
+  _Alignas(SIM_COLL_LINE) _Atomic uint32_t state; /* futex word: MAIL_* */
   const void *buf;   /* sender's buffer, published by the POSTED store */
   int64_t bytes;     /* sender's size, idem */
   int64_t want;      /* receiver's size, published by its MISMATCH store */
-} coll_mailbox;
+} sim_coll_mailbox;
 
-struct coll_world {
+struct sim_coll_world {
   int nranks;
   int ncpu;                      /* online CPUs: sets how long waiters spin */
   _Atomic int64_t timeout_ns;    /* relaxed: read once per call */
   pthread_mutex_t lock;          /* guards `groups` (lookup, not hot) */
-  coll_group *groups;            /* registry: a list keyed by rank list */
-  coll_mailbox *mail;            /* nranks * nranks, [from * nranks + to] */
+  sim_coll_group *groups;            /* registry: a list keyed by rank list */
+  sim_coll_mailbox *mail;            /* nranks * nranks, [from * nranks + to] */
 };
 
-static inline int64_t coll_now_ns(void) {
+static inline int64_t sim_coll_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* the absolute deadline of a wait that starts now (-1: none) */
-static inline int64_t coll_deadline(coll_world *w) {
+static inline int64_t sim_coll_deadline(sim_coll_world *w) {
   int64_t t = atomic_load_explicit(&w->timeout_ns, memory_order_relaxed);
-  return t > 0 ? coll_now_ns() + t : -1;
+  return t > 0 ? sim_coll_now_ns() + t : -1;
 }
 
 /* the sleep before re-checking: a slice, cut short by the deadline; <= 0
  * when the deadline has passed */
-static inline int64_t coll_sleep_ns(int64_t deadline) {
-  if (deadline < 0) return COLL_SLICE_NS;
-  int64_t left = deadline - coll_now_ns();
-  return left < COLL_SLICE_NS ? left : COLL_SLICE_NS;
+static inline int64_t sim_coll_sleep_ns(int64_t deadline) {
+  if (deadline < 0) return SIM_COLL_SLICE_NS;
+  int64_t left = deadline - sim_coll_now_ns();
+  return left < SIM_COLL_SLICE_NS ? left : SIM_COLL_SLICE_NS;
 }
 
-static inline void coll_relax(void) {
+static inline void sim_coll_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #elif defined(__aarch64__)
@@ -108,7 +108,7 @@ static inline void coll_relax(void) {
 
 /* sleeps while *word == val, at most rel_ns; the result is a hint only:
  * callers re-read the word */
-static inline void coll_futex_wait(_Atomic uint32_t *word, uint32_t val,
+static inline void sim_coll_futex_wait(_Atomic uint32_t *word, uint32_t val,
                                    int64_t rel_ns) {
   struct timespec ts = {(time_t)(rel_ns / 1000000000),
                         (long)(rel_ns % 1000000000)};
@@ -116,7 +116,7 @@ static inline void coll_futex_wait(_Atomic uint32_t *word, uint32_t val,
           0);
 }
 
-static inline void coll_futex_wake(_Atomic uint32_t *word) {
+static inline void sim_coll_futex_wake(_Atomic uint32_t *word) {
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
           NULL, 0);
 }

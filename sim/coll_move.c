@@ -20,6 +20,7 @@
  * of the calling member stands for everyone's. */
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "sim/coll_internal.h"
 #include "sim/coll_reduce.h"
@@ -66,33 +67,33 @@ static inline void put(void *dst, int64_t elem_off, const void *src,
 /* src[0..bytes) to dst[j] + 0..bytes for the nd destinations */
 static void fan_out(char *const *dst, int nd, const char *src,
                     int64_t bytes) {
-  bool stream = coll_streams(bytes);
+  bool stream = sim_coll_streams(bytes);
   for (int64_t off = 0; off < bytes; off += FANOUT_CHUNK) {
     int64_t len = min64(FANOUT_CHUNK, bytes - off);
     for (int j = 0; j < nd; j++)
-      coll_copy(dst[j] + off, src + off, len, stream);
+      sim_coll_copy(dst[j] + off, src + off, len, stream);
   }
 }
 
 /* plain copy of one block, streaming by its size */
 static void copy1(void *dst, const void *src, int64_t bytes) {
-  coll_copy(dst, src, bytes, coll_streams(bytes));
+  sim_coll_copy(dst, src, bytes, sim_coll_streams(bytes));
 }
 
-void coll_move_pull(const coll_entry *E, int n, int member,
+void sim_coll_move_pull(const sim_coll_entry *E, int n, int member,
                     const void **ins) {
-  const coll_desc *d = &E[member].d;
-  size_t esz = dt_dtype_size(d->dtype);
+  const sim_coll_desc *d = &E[member].d;
+  size_t esz = core_dtype_size(d->dtype);
   void *out = d->out;
   switch (d->kind) {
   case KIND_ALL_REDUCE:
     for (int j = 0; j < n; j++) ins[j] = E[j].data;
-    coll_reduce(ins, n, &out, 1, d->count, d->dtype, d->op);
+    sim_coll_reduce(ins, n, &out, 1, d->count, d->dtype, d->op);
     break;
   case KIND_REDUCE_SCATTER: {
     int64_t off = prefix(d->counts, member);
     for (int j = 0; j < n; j++) ins[j] = at(E[j].data, off, esz);
-    coll_reduce(ins, n, &out, 1, d->counts[member], d->dtype, d->op);
+    sim_coll_reduce(ins, n, &out, 1, d->counts[member], d->dtype, d->op);
     break;
   }
   case KIND_ALL_GATHER: {
@@ -122,22 +123,22 @@ void coll_move_pull(const coll_entry *E, int n, int member,
     break;
   case KIND_ALL_TO_ALL: /* never inline */
   default:
-    DT_ASSERT(d->kind == KIND_BARRIER);
+    CORE_ASSERT(d->kind == KIND_BARRIER);
     break;
   }
 }
 
 /* scatter / gather: this member's range of the concatenation, block by
  * block, between the root's contiguous buffer and each member's own */
-static void split_blocks(const coll_entry *E, int n, int member) {
-  const coll_desc *d = &E[member].d;
-  size_t esz = dt_dtype_size(d->dtype);
+static void split_blocks(const sim_coll_entry *E, int n, int member) {
+  const sim_coll_desc *d = &E[member].d;
+  size_t esz = core_dtype_size(d->dtype);
   int64_t lo, hi, off = 0;
   share(d->count, n, member, esz, &lo, &hi);
   for (int j = 0; j < n && off < hi; off += d->counts[j++]) {
     int64_t a = max64(lo, off), b = min64(hi, off + d->counts[j]);
     if (a >= b) continue;
-    const coll_desc *r = &E[d->root].d, *m = &E[j].d;
+    const sim_coll_desc *r = &E[d->root].d, *m = &E[j].d;
     if (d->kind == KIND_SCATTER)
       copy1((char *)m->out + (size_t)(a - off) * esz, at(r->in, a, esz),
             (b - a) * (int64_t)esz);
@@ -148,12 +149,12 @@ static void split_blocks(const coll_entry *E, int n, int member) {
 }
 
 /* all_to_all: block `member` of every input into this member's output */
-static void split_all_to_all(const coll_entry *E, int n, int member) {
-  const coll_desc *d = &E[member].d;
-  size_t esz = dt_dtype_size(d->dtype);
+static void split_all_to_all(const sim_coll_entry *E, int n, int member) {
+  const sim_coll_desc *d = &E[member].d;
+  size_t esz = core_dtype_size(d->dtype);
   int64_t out_off = 0;
   for (int j = 0; j < n; j++) {
-    const coll_desc *src = &E[j].d;
+    const sim_coll_desc *src = &E[j].d;
     copy1((char *)d->out + (size_t)out_off * esz,
           at(src->in, prefix(src->send, member), esz),
           d->recv[j] * (int64_t)esz);
@@ -161,10 +162,10 @@ static void split_all_to_all(const coll_entry *E, int n, int member) {
   }
 }
 
-void coll_move_split(const coll_entry *E, int n, int member,
+void sim_coll_move_split(const sim_coll_entry *E, int n, int member,
                      const void **ins, void **outs) {
-  const coll_desc *d = &E[member].d;
-  size_t esz = dt_dtype_size(d->dtype);
+  const sim_coll_desc *d = &E[member].d;
+  size_t esz = core_dtype_size(d->dtype);
   int64_t lo, hi;
   switch (d->kind) {
   case KIND_ALL_REDUCE:
@@ -173,13 +174,13 @@ void coll_move_split(const coll_entry *E, int n, int member,
       ins[j] = at(E[j].d.in, lo, esz);
       outs[j] = (char *)E[j].d.out + (size_t)lo * esz;
     }
-    coll_reduce(ins, n, outs, n, hi - lo, d->dtype, d->op);
+    sim_coll_reduce(ins, n, outs, n, hi - lo, d->dtype, d->op);
     break;
   case KIND_REDUCE_SCATTER: {
     int64_t off = prefix(d->counts, member);
     for (int j = 0; j < n; j++) ins[j] = at(E[j].d.in, off, esz);
     outs[0] = d->out;
-    coll_reduce(ins, n, outs, 1, d->counts[member], d->dtype, d->op);
+    sim_coll_reduce(ins, n, outs, 1, d->counts[member], d->dtype, d->op);
     break;
   }
   case KIND_ALL_GATHER: {
@@ -206,7 +207,7 @@ void coll_move_split(const coll_entry *E, int n, int member,
     split_blocks(E, n, member);
     break;
   default:
-    DT_ASSERT(d->kind == KIND_BARRIER);
+    CORE_ASSERT(d->kind == KIND_BARRIER);
     break;
   }
 }

@@ -38,37 +38,37 @@ enum { MAIL_EMPTY, MAIL_POSTED, MAIL_TAKING, MAIL_DONE, MAIL_MISMATCH };
  * release store or CAS that wrote it); false on the deadline */
 static bool wait_state(_Atomic uint32_t *word, uint32_t a, uint32_t b,
                        int64_t deadline, uint32_t *seen) {
-  int64_t spin_end = coll_now_ns() + P2P_SPIN_NS;
+  int64_t spin_end = sim_coll_now_ns() + P2P_SPIN_NS;
   for (unsigned i = 1;; i++) {
     uint32_t v = atomic_load_explicit(word, memory_order_acquire);
     if (v == a || v == b) {
       *seen = v;
       return true;
     }
-    if (i % 64 == 0 && coll_now_ns() >= spin_end) {
-      int64_t rel = coll_sleep_ns(deadline);
+    if (i % 64 == 0 && sim_coll_now_ns() >= spin_end) {
+      int64_t rel = sim_coll_sleep_ns(deadline);
       if (rel <= 0) return false;
-      coll_futex_wait(word, v, rel);
+      sim_coll_futex_wait(word, v, rel);
     } else {
-      coll_relax();
+      sim_coll_relax();
     }
   }
 }
 
-static dt_status check_pair(coll_world *w, const char *what, int from,
+static dt_status check_pair(sim_coll_world *w, const char *what, int from,
                             int to, const void *buf, int64_t bytes) {
   if (!w)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: world is NULL", what);
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: world is NULL", what);
   if (from < 0 || from >= w->nranks || to < 0 || to >= w->nranks)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: ranks %d -> %d out of range [0, %d)", what,
                         from, to, w->nranks);
   if (from == to)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: rank %d to itself would never complete", what,
                         from);
   if (bytes < 0 || (bytes > 0 && !buf))
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: %lld bytes at %p", what, (long long)bytes, buf);
   return DT_OK;
 }
@@ -76,32 +76,32 @@ static dt_status check_pair(coll_world *w, const char *what, int from,
 /* the timeout of one side of a pair: "send from rank 0 to rank 1 (8
  * bytes): timed out after 0.100 s; rank 1 did not receive" (the peer did
  * not `missing`) */
-static dt_status p2p_timeout(coll_world *w, const char *side, int me,
+static dt_status p2p_timeout(sim_coll_world *w, const char *side, int me,
                              const char *dir, int peer, int64_t bytes,
                              const char *missing) {
   double secs = (double)atomic_load_explicit(&w->timeout_ns,
                                              memory_order_relaxed) * 1e-9;
-  return dt_error_set(DT_ERR_TIMEOUT,
+  return core_error_set(DT_ERR_TIMEOUT,
                       "%s rank %d %s rank %d (%lld bytes): timed out after "
                       "%.3f s; rank %d did not %s",
                       side, me, dir, peer, (long long)bytes, secs, peer,
                       missing);
 }
 
-dt_status coll_send(coll_world *w, int from, int to, const void *buf,
+dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
                     int64_t bytes) {
   dt_status st = check_pair(w, "coll_send", from, to, buf, bytes);
   if (st != DT_OK) return st;
-  coll_mailbox *mb = &w->mail[(size_t)from * (size_t)w->nranks + (size_t)to];
-  int64_t deadline = coll_deadline(w);
+  sim_coll_mailbox *mb = &w->mail[(size_t)from * (size_t)w->nranks + (size_t)to];
+  int64_t deadline = sim_coll_deadline(w);
   /* the previous send on this pair finished (it reset the word itself) */
-  DT_ASSERT(atomic_load_explicit(&mb->state, memory_order_relaxed) ==
+  CORE_ASSERT(atomic_load_explicit(&mb->state, memory_order_relaxed) ==
             MAIL_EMPTY);
   mb->buf = buf;
   mb->bytes = bytes;
   /* release: pairs with the receiver's acquire CAS POSTED -> TAKING */
   atomic_store_explicit(&mb->state, MAIL_POSTED, memory_order_release);
-  coll_futex_wake(&mb->state);
+  sim_coll_futex_wake(&mb->state);
   uint32_t v;
   if (!wait_state(&mb->state, MAIL_DONE, MAIL_MISMATCH, deadline, &v)) {
     uint32_t expect = MAIL_POSTED;
@@ -120,19 +120,19 @@ dt_status coll_send(coll_world *w, int from, int to, const void *buf,
   /* relaxed: the next send's release store of POSTED orders this */
   atomic_store_explicit(&mb->state, MAIL_EMPTY, memory_order_relaxed);
   if (v == MAIL_MISMATCH)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "send from rank %d to rank %d: sent %lld bytes, the "
                         "receiver expected %lld", from, to, (long long)bytes,
                         (long long)want);
   return DT_OK;
 }
 
-dt_status coll_recv(coll_world *w, int to, int from, void *buf,
+dt_status sim_coll_recv(sim_coll_world *w, int to, int from, void *buf,
                     int64_t bytes) {
   dt_status st = check_pair(w, "coll_recv", from, to, buf, bytes);
   if (st != DT_OK) return st;
-  coll_mailbox *mb = &w->mail[(size_t)from * (size_t)w->nranks + (size_t)to];
-  int64_t deadline = coll_deadline(w);
+  sim_coll_mailbox *mb = &w->mail[(size_t)from * (size_t)w->nranks + (size_t)to];
+  int64_t deadline = sim_coll_deadline(w);
   for (;;) {
     uint32_t v;
     if (!wait_state(&mb->state, MAIL_POSTED, MAIL_POSTED, deadline, &v))
@@ -152,8 +152,8 @@ dt_status coll_recv(coll_world *w, int to, int from, void *buf,
     mb->want = bytes;
     /* release: pairs with the sender's acquire wait (it reads `want`) */
     atomic_store_explicit(&mb->state, MAIL_MISMATCH, memory_order_release);
-    coll_futex_wake(&mb->state);
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    sim_coll_futex_wake(&mb->state);
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "recv on rank %d from rank %d: expected %lld bytes, "
                         "the sender sent %lld", to, from, (long long)bytes,
                         (long long)sent);
@@ -162,6 +162,6 @@ dt_status coll_recv(coll_world *w, int to, int from, void *buf,
   /* release: pairs with the sender's acquire wait for DONE; our reads of
    * its buffer happen before it reuses the buffer */
   atomic_store_explicit(&mb->state, MAIL_DONE, memory_order_release);
-  coll_futex_wake(&mb->state);
+  sim_coll_futex_wake(&mb->state);
   return DT_OK;
 }

@@ -1,5 +1,5 @@
 /* Reductions and bulk stores for the emulated collectives (see
- * coll_reduce.h for the order and the semantics of each op and dtype).
+ * sim_coll_reduce.h for the order and the semantics of each op and dtype).
  *
  * A reduction runs block by block: CHUNK elements of input 0 are loaded
  * into an accumulator in the compute type, inputs 1..nin-1 are combined
@@ -11,6 +11,7 @@
  * not by this one, and streaming saves the read-for-ownership that would
  * otherwise make a write cost two memory transfers (the memcpy baseline
  * the benchmark compares with streams too). */
+#include "core/dtype.h"
 #include "sim/coll_reduce.h"
 
 #include <string.h>
@@ -21,9 +22,9 @@
 #if defined(__SSE2__) && !defined(__SANITIZE_THREAD__) && \
     !defined(__SANITIZE_ADDRESS__)
 #include <emmintrin.h>
-#define COLL_STREAMING 1
+#define SIM_COLL_STREAMING 1
 #else
-#define COLL_STREAMING 0
+#define SIM_COLL_STREAMING 0
 #endif
 
 /* elements per block: two 8 KiB blocks (accumulator, staging) fit in L1 */
@@ -39,14 +40,14 @@ typedef union acc_block {
   uint8_t b[CHUNK * 8];
 } acc_block;
 
-dt_status coll_reduce_check(const char *what, dt_dtype d, dt_reduce_op op) {
+dt_status sim_coll_reduce_check(const char *what, dt_dtype d, dt_reduce_op op) {
   if ((unsigned)d >= (unsigned)DT_DTYPE_COUNT)
-    return dt_error_set(DT_ERR_DTYPE, "%s: invalid dtype %d", what, (int)d);
+    return core_error_set(DT_ERR_DTYPE, "%s: invalid dtype %d", what, (int)d);
   if ((unsigned)op > (unsigned)DT_REDUCE_PROD)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT, "%s: invalid reduce op %d",
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: invalid reduce op %d",
                         what, (int)op);
   if (d == DT_BOOL && op == DT_REDUCE_AVG)
-    return dt_error_set(DT_ERR_DTYPE,
+    return core_error_set(DT_ERR_DTYPE,
                         "%s: avg of bool is not defined (sum is a logical "
                         "or)", what);
   return DT_OK;
@@ -128,7 +129,7 @@ static void finish_avg(acc_block *acc, int64_t n, dt_dtype ct, int nin) {
   case DT_INT64: /* C division: truncation toward zero */
     for (int64_t j = 0; j < n; j++) acc->i[j] /= nin;
     break;
-  default: break; /* bool avg is rejected by coll_reduce_check */
+  default: break; /* bool avg is rejected by sim_coll_reduce_check */
   }
 }
 
@@ -136,7 +137,7 @@ static void finish_avg(acc_block *acc, int64_t n, dt_dtype ct, int nin) {
 static void accumulate(acc_block *acc, acc_block *tmp,
                        const void *const *in, int nin, int64_t off,
                        int64_t n, dt_dtype d, dt_dtype ct, dt_reduce_op op) {
-  size_t esz = dt_dtype_size(d);
+  size_t esz = core_dtype_size(d);
   /* storage already in the compute type: combine straight from the input
    * (bool goes through cpu_load, which makes any nonzero byte 1) */
   bool native = d == ct && d != DT_BOOL;
@@ -159,7 +160,7 @@ static void accumulate(acc_block *acc, acc_block *tmp,
 /* copies bytes to dst, streaming when asked and dst allows */
 static void store_bytes(char *dst, const char *src, int64_t bytes,
                         bool stream) {
-#if COLL_STREAMING
+#if SIM_COLL_STREAMING
   if (stream) {
     /* cached stores up to the first 16-byte boundary of dst */
     int64_t head = (int64_t)((16 - ((uintptr_t)dst & 15)) & 15);
@@ -183,25 +184,25 @@ static void store_bytes(char *dst, const char *src, int64_t bytes,
   if (bytes > 0) memcpy(dst, src, (size_t)bytes);
 }
 
-bool coll_streams(int64_t bytes) { return bytes >= STREAM_MIN; }
+bool sim_coll_streams(int64_t bytes) { return bytes >= STREAM_MIN; }
 
-void coll_copy(void *dst, const void *src, int64_t bytes, bool stream) {
+void sim_coll_copy(void *dst, const void *src, int64_t bytes, bool stream) {
   if (bytes <= 0 || dst == src) return;
   store_bytes(dst, src, bytes, stream);
 }
 
-void coll_store_fence(void) {
-#if COLL_STREAMING
+void sim_coll_store_fence(void) {
+#if SIM_COLL_STREAMING
   _mm_sfence();
 #endif
 }
 
-void coll_reduce(const void *const *in, int nin, void *const *out, int nout,
+void sim_coll_reduce(const void *const *in, int nin, void *const *out, int nout,
                  int64_t count, dt_dtype d, dt_reduce_op op) {
-  DT_ASSERT(nin >= 1);
+  CORE_ASSERT(nin >= 1);
   dt_dtype ct = cpu_compute_type(d);
-  size_t esz = dt_dtype_size(d);
-  bool stream = coll_streams(count * (int64_t)esz);
+  size_t esz = core_dtype_size(d);
+  bool stream = sim_coll_streams(count * (int64_t)esz);
   _Alignas(64) acc_block acc, tmp;
   for (int64_t off = 0; off < count; off += CHUNK) {
     int64_t n = count - off < CHUNK ? count - off : CHUNK;

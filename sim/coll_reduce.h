@@ -23,25 +23,25 @@
 
 /* DT_OK, or the error (DT_ERR_DTYPE / DT_ERR_INVALID_ARGUMENT) set with
  * `what` ("all_reduce") as the message's prefix */
-dt_status coll_reduce_check(const char *what, dt_dtype d, dt_reduce_op op);
+dt_status sim_coll_reduce_check(const char *what, dt_dtype d, dt_reduce_op op);
 
 /* out[o][0..count) = reduction of in[0..nin)[0..count) for o < nout.
  * An output may be one of the inputs (each block is read from every input
  * before it is written); outputs must not otherwise overlap inputs. Large
  * outputs are written with non-temporal stores; the caller publishes them
- * with a release after coll_store_fence. */
-void coll_reduce(const void *const *in, int nin, void *const *out, int nout,
+ * with a release after sim_coll_store_fence. */
+void sim_coll_reduce(const void *const *in, int nin, void *const *out, int nout,
                  int64_t count, dt_dtype d, dt_reduce_op op);
 
 /* whether writes of this many bytes per destination should stream */
-bool coll_streams(int64_t bytes);
+bool sim_coll_streams(int64_t bytes);
 
-/* memcpy (nothing when dst == src); `stream` as coll_streams advises for
+/* memcpy (nothing when dst == src); `stream` as sim_coll_streams advises for
  * the whole of what is being written to dst */
-void coll_copy(void *dst, const void *src, int64_t bytes, bool stream);
+void sim_coll_copy(void *dst, const void *src, int64_t bytes, bool stream);
 
 /* orders this thread's streaming stores before its next release (sfence
  * on x86; nothing elsewhere) */
-void coll_store_fence(void);
+void sim_coll_store_fence(void);
 
 #endif

@@ -1,7 +1,7 @@
 /* Collectives emulated between rank threads in one address space
  * (sim/collectives.h): the world and its group registry, the lock-free
  * rendezvous, the watchdog, and the split of the data movement. The
- * arithmetic is in coll_reduce.c, send/recv in coll_p2p.c.
+ * arithmetic is in sim_coll_reduce.c, send/recv in sim_coll_p2p.c.
  *
  * Rounds. Every member of a group calls the same collectives in the same
  * order; member m counts its own calls (me->seq, written only by m), so
@@ -19,7 +19,7 @@
  * loads, which read the last arriver's RMW at the end of one release
  * sequence and so see every member's entry.
  *
- * Two phases. When every member's input fits its entry (COLL_INLINE
+ * Two phases. When every member's input fits its entry (SIM_COLL_INLINE
  * bytes), each member computes its own output from the entries and
  * returns: one barrier. Otherwise the members split the data movement and
  * write into each other's outputs straight from each other's buffers, so
@@ -67,6 +67,7 @@
  * destination. Ranges are cut at 64-byte boundaries. Bad arguments or
  * members that disagree fail every member of the round (nothing moves)
  * and leave the group usable. */
+#include "core/dtype.h"
 #include "sim/collectives.h"
 
 #include <sched.h>
@@ -104,32 +105,32 @@ _Static_assert(sizeof op_names / sizeof op_names[0] == DT_REDUCE_PROD + 1,
                "one name per reduce op");
 
 typedef struct line_u32 {
-  _Alignas(COLL_LINE) _Atomic uint32_t v;
+  _Alignas(SIM_COLL_LINE) _Atomic uint32_t v;
 } line_u32;
 
-typedef struct coll_member {
-  _Alignas(COLL_LINE) uint64_t seq; /* rounds started; owner only */
+typedef struct sim_coll_member {
+  _Alignas(SIM_COLL_LINE) uint64_t seq; /* rounds started; owner only */
   uint32_t ndepart;                 /* completion phases done; owner only */
   const void **ins;                 /* n scratch pointers; owner only */
   void **outs;                      /* n scratch pointers; owner only */
   _Atomic uint64_t arrived;         /* seq + 1 of its last arrival */
-} coll_member;
+} sim_coll_member;
 
-struct coll_group {
-  coll_world *world;
-  coll_group *next;          /* registry list, under world->lock */
+struct sim_coll_group {
+  sim_coll_world *world;
+  sim_coll_group *next;          /* registry list, under world->lock */
   int n;
   int *ranks;                /* world rank of each member */
   char *name;                /* "[0, 2, 4, 6]" */
   int64_t spin_ns;           /* pause loop before sleeping */
   int64_t yield_ns;          /* then sched_yield loop (shared CPUs) */
   uint32_t base;             /* every count's initial value */
-  coll_member *members;
-  coll_entry *entries[2];    /* per slot, n each */
+  sim_coll_member *members;
+  sim_coll_entry *entries[2];    /* per slot, n each */
   line_u32 arrive[2];        /* futex words: arrivals << 1 | BROKEN */
   line_u32 depart;           /* futex word: completions << 1 */
   line_u32 sleepers;         /* waiters on their way into FUTEX_WAIT */
-  _Alignas(COLL_LINE) _Atomic(char *) broken; /* the watchdog's report */
+  _Alignas(SIM_COLL_LINE) _Atomic(char *) broken; /* the watchdog's report */
 };
 
 /* the report used when there is no memory to format one */
@@ -137,19 +138,19 @@ static char oom_report[] = "collective timed out (no memory for the report)";
 
 /* ---- world and group registry */
 
-coll_world *coll_world_create(int nranks, int64_t timeout_ns) {
+sim_coll_world *sim_coll_world_create(int nranks, int64_t timeout_ns) {
   if (nranks < 1) {
-    dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    core_error_set(DT_ERR_INVALID_ARGUMENT,
                  "coll_world_create: %d ranks (need at least 1)", nranks);
     return NULL;
   }
-  coll_world *w = calloc(1, sizeof *w);
+  sim_coll_world *w = calloc(1, sizeof *w);
   size_t pairs = (size_t)nranks * (size_t)nranks;
-  coll_mailbox *mail = w ? aligned_alloc(COLL_LINE, pairs * sizeof *mail)
+  sim_coll_mailbox *mail = w ? aligned_alloc(SIM_COLL_LINE, pairs * sizeof *mail)
                          : NULL;
   if (!mail) {
     free(w);
-    dt_error_set(DT_ERR_OUT_OF_MEMORY, "coll_world_create: out of memory");
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "coll_world_create: out of memory");
     return NULL;
   }
   memset(mail, 0, pairs * sizeof *mail);
@@ -163,7 +164,7 @@ coll_world *coll_world_create(int nranks, int64_t timeout_ns) {
   return w;
 }
 
-static void group_free(coll_group *g) {
+static void group_free(sim_coll_group *g) {
   if (!g) return;
   char *report = atomic_load_explicit(&g->broken, memory_order_relaxed);
   if (report != oom_report) free(report);
@@ -180,9 +181,9 @@ static void group_free(coll_group *g) {
   free(g);
 }
 
-void coll_world_destroy(coll_world *w) {
+void sim_coll_world_destroy(sim_coll_world *w) {
   if (!w) return;
-  for (coll_group *g = w->groups, *next; g; g = next) {
+  for (sim_coll_group *g = w->groups, *next; g; g = next) {
     next = g->next;
     group_free(g);
   }
@@ -191,7 +192,7 @@ void coll_world_destroy(coll_world *w) {
   free(w);
 }
 
-void coll_world_set_timeout(coll_world *w, int64_t timeout_ns) {
+void sim_coll_world_set_timeout(sim_coll_world *w, int64_t timeout_ns) {
   if (w) atomic_store_explicit(&w->timeout_ns, timeout_ns,
                                memory_order_relaxed);
 }
@@ -207,15 +208,15 @@ static char *format_name(const int *ranks, int n) {
   return s;
 }
 
-static coll_group *group_new(coll_world *w, const int *ranks, int n) {
-  coll_group *g = aligned_alloc(COLL_LINE, sizeof *g);
+static sim_coll_group *group_new(sim_coll_world *w, const int *ranks, int n) {
+  sim_coll_group *g = aligned_alloc(SIM_COLL_LINE, sizeof *g);
   if (!g) return NULL;
   memset(g, 0, sizeof *g);
   g->world = w;
   g->n = n;
-  g->members = aligned_alloc(COLL_LINE, (size_t)n * sizeof *g->members);
+  g->members = aligned_alloc(SIM_COLL_LINE, (size_t)n * sizeof *g->members);
   for (int s = 0; s < 2; s++)
-    g->entries[s] = aligned_alloc(COLL_LINE, (size_t)n * sizeof(coll_entry));
+    g->entries[s] = aligned_alloc(SIM_COLL_LINE, (size_t)n * sizeof(sim_coll_entry));
   g->ranks = malloc((size_t)n * sizeof *g->ranks);
   g->name = format_name(ranks, n);
   if (!g->members || !g->entries[0] || !g->entries[1] || !g->ranks ||
@@ -248,29 +249,29 @@ static coll_group *group_new(coll_world *w, const int *ranks, int n) {
   return g;
 }
 
-static dt_status check_ranks(coll_world *w, const int *ranks, int n) {
+static dt_status check_ranks(sim_coll_world *w, const int *ranks, int n) {
   if (!w || !ranks || n < 1)
-    return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "coll_group_get: need a world and at least one rank "
                         "(got %d)", n);
   for (int i = 0; i < n; i++) {
     if (ranks[i] < 0 || ranks[i] >= w->nranks)
-      return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+      return core_error_set(DT_ERR_INVALID_ARGUMENT,
                           "coll_group_get: rank %d out of range [0, %d)",
                           ranks[i], w->nranks);
     for (int j = 0; j < i; j++)
       if (ranks[j] == ranks[i])
-        return dt_error_set(DT_ERR_INVALID_ARGUMENT,
+        return core_error_set(DT_ERR_INVALID_ARGUMENT,
                             "coll_group_get: rank %d listed twice",
                             ranks[i]);
   }
   return DT_OK;
 }
 
-coll_group *coll_group_get(coll_world *w, const int *ranks, int n) {
+sim_coll_group *sim_coll_group_get(sim_coll_world *w, const int *ranks, int n) {
   if (check_ranks(w, ranks, n) != DT_OK) return NULL;
   pthread_mutex_lock(&w->lock);
-  coll_group *g = w->groups;
+  sim_coll_group *g = w->groups;
   while (g && (g->n != n || memcmp(g->ranks, ranks,
                                    (size_t)n * sizeof *ranks) != 0))
     g = g->next;
@@ -283,13 +284,13 @@ coll_group *coll_group_get(coll_world *w, const int *ranks, int n) {
   }
   pthread_mutex_unlock(&w->lock);
   if (!g)
-    dt_error_set(DT_ERR_OUT_OF_MEMORY, "coll_group_get: out of memory");
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "coll_group_get: out of memory");
   return g;
 }
 
-int coll_group_size(const coll_group *g) { return g ? g->n : 0; }
+int sim_coll_group_size(const sim_coll_group *g) { return g ? g->n : 0; }
 
-const char *coll_group_name(const coll_group *g) { return g ? g->name : ""; }
+const char *sim_coll_group_name(const sim_coll_group *g) { return g ? g->name : ""; }
 
 /* ---- rendezvous */
 
@@ -301,13 +302,13 @@ static inline bool reached(uint32_t v, uint32_t target) {
   return (((v >> 1) - target) & COUNT_MASK) < (1u << 30);
 }
 
-static inline uint32_t target_of(const coll_group *g, uint32_t uses) {
+static inline uint32_t target_of(const sim_coll_group *g, uint32_t uses) {
   return (g->base + (uint32_t)g->n * uses) & COUNT_MASK;
 }
 
 /* adds one arrival to word; the last arriver wakes the sleepers. Returns
  * the word's old value. */
-static uint32_t arrive_at(coll_group *g, _Atomic uint32_t *word,
+static uint32_t arrive_at(sim_coll_group *g, _Atomic uint32_t *word,
                           uint32_t target) {
   /* seq_cst: release publishes our entry / our writes into the others'
    * outputs to the waiters' acquire loads (wait_count); acquire lets the
@@ -318,15 +319,15 @@ static uint32_t arrive_at(coll_group *g, _Atomic uint32_t *word,
   /* seq_cst: the other half of that Dekker pair */
   if (!(old & WORD_BROKEN) && reached(old + WORD_ONE, target) &&
       atomic_load_explicit(&g->sleepers.v, memory_order_seq_cst) != 0)
-    coll_futex_wake(word);
+    sim_coll_futex_wake(word);
   return old;
 }
 
 /* waits until word's count reaches target, the round breaks, or the
  * deadline (< 0: none) passes */
-static wait_result wait_count(coll_group *g, _Atomic uint32_t *word,
+static wait_result wait_count(sim_coll_group *g, _Atomic uint32_t *word,
                               uint32_t target, int64_t deadline) {
-  int64_t start = coll_now_ns();
+  int64_t start = sim_coll_now_ns();
   bool yielding = false;
   for (unsigned i = 1;; i++) {
     /* acquire: pairs with every arriver's seq_cst fetch_add (one release
@@ -335,24 +336,24 @@ static wait_result wait_count(coll_group *g, _Atomic uint32_t *word,
     if (v & WORD_BROKEN) return WAIT_BROKEN;
     if (reached(v, target)) return WAIT_DONE;
     if (yielding || i % 64 == 0) {
-      int64_t t = coll_now_ns() - start;
+      int64_t t = sim_coll_now_ns() - start;
       if (t >= g->spin_ns + g->yield_ns) break;
       yielding = t >= g->spin_ns;
     }
     if (yielding)
       sched_yield();
     else
-      coll_relax();
+      sim_coll_relax();
   }
   for (;;) {
-    int64_t rel = coll_sleep_ns(deadline);
+    int64_t rel = sim_coll_sleep_ns(deadline);
     if (rel <= 0) return WAIT_TIMEOUT;
     /* seq_cst (both): the Dekker pair with arrive_at's fetch_add + load
      * of sleepers */
     atomic_fetch_add_explicit(&g->sleepers.v, 1, memory_order_seq_cst);
     uint32_t v = atomic_load_explicit(word, memory_order_seq_cst);
     if (!(v & WORD_BROKEN) && !reached(v, target))
-      coll_futex_wait(word, v, rel);
+      sim_coll_futex_wait(word, v, rel);
     atomic_fetch_sub_explicit(&g->sleepers.v, 1, memory_order_relaxed);
     /* acquire: as in the spin loop above */
     v = atomic_load_explicit(word, memory_order_acquire);
@@ -363,7 +364,7 @@ static wait_result wait_count(coll_group *g, _Atomic uint32_t *word,
 
 /* "ranks 0, 1, 3" / "rank 2" / "none": members whose arrival for round seq
  * is (or is not) recorded in flags */
-static size_t put_ranks(char *p, const coll_group *g, const bool *flags,
+static size_t put_ranks(char *p, const sim_coll_group *g, const bool *flags,
                         bool want) {
   int count = 0;
   for (int j = 0; j < g->n; j++) count += flags[j] == want;
@@ -378,7 +379,7 @@ static size_t put_ranks(char *p, const coll_group *g, const bool *flags,
   return len;
 }
 
-static char *format_report(const coll_group *g, coll_kind kind,
+static char *format_report(const sim_coll_group *g, sim_coll_kind kind,
                            uint64_t seq) {
   size_t cap = 160 + strlen(g->name) + (size_t)g->n * 26;
   char *msg = malloc(cap);
@@ -405,8 +406,8 @@ static char *format_report(const coll_group *g, coll_kind kind,
 }
 
 /* the watchdog: breaks round `seq` unless it completed meanwhile */
-static wait_result try_break(coll_group *g, _Atomic uint32_t *word,
-                             uint32_t target, coll_kind kind, uint64_t seq) {
+static wait_result try_break(sim_coll_group *g, _Atomic uint32_t *word,
+                             uint32_t target, sim_coll_kind kind, uint64_t seq) {
   /* acquire (this load and the CAS's failure load): pairs with the
    * arrivers' fetch_adds when the value shows the round complete (we then
    * read their entries) */
@@ -429,21 +430,21 @@ static wait_result try_break(coll_group *g, _Atomic uint32_t *word,
                                                memory_order_relaxed) &&
       msg != oom_report)
     free(msg);
-  coll_futex_wake(word);
+  sim_coll_futex_wake(word);
   return WAIT_TIMEOUT;
 }
 
-static dt_status fail_broken(coll_group *g) {
+static dt_status fail_broken(sim_coll_group *g) {
   char *m;
   /* acquire: pairs with try_break's release CAS. The breaker sets the
    * word's bit before it publishes, so the report may be a moment away. */
   while (!(m = atomic_load_explicit(&g->broken, memory_order_acquire)))
     sched_yield();
-  return dt_error_set(DT_ERR_TIMEOUT, "%s", m);
+  return core_error_set(DT_ERR_TIMEOUT, "%s", m);
 }
 
 /* arrival phase of round k: DT_OK once every member arrived */
-static dt_status rendezvous(coll_group *g, uint64_t k, coll_kind kind,
+static dt_status rendezvous(sim_coll_group *g, uint64_t k, sim_coll_kind kind,
                             int64_t deadline) {
   _Atomic uint32_t *word = &g->arrive[k & 1].v;
   uint32_t target = target_of(g, (uint32_t)(k >> 1) + 1u);
@@ -456,21 +457,21 @@ static dt_status rendezvous(coll_group *g, uint64_t k, coll_kind kind,
 }
 
 /* completion phase: returns once every member finished its share */
-static void depart(coll_group *g, coll_member *me) {
+static void depart(sim_coll_group *g, sim_coll_member *me) {
   uint32_t target = target_of(g, ++me->ndepart);
-  coll_store_fence(); /* our streaming stores, before arrive_at's release */
+  sim_coll_store_fence(); /* our streaming stores, before arrive_at's release */
   uint32_t old = arrive_at(g, &g->depart.v, target);
   if (reached(old + WORD_ONE, target)) return;
   wait_result r = wait_count(g, &g->depart.v, target, -1);
-  DT_ASSERT(r == WAIT_DONE); /* only arrival words are ever broken */
+  CORE_ASSERT(r == WAIT_DONE); /* only arrival words are ever broken */
 }
 
 /* ---- argument checks (the member's own) */
 
-static bool is_reducing(coll_kind k) {
+static bool is_reducing(sim_coll_kind k) {
   return k == KIND_ALL_REDUCE || k == KIND_REDUCE_SCATTER;
 }
-static bool is_rooted(coll_kind k) {
+static bool is_rooted(sim_coll_kind k) {
   return k == KIND_BROADCAST || k == KIND_SCATTER || k == KIND_GATHER;
 }
 
@@ -486,22 +487,22 @@ static uint64_t hash_counts(const int64_t *c, int n) {
 
 /* an argument error, prefixed "all_reduce on group [0, 1]: " (formatted
  * only when raised: the checks run on every call) */
-static dt_status arg_error(const coll_group *g, const coll_desc *d,
+static dt_status arg_error(const sim_coll_group *g, const sim_coll_desc *d,
                            dt_status code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static dt_status arg_error(const coll_group *g, const coll_desc *d,
+static dt_status arg_error(const sim_coll_group *g, const sim_coll_desc *d,
                            dt_status code, const char *fmt, ...) {
   char msg[256];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return dt_error_set(code, "%s on group %s: %s", kind_names[d->kind],
+  return core_error_set(code, "%s on group %s: %s", kind_names[d->kind],
                       g->name, msg);
 }
 
 /* counts: n entries, none negative; *total their sum */
-static dt_status check_counts(const coll_group *g, const coll_desc *d,
+static dt_status check_counts(const sim_coll_group *g, const sim_coll_desc *d,
                               const char *name, const int64_t *c,
                               int64_t *total) {
   *total = 0;
@@ -516,7 +517,7 @@ static dt_status check_counts(const coll_group *g, const coll_desc *d,
   return DT_OK;
 }
 
-static dt_status need(const coll_group *g, const coll_desc *d,
+static dt_status need(const sim_coll_group *g, const sim_coll_desc *d,
                       const char *name, const void *p, int64_t elems) {
   if (elems > 0 && !p)
     return arg_error(g, d, DT_ERR_INVALID_ARGUMENT,
@@ -526,7 +527,7 @@ static dt_status need(const coll_group *g, const coll_desc *d,
 
 /* checks counts/pointers of the counts-array kinds; *in_elems: what this
  * member publishes as its input */
-static dt_status check_blocks(const coll_group *g, int member, coll_desc *d,
+static dt_status check_blocks(const sim_coll_group *g, int member, sim_coll_desc *d,
                               int64_t *in_elems) {
   dt_status st = check_counts(g, d, "counts", d->counts, &d->count);
   if (st != DT_OK) return st;
@@ -545,7 +546,7 @@ static dt_status check_blocks(const coll_group *g, int member, coll_desc *d,
   return need(g, d, "out", d->out, out);
 }
 
-static dt_status check_all_to_all(const coll_group *g, coll_desc *d,
+static dt_status check_all_to_all(const sim_coll_group *g, sim_coll_desc *d,
                                   int64_t *in_elems) {
   int64_t sent = 0, got = 0;
   dt_status st = check_counts(g, d, "send", d->send, &sent);
@@ -557,7 +558,7 @@ static dt_status check_all_to_all(const coll_group *g, coll_desc *d,
   return st;
 }
 
-static dt_status check_dtype_op(const coll_group *g, const coll_desc *d) {
+static dt_status check_dtype_op(const sim_coll_group *g, const sim_coll_desc *d) {
   bool ok = (unsigned)d->dtype < (unsigned)DT_DTYPE_COUNT &&
             (unsigned)d->op <= (unsigned)DT_REDUCE_PROD &&
             !(d->dtype == DT_BOOL && d->op == DT_REDUCE_AVG);
@@ -565,12 +566,12 @@ static dt_status check_dtype_op(const coll_group *g, const coll_desc *d) {
   char what[192];
   snprintf(what, sizeof what, "%s on group %s", kind_names[d->kind],
            g->name);
-  return coll_reduce_check(what, d->dtype, d->op);
+  return sim_coll_reduce_check(what, d->dtype, d->op);
 }
 
 /* validates the member's call and fills what the entry compares; *bytes:
  * its input's size (-1: must stay in the caller's buffer) */
-static dt_status prepare(const coll_group *g, int member, coll_desc *d,
+static dt_status prepare(const sim_coll_group *g, int member, sim_coll_desc *d,
                          int64_t *bytes) {
   if (!is_reducing(d->kind)) d->op = DT_REDUCE_SUM;
   if (!is_rooted(d->kind)) d->root = 0;
@@ -595,19 +596,19 @@ static dt_status prepare(const coll_group *g, int member, coll_desc *d,
   } else {
     st = check_blocks(g, member, d, &elems);
   }
-  *bytes = elems < 0 ? -1 : elems * (int64_t)dt_dtype_size(d->dtype);
+  *bytes = elems < 0 ? -1 : elems * (int64_t)core_dtype_size(d->dtype);
   return st;
 }
 
 /* ---- the round's verdict: the same on every member (entries only) */
 
-static void describe(char *buf, size_t len, const coll_desc *d) {
+static void describe(char *buf, size_t len, const sim_coll_desc *d) {
   if (d->kind == KIND_BARRIER) {
     snprintf(buf, len, "barrier");
     return;
   }
   int n = snprintf(buf, len, "%s(%s", kind_names[d->kind],
-                   dt_dtype_name(d->dtype));
+                   core_dtype_name(d->dtype));
   if (is_reducing(d->kind) && n >= 0 && (size_t)n < len)
     n += snprintf(buf + n, len - (size_t)n, ", %s",
                   (unsigned)d->op <= DT_REDUCE_PROD ? op_names[d->op] : "?");
@@ -618,28 +619,28 @@ static void describe(char *buf, size_t len, const coll_desc *d) {
              (long long)d->count, d->sig ? " in blocks" : "");
 }
 
-static bool same_call(const coll_desc *a, const coll_desc *b) {
+static bool same_call(const sim_coll_desc *a, const sim_coll_desc *b) {
   return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op &&
          a->root == b->root && a->count == b->count && a->sig == b->sig;
 }
 
-static dt_status check_round(const coll_group *g, int member, uint64_t k,
-                             const coll_entry *E) {
+static dt_status check_round(const sim_coll_group *g, int member, uint64_t k,
+                             const sim_coll_entry *E) {
   if (E[member].bad != DT_OK) return E[member].bad; /* own message set */
   const char *kind = kind_names[E[member].d.kind];
   unsigned long long seq = (unsigned long long)k;
   for (int j = 0; j < g->n; j++)
     if (E[j].bad != DT_OK)
-      return dt_error_set(E[j].bad, "%s on group %s (seq %llu): member %d "
+      return core_error_set(E[j].bad, "%s on group %s (seq %llu): member %d "
                           "(rank %d) passed invalid arguments (%s); nothing "
                           "was moved", kind, g->name, seq, j, g->ranks[j],
-                          dt_status_name(E[j].bad));
+                          core_status_name(E[j].bad));
   for (int j = 1; j < g->n; j++)
     if (!same_call(&E[0].d, &E[j].d)) {
       char a[160], b[160];
       describe(a, sizeof a, &E[0].d);
       describe(b, sizeof b, &E[j].d);
-      return dt_error_set(DT_ERR_DESYNC, "%s on group %s (seq %llu): "
+      return core_error_set(DT_ERR_DESYNC, "%s on group %s (seq %llu): "
                           "members disagree: member 0 (rank %d) called %s, "
                           "member %d (rank %d) called %s", kind, g->name,
                           seq, g->ranks[0], a, j, g->ranks[j], b);
@@ -648,7 +649,7 @@ static dt_status check_round(const coll_group *g, int member, uint64_t k,
   for (int i = 0; i < g->n; i++)
     for (int j = 0; j < g->n; j++)
       if (E[j].d.send[i] != E[i].d.recv[j])
-        return dt_error_set(DT_ERR_DESYNC, "all_to_all on group %s (seq "
+        return core_error_set(DT_ERR_DESYNC, "all_to_all on group %s (seq "
                             "%llu): member %d sends %lld elements to member "
                             "%d, which expects %lld", g->name, seq, j,
                             (long long)E[j].d.send[i], i,
@@ -658,94 +659,94 @@ static dt_status check_round(const coll_group *g, int member, uint64_t k,
 
 /* ---- one collective call */
 
-static dt_status coll_run(coll_group *g, int member, coll_desc *d) {
-  DT_ASSERT(g != NULL && member >= 0 && member < g->n);
+static dt_status sim_coll_run(sim_coll_group *g, int member, sim_coll_desc *d) {
+  CORE_ASSERT(g != NULL && member >= 0 && member < g->n);
   /* acquire: pairs with try_break's release CAS (the report) */
   if (atomic_load_explicit(&g->broken, memory_order_acquire))
     return fail_broken(g);
-  int64_t deadline = coll_deadline(g->world);
-  coll_member *me = &g->members[member];
+  int64_t deadline = sim_coll_deadline(g->world);
+  sim_coll_member *me = &g->members[member];
   int64_t bytes;
   dt_status bad = prepare(g, member, d, &bytes);
   uint64_t k = me->seq++;
-  coll_entry *e = &g->entries[k & 1][member];
+  sim_coll_entry *e = &g->entries[k & 1][member];
   e->d = *d;
   e->bad = bad;
-  e->inl = bad != DT_OK || (bytes >= 0 && bytes <= COLL_INLINE);
+  e->inl = bad != DT_OK || (bytes >= 0 && bytes <= SIM_COLL_INLINE);
   if (bad == DT_OK && e->inl && bytes > 0)
     memcpy(e->data, d->in, (size_t)bytes);
   /* relaxed: read only by the watchdog's report */
   atomic_store_explicit(&me->arrived, k + 1, memory_order_relaxed);
   dt_status st = rendezvous(g, k, d->kind, deadline);
   if (st != DT_OK) return st;
-  const coll_entry *E = g->entries[k & 1];
+  const sim_coll_entry *E = g->entries[k & 1];
   bool pull = true;
   for (int j = 0; j < g->n; j++) pull = pull && E[j].inl;
   st = check_round(g, member, k, E);
   if (pull) {
-    if (st == DT_OK) coll_move_pull(E, g->n, member, me->ins);
+    if (st == DT_OK) sim_coll_move_pull(E, g->n, member, me->ins);
     return st;
   }
-  if (st == DT_OK) coll_move_split(E, g->n, member, me->ins, me->outs);
+  if (st == DT_OK) sim_coll_move_split(E, g->n, member, me->ins, me->outs);
   depart(g, me);
   return st;
 }
 
 /* ---- the collectives */
 
-dt_status coll_all_reduce(coll_group *g, int member, const void *in,
+dt_status sim_coll_all_reduce(sim_coll_group *g, int member, const void *in,
                           void *out, int64_t count, dt_dtype dtype,
                           dt_reduce_op op) {
-  coll_desc d = {.kind = KIND_ALL_REDUCE, .dtype = dtype, .op = op,
+  sim_coll_desc d = {.kind = KIND_ALL_REDUCE, .dtype = dtype, .op = op,
                  .count = count, .in = in, .out = out};
-  return coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d);
 }
 
-dt_status coll_all_gather(coll_group *g, int member, const void *in,
+dt_status sim_coll_all_gather(sim_coll_group *g, int member, const void *in,
                           void *out, const int64_t *counts, dt_dtype dtype) {
-  coll_desc d = {.kind = KIND_ALL_GATHER, .dtype = dtype, .in = in,
+  sim_coll_desc d = {.kind = KIND_ALL_GATHER, .dtype = dtype, .in = in,
                  .out = out, .counts = counts};
-  return coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d);
 }
 
-dt_status coll_reduce_scatter(coll_group *g, int member, const void *in,
+dt_status sim_coll_reduce_scatter(sim_coll_group *g, int member, const void *in,
                               void *out, const int64_t *counts,
                               dt_dtype dtype, dt_reduce_op op) {
-  coll_desc d = {.kind = KIND_REDUCE_SCATTER, .dtype = dtype, .op = op,
+  sim_coll_desc d = {.kind = KIND_REDUCE_SCATTER, .dtype = dtype, .op = op,
                  .in = in, .out = out, .counts = counts};
-  return coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d);
 }
 
-dt_status coll_all_to_all(coll_group *g, int member, const void *in,
+dt_status sim_coll_all_to_all(sim_coll_group *g, int member, const void *in,
                           const int64_t *send, void *out,
                           const int64_t *recv, dt_dtype dtype) {
-  coll_desc d = {.kind = KIND_ALL_TO_ALL, .dtype = dtype, .in = in,
+  sim_coll_desc d = {.kind = KIND_ALL_TO_ALL, .dtype = dtype, .in = in,
                  .out = out, .send = send, .recv = recv};
-  return coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d);
 }
 
-dt_status coll_broadcast(coll_group *g, int member, void *buf, int64_t count,
+dt_status sim_coll_broadcast(sim_coll_group *g, int member, void *buf, int64_t count,
                          dt_dtype dtype, int root) {
-  coll_desc d = {.kind = KIND_BROADCAST, .dtype = dtype, .root = root,
+  sim_coll_desc d = {.kind = KIND_BROADCAST, .dtype = dtype, .root = root,
                  .count = count, .in = buf, .out = buf};
-  return coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d);
 }
 
-dt_status coll_scatter(coll_group *g, int member, const void *in, void *out,
+dt_status sim_coll_scatter(sim_coll_group *g, int member, const void *in, void *out,
                        const int64_t *counts, dt_dtype dtype, int root) {
-  coll_desc d = {.kind = KIND_SCATTER, .dtype = dtype, .root = root,
+  sim_coll_desc d = {.kind = KIND_SCATTER, .dtype = dtype, .root = root,
                  .in = in, .out = out, .counts = counts};
-  return coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d);
 }
 
-dt_status coll_gather(coll_group *g, int member, const void *in, void *out,
+dt_status sim_coll_gather(sim_coll_group *g, int member, const void *in, void *out,
                       const int64_t *counts, dt_dtype dtype, int root) {
-  coll_desc d = {.kind = KIND_GATHER, .dtype = dtype, .root = root,
+  sim_coll_desc d = {.kind = KIND_GATHER, .dtype = dtype, .root = root,
                  .in = in, .out = out, .counts = counts};
-  return coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d);
 }
 
-dt_status coll_barrier(coll_group *g, int member) {
-  coll_desc d = {.kind = KIND_BARRIER, .dtype = DT_FLOAT32};
-  return coll_run(g, member, &d);
+dt_status sim_coll_barrier(sim_coll_group *g, int member) {
+  sim_coll_desc d = {.kind = KIND_BARRIER, .dtype = DT_FLOAT32};
+  return sim_coll_run(g, member, &d);
 }

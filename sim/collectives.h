@@ -29,59 +29,59 @@
 
 #include "dtorch/dtorch.h"
 
-typedef struct coll_world coll_world;
-typedef struct coll_group coll_group;
+typedef struct sim_coll_world sim_coll_world;
+typedef struct sim_coll_group sim_coll_group;
 
 /* nranks: the runtime's ranks; timeout_ns <= 0: wait forever */
-coll_world *coll_world_create(int nranks, int64_t timeout_ns);
-void coll_world_destroy(coll_world *w);
-void coll_world_set_timeout(coll_world *w, int64_t timeout_ns);
+sim_coll_world *sim_coll_world_create(int nranks, int64_t timeout_ns);
+void sim_coll_world_destroy(sim_coll_world *w);
+void sim_coll_world_set_timeout(sim_coll_world *w, int64_t timeout_ns);
 
 /* The group of these ranks, in this order (made on first use; the same
  * list gives the same group). Thread-safe. NULL + error on bad ranks. */
-coll_group *coll_group_get(coll_world *w, const int *ranks, int n);
-int coll_group_size(const coll_group *g);
+sim_coll_group *sim_coll_group_get(sim_coll_world *w, const int *ranks, int n);
+int sim_coll_group_size(const sim_coll_group *g);
 /* "[0, 2, 4, 6]" */
-const char *coll_group_name(const coll_group *g);
+const char *sim_coll_group_name(const sim_coll_group *g);
 
 /* out = reduce(in over members); out may equal in. AVG divides the sum
  * (integers: truncating toward zero; bool: DT_ERR_DTYPE). Every element is
  * reduced in member order, float16/bfloat16 in float32 and rounded once,
- * so results are bitwise reproducible (sim/coll_reduce.h).
+ * so results are bitwise reproducible (sim/sim_coll_reduce.h).
  * A member whose arguments are invalid, or members whose calls disagree
  * (kind, dtype, op, root, counts), fail every member of that round
  * (DT_ERR_DESYNC for a disagreement) without moving data; the group stays
  * usable. */
-dt_status coll_all_reduce(coll_group *g, int member, const void *in,
+dt_status sim_coll_all_reduce(sim_coll_group *g, int member, const void *in,
                           void *out, int64_t count, dt_dtype dtype,
                           dt_reduce_op op);
 /* out = concat(in of member 0, 1, ...): counts[j] elements from member j */
-dt_status coll_all_gather(coll_group *g, int member, const void *in,
+dt_status sim_coll_all_gather(sim_coll_group *g, int member, const void *in,
                           void *out, const int64_t *counts, dt_dtype dtype);
 /* in: the full concat layout (sum of counts); member j gets segment j,
  * reduced over members, in out (counts[member] elements) */
-dt_status coll_reduce_scatter(coll_group *g, int member, const void *in,
+dt_status sim_coll_reduce_scatter(sim_coll_group *g, int member, const void *in,
                               void *out, const int64_t *counts,
                               dt_dtype dtype, dt_reduce_op op);
 /* send[j] elements of in (blocks in member order) go to member j; out gets
  * the blocks from every member in member order (recv[j] from member j).
  * send/recv: n entries each, as seen by the caller. */
-dt_status coll_all_to_all(coll_group *g, int member, const void *in,
+dt_status sim_coll_all_to_all(sim_coll_group *g, int member, const void *in,
                           const int64_t *send, void *out,
                           const int64_t *recv, dt_dtype dtype);
 /* buf of root copied to every member's buf */
-dt_status coll_broadcast(coll_group *g, int member, void *buf, int64_t count,
+dt_status sim_coll_broadcast(sim_coll_group *g, int member, void *buf, int64_t count,
                          dt_dtype dtype, int root);
 /* root's in (concat layout) split: member j gets counts[j] in out */
-dt_status coll_scatter(coll_group *g, int member, const void *in, void *out,
+dt_status sim_coll_scatter(sim_coll_group *g, int member, const void *in, void *out,
                        const int64_t *counts, dt_dtype dtype, int root);
 /* members' in concatenated into root's out (counts[j] from member j) */
-dt_status coll_gather(coll_group *g, int member, const void *in, void *out,
+dt_status sim_coll_gather(sim_coll_group *g, int member, const void *in, void *out,
                       const int64_t *counts, dt_dtype dtype, int root);
-dt_status coll_barrier(coll_group *g, int member);
+dt_status sim_coll_barrier(sim_coll_group *g, int member);
 /* point to point, blocking until the peer took / gave the bytes */
-dt_status coll_send(coll_world *w, int from, int to, const void *buf,
+dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
                     int64_t bytes);
-dt_status coll_recv(coll_world *w, int to, int from, void *buf, int64_t bytes);
+dt_status sim_coll_recv(sim_coll_world *w, int to, int from, void *buf, int64_t bytes);
 
 #endif

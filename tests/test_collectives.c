@@ -317,29 +317,29 @@ static ccase *mk_scatter_gather(tkind kind, int n, dt_dtype d,
   return c;
 }
 
-static dt_status call_case(ccase *c, coll_group *g, int m) {
+static dt_status call_case(ccase *c, sim_coll_group *g, int m) {
   switch (c->kind) {
   case T_ALL_REDUCE:
-    return coll_all_reduce(g, m, c->in[m], c->out[m], c->count, c->d, c->op);
+    return sim_coll_all_reduce(g, m, c->in[m], c->out[m], c->count, c->d, c->op);
   case T_ALL_GATHER:
-    return coll_all_gather(g, m, c->in[m], c->out[m], c->counts, c->d);
+    return sim_coll_all_gather(g, m, c->in[m], c->out[m], c->counts, c->d);
   case T_REDUCE_SCATTER:
-    return coll_reduce_scatter(g, m, c->in[m], c->out[m], c->counts, c->d,
+    return sim_coll_reduce_scatter(g, m, c->in[m], c->out[m], c->counts, c->d,
                                c->op);
   case T_ALL_TO_ALL:
-    return coll_all_to_all(g, m, c->in[m], c->send[m], c->out[m], c->recv[m],
+    return sim_coll_all_to_all(g, m, c->in[m], c->send[m], c->out[m], c->recv[m],
                            c->d);
   case T_BROADCAST:
-    return coll_broadcast(g, m, c->out[m], c->count, c->d, c->root);
+    return sim_coll_broadcast(g, m, c->out[m], c->count, c->d, c->root);
   case T_SCATTER:
-    return coll_scatter(g, m, c->in[m], c->out[m], c->counts, c->d, c->root);
+    return sim_coll_scatter(g, m, c->in[m], c->out[m], c->counts, c->d, c->root);
   default:
-    return coll_gather(g, m, c->in[m], c->out[m], c->counts, c->d, c->root);
+    return sim_coll_gather(g, m, c->in[m], c->out[m], c->counts, c->d, c->root);
   }
 }
 
 typedef struct case_run {
-  coll_group *g;
+  sim_coll_group *g;
   ccase **cases;
   int ncases;
 } case_run;
@@ -407,9 +407,9 @@ static void verify_case(const ccase *c) {
 
 /* runs the cases in order on the group of `ranks` (one thread per
  * member), verifies and frees them */
-static void run_cases(coll_world *w, const int *ranks, int n, ccase **cases,
+static void run_cases(sim_coll_world *w, const int *ranks, int n, ccase **cases,
                       int ncases) {
-  coll_group *g = coll_group_get(w, ranks, n);
+  sim_coll_group *g = sim_coll_group_get(w, ranks, n);
   assert_non_null(g);
   case_run r = {g, cases, ncases};
   tu_run_threads(n, case_member, &r);
@@ -441,8 +441,8 @@ static const dt_reduce_op all_ops[] = {DT_REDUCE_SUM, DT_REDUCE_AVG,
                                        DT_REDUCE_MAX, DT_REDUCE_MIN,
                                        DT_REDUCE_PROD};
 
-static coll_world *world8(void) {
-  coll_world *w = coll_world_create(8, TEST_TIMEOUT_NS);
+static sim_coll_world *world8(void) {
+  sim_coll_world *w = sim_coll_world_create(8, TEST_TIMEOUT_NS);
   assert_non_null(w);
   return w;
 }
@@ -452,7 +452,7 @@ static coll_world *world8(void) {
 static void test_all_reduce(void **state) {
   (void)state;
   static const int64_t counts[] = {0, 1, 33, 300, 2500};
-  coll_world *w = world8();
+  sim_coll_world *w = world8();
   uint64_t seed = 1;
   for (int gi = 0; gi < 6; gi++) {
     int ranks[MAXM], n = group_ranks(gi, ranks);
@@ -475,7 +475,7 @@ static void test_all_reduce(void **state) {
       cases[nc++] = mk_all_reduce(n, ipd[i], ipo[i], ipc[i], true, seed++);
     run_cases(w, ranks, n, cases, nc);
   }
-  coll_world_destroy(w);
+  sim_coll_world_destroy(w);
 }
 
 /* NaN in one member's input propagates through max/min (and sum) */
@@ -485,7 +485,7 @@ static void test_all_reduce_nan(void **state) {
                                 DT_BFLOAT16};
   static const dt_reduce_op ops[] = {DT_REDUCE_MAX, DT_REDUCE_MIN,
                                      DT_REDUCE_SUM};
-  coll_world *w = world8();
+  sim_coll_world *w = world8();
   int ranks[] = {0, 1, 2, 3};
   ccase *cases[4 * 3 * 2];
   int nc = 0;
@@ -514,12 +514,12 @@ static void test_all_reduce_nan(void **state) {
         cases[nc++] = c;
       }
   run_cases(w, ranks, 4, cases, nc);
-  coll_world_destroy(w);
+  sim_coll_world_destroy(w);
 }
 
 static void test_reduce_scatter(void **state) {
   (void)state;
-  coll_world *w = world8();
+  sim_coll_world *w = world8();
   uint64_t seed = 7000;
   for (int gi = 0; gi < 6; gi++) {
     int ranks[MAXM], n = group_ranks(gi, ranks);
@@ -536,14 +536,14 @@ static void test_reduce_scatter(void **state) {
         }
     run_cases(w, ranks, n, cases, nc);
   }
-  coll_world_destroy(w);
+  sim_coll_world_destroy(w);
 }
 
 static void test_all_gather(void **state) {
   (void)state;
   static const dt_dtype ds[] = {DT_FLOAT32, DT_FLOAT16, DT_INT64, DT_BOOL,
                                 DT_UINT8, DT_FLOAT64};
-  coll_world *w = world8();
+  sim_coll_world *w = world8();
   uint64_t seed = 9000;
   for (int gi = 0; gi < 6; gi++) {
     int ranks[MAXM], n = group_ranks(gi, ranks);
@@ -557,13 +557,13 @@ static void test_all_gather(void **state) {
       }
     run_cases(w, ranks, n, cases, nc);
   }
-  coll_world_destroy(w);
+  sim_coll_world_destroy(w);
 }
 
 static void test_all_to_all(void **state) {
   (void)state;
   static const dt_dtype ds[] = {DT_FLOAT32, DT_INT64, DT_UINT8, DT_FLOAT16};
-  coll_world *w = world8();
+  sim_coll_world *w = world8();
   uint64_t seed = 11000;
   for (int gi = 0; gi < 6; gi++) {
     int ranks[MAXM], n = group_ranks(gi, ranks);
@@ -580,12 +580,12 @@ static void test_all_to_all(void **state) {
       }
     run_cases(w, ranks, n, cases, nc);
   }
-  coll_world_destroy(w);
+  sim_coll_world_destroy(w);
 }
 
 static void test_broadcast_scatter_gather(void **state) {
   (void)state;
-  coll_world *w = world8();
+  sim_coll_world *w = world8();
   uint64_t seed = 13000;
   for (int gi = 0; gi < 6; gi++) {
     int ranks[MAXM], n = group_ranks(gi, ranks);
@@ -603,14 +603,14 @@ static void test_broadcast_scatter_gather(void **state) {
       }
     run_cases(w, ranks, n, cases, nc);
   }
-  coll_world_destroy(w);
+  sim_coll_world_destroy(w);
 }
 
 /* large sizes: the streaming stores and many blocks per member; the same
  * all_reduce twice gives the same bits */
 static void test_large_and_deterministic(void **state) {
   (void)state;
-  coll_world *w = world8();
+  sim_coll_world *w = world8();
   int ranks[] = {0, 1, 2, 3, 4, 5, 6, 7};
   for (int n = 2; n <= 8; n += 6) {
     int64_t counts[MAXM];
@@ -622,7 +622,7 @@ static void test_large_and_deterministic(void **state) {
                                         79)};
     ccase *again[] = {b};
     size_t bytes = 300007 * 4;
-    coll_group *g = coll_group_get(w, ranks, n);
+    sim_coll_group *g = sim_coll_group_get(w, ranks, n);
     case_run r1 = {g, cases, 3}, r2 = {g, again, 1};
     tu_run_threads(n, case_member, &r1);
     tu_run_threads(n, case_member, &r2);
@@ -635,7 +635,7 @@ static void test_large_and_deterministic(void **state) {
     verify_case(b);
     case_free(b);
   }
-  coll_world_destroy(w);
+  sim_coll_world_destroy(w);
 }
 
 static void expect_contains(const char *msg, const char *part) {
@@ -645,7 +645,7 @@ static void expect_contains(const char *msg, const char *part) {
 /* ---- argument errors and members that disagree */
 
 typedef struct bad_ctx {
-  coll_group *g;
+  sim_coll_group *g;
   int variant;
   dt_status st[MAXM];
   char msg[MAXM][512];
@@ -658,48 +658,48 @@ static void bad_member(void *arg, int m) {
   int64_t send[MAXM] = {1, 1, 1}, recv[MAXM] = {1, 1, 1};
   switch (c->variant) {
   case 0: /* member 1: invalid dtype */
-    c->st[m] = coll_all_reduce(c->g, m, x, y, 4, m == 1 ? (dt_dtype)42
+    c->st[m] = sim_coll_all_reduce(c->g, m, x, y, 4, m == 1 ? (dt_dtype)42
                                : DT_FLOAT32, DT_REDUCE_SUM);
     break;
   case 1: /* member 2: invalid op */
-    c->st[m] = coll_all_reduce(c->g, m, x, y, 4, DT_FLOAT32,
+    c->st[m] = sim_coll_all_reduce(c->g, m, x, y, 4, DT_FLOAT32,
                                m == 2 ? (dt_reduce_op)9 : DT_REDUCE_SUM);
     break;
   case 2: /* everyone: avg of bool */
-    c->st[m] = coll_all_reduce(c->g, m, x, y, 4, DT_BOOL, DT_REDUCE_AVG);
+    c->st[m] = sim_coll_all_reduce(c->g, m, x, y, 4, DT_BOOL, DT_REDUCE_AVG);
     break;
   case 3: /* member 1: a different count */
-    c->st[m] = coll_all_reduce(c->g, m, x, y, m == 1 ? 5 : 4, DT_FLOAT32,
+    c->st[m] = sim_coll_all_reduce(c->g, m, x, y, m == 1 ? 5 : 4, DT_FLOAT32,
                                DT_REDUCE_SUM);
     break;
   case 4: /* member 2: a different collective */
-    c->st[m] = m == 2 ? coll_all_gather(c->g, m, x, y, counts, DT_FLOAT32)
-                      : coll_all_reduce(c->g, m, x, y, 4, DT_FLOAT32,
+    c->st[m] = m == 2 ? sim_coll_all_gather(c->g, m, x, y, counts, DT_FLOAT32)
+                      : sim_coll_all_reduce(c->g, m, x, y, 4, DT_FLOAT32,
                                         DT_REDUCE_SUM);
     break;
   case 5: /* member 0: other counts */
-    c->st[m] = coll_reduce_scatter(c->g, m, x, y, m ? counts : other,
+    c->st[m] = sim_coll_reduce_scatter(c->g, m, x, y, m ? counts : other,
                                    DT_FLOAT32, DT_REDUCE_SUM);
     break;
   case 6: /* all_to_all: member 1 expects 2 from member 0, who sends 1 */
     if (m == 1) recv[0] = 2;
-    c->st[m] = coll_all_to_all(c->g, m, x, send, y, recv, DT_FLOAT32);
+    c->st[m] = sim_coll_all_to_all(c->g, m, x, send, y, recv, DT_FLOAT32);
     break;
   default: /* member 0: negative count */
-    c->st[m] = coll_all_reduce(c->g, m, x, y, m == 0 ? -1 : 64, DT_FLOAT32,
+    c->st[m] = sim_coll_all_reduce(c->g, m, x, y, m == 0 ? -1 : 64, DT_FLOAT32,
                                DT_REDUCE_SUM);
     break;
   }
   snprintf(c->msg[m], sizeof c->msg[m], "%s", dt_last_error());
   /* whatever happened, the group still works */
   float a[2] = {1, 2}, b[2];
-  TU_CHECK(coll_all_reduce(c->g, m, a, b, 2, DT_FLOAT32, DT_REDUCE_SUM) ==
+  TU_CHECK(sim_coll_all_reduce(c->g, m, a, b, 2, DT_FLOAT32, DT_REDUCE_SUM) ==
               DT_OK && b[1] == 6, "%s", dt_last_error());
 }
 
 static void test_bad_arguments(void **state) {
   (void)state;
-  coll_world *w = world8();
+  sim_coll_world *w = world8();
   int ranks[] = {3, 1, 5};
   static const dt_status want[] = {DT_ERR_DTYPE, DT_ERR_INVALID_ARGUMENT,
                                    DT_ERR_DTYPE, DT_ERR_DESYNC, DT_ERR_DESYNC,
@@ -710,7 +710,7 @@ static void test_bad_arguments(void **state) {
       "members disagree", "called all_gather", "members disagree",
       "member 0 sends 1 elements to member 1, which expects 2", "count -1"};
   for (int v = 0; v < 8; v++) {
-    bad_ctx c = {.g = coll_group_get(w, ranks, 3), .variant = v};
+    bad_ctx c = {.g = sim_coll_group_get(w, ranks, 3), .variant = v};
     tu_run_threads(3, bad_member, &c);
     TU_ASSERT_NO_THREAD_FAILURES();
     for (int m = 0; m < 3; m++) {
@@ -731,31 +731,31 @@ static void test_bad_arguments(void **state) {
                         "passed invalid arguments");
     }
   }
-  coll_world_destroy(w);
+  sim_coll_world_destroy(w);
 }
 
 static void test_registry(void **state) {
   (void)state;
-  tu_expect_status(coll_world_create(0, 0) ? DT_OK : dt_last_status(),
+  tu_expect_status(sim_coll_world_create(0, 0) ? DT_OK : dt_last_status(),
                    DT_ERR_INVALID_ARGUMENT, "at least 1", NULL);
-  coll_world *w = world8();
+  sim_coll_world *w = world8();
   int a[] = {6, 2, 4}, b[] = {2, 4, 6}, bad[] = {1, 8}, dup[] = {1, 3, 1};
-  coll_group *g = coll_group_get(w, a, 3);
+  sim_coll_group *g = sim_coll_group_get(w, a, 3);
   assert_non_null(g);
-  assert_ptr_equal(coll_group_get(w, a, 3), g);
-  assert_ptr_not_equal(coll_group_get(w, b, 3), g);
-  assert_string_equal(coll_group_name(g), "[6, 2, 4]");
-  assert_int_equal(coll_group_size(g), 3);
-  assert_null(coll_group_get(w, bad, 2));
+  assert_ptr_equal(sim_coll_group_get(w, a, 3), g);
+  assert_ptr_not_equal(sim_coll_group_get(w, b, 3), g);
+  assert_string_equal(sim_coll_group_name(g), "[6, 2, 4]");
+  assert_int_equal(sim_coll_group_size(g), 3);
+  assert_null(sim_coll_group_get(w, bad, 2));
   tu_expect_status(dt_last_status(), DT_ERR_INVALID_ARGUMENT,
                    "rank 8 out of range [0, 8)", NULL);
-  assert_null(coll_group_get(w, dup, 3));
+  assert_null(sim_coll_group_get(w, dup, 3));
   tu_expect_status(dt_last_status(), DT_ERR_INVALID_ARGUMENT,
                    "rank 1 listed twice", NULL);
-  assert_null(coll_group_get(w, a, 0));
-  assert_null(coll_group_get(NULL, a, 3));
-  coll_world_destroy(w);
-  coll_world_destroy(NULL);
+  assert_null(sim_coll_group_get(w, a, 0));
+  assert_null(sim_coll_group_get(NULL, a, 3));
+  sim_coll_world_destroy(w);
+  sim_coll_world_destroy(NULL);
 }
 
 int main(void) {

@@ -243,7 +243,7 @@ static void test_hook_failures(void **state) {
   tu_leaks_end();
 }
 
-/* A hook cannot set a message (dt_error_set is internal), so it may return
+/* A hook cannot set a message (core_error_set is internal), so it may return
  * a bare status; dt_add must still return NULL with that status as this
  * thread's last error (the NULL-means-error-set convention), and release
  * the output the hook let run. */

@@ -410,14 +410,14 @@ static void test_spec_hash(void **state) {
   o.dtype = DT_FLOAT64;
   dt_tensor *e = dt_zeros(DT_SHAPE(8, 3), &(dt_tensor_options){
       .dtype = DT_FLOAT64, .mesh = m1, .placements = DT_PLACEMENTS(DT_SHARD(0))});
-  uint64_t ha = dtensor_spec_hash(a->spec, a->dtype);
-  assert_true(ha == dtensor_spec_hash(b->spec, b->dtype));
-  assert_true(dtensor_spec_equal(a->spec, a->dtype, b->spec, b->dtype));
+  uint64_t ha = mesh_spec_hash(a->spec, a->dtype);
+  assert_true(ha == mesh_spec_hash(b->spec, b->dtype));
+  assert_true(mesh_spec_equal(a->spec, a->dtype, b->spec, b->dtype));
   dt_tensor *others[] = {c, d, e};
   for (int i = 0; i < 3; i++) {
-    assert_false(dtensor_spec_equal(a->spec, a->dtype, others[i]->spec,
+    assert_false(mesh_spec_equal(a->spec, a->dtype, others[i]->spec,
                                     others[i]->dtype));
-    assert_true(ha != dtensor_spec_hash(others[i]->spec, others[i]->dtype));
+    assert_true(ha != mesh_spec_hash(others[i]->spec, others[i]->dtype));
   }
   TU_RELEASE(a, b, c, d, e);
   dt_mesh_release(m1);
@@ -445,7 +445,7 @@ static void test_watchdog(void **state) {
       .mesh = m, .placements = DT_PLACEMENTS(DT_SHARD(0))});
   dt_runtime_synchronize(w);
   static int stalled = 2;
-  dt_exec_publish_call(w, 2, sleep_on_rank, NULL, &stalled);
+  runtime_publish_call(w, 2, sleep_on_rank, NULL, &stalled);
   dt_tensor *y = dt_redistribute(x, NULL, DT_PLACEMENTS(DT_REPLICATE));
   float h[8];
   tu_expect_status(dt_to_host(y, h, sizeof h), DT_ERR_TIMEOUT, "all_gather",

@@ -19,7 +19,7 @@ static void test_f16_decode_exhaustive(void **state) {
   (void)state;
   for (uint32_t h = 0; h < 65536; h++) {
     double want = half_ref((uint16_t)h);
-    float got = dt_f16_to_f32((uint16_t)h);
+    float got = core_f16_to_f32((uint16_t)h);
     if (isnan(want)) { assert_true(isnan(got)); continue; }
     if ((double)got != want) fail_msg("f16 %04x: got %g want %g", h, got, want);
   }
@@ -31,21 +31,21 @@ static void test_f16_encode_rounding(void **state) {
   (void)state;
   for (uint32_t h = 0; h < 0x7c00; h++) {
     float x = (float)half_ref((uint16_t)h);
-    assert_int_equal(dt_f32_to_f16(x), h);
-    assert_int_equal(dt_f32_to_f16(-x), h | 0x8000);
+    assert_int_equal(core_f32_to_f16(x), h);
+    assert_int_equal(core_f32_to_f16(-x), h | 0x8000);
     if (h + 1 < 0x7c00) {
       double mid = (half_ref((uint16_t)h) + half_ref((uint16_t)(h + 1))) / 2;
       uint16_t even = (h & 1) ? (uint16_t)(h + 1) : (uint16_t)h;
-      assert_int_equal(dt_f32_to_f16((float)mid), even);
+      assert_int_equal(core_f32_to_f16((float)mid), even);
       float above = nextafterf((float)mid, INFINITY);
-      assert_int_equal(dt_f32_to_f16(above), h + 1);
+      assert_int_equal(core_f32_to_f16(above), h + 1);
     }
   }
-  assert_int_equal(dt_f32_to_f16(1e6f), 0x7c00);           /* overflow → inf */
-  assert_int_equal(dt_f32_to_f16(65520.0f), 0x7c00);       /* rounds up to inf */
-  assert_int_equal(dt_f32_to_f16(65519.0f), 0x7bff);       /* max half */
-  assert_true((dt_f32_to_f16(NAN) & 0x7c00) == 0x7c00 &&
-              (dt_f32_to_f16(NAN) & 0x3ff) != 0);
+  assert_int_equal(core_f32_to_f16(1e6f), 0x7c00);           /* overflow → inf */
+  assert_int_equal(core_f32_to_f16(65520.0f), 0x7c00);       /* rounds up to inf */
+  assert_int_equal(core_f32_to_f16(65519.0f), 0x7bff);       /* max half */
+  assert_true((core_f32_to_f16(NAN) & 0x7c00) == 0x7c00 &&
+              (core_f32_to_f16(NAN) & 0x3ff) != 0);
 }
 
 /* the test support's own float16 encoder (tu_encode / tu_round, which
@@ -91,10 +91,10 @@ static void test_bf16(void **state) {
     uint32_t u = h << 16;
     float want;
     memcpy(&want, &u, 4);
-    float got = dt_bf16_to_f32((uint16_t)h);
+    float got = core_bf16_to_f32((uint16_t)h);
     if (isnan(want)) { assert_true(isnan(got)); continue; }
     assert_true(got == want);
-    assert_int_equal(dt_f32_to_bf16(want), h); /* exact values round-trip */
+    assert_int_equal(core_f32_to_bf16(want), h); /* exact values round-trip */
   }
   /* rounding of values between two bfloat16s: nearest, ties to even */
   uint64_t x = 12345;
@@ -112,7 +112,7 @@ static void test_bf16(void **state) {
     double dl = (double)f - flo, dh = dfhi - f;
     uint16_t want = (uint16_t)((dl < dh || (dl == dh && !((lo >> 16) & 1)))
                                    ? lo >> 16 : hi >> 16);
-    assert_int_equal(dt_f32_to_bf16(f), want);
+    assert_int_equal(core_f32_to_bf16(f), want);
   }
 }
 

@@ -160,7 +160,7 @@ static void test_error_outcome(void **state) {
   dt_future_release(f);
 }
 
-/* a second completion is a runtime bug: DT_ASSERT aborts (in a child) */
+/* a second completion is a runtime bug: CORE_ASSERT aborts (in a child) */
 static void test_complete_twice_asserts(void **state) {
   (void)state;
   fflush(NULL);

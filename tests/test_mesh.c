@@ -469,7 +469,7 @@ static void expect_ranges(int64_t n, int64_t k, const int64_t *off,
                           const int64_t *len) {
   for (int64_t c = 0; c < k; c++) {
     int64_t o, l;
-    dt_shard_range(n, k, c, &o, &l);
+    mesh_shard_range(n, k, c, &o, &l);
     if (o != off[c] || l != len[c])
       fail_msg("dt_shard_range(%lld, %lld, %lld) = (%lld, %lld), want "
                "(%lld, %lld)", (long long)n, (long long)k, (long long)c,
@@ -566,7 +566,7 @@ static void test_dim_group(void **state) {
   assert_int_equal(member, 0);
   assert_memory_equal(ranks, ((int[]){4, 2}), 2 * sizeof(int));
   int64_t c[2];
-  mesh_coords(m, 6, c);
+  mesh_index_coords(m, 6, c);
   assert_int_equal(c[0], 1);
   assert_int_equal(c[1], 2);
   dt_mesh_release(m);

@@ -313,12 +313,12 @@ static void test_events(void **state) {
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 3});
   atomic_store(&slow_done, 0);
   atomic_store(&saw_done, 0);
-  dt_exec_publish_call(rt, 1, slow_work, NULL, NULL);
+  runtime_publish_call(rt, 1, slow_work, NULL, NULL);
   dt_future *ev = dt_event_record(rt, 1);
   assert_non_null(ev);
   assert_false(dt_future_ready(ev)); /* rank 1 is still sleeping */
   assert_int_equal(dt_stream_wait_event(rt, 2, ev), DT_OK);
-  dt_exec_publish_call(rt, 2, check_after, NULL, NULL);
+  runtime_publish_call(rt, 2, check_after, NULL, NULL);
   assert_int_equal(dt_runtime_synchronize(rt), DT_OK);
   assert_int_equal(atomic_load(&saw_done), 1); /* ran after the event */
   assert_true(dt_future_ready(ev));

@@ -165,10 +165,10 @@ fail:
 
 int tool_ops(void) {
   printf("%-16s %s\n", "op", "schema");
-  for (int i = 0; i < DT_OP_COUNT; i++)
-    printf("%-16s %s\n", dt_op_name(i), dt_op_schema(i));
+  for (int i = 0; i < CORE_OP_COUNT; i++)
+    printf("%-16s %s\n", core_op_name(i), core_op_schema(i));
   printf("(%d ops; schema: T tensor, t optional tensor, L tensor list, "
          "s scalar, d/i/b static double/int/bool, n non-static int, I int list, "
-         "D dtype, P host pointer)\n", DT_OP_COUNT);
+         "D dtype, P host pointer)\n", CORE_OP_COUNT);
   return 0;
 }

@@ -23,8 +23,8 @@ dt_dtype cpu_compute_type(dt_dtype d) {
   switch (sd) {                                                             \
   case DT_FLOAT32: LOAD_LOOP(T, *(const float *)src); break;                \
   case DT_FLOAT64: LOAD_LOOP(T, *(const double *)src); break;               \
-  case DT_FLOAT16: LOAD_LOOP(T, dt_f16_to_f32(*(const uint16_t *)src)); break; \
-  case DT_BFLOAT16: LOAD_LOOP(T, dt_bf16_to_f32(*(const uint16_t *)src)); break; \
+  case DT_FLOAT16: LOAD_LOOP(T, core_f16_to_f32(*(const uint16_t *)src)); break; \
+  case DT_BFLOAT16: LOAD_LOOP(T, core_bf16_to_f32(*(const uint16_t *)src)); break; \
   case DT_INT32: LOAD_LOOP(T, *(const int32_t *)src); break;                \
   case DT_INT64: LOAD_LOOP(T, *(const int64_t *)src); break;                \
   case DT_UINT8: LOAD_LOOP(T, *(const uint8_t *)src); break;                \
@@ -80,8 +80,8 @@ static inline int64_t f2i(double x) {
   switch (dd) {                                                             \
   case DT_FLOAT32: STORE_LOOP(float, S, (float)x); break;                   \
   case DT_FLOAT64: STORE_LOOP(double, S, (double)x); break;                 \
-  case DT_FLOAT16: STORE_LOOP(uint16_t, S, dt_f32_to_f16((float)x)); break; \
-  case DT_BFLOAT16: STORE_LOOP(uint16_t, S, dt_f32_to_bf16((float)x)); break; \
+  case DT_FLOAT16: STORE_LOOP(uint16_t, S, core_f32_to_f16((float)x)); break; \
+  case DT_BFLOAT16: STORE_LOOP(uint16_t, S, core_f32_to_bf16((float)x)); break; \
   case DT_INT32: STORE_LOOP(int32_t, S, (int32_t)(uint32_t)(uint64_t)TOINT(x)); break; \
   case DT_INT64: STORE_LOOP(int64_t, S, TOINT(x)); break;                   \
   case DT_UINT8: STORE_LOOP(uint8_t, S, (uint8_t)(uint64_t)TOINT(x)); break; \

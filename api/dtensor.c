@@ -1,0 +1,42 @@
+/* Public entry points: DTensor queries, local shards, redistribute and
+ * communication counting (mesh/dtensor.c, mesh/redistribute.c).
+ * Each forwards to the layer that implements it; the messages those
+ * raise name the public function. */
+#include "mesh/dtensor.h"
+
+dt_status dt_local_to_host(dt_tensor *t, int rank, void *dst,
+                           size_t dst_bytes) {
+  return mesh_local_to_host(t, rank, dst, dst_bytes);
+}
+
+dt_shape dt_tensor_local_shape(const dt_tensor *t, int rank) {
+  return mesh_tensor_local_shape(t, rank);
+}
+
+dt_placement dt_tensor_placement(const dt_tensor *t, int mesh_dim) {
+  return mesh_tensor_placement(t, mesh_dim);
+}
+
+dt_tensor *dt_redistribute(dt_tensor *t, dt_mesh *mesh,
+                           const dt_placement *placements) {
+  return mesh_redistribute(t, mesh, placements);
+}
+
+dt_tensor *dt_redistribute_like(dt_tensor *t, const dt_tensor *like) {
+  return mesh_redistribute_like(t, like);
+}
+
+dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
+                                   const char *const *dim_names,
+                                   const dt_placement *placements, int n,
+                                   dt_default_placement mode) {
+  return mesh_redistribute_by_dict(t, mesh, dim_names, placements, n, mode);
+}
+
+void dt_comm_count_begin(void) {
+  mesh_comm_count_begin();
+}
+
+dt_comm_counts dt_comm_count_end(void) {
+  return mesh_comm_count_end();
+}

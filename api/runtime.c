@@ -1,0 +1,45 @@
+/* Public entry points: runtimes, streams and events (runtime/runtime.c).
+ * Each forwards to the layer that implements it; the messages those
+ * raise name the public function. */
+#include "runtime/runtime.h"
+
+dt_runtime *dt_runtime_create(const dt_runtime_options *opts) {
+  return runtime_create(opts);
+}
+
+void dt_runtime_destroy(dt_runtime *rt) {
+  runtime_destroy(rt);
+}
+
+int dt_runtime_num_ranks(const dt_runtime *rt) {
+  return runtime_num_ranks(rt);
+}
+
+dt_status dt_runtime_synchronize(dt_runtime *rt) {
+  return runtime_synchronize(rt);
+}
+
+dt_runtime *dt_runtime_default(void) {
+  return runtime_default();
+}
+
+dt_status dt_runtime_set_current(dt_runtime *rt) {
+  return runtime_set_current(rt);
+}
+
+dt_runtime *dt_runtime_current(void) {
+  return runtime_current();
+}
+
+dt_future *dt_event_record(dt_runtime *rt, int rank) {
+  return runtime_event_record(rt, rank);
+}
+
+dt_status dt_stream_wait_event(dt_runtime *rt, int rank, dt_future *ev) {
+  return runtime_stream_wait_event(rt, rank, ev);
+}
+
+dt_status dt_runtime_memory(const dt_runtime *rt, int rank,
+                            dt_memory_stats *out) {
+  return runtime_memory(rt, rank, out);
+}
