@@ -1,11 +1,11 @@
 /* Helpers shared by the public entry points (runtime/api_*.c). */
-#ifndef DT_RUNTIME_API_H
-#define DT_RUNTIME_API_H
+#ifndef API_API_H
+#define API_API_H
 
-#include "core/rng.h"
-#include "dispatch/dispatch.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "core/tensor.h"
+#include "dispatch/dispatch.h"
 
 /* Resolved tensor options. */
 typedef struct api_resolved_opts {

@@ -18,8 +18,8 @@
  * actually draws (train, 0 < p < 1) — the copy (eval, p = 0) and the zeros
  * (p = 1) take none, as in PyTorch, so a p = 0 dropout leaves later random
  * values unchanged. */
-#include "kernels/cpu/gemm.h"
 #include "api/api.h"
+#include "kernels/cpu/gemm.h"
 #include "ops/ops.h"
 
 dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b) {

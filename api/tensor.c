@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/ops.h"
-#include "mesh/dtensor.h"
 #include "api/api.h"
+#include "mesh/dtensor.h"
+#include "ops/ops.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
 

@@ -1,8 +1,8 @@
 /* Benchmark helpers: a monotonic clock and best-of-N timing. Benchmarks
  * print one JSON object per figure; a figure worth quoting is a ratio to a
  * baseline measured in the same run (these machines are noisy). */
-#ifndef DT_BENCH_BENCH_H
-#define DT_BENCH_BENCH_H
+#ifndef BENCH_BENCH_H
+#define BENCH_BENCH_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /* `dtorch bench collectives [--max-bytes N] [--reps N] [--ranks R]`: the
  * emulated collectives (sim/collectives.h) against the memory bound
  * measured in the same run (bench_collectives.c explains the figures). */
-#ifndef DT_BENCH_BENCH_COLLECTIVES_H
-#define DT_BENCH_BENCH_COLLECTIVES_H
+#ifndef BENCH_BENCH_COLLECTIVES_H
+#define BENCH_BENCH_COLLECTIVES_H
 
 int bench_collectives(int argc, char **argv);
 

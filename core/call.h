@@ -8,8 +8,8 @@
  * Dispatch keys, high priority to low:
  *   INTERCEPT > AUTOGRAD > DTENSOR > CUDA > CPU
  * Key bit i has priority i, so the highest key is 31 - clz(keys). */
-#ifndef DT_CORE_CALL_H
-#define DT_CORE_CALL_H
+#ifndef CORE_CALL_H
+#define CORE_CALL_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* dtypes: sizes, names, categories and PyTorch's type promotion. */
-#ifndef DT_RUNTIME_DTYPE_H
-#define DT_RUNTIME_DTYPE_H
+#ifndef CORE_DTYPE_H
+#define CORE_DTYPE_H
 
 #include <stdbool.h>
 

@@ -1,8 +1,8 @@
 /* Errors: the only way an error is raised is core_error_set (SQLite's
  * sqlite3ErrorWithMsg). The status and message live in thread-local storage;
  * the public core_last_status / core_last_error read them. */
-#ifndef DT_RUNTIME_ERROR_H
-#define DT_RUNTIME_ERROR_H
+#ifndef CORE_ERROR_H
+#define CORE_ERROR_H
 
 #include "dtorch/dtorch.h"
 

@@ -1,7 +1,7 @@
 /* float16 (IEEE binary16) and bfloat16 <-> float32 conversions, round to
  * nearest even, NaN preserved. Pure functions: no runtime types. */
-#ifndef DT_KERNELS_CPU_HALF_H
-#define DT_KERNELS_CPU_HALF_H
+#ifndef CORE_HALF_H
+#define CORE_HALF_H
 
 #include <stdint.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* The process random stream: (seed, next offset). */
-#ifndef DT_CORE_RNG_H
-#define DT_CORE_RNG_H
+#ifndef CORE_RNG_H
+#define CORE_RNG_H
 
 #include <stdint.h>
 

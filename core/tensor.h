@@ -5,8 +5,8 @@
  * A handle is immutable after creation except for its refcount. Single-device
  * tensors hold one local; a DTensor holds a spec and one storage per mesh
  * rank, and each rank's local is made from them. */
-#ifndef DT_RUNTIME_TENSOR_H
-#define DT_RUNTIME_TENSOR_H
+#ifndef CORE_TENSOR_H
+#define CORE_TENSOR_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

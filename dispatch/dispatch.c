@@ -3,11 +3,11 @@
 #include "dispatch/dispatch.h"
 
 #include "core/error.h"
-#include "runtime/exec.h"
-#include "sched/future.h"
+#include "core/tensor.h"
 #include "dispatch/intercept.h"
 #include "ops/ops.h"
-#include "core/tensor.h"
+#include "runtime/exec.h"
+#include "sched/future.h"
 
 static _Thread_local core_keyset tls_include;
 static _Thread_local core_keyset tls_exclude;

@@ -5,8 +5,8 @@
  * thread's include set, minus its exclude set; the highest key's handler
  * runs and may redispatch to the keys below it. Every op is declared once in
  * core/op_list.h; its infer and kernel come from ops/ (ops_defs). */
-#ifndef DT_RUNTIME_DISPATCH_H
-#define DT_RUNTIME_DISPATCH_H
+#ifndef DISPATCH_DISPATCH_H
+#define DISPATCH_DISPATCH_H
 
 #include <stdbool.h>
 #include <stdint.h>

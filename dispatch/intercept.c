@@ -5,11 +5,12 @@
  * dispatch_op_call_run passes it to the next hook down, and below the last hook
  * to the layers under Intercept. While hook L runs, only hooks below L are
  * active for ops the hook itself calls (PyTorch pops the mode likewise). */
+#include "dispatch/intercept.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "dispatch/intercept.h"
 #include "core/tensor.h"
 
 #define MAX_HOOKS 16

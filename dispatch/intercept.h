@@ -1,7 +1,7 @@
 /* The Intercept dispatch layer: a per-thread stack of user hooks (the C
  * form of TorchDispatchMode), and the op printer / op counter built on it. */
-#ifndef DT_RUNTIME_INTERCEPT_H
-#define DT_RUNTIME_INTERCEPT_H
+#ifndef DISPATCH_INTERCEPT_H
+#define DISPATCH_INTERCEPT_H
 
 #include "dispatch/dispatch.h"
 

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
+#include "core/rng.h"
 #include "mesh/dtensor_exec.h"
 #include "mesh/plan.h"
-#include "core/rng.h"
-#include "core/error.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
 #include "sched/future.h"

@@ -5,12 +5,12 @@
  * tensor is contiguous with the sizes of its box (mesh_local_box). The
  * issuing thread validates and plans; every mesh rank runs its part of a
  * record (fill, distribute, gather, redistribute steps with collectives). */
-#ifndef DT_MESH_DTENSOR_H
-#define DT_MESH_DTENSOR_H
+#ifndef MESH_DTENSOR_H
+#define MESH_DTENSOR_H
 
-#include "mesh/mesh.h"
 #include "core/call.h"
 #include "core/tensor.h"
+#include "mesh/mesh.h"
 
 /* A DTensor handle over fresh storages (data allocated by the ranks).
  * placements already validated and normalised. */

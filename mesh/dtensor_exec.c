@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu.h"
 #include "core/error.h"
+#include "kernels/cpu/cpu.h"
 #include "sched/future.h"
 #include "sim/collectives.h"
 

@@ -1,8 +1,8 @@
 /* What each mesh rank runs for a DTensor record (dtensor_exec.c), and the
  * jobs the issuing thread hands over (one malloc'd job per record; the
  * last rank to run it frees it in the done callback). */
-#ifndef DT_MESH_DTENSOR_EXEC_H
-#define DT_MESH_DTENSOR_EXEC_H
+#ifndef MESH_DTENSOR_EXEC_H
+#define MESH_DTENSOR_EXEC_H
 
 #include "mesh/dtensor.h"
 #include "mesh/plan.h"

@@ -8,8 +8,8 @@
  * holds [c*chunk, min(n, (c+1)*chunk)) — the last shards may be smaller or
  * empty. Several mesh dims sharding one tensor dim split it left to right
  * (mesh dim 0 first, the next splits that chunk further). */
-#ifndef DT_MESH_MESH_H
-#define DT_MESH_MESH_H
+#ifndef MESH_MESH_H
+#define MESH_MESH_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

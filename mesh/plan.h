@@ -20,8 +20,8 @@
  * of size 1 moves no data (PyTorch skips it); it is still listed, so the
  * before/after lists chain from src to dst, with cost 0, and
  * mesh_plan_step_communicates says false for it. */
-#ifndef DT_MESH_PLAN_H
-#define DT_MESH_PLAN_H
+#ifndef MESH_PLAN_H
+#define MESH_PLAN_H
 
 #include "dtorch/dtorch.h"
 #include "mesh/mesh.h"

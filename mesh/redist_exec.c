@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "kernels/cpu/cpu.h"
 #include "mesh/dtensor_exec.h"
-#include "core/error.h"
 #include "sim/collectives.h"
 
 typedef struct box { int n; int64_t off[DT_MAX_DIMS], len[DT_MAX_DIMS]; } box;

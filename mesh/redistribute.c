@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mesh/dtensor_exec.h"
 #include "core/error.h"
+#include "mesh/dtensor_exec.h"
 #include "runtime/exec.h"
 
 /* ---- communication counting (CommDebugMode), per thread */

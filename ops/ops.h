@@ -1,12 +1,12 @@
 /* Prototypes of every op's infer and CPU kernel, generated from the op list,
  * plus helpers shared by the op files. */
-#ifndef DT_OPS_OPS_H
-#define DT_OPS_OPS_H
+#ifndef OPS_OPS_H
+#define OPS_OPS_H
 
-#include "kernels/cpu/cpu.h"
 #include "core/call.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "kernels/cpu/cpu.h"
 
 #define CORE_OP(id, name, schema, infer, cpu)                                 \
   dt_status infer(dt_op_call *c);                                           \

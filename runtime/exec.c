@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "kernels/cpu/cpu.h"
 #include "sched/future.h"
 
 typedef enum rec_kind { REC_OP, REC_FREE, REC_TO_HOST, REC_BARRIER,

@@ -3,8 +3,8 @@
  * thread materialises the outputs on its device and runs the kernel.
  * Errors found while executing poison the outputs' storage; a later op,
  * fetch or future on a poisoned tensor fails with the original message. */
-#ifndef DT_RUNTIME_EXEC_H
-#define DT_RUNTIME_EXEC_H
+#ifndef RUNTIME_EXEC_H
+#define RUNTIME_EXEC_H
 
 #include "core/call.h"
 #include "runtime/runtime.h"

@@ -2,7 +2,6 @@
  * default runtime, the thread's current runtime, synchronize, destroy and
  * per-rank memory queries. Environment variables are read once, when a
  * runtime is created; each has an option field. */
-#include "sched/future.h"
 #include "runtime/runtime.h"
 
 #include <errno.h>
@@ -11,11 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
+#include "core/tensor.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm.h"
-#include "core/error.h"
 #include "runtime/exec.h"
-#include "core/tensor.h"
+#include "sched/future.h"
 #include "sim/collectives.h"
 
 #define RUNTIME_MAX_RANKS 4096

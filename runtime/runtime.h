@@ -1,8 +1,8 @@
 /* The runtime (the virtual world): N ranks, each a simulated device with
  * its own allocator and a worker thread of the pool; tensors of a runtime
  * hold references to it. Internal half of dt_runtime_* (dtorch.h). */
-#ifndef DT_RUNTIME_RUNTIME_H
-#define DT_RUNTIME_RUNTIME_H
+#ifndef RUNTIME_RUNTIME_H
+#define RUNTIME_RUNTIME_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

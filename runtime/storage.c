@@ -15,9 +15,9 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
-#include "core/tensor.h"
 
 static void last_release(core_storage *s);
 

@@ -7,8 +7,8 @@
  * old arrays stay allocated until destroy, because a thief may still be
  * reading one (they are at most log2(max/initial) arrays, geometrically
  * sized, so at most as much memory again as the largest). */
-#ifndef DT_SCHED_DEQUE_H
-#define DT_SCHED_DEQUE_H
+#ifndef SCHED_DEQUE_H
+#define SCHED_DEQUE_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -6,8 +6,8 @@
  * one reads from (synchronises with) the earlier, which gives the
  * store→fence→load (Dekker) guarantee our parking and the Chase–Lev deque
  * rely on — slower, but it is what TSan can check. */
-#ifndef DT_SCHED_FENCE_H
-#define DT_SCHED_FENCE_H
+#ifndef SCHED_FENCE_H
+#define SCHED_FENCE_H
 
 #include <stdatomic.h>
 

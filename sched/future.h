@@ -6,8 +6,8 @@
  * one was asked for, and runs the registered callbacks exactly once each
  * (a lock-free list closed by the completer). Refcounted: the user's handle
  * and the runtime's record each hold a reference. */
-#ifndef DT_SCHED_FUTURE_H
-#define DT_SCHED_FUTURE_H
+#ifndef SCHED_FUTURE_H
+#define SCHED_FUTURE_H
 
 #include "dtorch/dtorch.h"
 

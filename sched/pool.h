@@ -9,8 +9,8 @@
  * a sequence number (waiting while the slot is still unread), fills the
  * record in place and commits it; the slot is reused only after every
  * rank's cursor has passed it, so no record is ever malloc'd or freed. */
-#ifndef DT_SCHED_POOL_H
-#define DT_SCHED_POOL_H
+#ifndef SCHED_POOL_H
+#define SCHED_POOL_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -11,8 +11,8 @@
  * and frees it for producers by advancing its cursor (release). The
  * minimum over consumer cursors is cached by producers and recomputed only
  * when a claim would pass it, so publishing costs O(1) amortised. */
-#ifndef DT_SCHED_RING_H
-#define DT_SCHED_RING_H
+#ifndef SCHED_RING_H
+#define SCHED_RING_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
 /* Internals shared by sim/collectives.c (world, groups, rendezvous) and
  * sim/sim_coll_p2p.c (send/recv): the world's layout and the futex and clock
  * helpers both wait with. Not part of the interface (sim/collectives.h). */
-#ifndef DT_SIM_COLL_INTERNAL_H
-#define DT_SIM_COLL_INTERNAL_H
+#ifndef SIM_COLL_INTERNAL_H
+#define SIM_COLL_INTERNAL_H
 
 #include <limits.h>
 #include <linux/futex.h>

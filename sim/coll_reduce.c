@@ -11,13 +11,13 @@
  * not by this one, and streaming saves the read-for-ownership that would
  * otherwise make a write cost two memory transfers (the memcpy baseline
  * the benchmark compares with streams too). */
-#include "core/dtype.h"
 #include "sim/coll_reduce.h"
 
 #include <string.h>
 
-#include "kernels/cpu/cpu.h"
+#include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/cpu/cpu.h"
 
 #if defined(__SSE2__) && !defined(__SANITIZE_THREAD__) && \
     !defined(__SANITIZE_ADDRESS__)

@@ -13,8 +13,8 @@
  * and divide truncating toward zero (C division; PyTorch backends differ,
  * this is the documented choice); AVG of bool is rejected. MAX/MIN
  * propagate NaN; on bool SUM/MAX are OR, PROD/MIN are AND. */
-#ifndef DT_SIM_COLL_REDUCE_H
-#define DT_SIM_COLL_REDUCE_H
+#ifndef SIM_COLL_REDUCE_H
+#define SIM_COLL_REDUCE_H
 
 #include <stdbool.h>
 #include <stdint.h>

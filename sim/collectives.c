@@ -67,7 +67,6 @@
  * destination. Ranges are cut at 64-byte boundaries. Bad arguments or
  * members that disagree fail every member of the round (nothing moves)
  * and leave the group usable. */
-#include "core/dtype.h"
 #include "sim/collectives.h"
 
 #include <sched.h>
@@ -77,6 +76,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "sim/coll_internal.h"
 #include "sim/coll_reduce.h"

@@ -22,8 +22,8 @@
  * same message.
  *
  * Buffers are contiguous; counts are in elements of `dtype`. */
-#ifndef DT_SIM_COLLECTIVES_H
-#define DT_SIM_COLLECTIVES_H
+#ifndef SIM_COLLECTIVES_H
+#define SIM_COLLECTIVES_H
 
 #include <stdint.h>
 

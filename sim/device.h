@@ -8,8 +8,8 @@
  * and reused (a CUDA caching allocator does this for cudaMalloc); cached
  * bytes do not count as used. Every live block is on a list so that a
  * destroyed runtime frees what its tensors still hold. */
-#ifndef DT_SIM_DEVICE_H
-#define DT_SIM_DEVICE_H
+#ifndef SIM_DEVICE_H
+#define SIM_DEVICE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* Loads from any storage dtype into a compute type and stores back. One
  * switch per block of elements, not per element. */
-#include "kernels/cpu/cpu.h"
 #include "core/half.h"
+#include "kernels/cpu/cpu.h"
 
 dt_dtype cpu_compute_type(dt_dtype d) {
   switch (d) {

@@ -10,8 +10,8 @@
  * and store converting back. The iterator runs any linear range
  * [begin, end) of the output, so the scheduler can later split work into
  * fixed-size chunks that depend only on the sizes. */
-#ifndef DT_KERNELS_CPU_CPU_H
-#define DT_KERNELS_CPU_CPU_H
+#ifndef CPU_CPU_H
+#define CPU_CPU_H
 
 #include <stdbool.h>
 #include <stddef.h>

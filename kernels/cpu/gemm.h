@@ -10,8 +10,8 @@
  * once on the way out. Integer dtypes use a plain loop accumulating in
  * 64-bit two's complement (wrapping like PyTorch's int matmul); bool is not
  * supported. */
-#ifndef DT_KERNELS_CPU_GEMM_H
-#define DT_KERNELS_CPU_GEMM_H
+#ifndef CPU_GEMM_H
+#define CPU_GEMM_H
 
 #include "kernels/cpu/cpu.h"
 

@@ -2,8 +2,8 @@
  * cross-entropy and dropout. Pointers, sizes and strides only; bad data
  * (an index out of range) is reported back as a status plus where and what,
  * and the ops layer words the message. */
-#ifndef DT_KERNELS_CPU_NN_H
-#define DT_KERNELS_CPU_NN_H
+#ifndef CPU_NN_H
+#define CPU_NN_H
 
 #include "kernels/cpu/cpu.h"
 

@@ -12,8 +12,8 @@
  * contiguous and a strided input with the same values give the same bits,
  * run after run. Integer sums and products wrap modulo 2^64 (exact, any
  * order). */
-#ifndef DT_KERNELS_CPU_REDUCE_H
-#define DT_KERNELS_CPU_REDUCE_H
+#ifndef CPU_REDUCE_H
+#define CPU_REDUCE_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
 /* Test support shared by the cmocka suites: independent references.
  * Values are read back through dt_to_host and decoded here with this file's
  * own (simple, obvious) conversions, never the library's kernels. */
-#ifndef DT_TESTS_TESTUTIL_H
-#define DT_TESTS_TESTUTIL_H
+#ifndef TESTS_SUPPORT_TESTUTIL_H
+#define TESTS_SUPPORT_TESTUTIL_H
 
 #include <setjmp.h>
 #include <stdarg.h>

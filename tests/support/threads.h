@@ -1,8 +1,8 @@
 /* Test support for the threaded suites: a monotonic clock, sleeping,
  * starting and joining raw pthreads, failure counting for checks made off
  * the test's own thread, and an alarm around the cmocka run. */
-#ifndef DT_TESTS_THREADS_H
-#define DT_TESTS_THREADS_H
+#ifndef TESTS_SUPPORT_THREADS_H
+#define TESTS_SUPPORT_THREADS_H
 
 #include <pthread.h>
 #include <setjmp.h>
