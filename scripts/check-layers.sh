@@ -9,12 +9,41 @@
 #     through the public header is a call too);
 #  4. a folder defines a global symbol without its prefix, or `dt_` outside
 #     api/.
-# Usage: scripts/check-layers.sh [--objects DIR]   (exit 1 on a violation)
+# Usage: scripts/check-layers.sh [--root DIR] [--objects DIR]
+#        scripts/check-layers.sh --self-test   (plants violations in a copy
+#        of the tree and checks that each one fails)
+# Exit 1 on a violation.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 conf="$root/scripts/layers.conf"
 objdir=
-if [ "${1:-}" = --objects ]; then objdir=${2:?--objects needs a folder}; fi
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --objects) objdir=${2:?--objects needs a folder}; shift 2 ;;
+    --root) root=$(cd "${2:?--root needs a folder}" && pwd); shift 2 ;;
+    --self-test)
+      tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+      src=$(cd "$(dirname "$0")/.." && pwd)
+      plant() { # folder/file, the line to add, what the failure must say
+        rm -rf "$tmp/t"; mkdir -p "$tmp/t"
+        (cd "$src" && cp -r scripts include examples "$tmp/t" && for e in $(sed 's/#.*//' scripts/layers.conf); do cp -r "${e%%:*}" "$tmp/t"; done)
+        echo "$2" >> "$tmp/t/$1"
+        if out=$("$0" --root "$tmp/t" 2>&1); then
+          echo "self-test: planting '$2' in $1 passed the check" >&2; exit 1
+        fi
+        grep -q "$3" <<<"$out" || { echo "self-test: expected '$3' in:\n$out" >&2; exit 1; }
+        echo "self-test: caught $1 += $2"
+      }
+      plant core/error.h '#include "api/api.h"' 'core/ may not include api/ (up)'
+      plant ops/ops.h '#include "mesh/mesh.h"' 'ops/ may not include mesh/ (sideways)'
+      plant sched/ring.c '#include "tools/tools.h"' 'tools/ is not a library layer'
+      plant examples/quickstart.c '#include "core/tensor.h"' 'examples use only the public header'
+      "$0" --root "$src" >/dev/null
+      echo "self-test: ok (the unplanted tree passes)"
+      exit 0 ;;
+    *) echo "usage: $0 [--root DIR] [--objects DIR] | --self-test" >&2; exit 2 ;;
+  esac
+done
 
 declare -A level prefix
 n=0
