@@ -6,6 +6,7 @@
  * taking part in the collectives with host scratch memory (the others
  * would wait for it otherwise) and poisons its output. */
 #include "mesh/dtensor_exec.h"
+#include "mesh/shard.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,89 +16,18 @@
 #include "sched/future.h"
 #include "sim/collectives.h"
 
-typedef struct box { int n; int64_t off[DT_MAX_DIMS], len[DT_MAX_DIMS]; } box;
-
-static box box_of(const dt_mesh *m, const dt_placement *pl,
-                  const dt_shape *shape, int idx) {
-  box b = {.n = shape->ndim};
-  mesh_local_box(m, pl, shape, idx, b.off, b.len);
-  return b;
-}
-static int64_t box_numel(const box *b) { return core_numel_of(b->len, b->n); }
-
-/* contiguous view of `sizes` at data */
-static cpu_view contig_view(void *data, dt_dtype d, int n, const int64_t *sizes) {
-  cpu_view v = {0};
-  v.data = data;
-  v.dtype = d;
-  v.ndim = n;
-  memcpy(v.sizes, sizes, sizeof(int64_t) * (size_t)n);
-  int64_t s = 1;
-  for (int i = n - 1; i >= 0; i--) {
-    v.strides[i] = s;
-    s *= sizes[i];
-  }
-  return v;
-}
-
-static void copy_view(const cpu_view *dst, const cpu_view *src) {
-  cpu_unary(CPU_COPY, cpu_compute_type(src->dtype), dst, src);
-}
-
-/* ---- device memory for a rank's buffers (host scratch after OOM) */
-typedef struct rank_mem {
-  dt_runtime *rt;
-  int rank;
-  const char *api;
-  dt_status st;           /* first failure on this rank */
-  char msg[512];
-} rank_mem;
-
-static void *mem_alloc(rank_mem *rm, size_t bytes, bool *device) {
-  const char *err;
-  void *p = sim_device_alloc(&rm->rt->ranks[rm->rank].dev, bytes, &err);
-  *device = p != NULL;
-  if (p) return p;
-  if (rm->st == DT_OK) {
-    rm->st = DT_ERR_OUT_OF_MEMORY;
-    snprintf(rm->msg, sizeof rm->msg, "%s: %s", rm->api, err);
-  }
-  return calloc(1, bytes ? bytes : 1); /* keep the collectives going */
-}
-
-/* the rank's storage of t gets data (device memory or poison) */
-static void *materialise(rank_mem *rm, core_storage *s) {
-  bool dev;
-  void *p = mem_alloc(rm, s->nbytes, &dev);
-  if (!dev) {
-    free(p);
-    core_storage_set_poison(s, rm->st, rm->msg);
-    return NULL;
-  }
-  s->data = p;
-  runtime_note_memory(rm->rt, rm->rank);
-  return p;
+/* the rank's storage of s gets data (device memory, or poison) */
+static void *materialise(mesh_rank_mem *rm, core_storage *s) {
+  mesh_buf b = mesh_rank_alloc(rm, s->nbytes);
+  mesh_rank_finish(rm, s, b);
+  return rm->st == DT_OK ? b.p : NULL;
 }
 
 /* ---- fill: factories and from_host */
-static double partial_identity(const dt_mesh *m, const dt_placement *pl,
-                               int idx, double value, bool *replace) {
-  int64_t coords[DT_MAX_DIMS];
-  mesh_index_coords(m, idx, coords);
-  *replace = false;
-  for (int d = 0; d < m->ndim; d++)
-    if (pl[d].kind == DT_PLACEMENT_PARTIAL && coords[d] != 0 &&
-        (pl[d].reduce == DT_REDUCE_SUM || pl[d].reduce == DT_REDUCE_PROD)) {
-      *replace = true;
-      return pl[d].reduce == DT_REDUCE_SUM ? 0 : 1;
-    }
-  return value;
-}
-
-static void fill_random(void *data, dt_dtype d, const box *b,
+static void fill_random(void *data, dt_dtype d, const mesh_box *b,
                         const dt_shape *g, uint64_t seed, uint64_t first,
                         bool normal) {
-  int64_t gstride[DT_MAX_DIMS], idx[DT_MAX_DIMS] = {0}, n = box_numel(b);
+  int64_t gstride[DT_MAX_DIMS], idx[DT_MAX_DIMS] = {0}, n = mesh_box_numel(b);
   int64_t s = 1;
   for (int i = g->ndim - 1; i >= 0; i--) {
     gstride[i] = s;
@@ -119,29 +49,26 @@ void mesh_exec_fill(void *arg, dt_runtime *rt, int rank) {
   core_spec *s = j->t->spec;
   int idx = rank < s->mesh->rt_ranks ? s->mesh->pos[rank] : -1;
   if (idx < 0) return;
-  rank_mem rm = {rt, rank, j->api, DT_OK, ""};
+  mesh_rank_mem rm;
+  mesh_rank_mem_init(&rm, rt, rank, j->api);
   void *data = materialise(&rm, s->storages[idx]);
   if (!data) return;
-  box b = box_of(s->mesh, s->placements, &s->shape, idx);
+  mesh_box b = mesh_box_of(s->mesh, s->placements, &s->shape, idx);
   dt_dtype d = j->t->dtype;
-  int64_t n = box_numel(&b);
-  bool replace;
-  double v = partial_identity(s->mesh, s->placements, idx, j->value, &replace);
-  if (replace) {
+  int64_t n = mesh_box_numel(&b);
+  double v;
+  if (mesh_partial_identity(s->mesh, s->placements, idx, &v)) {
     cpu_fill(data, d, n, v);
   } else if (j->op == CORE_OP_FULL) {
     cpu_fill(data, d, n, j->value);
   } else if (j->op == CORE_OP_RAND || j->op == CORE_OP_RANDN) {
     fill_random(data, d, &b, &s->shape, j->seed, j->first, j->op == CORE_OP_RANDN);
   } else if (j->op == CORE_OP_FROM_HOST && n) {
-    cpu_view g = contig_view(j->staging, d, s->shape.ndim, s->shape.dims);
-    cpu_view src = g;
-    for (int i = 0; i < b.n; i++) {
-      src.data += b.off[i] * g.strides[i] * (int64_t)core_dtype_size(d);
-      src.sizes[i] = b.len[i];
-    }
-    cpu_view dst = contig_view(data, d, b.n, b.len);
-    copy_view(&dst, &src);
+    mesh_box all = mesh_box_all(&s->shape);
+    cpu_view src = mesh_box_view(j->staging, d, &all, -1, 0, 0);
+    mesh_view_narrow(&src, &b);
+    cpu_view dst = mesh_box_view(data, d, &b, -1, 0, 0);
+    mesh_copy_view(&dst, &src);
   }
 }
 
@@ -170,17 +97,14 @@ void mesh_exec_gather(void *arg, dt_runtime *rt, int rank) {
   if (idx < 0 || !box_owner(s->mesh, s->placements, idx)) return;
   core_storage *st = s->storages[idx];
   if (core_storage_poison(st) || !st->data) return;
-  box b = box_of(s->mesh, s->placements, &s->shape, idx);
-  if (!box_numel(&b)) return;
+  mesh_box b = mesh_box_of(s->mesh, s->placements, &s->shape, idx);
+  if (!mesh_box_numel(&b)) return;
   dt_dtype d = j->t->dtype;
-  cpu_view g = contig_view(j->dst, d, s->shape.ndim, s->shape.dims);
-  cpu_view dst = g;
-  for (int i = 0; i < b.n; i++) {
-    dst.data += b.off[i] * g.strides[i] * (int64_t)core_dtype_size(d);
-    dst.sizes[i] = b.len[i];
-  }
-  cpu_view src = contig_view(st->data, d, b.n, b.len);
-  copy_view(&dst, &src); /* disjoint boxes: no two ranks write one byte */
+  mesh_box all = mesh_box_all(&s->shape);
+  cpu_view dst = mesh_box_view(j->dst, d, &all, -1, 0, 0);
+  mesh_view_narrow(&dst, &b);
+  cpu_view src = mesh_box_view(st->data, d, &b, -1, 0, 0);
+  mesh_copy_view(&dst, &src); /* disjoint boxes: no two ranks write one byte */
 }
 
 static const core_poison *spec_poison(const core_spec *s) {

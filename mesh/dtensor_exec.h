@@ -35,7 +35,7 @@ void mesh_exec_local_done(void *arg);
 typedef struct mesh_redist_job {
   dt_tensor *src, *dst;   /* same mesh */
   int nsteps;
-  plan_step steps[PLAN_MAX_STEPS];
+  mesh_plan_step steps[MESH_PLAN_MAX_STEPS];
   const char *api;
 } mesh_redist_job;
 void mesh_exec_redistribute(void *arg, dt_runtime *rt, int rank);

@@ -42,8 +42,8 @@
 static const char *const kind_names[] = {
     "all_gather",  "all_reduce",  "reduce_scatter",
     "all_to_all",  "local_chunk", "local_partial"};
-_Static_assert(sizeof kind_names / sizeof *kind_names == PLAN_KIND_COUNT,
-               "one name per plan_kind");
+_Static_assert(sizeof kind_names / sizeof *kind_names == MESH_PLAN_KIND_COUNT,
+               "one name per mesh_plan_kind");
 
 static const char *const op_names[] = {"sum", "avg", "max", "min", "prod"};
 _Static_assert(sizeof op_names / sizeof *op_names == DT_REDUCE_PROD + 1,
@@ -190,7 +190,7 @@ typedef struct planner {
   dt_placement cur[DT_MAX_DIMS];
   const dt_placement *dst;
   bool pending[DT_MAX_DIMS];
-  plan_step *steps;
+  mesh_plan_step *steps;
   int n;
 } planner;
 
@@ -237,13 +237,13 @@ static double local_bytes(const planner *p, const dt_placement *pl) {
 
 /* alpha-beta: latency 6.6 + hops x 0.6 us, plus the bytes each rank moves
  * at 87.7 GB/s; a group of one moves nothing */
-static double step_cost(const planner *p, plan_kind kind, int md) {
+static double step_cost(const planner *p, mesh_plan_kind kind, int md) {
   double n = (double)p->m->shape[md];
   if (!mesh_plan_is_collective(kind) || n <= 1) return 0;
   double bytes = local_bytes(p, p->cur), hops = n - 1, moved;
   switch (kind) {
-  case PLAN_ALL_GATHER: moved = bytes * (n - 1); break;
-  case PLAN_ALL_REDUCE:
+  case MESH_PLAN_ALL_GATHER: moved = bytes * (n - 1); break;
+  case MESH_PLAN_ALL_REDUCE:
     moved = 2 * bytes * (n - 1) / n;
     hops = 2 * (n - 1);
     break;
@@ -252,9 +252,9 @@ static double step_cost(const planner *p, plan_kind kind, int md) {
   return LATENCY_BASE_US + hops * LATENCY_HOP_US + moved / BYTES_PER_US;
 }
 
-static void emit(planner *p, plan_kind kind, int md, dt_placement to) {
-  CORE_ASSERT(p->n < PLAN_MAX_STEPS);
-  plan_step *s = &p->steps[p->n++];
+static void emit(planner *p, mesh_plan_kind kind, int md, dt_placement to) {
+  CORE_ASSERT(p->n < MESH_PLAN_MAX_STEPS);
+  mesh_plan_step *s = &p->steps[p->n++];
   dt_placement from = p->cur[md];
   memset(s, 0, sizeof *s);
   s->kind = kind;
@@ -275,7 +275,7 @@ static void emit(planner *p, plan_kind kind, int md, dt_placement to) {
 static void pass_reduce(planner *p) {
   for (int md = 0; md < p->m->ndim; md++)
     if (p->pending[md] && is_partial(p->cur[md]) && !is_shard(p->dst[md]))
-      emit(p, PLAN_ALL_REDUCE, md, DT_REPLICATE);
+      emit(p, MESH_PLAN_ALL_REDUCE, md, DT_REPLICATE);
 }
 
 /* B: innermost first, every pending Shard leaves */
@@ -286,9 +286,9 @@ static void pass_unshard(planner *p) {
     CORE_ASSERT(!inner_shards(p, md, c.dim));
     if (is_shard(t) && t.dim != c.dim && !inner_shards(p, md, t.dim) &&
         !outer_pending_touches(p, md, t.dim))
-      emit(p, PLAN_ALL_TO_ALL, md, t);
+      emit(p, MESH_PLAN_ALL_TO_ALL, md, t);
     else
-      emit(p, PLAN_ALL_GATHER, md, DT_REPLICATE);
+      emit(p, MESH_PLAN_ALL_GATHER, md, DT_REPLICATE);
   }
 }
 
@@ -301,17 +301,17 @@ static void pass_finish(planner *p) {
     CORE_ASSERT(!is_shard(c));
     if (is_shard(t)) {
       CORE_ASSERT(!inner_shards(p, md, t.dim));
-      emit(p, is_partial(c) ? PLAN_REDUCE_SCATTER : PLAN_LOCAL_CHUNK, md, t);
+      emit(p, is_partial(c) ? MESH_PLAN_REDUCE_SCATTER : MESH_PLAN_LOCAL_CHUNK, md, t);
     } else {
       CORE_ASSERT(is_partial(t) && c.kind == DT_PLACEMENT_REPLICATE);
-      emit(p, PLAN_LOCAL_PARTIAL, md, t);
+      emit(p, MESH_PLAN_LOCAL_PARTIAL, md, t);
     }
   }
 }
 
 int mesh_plan(const dt_mesh *m, const dt_shape *global, size_t esize,
               const dt_placement *src, const dt_placement *dst,
-              plan_step *steps, const char *fn) {
+              mesh_plan_step *steps, const char *fn) {
   if (!fn) fn = "mesh_plan";
   if (!m || !global || !src || !dst || !steps) {
     core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: NULL %s", fn,
@@ -339,20 +339,20 @@ int mesh_plan(const dt_mesh *m, const dt_shape *global, size_t esize,
   return p.n;
 }
 
-bool mesh_plan_is_collective(plan_kind k) {
-  return k == PLAN_ALL_GATHER || k == PLAN_ALL_REDUCE ||
-         k == PLAN_REDUCE_SCATTER || k == PLAN_ALL_TO_ALL;
+bool mesh_plan_is_collective(mesh_plan_kind k) {
+  return k == MESH_PLAN_ALL_GATHER || k == MESH_PLAN_ALL_REDUCE ||
+         k == MESH_PLAN_REDUCE_SCATTER || k == MESH_PLAN_ALL_TO_ALL;
 }
 
-bool mesh_plan_step_communicates(const dt_mesh *m, const plan_step *s) {
+bool mesh_plan_step_communicates(const dt_mesh *m, const mesh_plan_step *s) {
   return mesh_plan_is_collective(s->kind) && m->shape[s->mesh_dim] > 1;
 }
 
-const char *mesh_plan_kind_name(plan_kind k) {
-  return (int)k >= 0 && k < PLAN_KIND_COUNT ? kind_names[k] : "?";
+const char *mesh_plan_kind_name(mesh_plan_kind k) {
+  return (int)k >= 0 && k < MESH_PLAN_KIND_COUNT ? kind_names[k] : "?";
 }
 
-int mesh_plan_step_format(const plan_step *s, int mesh_ndim, char *buf,
+int mesh_plan_step_format(const mesh_plan_step *s, int mesh_ndim, char *buf,
                           size_t len) {
   char b[LIST_LEN], a[LIST_LEN];
   return snprintf(buf, len, "%s on mesh dim %d: %s -> %s (%.1f us)",

@@ -26,42 +26,42 @@
 #include "dtorch/dtorch.h"
 #include "mesh/mesh.h"
 
-typedef enum plan_kind {
-  PLAN_ALL_GATHER,      /* Shard(from_dim) -> Replicate on mesh_dim */
-  PLAN_ALL_REDUCE,      /* Partial(op) -> Replicate */
-  PLAN_REDUCE_SCATTER,  /* Partial(op) -> Shard(to_dim) */
-  PLAN_ALL_TO_ALL,      /* Shard(from_dim) -> Shard(to_dim) */
-  PLAN_LOCAL_CHUNK,     /* Replicate -> Shard(to_dim) */
-  PLAN_LOCAL_PARTIAL,   /* Replicate -> Partial(op) */
-  PLAN_KIND_COUNT
-} plan_kind;
+typedef enum mesh_plan_kind {
+  MESH_PLAN_ALL_GATHER,      /* Shard(from_dim) -> Replicate on mesh_dim */
+  MESH_PLAN_ALL_REDUCE,      /* Partial(op) -> Replicate */
+  MESH_PLAN_REDUCE_SCATTER,  /* Partial(op) -> Shard(to_dim) */
+  MESH_PLAN_ALL_TO_ALL,      /* Shard(from_dim) -> Shard(to_dim) */
+  MESH_PLAN_LOCAL_CHUNK,     /* Replicate -> Shard(to_dim) */
+  MESH_PLAN_LOCAL_PARTIAL,   /* Replicate -> Partial(op) */
+  MESH_PLAN_KIND_COUNT
+} mesh_plan_kind;
 
-typedef struct plan_step {
-  plan_kind kind;
+typedef struct mesh_plan_step {
+  mesh_plan_kind kind;
   int mesh_dim;
   int from_dim, to_dim;          /* tensor dims (-1 when not a shard) */
   dt_reduce_op op;               /* partial kind involved */
   dt_placement before[DT_MAX_DIMS], after[DT_MAX_DIMS]; /* whole mesh */
   double cost_us;                /* alpha-beta estimate */
-} plan_step;
+} mesh_plan_step;
 
-#define PLAN_MAX_STEPS (4 * DT_MAX_DIMS)
+#define MESH_PLAN_MAX_STEPS (4 * DT_MAX_DIMS)
 
 /* Plans src -> dst placements for a tensor of `global` shape and element
  * size `esize` on mesh m. Returns the number of steps (0: nothing to do)
  * or -1 with the error set (naming fn, both placement lists and why). */
 int mesh_plan(const dt_mesh *m, const dt_shape *global, size_t esize,
               const dt_placement *src, const dt_placement *dst,
-              plan_step *steps, const char *fn);
+              mesh_plan_step *steps, const char *fn);
 /* true if the step runs a collective (counted by dt_comm_count) */
-bool mesh_plan_is_collective(plan_kind k);
-const char *mesh_plan_kind_name(plan_kind k);
+bool mesh_plan_is_collective(mesh_plan_kind k);
+const char *mesh_plan_kind_name(mesh_plan_kind k);
 /* true if the step is a collective over more than one rank (what the
  * executor runs and counts; a group of one is a no-op) */
-bool mesh_plan_step_communicates(const dt_mesh *m, const plan_step *s);
+bool mesh_plan_step_communicates(const dt_mesh *m, const mesh_plan_step *s);
 /* "all_gather on mesh dim 1: [S(0), S(0)] -> [S(0), R] (7.2 us)";
  * returns what snprintf returns */
-int mesh_plan_step_format(const plan_step *s, int mesh_ndim, char *buf,
+int mesh_plan_step_format(const mesh_plan_step *s, int mesh_ndim, char *buf,
                           size_t len);
 
 #endif

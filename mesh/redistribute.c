@@ -36,15 +36,15 @@ static int64_t step_bytes(const dt_mesh *m, const dt_shape *shape, size_t es,
 }
 
 static void count_steps(const dt_mesh *m, const dt_shape *shape, size_t es,
-                        const plan_step *steps, int n) {
+                        const mesh_plan_step *steps, int n) {
   if (!comm_on) return;
   for (int i = 0; i < n; i++) {
     if (!mesh_plan_step_communicates(m, &steps[i])) continue; /* 1-rank dims */
     switch (steps[i].kind) {
-    case PLAN_ALL_GATHER: comm.all_gather++; break;
-    case PLAN_ALL_REDUCE: comm.all_reduce++; break;
-    case PLAN_REDUCE_SCATTER: comm.reduce_scatter++; break;
-    case PLAN_ALL_TO_ALL: comm.all_to_all++; break;
+    case MESH_PLAN_ALL_GATHER: comm.all_gather++; break;
+    case MESH_PLAN_ALL_REDUCE: comm.all_reduce++; break;
+    case MESH_PLAN_REDUCE_SCATTER: comm.reduce_scatter++; break;
+    case MESH_PLAN_ALL_TO_ALL: comm.all_to_all++; break;
     default: continue; /* local steps move nothing */
     }
     comm.bytes += step_bytes(m, shape, es, steps[i].before);

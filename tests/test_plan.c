@@ -75,7 +75,7 @@ static void describe(const dt_mesh *m, dt_shape g, const dt_placement *src,
   snprintf(ctx, sizeof ctx, "mesh %s, shape %s: %s -> %s", ms, gs, a, b);
 }
 
-static void describe_steps(const plan_step *st, int n, int ndim) {
+static void describe_steps(const mesh_plan_step *st, int n, int ndim) {
   for (int i = 0; i < n; i++) {
     size_t o = strlen(ctx);
     if (o + 8 >= sizeof ctx) return;
@@ -259,45 +259,45 @@ static void same_boxes(const sim *s, const int *grp, int64_t k) {
       fail_msg("%s\n  a reduction over pieces of different boxes", ctx);
 }
 
-static box step_box(const sim *s, const plan_step *st, const int *grp,
+static box step_box(const sim *s, const mesh_plan_step *st, const int *grp,
                     int64_t k, int64_t me, int idx) {
   box b = s->p[idx].b;
   switch (st->kind) {
-  case PLAN_ALL_GATHER: return tile(s, grp, k, st->from_dim);
-  case PLAN_ALL_TO_ALL:
+  case MESH_PLAN_ALL_GATHER: return tile(s, grp, k, st->from_dim);
+  case MESH_PLAN_ALL_TO_ALL:
     b = tile(s, grp, k, st->from_dim);
     chunk_of(&b.off[st->to_dim], &b.len[st->to_dim], k, me);
     return b;
-  case PLAN_ALL_REDUCE: same_boxes(s, grp, k); return b;
-  case PLAN_REDUCE_SCATTER:
+  case MESH_PLAN_ALL_REDUCE: same_boxes(s, grp, k); return b;
+  case MESH_PLAN_REDUCE_SCATTER:
     same_boxes(s, grp, k);
     chunk_of(&b.off[st->to_dim], &b.len[st->to_dim], k, me);
     return b;
-  case PLAN_LOCAL_CHUNK:
+  case MESH_PLAN_LOCAL_CHUNK:
     chunk_of(&b.off[st->to_dim], &b.len[st->to_dim], k, me);
     return b;
   default: return b;
   }
 }
 
-static double step_value(const sim *s, const plan_step *st, const int *grp,
+static double step_value(const sim *s, const mesh_plan_step *st, const int *grp,
                          int64_t k, int64_t me, int idx, const int64_t *gi) {
   double v = 0;
   switch (st->kind) {
-  case PLAN_ALL_GATHER:
-  case PLAN_ALL_TO_ALL:
+  case MESH_PLAN_ALL_GATHER:
+  case MESH_PLAN_ALL_TO_ALL:
     for (int64_t j = 0; j < k; j++)
       if (box_has(s->g, &s->p[grp[j]].b, gi))
         return *piece_at(s->g, &s->p[grp[j]], gi);
     fail_msg("%s\n  no group member holds an element", ctx);
     return 0;
-  case PLAN_ALL_REDUCE:
-  case PLAN_REDUCE_SCATTER:
+  case MESH_PLAN_ALL_REDUCE:
+  case MESH_PLAN_REDUCE_SCATTER:
     v = *piece_at(s->g, &s->p[grp[0]], gi);
     for (int64_t j = 1; j < k; j++)
       v = reduce2(st->op, v, *piece_at(s->g, &s->p[grp[j]], gi));
     return st->op == DT_REDUCE_AVG ? v / (double)k : v;
-  case PLAN_LOCAL_PARTIAL:
+  case MESH_PLAN_LOCAL_PARTIAL:
     v = *piece_at(s->g, &s->p[idx], gi);
     if (me != 0 && st->op == DT_REDUCE_SUM) return 0;
     if (me != 0 && st->op == DT_REDUCE_PROD) return 1;
@@ -307,7 +307,7 @@ static double step_value(const sim *s, const plan_step *st, const int *grp,
 }
 
 /* applies one step; every coordinate's box must match before and after */
-static void sim_step(sim *s, const plan_step *st) {
+static void sim_step(sim *s, const mesh_plan_step *st) {
   int md = st->mesh_dim;
   int64_t k = s->m->shape[md];
   piece *np = calloc((size_t)s->nr, sizeof *np);
@@ -377,11 +377,11 @@ static void sim_verify(const sim *s, const dt_placement *dst) {
 /* each step changes only its mesh dim, as its kind says; the lists chain
  * from src to dst; costs are positive exactly for real collectives */
 static void check_structure(const dt_mesh *m, const dt_placement *src,
-                            const dt_placement *dst, const plan_step *st,
+                            const dt_placement *dst, const mesh_plan_step *st,
                             int n) {
   const dt_placement *prev = src;
   for (int s = 0; s < n; s++, prev = st[s - 1].after) {
-    const plan_step *p = &st[s];
+    const mesh_plan_step *p = &st[s];
     int md = p->mesh_dim;
     if (md < 0 || md >= m->ndim) fail_msg("%s\n  bad mesh dim", ctx);
     for (int i = 0; i < m->ndim; i++) {
@@ -404,7 +404,7 @@ static void check_structure(const dt_mesh *m, const dt_placement *src,
         (b.kind == DT_PLACEMENT_PARTIAL && p->op != b.reduce) ||
         (a.kind == DT_PLACEMENT_PARTIAL && p->op != a.reduce))
       fail_msg("%s\n  step %d: dims / op disagree with the lists", ctx, s);
-    if (p->kind == PLAN_ALL_TO_ALL && p->from_dim == p->to_dim)
+    if (p->kind == MESH_PLAN_ALL_TO_ALL && p->from_dim == p->to_dim)
       fail_msg("%s\n  all_to_all to the same dim", ctx);
     bool real = mesh_plan_is_collective(p->kind) && m->shape[md] > 1;
     if (real != mesh_plan_step_communicates(m, p) ||
@@ -418,7 +418,7 @@ static void check_structure(const dt_mesh *m, const dt_placement *src,
 
 /* plans, checks the structure and runs the simulator; returns n */
 static int run_plan(const dt_mesh *m, dt_shape g, const dt_placement *src,
-                    const dt_placement *dst, plan_step *st) {
+                    const dt_placement *dst, mesh_plan_step *st) {
   describe(m, g, src, dst);
   int n = mesh_plan(m, &g, 4, src, dst, st, "test_plan");
   if (n < 0) fail_msg("%s: %s", ctx, dt_last_error());
@@ -434,7 +434,7 @@ static int run_plan(const dt_mesh *m, dt_shape g, const dt_placement *src,
 }
 
 /* "all_gather@1 all_gather@0" */
-static void plan_str(const plan_step *st, int n, char *buf, size_t len) {
+static void plan_str(const mesh_plan_step *st, int n, char *buf, size_t len) {
   size_t o = 0;
   buf[0] = '\0';
   for (int i = 0; i < n && o < len; i++)
@@ -444,7 +444,7 @@ static void plan_str(const plan_step *st, int n, char *buf, size_t len) {
 
 static void expect_plan(const dt_mesh *m, dt_shape g, const dt_placement *src,
                         const dt_placement *dst, const char *want) {
-  plan_step st[PLAN_MAX_STEPS];
+  mesh_plan_step st[MESH_PLAN_MAX_STEPS];
   char got[512];
   int n = run_plan(m, g, src, dst, st);
   plan_str(st, n, got, sizeof got);
@@ -475,7 +475,7 @@ static void test_table_1d(void **state) {
     for (int a = 0; a < 5; a++)
       for (int b = 0; b < 5; b++) {
         if (strcmp(want[a][b], "!") == 0) {
-          plan_step st[PLAN_MAX_STEPS];
+          mesh_plan_step st[MESH_PLAN_MAX_STEPS];
           assert_int_equal(mesh_plan(&m, &DT_SHAPE(13, 6), 4, &pls[a],
                                      &pls[b], st, "test_plan"), -1);
           tu_expect_status(dt_last_status(), DT_ERR_PLACEMENT,
@@ -492,7 +492,7 @@ static void test_table_1d(void **state) {
 
 static void expect_fail(const dt_mesh *m, dt_shape g, const dt_placement *src,
                         const dt_placement *dst) {
-  plan_step st[PLAN_MAX_STEPS];
+  mesh_plan_step st[MESH_PLAN_MAX_STEPS];
   dt_clear_error();
   assert_int_equal(mesh_plan(m, &g, 4, src, dst, st, "dt_redistribute"), -1);
 }
@@ -518,7 +518,7 @@ static void test_shard_to_partial(void **state) {
 static void test_invalid(void **state) {
   (void)state;
   dt_mesh m, bad;
-  plan_step st[PLAN_MAX_STEPS];
+  mesh_plan_step st[MESH_PLAN_MAX_STEPS];
   dt_shape g = DT_SHAPE(8, 8);
   fake_mesh(&m, 2, (int64_t[]){2, 2});
   /* one Partial kind per list (PyTorch bans mixing) */
@@ -673,7 +673,7 @@ static void one_pair(const dt_mesh *m, dt_shape g, const dt_placement *src,
     tu_expect_status(dt_last_status(), DT_ERR_PLACEMENT, NULL);
     return;
   }
-  plan_step st[PLAN_MAX_STEPS];
+  mesh_plan_step st[MESH_PLAN_MAX_STEPS];
   int n = run_plan(m, g, src, dst, st), changed = 0;
   for (int i = 0; i < nd; i++) changed += !pl_same(src[i], dst[i]);
   if (simple_pair(src, dst, nd) && n != changed)
@@ -717,7 +717,7 @@ static void test_exhaustive_3d(void **state) {
 static void test_costs(void **state) {
   (void)state;
   dt_mesh m;
-  plan_step st[PLAN_MAX_STEPS];
+  mesh_plan_step st[MESH_PLAN_MAX_STEPS];
   dt_shape g = DT_SHAPE(1024, 256);
   fake_mesh(&m, 2, (int64_t[]){4, 2});
   /* S(0) -> R on 4 ranks: each rank holds 256 x 256 floats and receives
@@ -755,13 +755,13 @@ static void test_names(void **state) {
                               "reduce_scatter", "all_to_all",
                               "local_chunk", "local_partial"};
   const bool coll[] = {true, true, true, true, false, false};
-  for (int k = 0; k < PLAN_KIND_COUNT; k++) {
-    assert_string_equal(mesh_plan_kind_name((plan_kind)k), want[k]);
-    assert_int_equal(mesh_plan_is_collective((plan_kind)k), coll[k]);
+  for (int k = 0; k < MESH_PLAN_KIND_COUNT; k++) {
+    assert_string_equal(mesh_plan_kind_name((mesh_plan_kind)k), want[k]);
+    assert_int_equal(mesh_plan_is_collective((mesh_plan_kind)k), coll[k]);
   }
-  assert_string_equal(mesh_plan_kind_name(PLAN_KIND_COUNT), "?");
+  assert_string_equal(mesh_plan_kind_name(MESH_PLAN_KIND_COUNT), "?");
   dt_mesh m;
-  plan_step st[PLAN_MAX_STEPS];
+  mesh_plan_step st[MESH_PLAN_MAX_STEPS];
   char buf[256];
   fake_mesh(&m, 2, (int64_t[]){2, 2});
   assert_int_equal(mesh_plan(&m, &DT_SHAPE(4, 4), 4, PL(SH(0), SH(0)),

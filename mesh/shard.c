@@ -1,0 +1,108 @@
+/* A mesh rank's shard buffers (mesh/shard.h). */
+#include "mesh/shard.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+mesh_box mesh_box_of(const dt_mesh *m, const dt_placement *pl,
+                     const dt_shape *shape, int idx) {
+  mesh_box b = {.n = shape->ndim};
+  mesh_local_box(m, pl, shape, idx, b.off, b.len);
+  return b;
+}
+
+mesh_box mesh_box_all(const dt_shape *shape) {
+  mesh_box b = {.n = shape->ndim};
+  memcpy(b.len, shape->dims, sizeof(int64_t) * (size_t)shape->ndim);
+  return b;
+}
+
+cpu_view mesh_box_view(void *data, dt_dtype d, const mesh_box *b, int dim,
+                       int64_t start, int64_t count) {
+  cpu_view v = {0}; /* dims past ndim zeroed: the struct is copied around */
+  v.data = data;
+  v.dtype = d;
+  v.ndim = b->n;
+  int64_t s = 1;
+  for (int i = b->n - 1; i >= 0; i--) {
+    v.sizes[i] = b->len[i];
+    v.strides[i] = s;
+    s *= b->len[i];
+  }
+  if (dim >= 0) {
+    v.data += start * v.strides[dim] * (int64_t)cpu_dtype_size(d);
+    v.sizes[dim] = count;
+  }
+  return v;
+}
+
+void mesh_view_narrow(cpu_view *v, const mesh_box *b) {
+  int64_t es = (int64_t)cpu_dtype_size(v->dtype);
+  for (int i = 0; i < b->n; i++) {
+    v->data += b->off[i] * v->strides[i] * es;
+    v->sizes[i] = b->len[i];
+  }
+}
+
+void mesh_copy_view(const cpu_view *dst, const cpu_view *src) {
+  cpu_unary(CPU_COPY, cpu_compute_type(src->dtype), dst, src);
+}
+
+bool mesh_partial_identity(const dt_mesh *m, const dt_placement *pl, int idx,
+                           double *value) {
+  int64_t coords[DT_MAX_DIMS];
+  mesh_index_coords(m, idx, coords);
+  for (int d = 0; d < m->ndim; d++)
+    if (pl[d].kind == DT_PLACEMENT_PARTIAL && coords[d] != 0 &&
+        (pl[d].reduce == DT_REDUCE_SUM || pl[d].reduce == DT_REDUCE_PROD)) {
+      *value = pl[d].reduce == DT_REDUCE_SUM ? 0 : 1;
+      return true;
+    }
+  return false;
+}
+
+void mesh_rank_mem_init(mesh_rank_mem *rm, dt_runtime *rt, int rank,
+                        const char *api) {
+  rm->rt = rt;
+  rm->rank = rank;
+  rm->api = api;
+  rm->st = DT_OK;
+  rm->msg[0] = '\0';
+}
+
+void mesh_rank_note(mesh_rank_mem *rm, dt_status st, const char *msg) {
+  if (rm->st != DT_OK) return;
+  rm->st = st;
+  snprintf(rm->msg, sizeof rm->msg, "%s", msg ? msg : "execution failed");
+}
+
+mesh_buf mesh_rank_alloc(mesh_rank_mem *rm, size_t bytes) {
+  const char *err;
+  mesh_buf b = {sim_device_alloc(&rm->rt->ranks[rm->rank].dev, bytes, &err),
+                true};
+  if (b.p) return b;
+  char m[512];
+  snprintf(m, sizeof m, "%s: %s", rm->api, err);
+  mesh_rank_note(rm, DT_ERR_OUT_OF_MEMORY, m);
+  b.p = calloc(1, bytes ? bytes : 1); /* keep the collectives going */
+  b.dev = false;
+  return b;
+}
+
+void mesh_rank_free(mesh_rank_mem *rm, mesh_buf b) {
+  if (b.dev) sim_device_free(&rm->rt->ranks[rm->rank].dev, b.p);
+  else free(b.p);
+}
+
+void mesh_rank_finish(mesh_rank_mem *rm, core_storage *out, mesh_buf b) {
+  if (rm->st == DT_OK && b.dev) {
+    out->data = b.p;
+    runtime_note_memory(rm->rt, rm->rank);
+    return;
+  }
+  core_storage_set_poison(out, rm->st, rm->msg);
+  mesh_rank_free(rm, b);
+}

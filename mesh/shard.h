@@ -1,0 +1,66 @@
+/* A mesh rank's shard buffers, shared by everything the ranks run for
+ * DTensor records (mesh/dtensor_exec.c, mesh/redist_exec.c): the box a
+ * rank holds, contiguous views of box-shaped buffers, and device memory
+ * that falls back to host scratch after an out-of-memory (the rank keeps
+ * taking part in collectives, the others would wait for it otherwise, and
+ * its output is poisoned with the first error). */
+#ifndef MESH_SHARD_H
+#define MESH_SHARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+#include "kernels/cpu/cpu.h"
+#include "mesh/mesh.h"
+
+/* the part of the global tensor one mesh index holds */
+typedef struct mesh_box {
+  int n;
+  int64_t off[DT_MAX_DIMS], len[DT_MAX_DIMS];
+} mesh_box;
+
+mesh_box mesh_box_of(const dt_mesh *m, const dt_placement *pl,
+                     const dt_shape *shape, int idx);
+static inline int64_t mesh_box_numel(const mesh_box *b) {
+  return core_numel_of(b->len, b->n);
+}
+/* the whole global shape as a box */
+mesh_box mesh_box_all(const dt_shape *shape);
+
+/* A contiguous view of a buffer shaped like b; dim >= 0 narrows it to
+ * [start, start + count) along dim. */
+cpu_view mesh_box_view(void *data, dt_dtype d, const mesh_box *b, int dim,
+                       int64_t start, int64_t count);
+/* Narrows a view of the global tensor to box b. */
+void mesh_view_narrow(cpu_view *v, const mesh_box *b);
+void mesh_copy_view(const cpu_view *dst, const cpu_view *src);
+
+/* Partial placements at mesh index idx: true (and the identity in *value)
+ * when a Partial(sum/prod) dim puts this index off coordinate 0 — the
+ * global value lives on coordinate 0 and the others hold the identity. */
+bool mesh_partial_identity(const dt_mesh *m, const dt_placement *pl, int idx,
+                           double *value);
+
+/* ---- a rank's memory for one record */
+typedef struct mesh_rank_mem {
+  dt_runtime *rt;
+  int rank;
+  const char *api;        /* the public function, for messages */
+  dt_status st;           /* first failure on this rank */
+  char msg[512];
+} mesh_rank_mem;
+
+typedef struct mesh_buf { void *p; bool dev; } mesh_buf;
+
+void mesh_rank_mem_init(mesh_rank_mem *rm, dt_runtime *rt, int rank,
+                        const char *api);
+/* Records the first error (later ones are dropped). */
+void mesh_rank_note(mesh_rank_mem *rm, dt_status st, const char *msg);
+/* bytes of device memory, or zeroed host scratch after a failure */
+mesh_buf mesh_rank_alloc(mesh_rank_mem *rm, size_t bytes);
+void mesh_rank_free(mesh_rank_mem *rm, mesh_buf b);
+/* The output storage takes buffer b, or the first error (b is freed). */
+void mesh_rank_finish(mesh_rank_mem *rm, core_storage *out, mesh_buf b);
+
+#endif
