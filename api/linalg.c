@@ -8,7 +8,7 @@
  * same process whatever order the two are called in. Rank threads are a
  * different matter: with N ranks each running a GEMM, an OpenBLAS pool per
  * call oversubscribes the cores N-fold. So the runtime that starts rank
- * threads (the execution issue) must call dt_blas_set_threads(1) before the
+ * threads (runtime/runtime.c) calls cpu_blas_set_threads(1) before the
  * first rank runs an op, and may restore the old count (read it first with
  * cpu_blas_get_threads) when the last runtime is destroyed. The setting is
  * process-wide, as OpenBLAS's is.

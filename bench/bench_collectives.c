@@ -4,7 +4,7 @@
  *   {"bench":"all_reduce","ranks":R,"bytes":S,"us":T,"busbw_gbs":B,
  *    "bound_gbs":M,"ratio":B/M,"ok":true}
  *
- * Figures (nccl-tests PERFORMANCE.md, REFERENCES.md "Collective metrics").
+ * Figures (nccl-tests PERFORMANCE.md; docs/collectives.md).
  * S is the nccl-tests size: all_reduce the buffer of each rank;
  * all_gather the gathered output (each rank contributes S/n);
  * reduce_scatter the input (each rank keeps S/n); all_to_all each rank's

@@ -18,9 +18,9 @@
 
 typedef enum core_key {
   CORE_KEY_CPU = 0,
-  CORE_KEY_CUDA,        /* reserved for the CUDA issue */
-  CORE_KEY_DTENSOR,     /* reserved for the sharding issue */
-  CORE_KEY_AUTOGRAD,    /* reserved for the autograd issue: falls through */
+  CORE_KEY_CUDA,        /* reserved: the CUDA backend */
+  CORE_KEY_DTENSOR,     /* DTensors: sharding propagation */
+  CORE_KEY_AUTOGRAD,    /* reserved: autograd (falls through) */
   CORE_KEY_INTERCEPT,   /* user hooks (dispatch_intercept_push) */
   CORE_KEY_COUNT
 } core_key;
@@ -80,7 +80,7 @@ struct dt_op_call {
   core_keyset keys;         /* keys still to visit (redispatch) */
   int hook_depth;         /* next intercept hook to run */
   const char *api;        /* public function name, for messages */
-  bool requires_grad;     /* factories: the option (autograd issue) */
+  bool requires_grad;     /* factories: the option */
   struct dt_runtime *rt;  /* factories: where the output lives */
   int rank;
   dt_status (*kernel)(dt_op_call *c); /* what the rank runs: set by the

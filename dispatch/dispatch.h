@@ -26,7 +26,8 @@ dt_status dispatch_next(dt_op_call *c);
  * allocates and runs the kernel. Exposed for later layers (DTensor). */
 dt_status dispatch_backend(dt_op_call *c);
 
-/* Thread-local include/exclude key sets (seed 004's TLS key sets). */
+/* Thread-local include/exclude key sets (as PyTorch's
+ * LocalDispatchKeySet; docs/dispatch.md). */
 core_keyset dispatch_tls_include(void);
 core_keyset dispatch_tls_exclude(void);
 void dispatch_tls_set_include(core_keyset ks);

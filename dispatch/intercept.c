@@ -1,5 +1,5 @@
 /* Interception hooks (TorchDispatchMode in C), the op printer and the op
- * counter (seed 004 experiments 1 and 2).
+ * counter (PyTorch's TorchDispatchMode; docs/dispatch.md).
  *
  * Hooks form a per-thread stack. A call enters the innermost active hook;
  * dispatch_op_call_run passes it to the next hook down, and below the last hook

@@ -1,4 +1,4 @@
-/* Device meshes (seed 003's DeviceMesh / init_device_mesh): an n-D,
+/* Device meshes (PyTorch's DeviceMesh / init_device_mesh): an n-D,
  * row-major arrangement of a runtime's ranks with optional dim names;
  * sub-meshes by name, flatten, PyTorch-style repr; and the placement
  * helpers the spec and redistribute layers build on (local boxes,

@@ -31,7 +31,7 @@
 
 #include "core/error.h"
 
-/* alpha-beta constants (REFERENCES.md; PyTorch _collective_utils.py) */
+/* alpha-beta constants (docs/mesh.md; PyTorch _collective_utils.py) */
 #define LATENCY_BASE_US 6.6
 #define LATENCY_HOP_US 0.6
 #define BYTES_PER_US 87.7e3 /* 87.7 GB/s */

@@ -1,6 +1,6 @@
 /* The redistribute planner: from a source spec's placements to target
  * placements on the same mesh, the list of steps, one per mesh dim that
- * changes (PyTorch's _redistribute.py semantics; REFERENCES.md):
+ * changes (PyTorch's _redistribute.py semantics; docs/mesh.md):
  *   S(d) -> R     all_gather along the mesh dim's groups
  *   P    -> R     all_reduce
  *   P    -> S(d)  reduce_scatter
@@ -16,7 +16,7 @@
  * first; a mesh dim whose shard sits inside one that changes is unsharded
  * and resharded around it. Each step says the placements before and after
  * it, so the executor can compute every rank's local box at each step.
- * Costs follow the alpha-beta model of REFERENCES.md. A step on a mesh dim
+ * Costs follow the alpha-beta model of docs/mesh.md. A step on a mesh dim
  * of size 1 moves no data (PyTorch skips it); it is still listed, so the
  * before/after lists chain from src to dst, with cost 0, and
  * mesh_plan_step_communicates says false for it. */

@@ -1,5 +1,5 @@
 /* View ops (O(1): the output aliases the input's storage with new sizes,
- * strides and offset — seed 004) and the copies that fall back when strides
+ * strides and offset; docs/architecture.md) and the copies that fall back when strides
  * forbid a view (reshape, flatten, contiguous, clone). */
 #include <string.h>
 

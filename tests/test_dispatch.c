@@ -1,4 +1,4 @@
-/* The interception API (seed 004, experiments 1 and 2 in C): the op
+/* The interception API (TorchDispatchMode in C, docs/dispatch.md): the op
  * printer's lines, the op counter's counts and format, hook nesting order,
  * ops called from inside a hook, failing hooks, the call accessors, the
  * limits of the hook stack, and that hooks are per thread. */

@@ -457,7 +457,7 @@ static void expect_plan(const dt_mesh *m, dt_shape g, const dt_placement *src,
 static void test_table_1d(void **state) {
   (void)state;
   const dt_placement pls[5] = {REP, SH(0), SH(1), PSUM, PMAX};
-  /* rows: source; columns: target (REFERENCES.md's table); "!" = error */
+  /* rows: source; columns: target (docs/mesh.md's table); "!" = error */
   const char *const want[5][5] = {
       {"", "local_chunk@0", "local_chunk@0", "local_partial@0",
        "local_partial@0"},

@@ -1,4 +1,4 @@
-/* View ops (seed 004, experiment 3 in C): shape, strides, storage offset and
+/* View ops (PyTorch's view semantics, docs/architecture.md): shape, strides, storage offset and
  * storage sharing of every view op, checked against layouts worked out by
  * hand (PyTorch's values), and values read through dt_to_host compared with
  * references computed here from the base values by index arithmetic.
@@ -46,7 +46,7 @@ static void expect_values(dt_tensor *t, const double *want, int64_t n,
   free(got);
 }
 
-static void test_seed_experiment3(void **state) {
+static void test_views_share_storage(void **state) {
   (void)state;
   tu_leaks_begin_clear();
   dt_tensor *a = iota(DT_SHAPE(3, 4));
@@ -600,7 +600,7 @@ static void test_same_dtype_copies(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_seed_experiment3),
+      cmocka_unit_test(test_views_share_storage),
       cmocka_unit_test(test_view_and_reshape_noncontig),
       cmocka_unit_test(test_view_infer),
       cmocka_unit_test(test_transpose_permute),

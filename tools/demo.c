@@ -1,7 +1,6 @@
 /* `dtorch demo`: the main job. A two-layer MLP forward pass with a
  * cross-entropy loss, run with the op printer on so every op the dispatcher
- * sees is printed (seed 004's experiment 1), then the op counts (experiment
- * 2), and the logits checked against a naive double-precision loop. */
+ * sees is printed, then the op counts, and the logits checked against a naive double-precision loop. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

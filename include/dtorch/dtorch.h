@@ -30,7 +30,7 @@
  *   where a leak does not matter or release explicitly.
  * - Functions that make nothing return dt_status.
  * - Release of NULL is a no-op. Tensors are immutable values: every op makes
- *   a new tensor; views share storage with their base (seed 004).
+ *   a new tensor; views share storage with their base, as in PyTorch.
  * - Thread safety: every function may be called from any thread; a tensor
  *   may be read by several threads at once. The last error is per thread.
  */
@@ -96,7 +96,7 @@ typedef struct dt_placement { dt_placement_kind kind; int dim;
 
 typedef struct dt_runtime dt_runtime;   /* the virtual world: N ranks */
 typedef struct dt_future dt_future;     /* completion of async work */
-typedef struct dt_mesh dt_mesh;         /* device mesh (mesh issue) */
+typedef struct dt_mesh dt_mesh;         /* device mesh */
 typedef struct dt_tensor dt_tensor;     /* a (global) tensor handle */
 
 /* ----------------------------------------------------------------- runtime
@@ -150,7 +150,7 @@ DT_API dt_status   dt_runtime_memory(const dt_runtime *rt, int rank,
 
 /* ------------------------------------------------------------------ meshes
  * An n-D arrangement of a runtime's ranks, row-major, with optional dim
- * names (seed 003's DeviceMesh). rt NULL = this thread's runtime;
+ * names (PyTorch's DeviceMesh). rt NULL = this thread's runtime;
  * device_type NULL or "cpu". Refcounted: release what you make. */
 DT_API dt_mesh *dt_mesh_init(dt_runtime *rt, const char *device_type,
                              dt_shape shape, const char *const *dim_names);
@@ -183,7 +183,7 @@ DT_API int      dt_mesh_format(const dt_mesh *m, char *buf, size_t len);
 
 /* ----------------------------------------------------------------- tensors */
 /* NULL options = float32, single device, no grad. `device` and `mesh` are
- * exclusive (seed 003). device: NULL or "cpu" (rank 0 of this thread's
+ * exclusive. device: NULL or "cpu" (rank 0 of this thread's
  * runtime), or "cpu:N" (rank N). */
 typedef struct dt_tensor_options { dt_dtype dtype; dt_mesh *mesh;
   const dt_placement *placements; /* NULL = all Replicate */
@@ -234,7 +234,7 @@ DT_API int        dt_tensor_ndim(const dt_tensor *t);
 DT_API dt_shape   dt_tensor_strides(const dt_tensor *t);
 DT_API int64_t    dt_tensor_storage_offset(const dt_tensor *t);
 DT_API bool       dt_tensor_is_contiguous(const dt_tensor *t);
-/* true when both views read the same storage (seed 004 experiment 3). */
+/* true when both views read the same storage. */
 DT_API bool       dt_tensor_shares_storage(const dt_tensor *a,
                                            const dt_tensor *b);
 DT_API bool       dt_tensor_requires_grad(const dt_tensor *t);
@@ -341,7 +341,7 @@ DT_API dt_tensor *dt_var(dt_tensor *a, const int *dims, int ndims,
 
 /* ------------------------------------------------------------ redistribute
  * Move a DTensor to other placements (and/or another mesh of the same
- * runtime), running the collectives each change needs (REFERENCES.md):
+ * runtime), running the collectives each change needs (docs/mesh.md):
  * S->R all_gather, P->R all_reduce, P->S reduce_scatter, S(i)->S(j)
  * all_to_all, R->S / R->P local, S->P an error; one step per mesh dim that
  * changes. mesh NULL = the same mesh. A single-device tensor can be
@@ -424,9 +424,9 @@ DT_API dt_tensor  *dt_op_call_output(const dt_op_call *call, int i);
 DT_API int         dt_op_call_format(const dt_op_call *call, char *buf,
                                      size_t len);
 
-/* Op printer (seed 004 experiment 1): prints each op to `out`. */
+/* Op printer: prints each op to `out`. */
 DT_API dt_status dt_op_printer_push(FILE *out);
-/* Op counter (experiment 2): counts ops by name while pushed. */
+/* Op counter: counts ops by name while pushed. */
 typedef struct dt_op_counter dt_op_counter;
 DT_API dt_op_counter *dt_op_counter_push(void);
 /* pops the counter's hook (it must be the innermost hook) */
