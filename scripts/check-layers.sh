@@ -103,8 +103,10 @@ if [ -n "$objdir" ]; then
       src=${obj#$objdir/}; src=${src%.o}
       [ -f "$root/$src" ] || continue   # left over from a source since moved
       nm -g --defined-only "$obj" | awk -v d="$dir" -v o="${obj#$objdir/}" \
-        '$2 ~ /^[TDBRCV]$/ {print d, o, $3}' >> "$defs"
-      nm -u "$obj" | awk -v d="$dir" -v o="${obj#$objdir/}" '{print d, o, $2}' >> "$undefs"
+        '$2 ~ /^[TDBRCV]$/ && $3 !~ /^__/ && $3 !~ /\./ {print d, o, $3}' >> "$defs"
+      # __* and names with dots are the compiler's and sanitizers' own
+      nm -u "$obj" | awk -v d="$dir" -v o="${obj#$objdir/}" \
+        '$2 !~ /^__/ && $2 !~ /\./ {print d, o, $2}' >> "$undefs"
     done < <(find "$objdir/$dir" -name '*.o')
   done
   [ -s "$defs" ] || { echo "check-layers: no objects under $objdir" >&2; exit 2; }

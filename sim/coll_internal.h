@@ -1,5 +1,5 @@
 /* Internals shared by sim/collectives.c (world, groups, rendezvous) and
- * sim/sim_coll_p2p.c (send/recv): the world's layout and the futex and clock
+ * sim/coll_p2p.c (send/recv): the world's layout and the futex and clock
  * helpers both wait with. Not part of the interface (sim/collectives.h). */
 #ifndef SIM_COLL_INTERNAL_H
 #define SIM_COLL_INTERNAL_H
@@ -51,7 +51,7 @@ typedef struct sim_coll_entry {
   _Alignas(SIM_COLL_LINE) unsigned char data[SIM_COLL_INLINE];
 } sim_coll_entry;
 
-/* The data movement of a round whose entries E[0..n) agree (sim_coll_move.c).
+/* The data movement of a round whose entries E[0..n) agree (coll_move.c).
  * pull: every input is in its entry; member writes only its own output.
  * split: member does its share of the whole, reading and writing the
  * members' own buffers; the caller then runs the completion barrier.
@@ -61,7 +61,7 @@ void sim_coll_move_pull(const sim_coll_entry *E, int n, int member,
 void sim_coll_move_split(const sim_coll_entry *E, int n, int member,
                      const void **ins, void **outs);
 
-/* One point-to-point channel (from, to); see sim_coll_p2p.c. */
+/* One point-to-point channel (from, to); see coll_p2p.c. */
 typedef struct sim_coll_mailbox {
   _Alignas(SIM_COLL_LINE) _Atomic uint32_t state; /* futex word: MAIL_* */
   const void *buf;   /* sender's buffer, published by the POSTED store */

@@ -1,5 +1,5 @@
 /* Reductions and bulk stores for the emulated collectives (see
- * sim_coll_reduce.h for the order and the semantics of each op and dtype).
+ * coll_reduce.h for the order and the semantics of each op and dtype).
  *
  * A reduction runs block by block: CHUNK elements of input 0 are loaded
  * into an accumulator in the compute type, inputs 1..nin-1 are combined

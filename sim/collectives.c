@@ -1,7 +1,7 @@
 /* Collectives emulated between rank threads in one address space
  * (sim/collectives.h): the world and its group registry, the lock-free
  * rendezvous, the watchdog, and the split of the data movement. The
- * arithmetic is in sim_coll_reduce.c, send/recv in sim_coll_p2p.c.
+ * arithmetic is in coll_reduce.c, send/recv in coll_p2p.c.
  *
  * Rounds. Every member of a group calls the same collectives in the same
  * order; member m counts its own calls (me->seq, written only by m), so

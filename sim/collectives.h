@@ -47,7 +47,7 @@ const char *sim_coll_group_name(const sim_coll_group *g);
 /* out = reduce(in over members); out may equal in. AVG divides the sum
  * (integers: truncating toward zero; bool: DT_ERR_DTYPE). Every element is
  * reduced in member order, float16/bfloat16 in float32 and rounded once,
- * so results are bitwise reproducible (sim/sim_coll_reduce.h).
+ * so results are bitwise reproducible (sim/coll_reduce.h).
  * A member whose arguments are invalid, or members whose calls disagree
  * (kind, dtype, op, root, counts), fail every member of that round
  * (DT_ERR_DESYNC for a disagreement) without moving data; the group stays
