@@ -229,8 +229,12 @@ static void test_watchdog(void **state) {
     expect_contains(c.msg[m], "arrived: ranks 0, 1; missing: rank 2");
     assert_string_equal(c.msg[m], c.msg[0]); /* the same report for all */
   }
-  for (int m = 0; m < 2; m++) /* waited about the timeout, not forever */
-    assert_true(c.took[m] >= 190 * MS && c.took[m] < 5000 * MS);
+  /* waited about the timeout, not forever: each member's deadline runs
+   * from its own arrival and the first to pass breaks the group for all,
+   * so one of them waited the whole timeout (the other may have arrived
+   * late on a loaded machine and been released early) */
+  for (int m = 0; m < 2; m++) assert_true(c.took[m] < 5000 * MS);
+  assert_true((c.took[0] > c.took[1] ? c.took[0] : c.took[1]) >= 190 * MS);
   assert_true(c.took[2] < 100 * MS); /* the late member fails at once */
   /* every later collective fails at once with the same report */
   int64_t t0 = tu_now_ns();
