@@ -27,4 +27,15 @@ dt_tensor *api_call_t(core_op_id op, const char *api, dt_tensor *a);
 dt_tensor *api_call_tt(core_op_id op, const char *api, dt_tensor *a, dt_tensor *b);
 dt_tensor *api_call_ts(core_op_id op, const char *api, dt_tensor *a, double s);
 
+/* checks shared by every public entry point: a non-NULL tensor (a NULL
+ * from a failed call just before keeps that call's error: core/error.h) */
+#define API_CHECK_TENSOR(t, fn, name)                                       \
+  do {                                                                      \
+    if (!(t)) {                                                             \
+      if (!core_error_chained())                                            \
+        core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name); \
+      return NULL;                                                          \
+    }                                                                       \
+  } while (0)
+
 #endif

@@ -29,7 +29,7 @@ static dt_status check_list(dt_tensor *const *tensors, int n, const char *api) {
                         API_JOIN_MAX_INPUTS);
   for (int i = 0; i < n; i++)
     if (!tensors[i]) {
-      if (dt_last_status() != DT_OK) return dt_last_status();
+      if (core_error_chained()) return core_last_status();
       return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: tensors[%d] is NULL",
                           api, i);
     }
@@ -60,7 +60,7 @@ dt_tensor *dt_stack(dt_tensor *const *tensors, int n, int dim) {
 static dt_status check_split(const dt_tensor *a, int dim, dt_tensor **out,
                              int max_out, const char *api, int *d) {
   if (!a) {
-    if (dt_last_status() != DT_OK) return dt_last_status();
+    if (core_error_chained()) return core_last_status();
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: a is NULL", api);
   }
   if (max_out < 0)

@@ -198,7 +198,7 @@ dt_tensor *dt_from_host(const void *data, dt_shape shape,
 static dt_status check_fetch(dt_tensor *t, void *dst, size_t dst_bytes,
                              const char *fn) {
   if (!t) { /* NULL from a failed op: keep that op's error */
-    if (dt_last_status() != DT_OK) return dt_last_status();
+    if (core_error_chained()) return core_last_status();
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: t is NULL", fn);
   }
   size_t need = (size_t)core_numel(t) * dt_dtype_size(t->dtype);

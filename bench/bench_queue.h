@@ -1,7 +1,7 @@
-/* `bench_sched_ring`: the broadcast op ring's publish cost (bench_ring.c). */
-#ifndef BENCH_BENCH_RING_H
-#define BENCH_BENCH_RING_H
+/* `bench_sched_queue`: a rank queue's claim + commit cost (bench_queue.c). */
+#ifndef BENCH_BENCH_QUEUE_H
+#define BENCH_BENCH_QUEUE_H
 
-void bench_sched_ring(int reps);
+void bench_sched_queue(int reps);
 
 #endif

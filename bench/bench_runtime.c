@@ -1,10 +1,10 @@
-/* `dtorch bench sched`, the runtime's figures (the deque's and the ring's
- * come from bench_deque.c and bench_ring.c):
+/* `dtorch bench sched`, the runtime's figures (the deque's and the rank
+ * queue's come from bench_deque.c and bench_queue.c):
  *   wake     µs from publishing a record to a parked rank running it (the
  *            record's function stamps the time on the rank), median, p90
  *            and min of 200, each after the rank parked
  *   publish  ns per op on the issuing thread for a 4-element dt_add on a
- *            runtime of 8 and of 64 ranks (bursts that never fill the ring);
+ *            runtime of 8 and of 64 ranks (bursts that never fill a queue);
  *            ratio_64_to_8 should stay near 1: one record per op whatever
  *            the rank count */
 #include <stdatomic.h>
@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "bench/bench.h"
-#include "bench/bench_ring.h"
+#include "bench/bench_queue.h"
 #include "bench/bench_sched.h"
 #include "dtorch/dtorch.h"
 #include "runtime/exec.h"
@@ -97,7 +97,7 @@ static void bench_publish(int reps) {
 
 int bench_sched(int argc, char **argv) {
   static const bench_figure figs[] = {{"deque", bench_sched_deque},
-                                      {"ring", bench_sched_ring},
+                                      {"queue", bench_sched_queue},
                                       {"wake", bench_wake},
                                       {"publish", bench_publish}};
   return bench_main(argc, argv, "sched", figs,

@@ -2,10 +2,13 @@
 #include "core/error.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 static _Thread_local dt_status tls_status = DT_OK;
 static _Thread_local char tls_message[1024];
+/* the last tensor-making call on this thread failed (core/error.h) */
+static _Thread_local bool tls_failed;
 
 dt_status core_error_set(dt_status code, const char *fmt, ...) {
   va_list ap;
@@ -13,14 +16,19 @@ dt_status core_error_set(dt_status code, const char *fmt, ...) {
   vsnprintf(tls_message, sizeof tls_message, fmt, ap);
   va_end(ap);
   tls_status = code;
+  tls_failed = true;
   return code;
 }
+
+bool core_error_chained(void) { return tls_failed; }
+void core_error_succeeded(void) { tls_failed = false; }
 
 dt_status core_last_status(void) { return tls_status; }
 const char *core_last_error(void) { return tls_message; }
 
 void core_clear_error(void) {
   tls_status = DT_OK;
+  tls_failed = false;
   tls_message[0] = '\0';
 }
 

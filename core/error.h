@@ -4,12 +4,22 @@
 #ifndef CORE_ERROR_H
 #define CORE_ERROR_H
 
+#include <stdbool.h>
+
 #include "dtorch/dtorch.h"
 
 /* Sets this thread's error and returns `code` so callers can write
  * `return core_error_set(DT_ERR_SHAPE, "dt_view: ...")`. */
 dt_status core_error_set(dt_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Chaining, so that dt_relu(dt_add(a, b)) reports the add's error: a NULL
+ * tensor argument keeps the thread's error only while the last call that
+ * makes a tensor on this thread failed (core_error_set marks it; the
+ * dispatcher and the mesh layer's makers clear it on success). Otherwise
+ * the NULL is this call's own argument error, never an old failure's. */
+bool core_error_chained(void);
+void core_error_succeeded(void);
 
 /* Internal invariant check, always on; reports file:line and aborts. Never
  * used for user input. */

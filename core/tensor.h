@@ -115,16 +115,6 @@ static inline char *core_tensor_data(const dt_tensor *t) {
  * -1 and 0 like PyTorch); returns -1 when out of range */
 int core_wrap_dim(int dim, int ndim);
 
-/* checks shared by every public entry point: a non-NULL tensor */
-#define API_CHECK_TENSOR(t, fn, name)                                        \
-  do {                                                                      \
-    if (!(t)) {                                                             \
-      if (core_last_status() == DT_OK)                                        \
-        core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name);  \
-      return NULL;                                                          \
-    }                                                                       \
-  } while (0)
-
 /* Live tensor handles and storage bytes: sharded counters (one cache line
  * per shard, a thread sticks to one shard) so the hot path does not bounce
  * one line between threads; dt_live_* sum the shards. */

@@ -73,7 +73,9 @@ dt_status dispatch_next(dt_op_call *c) {
 dt_status dispatch_run(dt_op_call *c) {
   c->nout = 0;
   c->keys = call_keys(c);
-  return dispatch_next(c);
+  dt_status st = dispatch_next(c);
+  if (st == DT_OK) core_error_succeeded();
+  return st;
 }
 
 dt_tensor *dispatch_run1(dt_op_call *c) {

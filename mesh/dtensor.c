@@ -189,7 +189,15 @@ dt_tensor *mesh_dtensor_factory(core_op_id op, dt_shape shape, dt_dtype dtype,
     }
     memcpy(j->staging, host, bytes);
   }
-  runtime_publish_call(mesh->rt, -1, mesh_exec_fill, mesh_exec_fill_done, j);
+  if (runtime_publish_call(mesh->rt, -1, mesh_exec_fill, mesh_exec_fill_done,
+                           j) != DT_OK) {
+    mesh_exec_fill_done(j);
+    core_tensor_release(t);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
+                   "record to every rank", fn);
+    return NULL;
+  }
+  core_error_succeeded();
   return t;
 }
 
@@ -246,7 +254,14 @@ static dt_status host_job(dt_tensor *t, void *dst, size_t bytes, int rank,
   j->dst = dst;
   j->bytes = bytes;
   j->future = sched_future_retain(f);
-  runtime_publish_call(t->spec->mesh->rt, rank, run, done, j);
+  if (runtime_publish_call(t->spec->mesh->rt, rank, run, done, j) != DT_OK) {
+    core_tensor_release(j->t);
+    sched_future_release(j->future);
+    sched_future_release(f);
+    free(j);
+    return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
+                          "record to every rank", fn);
+  }
   if (!wait) {
     *out = f;
     return DT_OK;

@@ -84,7 +84,14 @@ static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
   j->src = core_tensor_retain(t);
   j->dst = core_tensor_retain(out);
   j->api = fn;
-  runtime_publish_call(mesh->rt, -1, mesh_exec_redistribute, mesh_exec_redist_done, j);
+  if (runtime_publish_call(mesh->rt, -1, mesh_exec_redistribute,
+                           mesh_exec_redist_done, j) != DT_OK) {
+    mesh_exec_redist_done(j);
+    core_tensor_release(out);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
+                          "record to every rank", fn);
+    return NULL;
+  }
   return out;
 }
 
@@ -123,7 +130,14 @@ static dt_tensor *cross_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
   j->src = rep; /* the job owns this reference */
   j->dst = core_tensor_retain(out);
   j->api = fn;
-  runtime_publish_call(rt, -1, mesh_exec_cross_mesh, mesh_exec_xmesh_done, j);
+  if (runtime_publish_call(rt, -1, mesh_exec_cross_mesh, mesh_exec_xmesh_done,
+                           j) != DT_OK) {
+    mesh_exec_xmesh_done(j);
+    core_tensor_release(out);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
+                          "record to every rank", fn);
+    return NULL;
+  }
   return out;
 }
 
@@ -140,7 +154,7 @@ static dt_tensor *redistribute_checked(dt_tensor *t, dt_mesh *mesh,
                                        const dt_placement *pl,
                                        const char *fn) {
   if (!t) {
-    if (core_last_status() == DT_OK)
+    if (!core_error_chained())
       core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: t is NULL", fn);
     return NULL;
   }
@@ -172,7 +186,9 @@ static dt_tensor *redistribute_checked(dt_tensor *t, dt_mesh *mesh,
     core_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was destroyed", fn);
     return NULL;
   }
-  return mesh_redistribute_to(t, target, norm, true, fn);
+  dt_tensor *r = mesh_redistribute_to(t, target, norm, true, fn);
+  if (r) core_error_succeeded();
+  return r;
 }
 
 dt_tensor *mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
@@ -183,7 +199,7 @@ dt_tensor *mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
 dt_tensor *mesh_redistribute_like(dt_tensor *t, const dt_tensor *like) {
   static const char *fn = "dt_redistribute_like";
   if (!like || !like->spec) {
-    if (like || core_last_status() == DT_OK)
+    if (like || !core_error_chained())
       core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: like is %s", fn,
                    like ? "not a distributed tensor" : "NULL");
     return NULL;

@@ -163,8 +163,14 @@ void runtime_exec_record(void *ctx, void *record, int rank) {
 }
 
 /* ---- the issuing side */
-static exec_record *claim(dt_runtime *rt, uint64_t *seq) {
-  exec_record *r = sched_pool_claim(rt->pool, seq);
+/* NULL (error set, naming fn) when an all-rank record cannot be allocated */
+static exec_record *claim(dt_runtime *rt, int rank, sched_claim *k) {
+  exec_record *r = sched_pool_claim(rt->pool, rank, k);
+  if (!r) {
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "runtime: out of host memory for a "
+                   "record to every rank");
+    return NULL;
+  }
   r->future = NULL;
   r->staging = NULL;
   for (int i = 0; i < CORE_CALL_MAX_ARGS; i++) r->lists[i] = NULL;
@@ -222,8 +228,14 @@ dt_status runtime_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
   arg_copies k;
   dt_status st = copy_args(&k, c);
   if (st != DT_OK) return st;
-  uint64_t seq;
-  exec_record *r = claim(rt, &seq);
+  sched_claim q;
+  exec_record *r = claim(rt, rank, &q);
+  if (!r) {
+    for (int i = 0; i < CORE_CALL_MAX_ARGS; i++) free(k.lists[i]);
+    free(k.staging);
+    return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
+                          "record to every rank", c->api);
+  }
   r->kind = REC_OP;
   call_copy(&r->call, c);
   r->staging = k.staging;
@@ -234,31 +246,31 @@ dt_status runtime_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
     else if (s[i] == 'P') r->call.args[i].p = k.staging;
   }
   for_each_tensor(&r->call, r, true);
-  sched_pool_commit(rt->pool, seq, rank);
+  sched_pool_commit(rt->pool, &q);
   return DT_OK;
 }
 
 void runtime_publish_free(core_storage *s) {
   dt_runtime *rt = s->rt;
-  uint64_t seq;
-  exec_record *r = claim(rt, &seq);
+  sched_claim q;
+  exec_record *r = claim(rt, s->rank, &q); /* one rank: cannot fail */
   r->kind = REC_FREE;
   r->storage = s;
-  sched_pool_commit(rt->pool, seq, s->rank);
+  sched_pool_commit(rt->pool, &q);
 }
 
 dt_future *runtime_publish_to_host(dt_tensor *t, void *dst, size_t bytes) {
   core_storage *s = t->local.storage;
   dt_future *f = sched_future_new();
   if (!f) return NULL;
-  uint64_t seq;
-  exec_record *r = claim(s->rt, &seq);
+  sched_claim q;
+  exec_record *r = claim(s->rt, s->rank, &q); /* one rank: cannot fail */
   r->kind = REC_TO_HOST;
   r->future = sched_future_retain(f);
   r->host.t = core_tensor_retain(t);
   r->host.dst = dst;
   r->host.bytes = bytes;
-  sched_pool_commit(s->rt->pool, seq, s->rank);
+  sched_pool_commit(s->rt->pool, &q);
   return f;
 }
 
@@ -284,26 +296,32 @@ dt_status runtime_to_host(dt_tensor *t, void *dst, size_t bytes,
 dt_future *runtime_publish_barrier(dt_runtime *rt, int rank) {
   dt_future *f = sched_future_new();
   if (!f) return NULL;
-  uint64_t seq;
-  exec_record *r = claim(rt, &seq);
+  sched_claim q;
+  exec_record *r = claim(rt, rank, &q);
+  if (!r) {
+    sched_future_release(f);
+    return NULL;
+  }
   r->kind = REC_BARRIER;
   atomic_store_explicit(&r->pending, rank >= 0 ? 1 : rt->nranks,
                         memory_order_relaxed);
   r->future = sched_future_retain(f);
-  /* the ring's release/acquire publishes `pending` to the ranks */
-  sched_pool_commit(rt->pool, seq, rank);
+  /* the queues' release/acquire publishes `pending` to the ranks */
+  sched_pool_commit(rt->pool, &q);
   return f;
 }
 
-void runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
-                          runtime_done_fn done, void *arg) {
-  uint64_t seq;
-  exec_record *r = claim(rt, &seq);
+dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
+                               runtime_done_fn done, void *arg) {
+  sched_claim q;
+  exec_record *r = claim(rt, rank, &q);
+  if (!r) return core_last_status();
   r->kind = REC_CALL;
   r->call_fn.fn = fn;
   r->call_fn.done = done;
   r->call_fn.arg = arg;
   atomic_store_explicit(&r->pending, rank >= 0 ? 1 : rt->nranks,
                         memory_order_relaxed);
-  sched_pool_commit(rt->pool, seq, rank);
+  sched_pool_commit(rt->pool, &q);
+  return DT_OK;
 }

@@ -34,11 +34,13 @@ dt_future *runtime_publish_barrier(dt_runtime *rt, int rank);
 /* Generic rank work for upper layers (the mesh layer's DTensor records):
  * fn(arg, rt, rank) runs on every rank of rt (ranks with nothing to do
  * return at once); after the last rank ran it, done(arg) runs on that
- * rank's thread (free arg there). rank == -1: every rank, else that one. */
+ * rank's thread (free arg there). rank == -1: every rank, else that one.
+ * An all-rank record can fail to be allocated: DT_ERR_OUT_OF_MEMORY, and
+ * nothing runs (the caller still owns arg). */
 typedef void (*runtime_call_fn)(void *arg, dt_runtime *rt, int rank);
 typedef void (*runtime_done_fn)(void *arg);
-void runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
-                          runtime_done_fn done, void *arg);
+dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
+                               runtime_done_fn done, void *arg);
 
 /* Frees storages other rank threads handed to `rank` (rank thread only). */
 void runtime_drain_remote_frees(dt_runtime *rt, int rank);

@@ -123,7 +123,7 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
    * elementwise kernels split into chunks idle ranks steal */
   cpu_blas_set_threads(1);
   cpu_set_parallel(sched_parallel_for);
-  sched_pool_config cfg = {.ranks = n, .ring_capacity = ring,
+  sched_pool_config cfg = {.ranks = n, .queue_capacity = ring,
                            .record_size = runtime_exec_record_size(),
                            .exec = runtime_exec_record, .init = runtime_exec_rank_init,
                            .ctx = rt,
@@ -327,7 +327,7 @@ dt_status runtime_stream_wait_event(dt_runtime *rt, int rank, dt_future *ev) {
   if (!ev)
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_stream_wait_event: ev is NULL");
-  runtime_publish_call(rt, rank, wait_event, wait_event_done,
-                       sched_future_retain(ev));
-  return DT_OK;
+  /* one rank: cannot fail */
+  return runtime_publish_call(rt, rank, wait_event, wait_event_done,
+                              sched_future_retain(ev));
 }

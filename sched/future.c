@@ -40,9 +40,17 @@
  * Callbacks. A Treiber stack of {cb, user, next} nodes. sched_future_then
  * pushes with a CAS (release) unless the head is the CLOSED sentinel, in
  * which case it runs cb at once on its own thread. The completer exchanges
- * the head with CLOSED (acq_rel), reverses what it took (registration
- * order) and runs it. A node is either taken by that exchange or, having
- * seen CLOSED, never pushed: every callback runs exactly once.
+ * the head with CLOSED (acq_rel) and reverses what it took (registration
+ * order). A node is either taken by that exchange or, having seen CLOSED,
+ * never pushed: every callback runs exactly once.
+ *
+ * Where callbacks run. Never on a rank thread: a callback may issue ops,
+ * wait for results or destroy a runtime, and a rank that ran them inside
+ * its own record could wait on itself. A completer on a rank thread hands
+ * the list (with a reference on f) to the completion thread: one process-
+ * wide thread, started on first use, that runs lists in the order they
+ * were handed over (a mutex + condition variable queue: callbacks are not
+ * on the op path). Completers on other threads run the list themselves.
  *
  * Lifetime. Refcounted (increment relaxed, decrement acq_rel). The runtime
  * holds a reference until it has completed the future, so a user may
@@ -53,6 +61,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +71,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "sched/pool.h"
 
 enum { FUTURE_PENDING = 0, FUTURE_DONE = 1, FUTURE_WAITING = 2 };
 
@@ -193,6 +203,66 @@ static void run_callbacks(dt_future *f, cb_node *top) {
   }
 }
 
+/* ---- the completion thread */
+typedef struct cb_batch {
+  dt_future *f;          /* a reference, dropped after the callbacks ran */
+  cb_node *top;          /* as taken by the completer */
+  struct cb_batch *next;
+} cb_batch;
+
+static struct {
+  pthread_once_t once;
+  pthread_mutex_t lock;
+  pthread_cond_t ready;
+  cb_batch *head, *tail;
+  bool started;
+} completer = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER,
+               PTHREAD_COND_INITIALIZER, NULL, NULL, false};
+
+static void *completion_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&completer.lock);
+  for (;;) {
+    while (!completer.head) pthread_cond_wait(&completer.ready, &completer.lock);
+    cb_batch *b = completer.head;
+    completer.head = b->next;
+    if (!completer.head) completer.tail = NULL;
+    pthread_mutex_unlock(&completer.lock);
+    run_callbacks(b->f, b->top);
+    sched_future_release(b->f);
+    free(b);
+    pthread_mutex_lock(&completer.lock);
+  }
+  return NULL;
+}
+
+static void completion_start(void) {
+  pthread_attr_t a;
+  pthread_t t;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  completer.started = pthread_create(&t, &a, completion_main, NULL) == 0;
+  pthread_attr_destroy(&a);
+}
+
+/* false when the completion thread or the batch cannot be had: the caller
+ * then runs the callbacks itself (nothing better is left) */
+static bool hand_over(dt_future *f, cb_node *top) {
+  pthread_once(&completer.once, completion_start);
+  cb_batch *b = completer.started ? malloc(sizeof *b) : NULL;
+  if (!b) return false;
+  b->f = sched_future_retain(f);
+  b->top = top;
+  b->next = NULL;
+  pthread_mutex_lock(&completer.lock);
+  if (completer.tail) completer.tail->next = b;
+  else completer.head = b;
+  completer.tail = b;
+  pthread_cond_signal(&completer.ready);
+  pthread_mutex_unlock(&completer.lock);
+  return true;
+}
+
 void sched_future_complete(dt_future *f, dt_status st, const char *msg) {
   CORE_ASSERT(f != NULL);
   /* a second completion is a runtime bug; catch it before it races on
@@ -222,6 +292,7 @@ void sched_future_complete(dt_future *f, dt_status st, const char *msg) {
   cb_node *top = atomic_exchange_explicit(&f->callbacks, CB_CLOSED,
                                           memory_order_acq_rel);
   CORE_ASSERT(top != CB_CLOSED);
+  if (top && sched_current_pool() && hand_over(f, top)) return;
   run_callbacks(f, top);
 }
 

@@ -1,23 +1,31 @@
-/* The worker pool: rank threads consuming the broadcast ring, chunked work
- * on per-rank Chase–Lev deques with stealing, and parking on event counts.
+/* The worker pool: rank threads consuming their own record queues, chunked
+ * work on per-rank Chase–Lev deques with stealing, and parking on event
+ * counts.
+ *
+ * Queues. Each rank has a bounded many-producer queue of records
+ * (sched/queue.c). A record for one rank lives in place in a cell of that
+ * rank's queue; a record for every rank is allocated once, refcounted, and
+ * a pointer to it goes into every rank's queue. Commits of all-rank records
+ * hold `order`, so every rank sees them in one order (collectives match by
+ * that order); one-rank records need no lock. A producer waits only while
+ * the queue of the rank it addresses is full: a slow or blocked rank holds
+ * up its own stream, never another's.
  *
  * Parking (no lost wake-ups). A rank with nothing to do spins for
  * cfg.spin_ns, then:
  *   (1) v = ck_ec_value(ec)              (its own event count)
  *   (2) set its bit in `parked` (seq_cst RMW), then a seq_cst fence
- *   (3) re-check for work (ring slot at its cursor; any deque non-empty)
+ *   (3) re-check for work (the cell at its queue's head; any deque)
  *   (4) ck_ec_wait(ec, v): sleeps only while ec still equals v
- * A producer, after making work visible (ring commit / deque push, both
+ * A producer, after making work visible (queue commit / deque push, both
  * release stores), issues a seq_cst fence and loads `parked`; for each
  * relevant set bit it ck_ec_inc's that rank's event count. The two fences
  * order (2) before (3) and the publication before the load of `parked`,
  * so either the rank's re-check (3) sees the work, or the producer sees the
  * bit and increments ec, which makes (4) return at once (value != v) or
- * wakes it. Either way no rank sleeps with work addressed to it.
- *
- * A parked rank that is not addressed still holds the ring's gate (its
- * cursor); a producer that finds the ring full wakes every parked rank so
- * they skip past records that are not theirs. */
+ * wakes it. A rank parks only on the cell at its own head, and whoever
+ * commits that cell addresses this rank and wakes it: no rank sleeps with
+ * work addressed to it, and no rank is woken for work that is not. */
 #include "sched/pool.h"
 
 #include <ck_ec.h>
@@ -33,11 +41,23 @@
 
 #include "sched/deque.h"
 #include "sched/fence.h"
-#include "sched/ring.h"
+#include "sched/queue.h"
 
-#define TARGET_ALL (-1)
-#define TARGET_STOP (-2)
+#define TARGET_ALL SCHED_ALL
 #define STEAL_TRIES 4
+
+/* what a queue cell holds: a record in place, a pointer to a shared
+ * all-rank record, or the stop order */
+typedef enum msg_kind { MSG_INLINE, MSG_SHARED, MSG_STOP } msg_kind;
+typedef struct msg_head {
+  msg_kind kind;
+  struct shared_rec *shared;      /* MSG_SHARED */
+  _Alignas(16) char record[];     /* MSG_INLINE */
+} msg_head;
+typedef struct shared_rec {
+  _Atomic int refs;               /* ranks that have not run it yet */
+  _Alignas(16) char record[];
+} shared_rec;
 
 /* ---- ck_ec glue: futex wait/wake and a monotonic clock */
 static int ec_gettime(const struct ck_ec_ops *ops, struct timespec *out) {
@@ -80,6 +100,7 @@ typedef struct chunk_task {
 
 typedef struct rank_state {
   _Alignas(64) struct ck_ec32 ec;
+  sched_queue *queue;
   sched_deque *deque;
   struct sched_pool *pool;
   pthread_t thread;
@@ -90,10 +111,7 @@ typedef struct rank_state {
 
 struct sched_pool {
   sched_pool_config cfg;
-  sched_ring *ring;
-  char *records;           /* ring_capacity * record_size */
-  int32_t *target;         /* per slot: rank, TARGET_ALL or TARGET_STOP */
-  uint32_t mask;
+  pthread_mutex_t order;   /* held while an all-rank record is committed */
   rank_state *ranks;
   int nwords;
   _Alignas(64) _Atomic uint64_t *parked;   /* bitmap, one bit per rank */
@@ -134,7 +152,7 @@ static void wake_rank(sched_pool *p, int r) {
 /* Wakes parked ranks: `rank` >= 0 that one, TARGET_ALL every parked one,
  * or up to `limit` of them when rank == TARGET_ALL and limit > 0. */
 static void wake_parked(sched_pool *p, int rank, int limit) {
-  /* seq_cst: orders the caller's publication (ring commit or deque push)
+  /* seq_cst: orders the caller's publication (queue commit or deque push)
    * before the loads of `parked` below; pairs with the fence in park() */
   SCHED_FENCE_SEQ_CST();
   if (rank >= 0) {
@@ -189,14 +207,12 @@ static bool any_deque_work(const sched_pool *p) {
 }
 
 static bool has_work(rank_state *rs) {
-  uint64_t seq;
-  return sched_ring_peek(rs->pool->ring, rs->id, &seq) != NULL ||
-         any_deque_work(rs->pool);
+  return sched_queue_peek(rs->queue) != NULL || any_deque_work(rs->pool);
 }
 
-/* spin: a rank that just did its own work spins briefly first (more is
- * likely to follow); one that only skipped other ranks' records parks at
- * once, so idle ranks woken to advance past a full ring cost little */
+/* spin: a rank that just ran a record of its own stream spins briefly
+ * first (more is likely to follow); one that only ran an all-rank record
+ * (a barrier) or stole parks at once */
 static void park(rank_state *rs, bool spin) {
   sched_pool *p = rs->pool;
   /* at most max_spinners ranks spin at once (fewer than the cores), so 64
@@ -217,7 +233,7 @@ static void park(rank_state *rs, bool spin) {
   uint32_t v = ck_ec32_value(&rs->ec);
   uint64_t bit = 1ull << (rs->id % 64);
   atomic_fetch_or_explicit(&p->parked[rs->id / 64], bit, memory_order_seq_cst);
-  /* seq_cst: the bit is visible before the re-check reads the ring and the
+  /* seq_cst: the bit is visible before the re-check reads the queue and the
    * deques; pairs with the fence in wake_parked() */
   SCHED_FENCE_SEQ_CST();
   if (!has_work(rs)) {
@@ -228,30 +244,32 @@ static void park(rank_state *rs, bool spin) {
 }
 
 /* ---- the rank thread */
+static void shared_release(shared_rec *r) {
+  /* acq_rel: every rank's run happens-before the free by the last one */
+  if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1)
+    free(r);
+}
+
 static void *rank_main(void *arg) {
   rank_state *rs = arg;
   sched_pool *p = rs->pool;
   tls_pool = p;
   tls_rank = rs->id;
   if (p->cfg.init) p->cfg.init(p->cfg.ctx, rs->id);
-  bool worked = false; /* ran something of its own since it last parked */
+  bool worked = false; /* ran a record of its own stream since it parked */
   for (;;) {
-    uint64_t seq;
-    void *rec = sched_ring_peek(p->ring, rs->id, &seq);
-    if (rec) {
-      int32_t target = p->target[seq & p->mask];
-      if (target == TARGET_STOP) {
-        sched_ring_advance(p->ring, rs->id);
+    msg_head *m = sched_queue_peek(rs->queue);
+    if (m) {
+      if (m->kind == MSG_STOP) {
+        sched_queue_pop(rs->queue);
         break;
       }
-      if (target == TARGET_ALL || target == rs->id) {
-        p->cfg.exec(p->cfg.ctx, rec, rs->id);
-        atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
-        /* a record for this rank alone predicts more of the same stream;
-         * an all-rank record (a barrier) does not: no spinning for it */
-        worked |= target == rs->id;
-      }
-      sched_ring_advance(p->ring, rs->id);
+      bool shared = m->kind == MSG_SHARED;
+      p->cfg.exec(p->cfg.ctx, shared ? m->shared->record : m->record, rs->id);
+      atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
+      if (shared) shared_release(m->shared);
+      sched_queue_pop(rs->queue);
+      worked |= !shared;
       continue;
     }
     if (try_steal(rs)) {
@@ -267,18 +285,42 @@ static void *rank_main(void *arg) {
 }
 
 /* ---- producer side */
-static void on_ring_full(void *arg) { wake_parked(arg, TARGET_ALL, 0); }
-
-void *sched_pool_claim(sched_pool *p, uint64_t *seq) {
-  *seq = sched_ring_claim(p->ring, on_ring_full, p);
-  return p->records + (size_t)(*seq & p->mask) * p->cfg.record_size;
+void *sched_pool_claim(sched_pool *p, int rank, sched_claim *c) {
+  c->rank = rank;
+  c->shared = NULL;
+  if (rank == SCHED_ALL) {
+    shared_rec *r = malloc(sizeof *r + p->cfg.record_size);
+    if (!r) return NULL;
+    atomic_init(&r->refs, p->cfg.ranks);
+    c->shared = r;
+    return r->record;
+  }
+  msg_head *m = sched_queue_claim(p->ranks[rank].queue, &c->pos);
+  m->kind = MSG_INLINE;
+  return m->record;
 }
 
-void sched_pool_commit(sched_pool *p, uint64_t seq, int rank) {
-  p->target[seq & p->mask] = rank; /* published by the commit's release */
-  sched_ring_commit(p->ring, seq,
-                    p->records + (size_t)(seq & p->mask) * p->cfg.record_size);
-  wake_parked(p, rank >= 0 ? rank : TARGET_ALL, 0);
+/* every rank's queue gets the message, in one order across ranks */
+static void commit_all(sched_pool *p, msg_kind kind, shared_rec *r) {
+  pthread_mutex_lock(&p->order);
+  for (int i = 0; i < p->cfg.ranks; i++) {
+    uint64_t pos;
+    msg_head *m = sched_queue_claim(p->ranks[i].queue, &pos);
+    m->kind = kind;
+    m->shared = r;
+    sched_queue_commit(p->ranks[i].queue, pos);
+  }
+  pthread_mutex_unlock(&p->order);
+  wake_parked(p, TARGET_ALL, 0);
+}
+
+void sched_pool_commit(sched_pool *p, const sched_claim *c) {
+  if (c->rank == SCHED_ALL) {
+    commit_all(p, MSG_SHARED, c->shared);
+    return;
+  }
+  sched_queue_commit(p->ranks[c->rank].queue, c->pos);
+  wake_parked(p, c->rank, 0);
 }
 
 void sched_parallel_for(int64_t n, int64_t grain, sched_range_fn fn,
@@ -322,10 +364,21 @@ void sched_parallel_for(int64_t n, int64_t grain, sched_range_fn fn,
 }
 
 /* ---- lifecycle */
+static void free_pool(sched_pool *p) {
+  for (int i = 0; p->ranks && i < p->cfg.ranks; i++) {
+    sched_deque_destroy(p->ranks[i].deque);
+    sched_queue_destroy(p->ranks[i].queue);
+  }
+  pthread_mutex_destroy(&p->order);
+  free((void *)p->parked);
+  free(p->ranks);
+  free(p);
+}
+
 sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
   *why = NULL;
   if (cfg->ranks < 1 || !cfg->exec || cfg->record_size == 0 ||
-      cfg->ring_capacity < 2 || (cfg->ring_capacity & (cfg->ring_capacity - 1))) {
+      cfg->queue_capacity < 2 || (cfg->queue_capacity & (cfg->queue_capacity - 1))) {
     *why = "invalid pool configuration";
     return NULL;
   }
@@ -333,16 +386,14 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
   if (!p) { *why = "out of memory"; return NULL; }
   p->cfg = *cfg;
   if (!p->cfg.spin_ns) p->cfg.spin_ns = 20000;
-  p->mask = cfg->ring_capacity - 1;
+  pthread_mutex_init(&p->order, NULL);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   p->max_spinners = cpus > 2 ? (int)cpus - 1 : 1;
   p->nwords = (cfg->ranks + 63) / 64;
-  p->ring = sched_ring_create(cfg->ring_capacity, cfg->ranks);
-  p->records = calloc(cfg->ring_capacity, cfg->record_size);
-  p->target = calloc(cfg->ring_capacity, sizeof *p->target);
   p->parked = calloc((size_t)p->nwords, sizeof *p->parked);
   p->ranks = calloc((size_t)cfg->ranks, sizeof *p->ranks);
-  bool ok = p->ring && p->records && p->target && p->parked && p->ranks;
+  bool ok = p->parked && p->ranks;
+  size_t cell = sizeof(msg_head) + cfg->record_size;
   for (int i = 0; ok && i < cfg->ranks; i++) {
     rank_state *rs = &p->ranks[i];
     rs->pool = p;
@@ -350,7 +401,8 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
     rs->rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
     ck_ec32_init(&rs->ec, 0);
     rs->deque = sched_deque_create(64);
-    ok = rs->deque != NULL;
+    rs->queue = sched_queue_create(cfg->queue_capacity, cell);
+    ok = rs->deque && rs->queue;
   }
   int started = 0;
   for (; ok && started < cfg->ranks; started++)
@@ -362,14 +414,16 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
     }
   if (!ok) {
     if (!*why) *why = "out of memory";
-    p->cfg.ranks = started; /* stop only the threads that run */
-    if (started) sched_pool_destroy(p);
-    else {
-      for (int i = 0; p->ranks && i < cfg->ranks; i++)
-        if (p->ranks[i].deque) sched_deque_destroy(p->ranks[i].deque);
-      if (p->ring) sched_ring_destroy(p->ring);
-      free(p->records); free(p->target); free(p->parked); free(p->ranks); free(p);
+    /* stop the threads that run; every queue and deque is freed */
+    for (int i = 0; i < started; i++) {
+      uint64_t pos;
+      msg_head *m = sched_queue_claim(p->ranks[i].queue, &pos);
+      m->kind = MSG_STOP;
+      sched_queue_commit(p->ranks[i].queue, pos);
+      wake_parked(p, i, 0);
     }
+    for (int i = 0; i < started; i++) pthread_join(p->ranks[i].thread, NULL);
+    free_pool(p);
     return NULL;
   }
   return p;
@@ -377,15 +431,9 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
 
 void sched_pool_destroy(sched_pool *p) {
   if (!p) return;
-  uint64_t seq;
-  sched_pool_claim(p, &seq);
-  sched_pool_commit(p, seq, TARGET_STOP);
-  wake_parked(p, TARGET_ALL, 0);
+  commit_all(p, MSG_STOP, NULL);
   for (int i = 0; i < p->cfg.ranks; i++) pthread_join(p->ranks[i].thread, NULL);
-  for (int i = 0; i < p->cfg.ranks; i++) sched_deque_destroy(p->ranks[i].deque);
-  sched_ring_destroy(p->ring);
-  free(p->records); free(p->target); free((void *)p->parked); free(p->ranks);
-  free(p);
+  free_pool(p);
 }
 
 sched_pool_stats sched_pool_get_stats(const sched_pool *p) {

@@ -1,14 +1,16 @@
-/* The worker pool: one thread per rank, the broadcast op ring, per-rank
+/* The worker pool: one thread per rank, a record queue per rank, per-rank
  * Chase–Lev deques for chunked work, and parking on event counts.
  *
  * Generic: the pool moves opaque fixed-size records and calls an exec
- * function for each record addressed to a rank, in publish order. It knows
- * nothing of tensors or ops (runtime/exec.c gives records their meaning).
+ * function for each record addressed to a rank, in the order they were
+ * committed to it. It knows nothing of tensors or ops (runtime/exec.c gives
+ * records their meaning).
  *
- * Records live in an array parallel to the ring's slots: a producer claims
- * a sequence number (waiting while the slot is still unread), fills the
- * record in place and commits it; the slot is reused only after every
- * rank's cursor has passed it, so no record is ever malloc'd or freed. */
+ * A record for one rank lives in place in a cell of that rank's queue
+ * (claimed, filled, committed: no malloc); a record for every rank is
+ * allocated once and reaches every queue, and all-rank records reach every
+ * rank in the same order. Issuing to one rank waits only while that rank's
+ * queue is full. */
 #ifndef SCHED_POOL_H
 #define SCHED_POOL_H
 
@@ -25,7 +27,7 @@ typedef void (*sched_init_fn)(void *ctx, int rank);
 
 typedef struct sched_pool_config {
   int ranks;                /* >= 1 */
-  uint32_t ring_capacity;   /* power of two >= 2 */
+  uint32_t queue_capacity;  /* records in flight per rank: power of two >= 2 */
   size_t record_size;       /* bytes per record */
   sched_exec_fn exec;
   sched_init_fn init;       /* may be NULL */
@@ -39,11 +41,19 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why);
 void sched_pool_destroy(sched_pool *p);
 int sched_pool_ranks(const sched_pool *p);
 
-/* Producer side (any thread that is not one of p's ranks): claim the next
- * record (blocks while the ring is full), fill it, commit it to `rank`
- * (-1: every rank). Claims must be committed, in any order. */
-void *sched_pool_claim(sched_pool *p, uint64_t *seq);
-void sched_pool_commit(sched_pool *p, uint64_t seq, int rank);
+/* Producer side (any thread that is not one of p's ranks): claim a record
+ * for `rank` (SCHED_ALL: every rank), fill it, commit it. A one-rank claim
+ * blocks while that rank's queue is full and cannot fail; an all-rank claim
+ * returns NULL when its record cannot be allocated (nothing to commit).
+ * Every successful claim must be committed, soon: the rank stops at it. */
+#define SCHED_ALL (-1)
+typedef struct sched_claim {
+  int rank;
+  uint64_t pos;
+  struct shared_rec *shared;
+} sched_claim;
+void *sched_pool_claim(sched_pool *p, int rank, sched_claim *c);
+void sched_pool_commit(sched_pool *p, const sched_claim *c);
 
 /* The pool and rank of the calling thread, or NULL / -1 off the pool. */
 sched_pool *sched_current_pool(void);

@@ -57,6 +57,42 @@ static void test_null_propagation(void **state) {
   tu_leaks_end();
 }
 
+/* a NULL argument that did NOT come from the call just before gets its own
+ * error: an old failure, followed by successes, is never blamed */
+static void test_null_not_blamed_on_old_failure(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL), *b = dt_ones(DT_SHAPE(4), NULL);
+  assert_null(dt_add(a, b)); /* fails; its error is left set */
+  assert_int_equal(dt_last_status(), DT_ERR_SHAPE);
+  dt_tensor *ok = dt_relu(a); /* succeeds */
+  assert_non_null(ok);
+  dt_tensor *r = dt_add(ok, NULL);
+  assert_null(r);
+  assert_int_equal(dt_last_status(), DT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(dt_last_error(), "dt_add: b is NULL"));
+  /* and chaining still reports the call just before */
+  assert_null(dt_relu(dt_add(a, b)));
+  assert_int_equal(dt_last_status(), DT_ERR_SHAPE);
+  /* an old failure before a successful DTensor factory is not blamed */
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
+  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  assert_null(dt_add(a, b));
+  dt_tensor *d = dt_ones(DT_SHAPE(4), &(dt_tensor_options){.mesh = m});
+  assert_non_null(d);
+  assert_null(dt_redistribute(NULL, m, DT_PLACEMENTS(DT_REPLICATE)));
+  assert_int_equal(dt_last_status(), DT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(dt_last_error(), "dt_redistribute: t is NULL"));
+  dt_tensor_release(d);
+  dt_mesh_release(m);
+  dt_runtime_destroy(rt);
+  dt_tensor_release(ok);
+  dt_tensor_release(a);
+  dt_tensor_release(b);
+  dt_clear_error();
+  tu_leaks_end();
+}
+
 static void test_broadcast_mismatch(void **state) {
   (void)state;
   tu_leaks_begin_clear();
@@ -277,6 +313,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_null_tensors),
       cmocka_unit_test(test_null_propagation),
+      cmocka_unit_test(test_null_not_blamed_on_old_failure),
       cmocka_unit_test(test_broadcast_mismatch),
       cmocka_unit_test(test_bad_creation),
       cmocka_unit_test(test_bad_arange),

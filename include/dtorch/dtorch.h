@@ -455,8 +455,11 @@ DT_API dt_future *dt_future_retain(dt_future *f);   /* another reference */
  * message ("" if none). */
 DT_API dt_status   dt_future_status(const dt_future *f);
 DT_API const char *dt_future_error(const dt_future *f);
-/* Runs cb exactly once when f completes: on the completing thread, or at
- * once on this thread if f is already complete. cb must not block. */
+/* Runs cb exactly once when f completes: on dtorch's completion thread
+ * (one per process, never a rank thread), or at once on this thread if f
+ * is already complete. cb may call any dtorch function, blocking ones
+ * included (dt_to_host, dt_runtime_synchronize, dt_runtime_destroy); while
+ * it blocks, later callbacks wait. */
 typedef void (*dt_future_callback)(dt_future *f, dt_status status, void *user);
 DT_API dt_status dt_future_then(dt_future *f, dt_future_callback cb,
                                 void *user);

@@ -1,0 +1,321 @@
+/* The engine as a server uses it: many issuing threads on one runtime over
+ * small and large per-rank queues (no hang, right values), a rank blocked
+ * for seconds while another rank's stream keeps running (no head-of-line
+ * blocking), and create/destroy cycles under concurrent issuing. Each test
+ * runs under an alarm, so a hang fails instead of stalling CI; every
+ * figure is checked against values computed here, not read back from the
+ * engine's state. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+#include "sched/future.h"
+#include "sched/pool.h"
+#include "testutil.h"
+#include "threads.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SCALE 8
+#else
+#define SCALE 1
+#endif
+
+/* ---- N issuing threads on one runtime */
+typedef struct issue_job {
+  dt_runtime *rt;
+  int ranks, iters;
+  bool own_device;      /* thread i issues to cpu:(i % ranks), else cpu:0 */
+  dt_tensor *shared;    /* cpu:0 input of the shared-device mode */
+} issue_job;
+
+static void issue_body(void *arg, int i) {
+  issue_job *j = arg;
+  dt_runtime_set_current(j->rt);
+  if (!j->own_device) { /* many threads, one stream: ops on rank 0 */
+    for (int k = 0; k < j->iters; k++) {
+      dt_tensor *y = dt_add(j->shared, j->shared);
+      TU_CHECK(y != NULL, "dt_add: %s", dt_last_error());
+      dt_tensor_release(y);
+    }
+    return;
+  }
+  char dev[16];
+  snprintf(dev, sizeof dev, "cpu:%d", i % j->ranks);
+  dt_tensor_options o = {.dtype = DT_FLOAT32, .device = dev};
+  for (int k = 0; k < j->iters; k++) {
+    float v = (float)(i * 1000 + k % 1000), out[4] = {0};
+    dt_tensor *t = dt_full(DT_SHAPE(4), v, &o);
+    TU_CHECK(t != NULL, "dt_full: %s", dt_last_error());
+    if (!t) return;
+    TU_CHECK(dt_to_host(t, out, sizeof out) == DT_OK, "dt_to_host: %s",
+             dt_last_error());
+    TU_CHECK(out[0] == v && out[3] == v, "thread %d: got %g, want %g", i,
+             (double)out[0], (double)v);
+    dt_tensor_release(t);
+  }
+}
+
+static void issue_round(int threads, int capacity, bool own_device,
+                        int iters) {
+  dt_runtime_options ro = {.num_ranks = 4, .ring_capacity = capacity};
+  dt_runtime *rt = dt_runtime_create(&ro);
+  assert_non_null(rt);
+  dt_tensor_options o = {.dtype = DT_FLOAT32, .device = "cpu:0"};
+  dt_runtime_set_current(rt);
+  issue_job j = {rt, 4, iters, own_device, dt_ones(DT_SHAPE(4), &o)};
+  assert_non_null(j.shared);
+  tu_run_threads(threads, issue_body, &j);
+  float got[4];
+  assert_int_equal(dt_to_host(j.shared, got, sizeof got), DT_OK);
+  assert_true(got[0] == 1.0f);
+  dt_tensor_release(j.shared);
+  assert_int_equal(dt_runtime_synchronize(rt), DT_OK);
+  dt_runtime_set_current(NULL);
+  dt_runtime_destroy(rt);
+  TU_ASSERT_NO_THREAD_FAILURES();
+}
+
+/* The lost wake-up of a shared gate: with a broadcast ring, a parked rank
+ * that no record addresses could sleep on a slot claimed but not yet
+ * committed and hold every producer back for ever. Threads x queue
+ * capacities x issuing modes, 216 create/destroy rounds in all (27 under
+ * the sanitizers). */
+static void test_issuers_sweep(void **state) {
+  (void)state;
+  static const int threads[] = {2, 4, 16};
+  static const int caps[] = {4, 16, 1024};
+  for (int t = 0; t < 3; t++)
+    for (int c = 0; c < 3; c++) {
+      int rounds = 24 / SCALE;
+      for (int r = 0; r < rounds; r++) {
+        issue_round(threads[t], caps[c], false, 200 / threads[t] + 8);
+        issue_round(threads[t], caps[c], true, 40 / threads[t] + 4);
+      }
+    }
+}
+
+/* ---- a blocked rank holds up only its own stream */
+static void test_blocked_rank_no_head_of_line(void **state) {
+  (void)state;
+  dt_runtime_options ro = {.num_ranks = 4, .ring_capacity = 1024};
+  dt_runtime *rt = dt_runtime_create(&ro);
+  assert_non_null(rt);
+  dt_runtime_set_current(rt);
+  /* rank 0 waits on an event only this test completes */
+  dt_future *gate = sched_future_new();
+  assert_non_null(gate);
+  assert_int_equal(dt_stream_wait_event(rt, 0, gate), DT_OK);
+  dt_tensor_options o1 = {.dtype = DT_FLOAT32, .device = "cpu:1"};
+  dt_tensor_options o0 = {.dtype = DT_FLOAT32, .device = "cpu:0"};
+  dt_tensor *blocked = dt_ones(DT_SHAPE(2), &o0); /* queued behind the gate */
+  dt_tensor *acc = dt_zeros(DT_SHAPE(2), &o1);
+  dt_tensor *one = dt_ones(DT_SHAPE(2), &o1);
+  assert_true(blocked && acc && one);
+  int n = 100000 / SCALE; /* ~100x rank 1's queue capacity */
+  int64_t t0 = tu_now_ns();
+  for (int k = 0; k < n; k++) {
+    dt_tensor *next = dt_add(acc, one);
+    assert_non_null(next);
+    dt_tensor_release(acc);
+    acc = next;
+  }
+  float got[2];
+  assert_int_equal(dt_to_host(acc, got, sizeof got), DT_OK);
+  int64_t took = tu_now_ns() - t0;
+  assert_true(got[0] == (float)n && got[1] == (float)n);
+  /* rank 0 is still blocked: its record has not run */
+  assert_false(dt_future_ready(gate));
+  dt_future *f0 = dt_event_record(rt, 0);
+  assert_non_null(f0);
+  assert_int_equal(dt_future_wait(f0, 50 * 1000000LL), DT_ERR_TIMEOUT);
+  sched_future_complete(gate, DT_OK, NULL);
+  assert_int_equal(dt_future_wait(f0, -1), DT_OK);
+  assert_int_equal(dt_to_host(blocked, got, sizeof got), DT_OK);
+  assert_true(got[0] == 1.0f);
+  printf("# %d records to rank 1 in %.0f ms while rank 0 was blocked\n", n,
+         (double)took / 1e6);
+  dt_future_release(f0);
+  dt_future_release(gate);
+  dt_tensor_release(blocked);
+  dt_tensor_release(acc);
+  dt_tensor_release(one);
+  dt_runtime_set_current(NULL);
+  dt_runtime_destroy(rt);
+}
+
+/* ---- idle ranks stay parked */
+/* A runtime of 64 ranks with one busy stream: the other 63 are never
+ * woken (a broadcast ring woke every parked rank each lap). */
+static void test_idle_ranks_not_woken(void **state) {
+  (void)state;
+  dt_runtime_options ro = {.num_ranks = 64, .ring_capacity = 16};
+  dt_runtime *rt = dt_runtime_create(&ro);
+  assert_non_null(rt);
+  dt_runtime_set_current(rt);
+  dt_tensor_options o = {.dtype = DT_FLOAT32, .device = "cpu:5"};
+  dt_tensor *acc = dt_zeros(DT_SHAPE(4), &o), *one = dt_ones(DT_SHAPE(4), &o);
+  assert_true(acc && one);
+  assert_int_equal(dt_runtime_synchronize(rt), DT_OK);
+  tu_sleep_ns(50 * 1000000LL); /* let every rank park */
+  int n = 4000 / SCALE;
+  int64_t wakes0 = sched_pool_get_stats(rt->pool).wakes;
+  for (int k = 0; k < n; k++) {
+    dt_tensor *next = dt_add(acc, one);
+    dt_tensor_release(acc);
+    acc = next;
+  }
+  float got[4];
+  assert_int_equal(dt_to_host(acc, got, sizeof got), DT_OK);
+  assert_true(got[0] == (float)n);
+  /* two records per iteration (the add, and the free of the old acc): at
+   * most one wake each, all of them rank 5's (a broadcast ring of 16 slots
+   * woke all 63 idle ranks every 16 records: ~8n wakes) */
+  int64_t wakes = sched_pool_get_stats(rt->pool).wakes - wakes0;
+  printf("# %d records to one of 64 ranks: %lld wakes\n", n, (long long)wakes);
+  assert_true(wakes <= 2 * n + 2);
+  dt_tensor_release(acc);
+  dt_tensor_release(one);
+  dt_runtime_set_current(NULL);
+  dt_runtime_destroy(rt);
+}
+
+/* ---- the whole API from a future callback */
+typedef struct cb_ctx {
+  dt_runtime *rt;
+  dt_mesh *mesh;
+  _Atomic int done;     /* 1 once the callback finished */
+  int failures;
+  char first[256];
+} cb_ctx;
+
+#define CB_CHECK(x, cond)                                                   \
+  do {                                                                      \
+    if (!(cond) && (x)->failures++ == 0)                                    \
+      snprintf((x)->first, sizeof (x)->first, "%s:%d: %s (%s)", __FILE__,   \
+               __LINE__, #cond, dt_last_error());                           \
+  } while (0)
+
+static void every_api(dt_future *f, dt_status st, void *user) {
+  cb_ctx *x = user;
+  (void)f;
+  CB_CHECK(x, st == DT_OK);
+  CB_CHECK(x, dt_runtime_set_current(x->rt) == DT_OK);
+  dt_tensor_options o = {.dtype = DT_FLOAT32, .device = "cpu:0"};
+  /* more records to rank 0 than its queue holds: no wait on itself */
+  dt_tensor *acc = dt_zeros(DT_SHAPE(3), &o), *one = dt_ones(DT_SHAPE(3), &o);
+  for (int k = 0; k < 100 && acc; k++) {
+    dt_tensor *next = dt_add(acc, one);
+    dt_tensor_release(acc);
+    acc = next;
+  }
+  float v[3] = {0};
+  CB_CHECK(x, dt_to_host(acc, v, sizeof v) == DT_OK && v[2] == 100.0f);
+  dt_future *af = dt_to_host_async(acc, v, sizeof v);
+  CB_CHECK(x, af && dt_future_wait(af, -1) == DT_OK);
+  dt_future_release(af);
+  CB_CHECK(x, dt_local_to_host(acc, 0, v, sizeof v) == DT_OK);
+  CB_CHECK(x, dt_runtime_synchronize(x->rt) == DT_OK);
+  /* an op whose kernel checks indices waits for its rank */
+  int64_t idx_v[2] = {2, 0};
+  dt_tensor *idx = dt_from_host(idx_v, DT_SHAPE(2),
+                                &(dt_tensor_options){.dtype = DT_INT64,
+                                                     .device = "cpu:0"});
+  dt_tensor *sel = dt_index_select(acc, 0, idx);
+  CB_CHECK(x, sel != NULL);
+  dt_future *ev = dt_event_record(x->rt, 1);
+  CB_CHECK(x, ev && dt_stream_wait_event(x->rt, 0, ev) == DT_OK);
+  CB_CHECK(x, dt_future_wait(ev, -1) == DT_OK);
+  dt_future_release(ev);
+  /* DTensors: factory, redistribute (collectives on both ranks), fetch */
+  dt_tensor *d = dt_ones(DT_SHAPE(4, 2),
+                         &(dt_tensor_options){.dtype = DT_FLOAT32,
+                                              .mesh = x->mesh,
+                                              .placements = DT_PLACEMENTS(DT_SHARD(0))});
+  dt_tensor *r = dt_redistribute(d, NULL, DT_PLACEMENTS(DT_REPLICATE));
+  float g[8] = {0};
+  CB_CHECK(x, r && dt_to_host(r, g, sizeof g) == DT_OK && g[7] == 1.0f);
+  /* a runtime made and destroyed inside the callback */
+  dt_runtime *other = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
+  CB_CHECK(x, other != NULL);
+  dt_runtime_destroy(other);
+  dt_tensor_release(r);
+  dt_tensor_release(d);
+  dt_tensor_release(sel);
+  dt_tensor_release(idx);
+  dt_tensor_release(acc);
+  dt_tensor_release(one);
+  dt_runtime_set_current(NULL);
+  /* release: the test thread reads the context after seeing done */
+  atomic_store_explicit(&x->done, 1, memory_order_release);
+}
+
+static void test_api_from_callback(void **state) {
+  (void)state;
+  dt_runtime_options ro = {.num_ranks = 2, .ring_capacity = 8};
+  dt_runtime *rt = dt_runtime_create(&ro);
+  assert_non_null(rt);
+  cb_ctx x = {.rt = rt};
+  x.mesh = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  assert_non_null(x.mesh);
+  dt_runtime_set_current(rt);
+  dt_tensor *t = dt_ones(DT_SHAPE(1024), &(dt_tensor_options){
+                                              .dtype = DT_FLOAT32,
+                                              .device = "cpu:0"});
+  float *buf = malloc(1024 * sizeof(float));
+  dt_future *f = dt_to_host_async(t, buf, 1024 * sizeof(float));
+  assert_non_null(f);
+  assert_int_equal(dt_future_then(f, every_api, &x), DT_OK);
+  int64_t deadline = tu_now_ns() + 60 * 1000000000LL;
+  /* acquire: pairs with the callback's release store */
+  while (!atomic_load_explicit(&x.done, memory_order_acquire)) {
+    if (tu_now_ns() > deadline) fail_msg("the callback did not finish in 60 s");
+    tu_sleep_ns(1000000);
+  }
+  if (x.failures) fail_msg("%d checks failed in the callback; first: %s",
+                           x.failures, x.first);
+  dt_future_release(f);
+  free(buf);
+  dt_tensor_release(t);
+  dt_mesh_release(x.mesh);
+  dt_runtime_set_current(NULL);
+  dt_runtime_destroy(rt);
+}
+
+/* a callback that destroys the runtime whose rank completed its future */
+static void destroy_cb(dt_future *f, dt_status st, void *user) {
+  (void)f;
+  (void)st;
+  dt_runtime **rt = user;
+  dt_runtime_destroy(*rt);
+  *rt = NULL;
+}
+
+static void test_destroy_from_callback(void **state) {
+  (void)state;
+  for (int i = 0; i < 20; i++) {
+    dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
+    assert_non_null(rt);
+    dt_future *ev = dt_event_record(rt, 1);
+    assert_non_null(ev);
+    dt_runtime *volatile holder = rt;
+    assert_int_equal(dt_future_then(ev, destroy_cb, (void *)&holder), DT_OK);
+    int64_t deadline = tu_now_ns() + 30 * 1000000000LL;
+    while (holder) {
+      if (tu_now_ns() > deadline) fail_msg("destroy from a callback hung");
+      tu_sleep_ns(100000);
+    }
+    dt_future_release(ev);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_issuers_sweep),
+      cmocka_unit_test(test_blocked_rank_no_head_of_line),
+      cmocka_unit_test(test_idle_ranks_not_woken),
+      cmocka_unit_test(test_api_from_callback),
+      cmocka_unit_test(test_destroy_from_callback),
+  };
+  return TU_RUN_TESTS_WITH_ALARM(600, tests);
+}
