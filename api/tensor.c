@@ -53,13 +53,33 @@ dt_status api_resolve_options(const dt_tensor_options *o, const char *fn,
   return DT_OK;
 }
 
+/* A factory on a mesh: the op's own infer validates it exactly as on one
+ * device (shape, dtype, the value's range), then each rank makes its shard */
+static dt_tensor *mesh_factory(core_op_id op, const char *api, dt_shape shape,
+                               dt_dtype dtype, dt_mesh *mesh,
+                               const dt_placement *pl, double value,
+                               const void *host) {
+  dt_op_call c;
+  core_call_init(&c, op, api);
+  if (op == CORE_OP_FROM_HOST) core_call_ptr(&c, host);
+  core_call_ints(&c, shape);
+  core_call_dtype(&c, dtype);
+  if (op == CORE_OP_FULL) core_call_double(&c, value);
+  if (op == CORE_OP_RAND || op == CORE_OP_RANDN) {
+    core_call_int(&c, 0);
+    core_call_int(&c, 0);
+  }
+  if (ops_factory_infer(&c) != DT_OK) return NULL;
+  return mesh_dtensor_factory(op, shape, dtype, mesh, pl, value, host, api);
+}
+
 static dt_tensor *factory(core_op_id op, const char *api, dt_shape shape,
                           const dt_tensor_options *o, double value) {
   api_resolved_opts r;
   if (api_resolve_options(o, api, &r) != DT_OK) return NULL;
   if (r.mesh) /* a DTensor: each rank makes its shard */
-    return mesh_dtensor_factory(op, shape, r.dtype, r.mesh, r.placements, value,
-                           NULL, api);
+    return mesh_factory(op, api, shape, r.dtype, r.mesh, r.placements, value,
+                        NULL);
   dt_op_call c;
   core_call_init(&c, op, api);
   core_call_ints(&c, shape);
@@ -147,8 +167,8 @@ dt_tensor *dt_arange(double start, double end, double step,
 static dt_tensor *like(const dt_tensor *t, double v, const char *api) {
   API_CHECK_TENSOR(t, api, "t");
   if (t->spec) /* same mesh and placements */
-    return mesh_dtensor_factory(CORE_OP_FULL, t->spec->shape, t->dtype, t->spec->mesh,
-                           t->spec->placements, v, NULL, api);
+    return mesh_factory(CORE_OP_FULL, api, t->spec->shape, t->dtype,
+                        t->spec->mesh, t->spec->placements, v, NULL);
   dt_op_call c;
   core_call_init(&c, CORE_OP_FULL, api);
   core_call_ints(&c, dt_tensor_shape(t));
@@ -175,8 +195,8 @@ dt_tensor *dt_from_host(const void *data, dt_shape shape,
       core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_from_host: data is NULL");
       return NULL;
     }
-    return mesh_dtensor_factory(CORE_OP_FROM_HOST, shape, r.dtype, r.mesh,
-                           r.placements, 0, data, "dt_from_host");
+    return mesh_factory(CORE_OP_FROM_HOST, "dt_from_host", shape, r.dtype,
+                        r.mesh, r.placements, 0, data);
   }
   int64_t n = 1;
   if (!data && shape.ndim >= 0 && shape.ndim <= DT_MAX_DIMS &&
@@ -201,7 +221,11 @@ static dt_status check_fetch(dt_tensor *t, void *dst, size_t dst_bytes,
     if (core_error_chained()) return core_last_status();
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: t is NULL", fn);
   }
-  size_t need = (size_t)core_numel(t) * dt_dtype_size(t->dtype);
+  size_t need;
+  if (!core_bytes_of(core_numel(t), t->dtype, &need))
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: a %s tensor of %lld "
+                          "elements is larger than any host buffer", fn,
+                          dt_dtype_name(t->dtype), (long long)core_numel(t));
   if (!dst && need)
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
   if (dst_bytes < need)
@@ -220,7 +244,7 @@ dt_future *dt_to_host_async(dt_tensor *t, void *dst, size_t dst_bytes) {
     return f;
   }
   dt_future *f = NULL;
-  runtime_to_host(t, dst, (size_t)core_numel(t) * dt_dtype_size(t->dtype),
+  runtime_to_host(t, dst, (size_t)core_numel(t) * dt_dtype_size(t->dtype), /* checked */
                   false, &f, "dt_to_host_async");
   return f;
 }
@@ -229,7 +253,7 @@ dt_status dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes) {
   dt_status st = check_fetch(t, dst, dst_bytes, "dt_to_host");
   if (st != DT_OK) return st;
   if (t->spec) return mesh_dtensor_to_host(t, dst, dst_bytes, true, NULL, "dt_to_host");
-  return runtime_to_host(t, dst, (size_t)core_numel(t) * dt_dtype_size(t->dtype),
+  return runtime_to_host(t, dst, (size_t)core_numel(t) * dt_dtype_size(t->dtype), /* checked */
                          true, NULL, "dt_to_host");
 }
 

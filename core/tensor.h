@@ -98,6 +98,18 @@ static inline bool core_numel_checked(const int64_t *sizes, int ndim,
   *out = zero ? 0 : n;
   return true;
 }
+/* The bytes of n elements of dtype d, checked: false when the product
+ * overflows or passes INT64_MAX / 2 (no device or buffer holds that). The
+ * one size computation of every public path that turns elements into
+ * bytes. */
+static inline bool core_bytes_of(int64_t n, dt_dtype d, size_t *bytes) {
+  size_t b;
+  if (n < 0 || __builtin_mul_overflow((size_t)n, core_dtype_size(d), &b) ||
+      b > (size_t)INT64_MAX / 2)
+    return false;
+  *bytes = b;
+  return true;
+}
 static inline int64_t core_numel(const dt_tensor *t) {
   return core_numel_of(t->local.sizes, t->local.ndim);
 }

@@ -36,12 +36,24 @@ dt_tensor *mesh_dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
   s->storages = st;
   t->spec = s;
   t->keys |= CORE_KEYSET(CORE_KEY_DTENSOR);
-  size_t es = core_dtype_size(dtype);
+  int64_t n;
+  size_t bytes;
+  if (!core_numel_checked(shape.dims, shape.ndim, &n) ||
+      !core_bytes_of(n, dtype, &bytes)) { /* every shard fits, then */
+    char b[CORE_SHAPE_STR_LEN];
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: a %s tensor of shape %s does "
+                   "not fit in memory (its byte size overflows)", fn,
+                   core_dtype_name(dtype),
+                   core_shape_str(shape.dims, shape.ndim, b, sizeof b));
+    core_tensor_release(t);
+    return NULL;
+  }
   for (int i = 0; i < m->size; i++) {
     int64_t off[DT_MAX_DIMS], len[DT_MAX_DIMS];
     mesh_local_box(m, pl, &shape, i, off, len);
     st[i] = runtime_storage_new(m->rt, m->ranks[i],
-                           (size_t)core_numel_of(len, shape.ndim) * es, fn);
+                                (size_t)core_numel_of(len, shape.ndim) *
+                                    core_dtype_size(dtype), fn);
     if (!st[i]) {
       core_tensor_release(t);
       return NULL;
@@ -307,7 +319,11 @@ dt_status mesh_local_to_host(dt_tensor *t, int rank, void *dst, size_t bytes) {
       return core_error_set(DT_ERR_MESH, "%s: rank %d does not hold this tensor "
                           "(it lives on cpu:%d)", fn, rank,
                           t->local.storage->rank);
-    size_t need = (size_t)core_numel(t) * core_dtype_size(t->dtype);
+    size_t need;
+    if (!core_bytes_of(core_numel(t), t->dtype, &need))
+      return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: a %s tensor of %lld "
+                            "elements is larger than any host buffer", fn,
+                            core_dtype_name(t->dtype), (long long)core_numel(t));
     if (!dst && need)
       return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
     if (bytes < need)

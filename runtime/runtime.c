@@ -5,6 +5,7 @@
 #include "runtime/runtime.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +58,63 @@ static int64_t env_int(const char *name, int64_t lo, int64_t hi) {
   return x;
 }
 
-static dt_status resolve(const dt_runtime_options *o, int *ranks,
-                         int64_t *memory, uint32_t *ring) {
+/* A runtime's settings after options, environment and defaults, each
+ * validated with a message naming the option or variable and its value. */
+typedef struct settings {
+  int ranks;
+  int64_t memory;        /* bytes per rank, 0 = unlimited */
+  uint32_t ring;         /* records in flight per rank */
+  uint32_t spin_ns;      /* 0 = the pool's default */
+  int64_t timeout_ns;    /* collective watchdog, 0 = none */
+} settings;
+
+/* records in flight over all ranks: queue memory is reserved (not touched)
+ * for this many records */
+#define RUNTIME_MAX_RECORDS (1LL << 22)
+#define RUNTIME_MAX_TIMEOUT_MS (1000LL * 86400 * 365) /* a year */
+
+static dt_status check_ring(int64_t r, int ranks, const char *what) {
+  if (r < 2 || r > (1 << 20) || (r & (r - 1)))
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: %s "
+                          "%lld is not a power of two in [2, 1048576] (records "
+                          "in flight per rank)", what, (long long)r);
+  if (r * ranks > RUNTIME_MAX_RECORDS)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: %s "
+                          "%lld x %d ranks = %lld records in flight; at most "
+                          "%lld", what, (long long)r, ranks,
+                          (long long)(r * ranks), RUNTIME_MAX_RECORDS);
+  return DT_OK;
+}
+
+static dt_status resolve_timeout(const dt_runtime_options *o, int64_t *ns) {
+  int64_t ms = o ? o->collective_timeout_ms : 0;
+  if (ms > RUNTIME_MAX_TIMEOUT_MS)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: "
+                          "options.collective_timeout_ms %lld is more than a "
+                          "year (< 0 = no watchdog)", (long long)ms);
+  if (ms) {
+    *ns = ms > 0 ? ms * 1000000 : 0;
+    return DT_OK;
+  }
+  const char *e = getenv("DTORCH_COLLECTIVE_TIMEOUT"); /* seconds */
+  if (!e || !*e) {
+    *ns = 300 * 1000000000LL;
+    return DT_OK;
+  }
+  char *end;
+  double sec = strtod(e, &end);
+  if (end == e || *end || !isfinite(sec) || sec < 0 ||
+      sec > RUNTIME_MAX_TIMEOUT_MS / 1000.0 || (sec > 0 && sec < 0.001))
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: "
+                          "DTORCH_COLLECTIVE_TIMEOUT=\"%s\" is not 0 (no "
+                          "watchdog) or a number of seconds in [0.001, "
+                          "31536000]", e);
+  *ns = (int64_t)(sec * 1e9);
+  return DT_OK;
+}
+
+static dt_status resolve(const dt_runtime_options *o, settings *s) {
+  memset(s, 0, sizeof *s);
   if (o && o->device && strcmp(o->device, "cpu") != 0)
     return core_error_set(strncmp(o->device, "cuda", 4) == 0 ? DT_ERR_DEVICE
                                                            : DT_ERR_INVALID_ARGUMENT,
@@ -73,36 +129,56 @@ static dt_status resolve(const dt_runtime_options *o, int *ranks,
   int64_t n = o && o->num_ranks ? o->num_ranks
                                 : env_int("DTORCH_NUM_RANKS", 1, RUNTIME_MAX_RANKS);
   if (n < 0) return DT_ERR_INVALID_ARGUMENT;
-  *ranks = n ? (int)n : RUNTIME_DEFAULT_RANKS;
-  *memory = o ? o->device_memory : 0;
-  if (*memory < 0)
+  s->ranks = n ? (int)n : RUNTIME_DEFAULT_RANKS;
+  s->memory = o ? o->device_memory : 0;
+  if (s->memory < 0)
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_create: options.device_memory %lld is "
-                        "negative", (long long)*memory);
+                        "negative", (long long)s->memory);
   const char *mem = getenv("DTORCH_DEVICE_MEMORY");
-  if (!*memory && mem && *mem) {
-    *memory = sim_parse_bytes(mem);
-    if (*memory < 0)
+  if (!s->memory && mem && *mem) {
+    s->memory = sim_parse_bytes(mem);
+    if (s->memory < 0)
       return core_error_set(DT_ERR_INVALID_ARGUMENT,
                           "dt_runtime_create: DTORCH_DEVICE_MEMORY=\"%s\" is "
-                          "not a size (e.g. 80G, 512M, 1048576)", mem);
+                          "not a whole number of bytes (e.g. 80G, 512M, "
+                          "1048576; 0 = unlimited)", mem);
   }
-  int64_t r = o && o->ring_capacity ? o->ring_capacity
-                                    : env_int("DTORCH_RING_CAPACITY", 2, 1 << 20);
-  if (r < 0) return DT_ERR_INVALID_ARGUMENT;
-  if (r && (r < 2 || (r & (r - 1))))
-    return core_error_set(DT_ERR_INVALID_ARGUMENT,
-                        "dt_runtime_create: ring capacity %lld is not a power "
-                        "of two >= 2", (long long)r);
-  *ring = r ? (uint32_t)r : RUNTIME_DEFAULT_RING;
-  return DT_OK;
+  dt_status st;
+  if (o && o->ring_capacity) {
+    if ((st = check_ring(o->ring_capacity, s->ranks,
+                         "options.ring_capacity")) != DT_OK)
+      return st;
+    s->ring = (uint32_t)o->ring_capacity;
+  } else {
+    int64_t r = env_int("DTORCH_RING_CAPACITY", 2, 1 << 20);
+    if (r < 0) return DT_ERR_INVALID_ARGUMENT;
+    if (!r) r = RUNTIME_DEFAULT_RING;
+    while (!getenv("DTORCH_RING_CAPACITY") && r > 16 &&
+           r * s->ranks > RUNTIME_MAX_RECORDS)
+      r /= 2; /* the default shrinks for thousands of ranks */
+    if ((st = check_ring(r, s->ranks, "DTORCH_RING_CAPACITY")) != DT_OK)
+      return st;
+    s->ring = (uint32_t)r;
+  }
+  if (o && (o->spin_us < 0 || o->spin_us > 1000000))
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: "
+                          "options.spin_us %d is outside [0, 1000000]",
+                          o->spin_us);
+  s->spin_ns = o ? (uint32_t)o->spin_us * 1000u : 0;
+  return resolve_timeout(o, &s->timeout_ns);
 }
 
 dt_runtime *runtime_create(const dt_runtime_options *o) {
-  int n = 0;
-  int64_t memory = 0;
-  uint32_t ring = 0;
-  if (resolve(o, &n, &memory, &ring) != DT_OK) return NULL;
+  settings set;
+  if (resolve(o, &set) != DT_OK) {
+    if (core_last_status() == DT_OK) /* never fail without a message */
+      core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: invalid "
+                     "options");
+    return NULL;
+  }
+  int n = set.ranks;
+  int64_t memory = set.memory;
   dt_runtime *rt = calloc(1, sizeof *rt);
   runtime_rank_slot *slots = aligned_alloc(64, sizeof *slots * (size_t)n);
   if (!rt || !slots) {
@@ -123,27 +199,11 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
    * elementwise kernels split into chunks idle ranks steal */
   cpu_blas_set_threads(1);
   cpu_set_parallel(sched_parallel_for);
-  sched_pool_config cfg = {.ranks = n, .queue_capacity = ring,
+  sched_pool_config cfg = {.ranks = n, .queue_capacity = set.ring,
                            .record_size = runtime_exec_record_size(),
                            .exec = runtime_exec_record, .init = runtime_exec_rank_init,
-                           .ctx = rt,
-                           .spin_ns = o && o->spin_us ? (uint32_t)o->spin_us * 1000 : 0};
-  int64_t timeout_ms = o ? o->collective_timeout_ms : 0;
-  if (!timeout_ms) {
-    const char *e = getenv("DTORCH_COLLECTIVE_TIMEOUT"); /* seconds */
-    char *end = NULL;
-    double sec = e && *e ? strtod(e, &end) : 300;
-    if (e && *e && *end) {
-      core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: "
-                   "DTORCH_COLLECTIVE_TIMEOUT=\"%s\" is not a number of "
-                   "seconds", e);
-      free(slots);
-      free(rt);
-      return NULL;
-    }
-    timeout_ms = sec > 0 ? (int64_t)(sec * 1000) : -1;
-  }
-  rt->coll = sim_coll_world_create(n, timeout_ms > 0 ? timeout_ms * 1000000 : 0);
+                           .ctx = rt, .spin_ns = set.spin_ns};
+  rt->coll = sim_coll_world_create(n, set.timeout_ns);
   if (!rt->coll) {
     free(slots);
     free(rt);

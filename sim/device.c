@@ -2,6 +2,7 @@
 #include "sim/device.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +153,7 @@ int64_t sim_parse_bytes(const char *s) {
   else if (*end == 'i' && toupper((unsigned char)end[1]) == 'B') end += 2;
   if (*end) return -1;
   double bytes = v * mult;
-  if (bytes > 9.2e18) return -1;
+  /* NaN fails every comparison; a fraction of a byte is not a size */
+  if (!(bytes >= 0 && bytes <= 9.2e18) || bytes != floor(bytes)) return -1;
   return (int64_t)bytes;
 }

@@ -93,6 +93,54 @@ static void test_null_not_blamed_on_old_failure(void **state) {
   tu_leaks_end();
 }
 
+/* sizes from user input are overflow-checked on every public path: host
+ * copies of huge expanded views, DTensor factories, and the value range of
+ * dt_full / dt_full_like on a mesh as on one device */
+static void test_boundary_overflow(void **state) {
+  (void)state;
+  float buf[4];
+  dt_tensor *one = dt_ones(DT_SHAPE(1), NULL);
+  dt_tensor *big = dt_expand(one, DT_SHAPE((1LL << 62) + 1));
+  assert_non_null(big);
+  tu_expect_status(dt_to_host(big, buf, sizeof buf), DT_ERR_INVALID_ARGUMENT,
+                   "dt_to_host", "larger than any host buffer", NULL);
+  assert_null(dt_to_host_async(big, buf, sizeof buf));
+  tu_expect_status(dt_last_status(), DT_ERR_INVALID_ARGUMENT,
+                   "dt_to_host_async", NULL);
+  dt_tensor *big2 = dt_expand(one, DT_SHAPE(1LL << 62)); /* 2^64 bytes */
+  tu_expect_status(dt_to_host(big2, buf, sizeof buf), DT_ERR_INVALID_ARGUMENT,
+                   "dt_to_host", NULL);
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
+  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  dt_tensor_options f64 = {.dtype = DT_FLOAT64, .mesh = m};
+  tu_expect_error(dt_ones(DT_SHAPE((1LL << 61) + 1), &f64),
+                  DT_ERR_OUT_OF_MEMORY, "dt_ones", "overflows", NULL);
+  dt_tensor_options f32 = {.dtype = DT_FLOAT32, .mesh = m};
+  tu_expect_error(dt_zeros(DT_SHAPE(1LL << 62), &f32), DT_ERR_OUT_OF_MEMORY,
+                  "dt_zeros", NULL);
+  tu_expect_error(dt_from_host(buf, DT_SHAPE(1LL << 62), &f32),
+                  DT_ERR_OUT_OF_MEMORY, "dt_from_host", NULL);
+  dt_tensor_options i32 = {.dtype = DT_INT32, .mesh = m};
+  tu_expect_error(dt_full(DT_SHAPE(4), 1e10, &i32), DT_ERR_INVALID_ARGUMENT,
+                  "dt_full", "without overflow", NULL);
+  dt_tensor_options u8 = {.dtype = DT_UINT8, .mesh = m};
+  tu_expect_error(dt_full(DT_SHAPE(4), 300, &u8), DT_ERR_INVALID_ARGUMENT,
+                  "dt_full", "300", NULL);
+  dt_tensor_options i64 = {.dtype = DT_INT64, .mesh = m};
+  tu_expect_error(dt_full(DT_SHAPE(4), NAN, &i64), DT_ERR_INVALID_ARGUMENT,
+                  "dt_full", NULL);
+  dt_tensor *d = dt_zeros(DT_SHAPE(4), &i32);
+  assert_non_null(d);
+  tu_expect_error(dt_full_like(d, 1e10), DT_ERR_INVALID_ARGUMENT,
+                  "dt_full_like", NULL);
+  dt_tensor_release(d);
+  dt_mesh_release(m);
+  dt_runtime_destroy(rt);
+  dt_tensor_release(big2);
+  dt_tensor_release(big);
+  dt_tensor_release(one);
+}
+
 static void test_broadcast_mismatch(void **state) {
   (void)state;
   tu_leaks_begin_clear();
@@ -314,6 +362,7 @@ int main(void) {
       cmocka_unit_test(test_null_tensors),
       cmocka_unit_test(test_null_propagation),
       cmocka_unit_test(test_null_not_blamed_on_old_failure),
+      cmocka_unit_test(test_boundary_overflow),
       cmocka_unit_test(test_broadcast_mismatch),
       cmocka_unit_test(test_bad_creation),
       cmocka_unit_test(test_bad_arange),

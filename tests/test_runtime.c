@@ -38,7 +38,25 @@ static void test_options_and_env(void **state) {
   EXPECT_NO_RUNTIME(&(dt_runtime_options){.num_ranks = -1}, DT_ERR_INVALID_ARGUMENT, "dt_runtime_create", "-1", NULL);
   EXPECT_NO_RUNTIME(&(dt_runtime_options){.num_ranks = 5000}, DT_ERR_INVALID_ARGUMENT, "num_ranks", "5000", NULL);
   EXPECT_NO_RUNTIME(&(dt_runtime_options){.device = "cuda"}, DT_ERR_DEVICE, "dt_runtime_create", "cuda", NULL);
-  EXPECT_NO_RUNTIME(&(dt_runtime_options){.ring_capacity = 3}, DT_ERR_INVALID_ARGUMENT, "ring capacity", "3", NULL);
+  EXPECT_NO_RUNTIME(&(dt_runtime_options){.ring_capacity = 3}, DT_ERR_INVALID_ARGUMENT, "ring_capacity", "3", NULL);
+  /* every bad option fails with a message, before anything is allocated */
+  EXPECT_NO_RUNTIME(&(dt_runtime_options){.ring_capacity = -4}, DT_ERR_INVALID_ARGUMENT, "options.ring_capacity", "-4", NULL);
+  EXPECT_NO_RUNTIME(&(dt_runtime_options){.ring_capacity = 1 << 26}, DT_ERR_INVALID_ARGUMENT, "options.ring_capacity", "67108864", NULL);
+  EXPECT_NO_RUNTIME((&(dt_runtime_options){.num_ranks = 4096, .ring_capacity = 1 << 20}), DT_ERR_INVALID_ARGUMENT, "records in flight", NULL);
+  EXPECT_NO_RUNTIME(&(dt_runtime_options){.spin_us = -1}, DT_ERR_INVALID_ARGUMENT, "options.spin_us", "-1", NULL);
+  EXPECT_NO_RUNTIME(&(dt_runtime_options){.collective_timeout_ms = INT64_MAX}, DT_ERR_INVALID_ARGUMENT, "collective_timeout_ms", NULL);
+  static const char *const bad_timeouts[] = {"1e300", "nan", "-1", "0.0005", "5s"};
+  for (int i = 0; i < 5; i++) {
+    setenv("DTORCH_COLLECTIVE_TIMEOUT", bad_timeouts[i], 1);
+    EXPECT_NO_RUNTIME(NULL, DT_ERR_INVALID_ARGUMENT, "DTORCH_COLLECTIVE_TIMEOUT", bad_timeouts[i], NULL);
+  }
+  unsetenv("DTORCH_COLLECTIVE_TIMEOUT");
+  static const char *const bad_sizes[] = {"nan", "0.5", "1e30", "-4K", "inf"};
+  for (int i = 0; i < 5; i++) {
+    setenv("DTORCH_DEVICE_MEMORY", bad_sizes[i], 1);
+    EXPECT_NO_RUNTIME(NULL, DT_ERR_INVALID_ARGUMENT, "DTORCH_DEVICE_MEMORY", bad_sizes[i], NULL);
+  }
+  unsetenv("DTORCH_DEVICE_MEMORY");
   setenv("DTORCH_NUM_RANKS", "abc", 1);
   EXPECT_NO_RUNTIME(NULL, DT_ERR_INVALID_ARGUMENT,
                   "DTORCH_NUM_RANKS", "abc", NULL);
