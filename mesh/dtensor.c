@@ -10,6 +10,7 @@
 #include "core/rng.h"
 #include "mesh/dtensor_exec.h"
 #include "mesh/plan.h"
+#include "mesh/shard.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
 #include "sched/future.h"
@@ -126,20 +127,11 @@ dt_status mesh_dtensor_check_placements(const dt_mesh *m, const dt_placement *in
   return mesh_check_placements(m, out, shape, fn);
 }
 
-/* the poison of any of t's storages */
-static const core_poison *mesh_dtensor_poison(const dt_tensor *t) {
-  for (int i = 0; i < t->spec->mesh->size; i++) {
-    const core_poison *p = core_storage_poison(t->spec->storages[i]);
-    if (p) return p;
-  }
-  return NULL;
-}
-
 static dt_status check_live(const dt_tensor *t, const char *fn) {
   if (atomic_load_explicit(&t->spec->mesh->rt->dead, memory_order_acquire))
     return core_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was "
                         "destroyed", fn);
-  const core_poison *p = mesh_dtensor_poison(t);
+  const core_poison *p = mesh_tensor_poison(t);
   if (p) return core_error_set(p->status, "%s", p->message);
   return DT_OK;
 }

@@ -107,17 +107,9 @@ void mesh_exec_gather(void *arg, dt_runtime *rt, int rank) {
   mesh_copy_view(&dst, &src); /* disjoint boxes: no two ranks write one byte */
 }
 
-static const core_poison *spec_poison(const core_spec *s) {
-  for (int i = 0; i < s->mesh->size; i++) {
-    const core_poison *p = core_storage_poison(s->storages[i]);
-    if (p) return p;
-  }
-  return NULL;
-}
-
 void mesh_exec_gather_done(void *arg) {
   mesh_host_job *j = arg;
-  const core_poison *p = spec_poison(j->t->spec);
+  const core_poison *p = mesh_tensor_poison(j->t);
   sched_future_complete(j->future, p ? p->status : DT_OK, p ? p->message : NULL);
   sched_future_release(j->future);
   core_tensor_release(j->t);

@@ -311,7 +311,12 @@ void mesh_exec_cross_mesh(void *arg, dt_runtime *rt, int rank) {
       if (ptrs[k] && seen++ == c.idx % nsrc) pick = u[k];
     mesh_box b = box_at(&c, j->dst->spec->placements, c.idx);
     mesh_buf out = balloc(&c, mesh_box_numel(&b));
-    if (pick < 0 && c.mem.st == DT_OK) mesh_rank_note(&c.mem, DT_ERR_INTERNAL, "no source copy");
+    if (pick < 0) { /* no copy because the source failed: its error */
+      const core_poison *p = mesh_tensor_poison(j->src);
+      mesh_rank_note(&c.mem, p ? p->status : DT_ERR_INTERNAL,
+                     p ? p->message : "cross-mesh redistribute: no rank "
+                     "holds a copy of the source");
+    }
     cpu_view sv;
     if (pick >= 0 && source_data(j->src, pick, &sv) && mesh_box_numel(&b)) {
       mesh_view_narrow(&sv, &b);

@@ -64,6 +64,15 @@ bool mesh_partial_identity(const dt_mesh *m, const dt_placement *pl, int idx,
   return false;
 }
 
+const core_poison *mesh_tensor_poison(const dt_tensor *t) {
+  if (!t->spec) return core_storage_poison(t->local.storage);
+  for (int i = 0; i < t->spec->mesh->size; i++) {
+    const core_poison *p = core_storage_poison(t->spec->storages[i]);
+    if (p) return p;
+  }
+  return NULL;
+}
+
 void mesh_rank_mem_init(mesh_rank_mem *rm, dt_runtime *rt, int rank,
                         const char *api) {
   rm->rt = rt;

@@ -42,6 +42,10 @@ void mesh_copy_view(const cpu_view *dst, const cpu_view *src);
 bool mesh_partial_identity(const dt_mesh *m, const dt_placement *pl, int idx,
                            double *value);
 
+/* The first error recorded on any storage of t (a DTensor or a
+ * single-device tensor), or NULL. */
+const core_poison *mesh_tensor_poison(const dt_tensor *t);
+
 /* ---- a rank's memory for one record */
 typedef struct mesh_rank_mem {
   dt_runtime *rt;

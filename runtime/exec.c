@@ -7,6 +7,8 @@
  * uses cannot die before the record runs. */
 #include "runtime/exec.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,11 +34,15 @@ typedef struct exec_record {
 
 size_t runtime_exec_record_size(void) { return sizeof(exec_record); }
 
+/* Names the rank's thread "dt-rank-<rank>" (what gdb, perf, top -H and
+ * /proc/<pid>/task/<tid>/comm show), so a stack or profile says which rank
+ * it is. (BLAS needs nothing here: the runtime set OpenBLAS to one thread
+ * process-wide before starting the ranks.) */
 void runtime_exec_rank_init(void *ctx, int rank) {
   (void)ctx;
-  (void)rank;
-  /* ranks are the parallelism: BLAS runs single-threaded inside them
-   * (openblas_set_num_threads is process-wide; the runtime set it) */
+  char name[16]; /* the kernel's limit, with the NUL */
+  snprintf(name, sizeof name, "dt-rank-%d", rank);
+  pthread_setname_np(pthread_self(), name);
 }
 
 /* ---- poison */

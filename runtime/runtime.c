@@ -24,6 +24,7 @@
 #define RUNTIME_DEFAULT_RING 1024
 
 static _Thread_local dt_runtime *tls_current;
+static void set_current(dt_runtime *rt);
 static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 static dt_runtime *default_rt;
 static bool default_atexit;
@@ -245,8 +246,8 @@ void runtime_destroy(dt_runtime *rt) {
   pthread_mutex_lock(&default_lock);
   if (rt == default_rt) default_rt = NULL;
   pthread_mutex_unlock(&default_lock);
-  if (tls_current == rt) tls_current = NULL;
   teardown(rt);
+  if (tls_current == rt) set_current(NULL);
   runtime_unref(rt);
 }
 
@@ -278,11 +279,31 @@ dt_runtime *runtime_default(void) {
   return rt;
 }
 
+/* The thread's current runtime holds a reference, so another thread's
+ * dt_runtime_destroy leaves it a dead runtime (ops then fail with "the
+ * runtime was destroyed"), never freed memory; the reference is dropped
+ * when the thread picks another runtime or exits. */
+static pthread_key_t current_key;
+static pthread_once_t current_once = PTHREAD_ONCE_INIT;
+static void current_at_thread_exit(void *rt) { runtime_unref(rt); }
+static void current_key_make(void) {
+  pthread_key_create(&current_key, current_at_thread_exit);
+}
+
+static void set_current(dt_runtime *rt) {
+  pthread_once(&current_once, current_key_make);
+  dt_runtime *old = tls_current;
+  if (rt) runtime_ref(rt);
+  tls_current = rt;
+  pthread_setspecific(current_key, rt);
+  if (old) runtime_unref(old);
+}
+
 dt_status runtime_set_current(dt_runtime *rt) {
   if (rt && atomic_load_explicit(&rt->dead, memory_order_acquire))
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_set_current: the runtime was destroyed");
-  tls_current = rt;
+  set_current(rt);
   return DT_OK;
 }
 

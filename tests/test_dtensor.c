@@ -456,6 +456,38 @@ static void test_watchdog(void **state) {
   dt_runtime_destroy(w);
 }
 
+/* a cross-mesh redistribute of a source whose ranks ran out of memory
+ * reports that error, not an internal "no source copy" */
+static void test_cross_mesh_failed_source(void **state) {
+  (void)state;
+  dt_runtime *lrt = dt_runtime_create(&(dt_runtime_options){
+      .num_ranks = 4, .device_memory = 96 * 1024});
+  assert_non_null(lrt);
+  dt_mesh *a = dt_mesh_create(lrt, "cpu", DT_SHAPE(2), (int[]){0, 1}, NULL);
+  dt_mesh *b = dt_mesh_create(lrt, "cpu", DT_SHAPE(2), (int[]){2, 3}, NULL);
+  assert_true(a && b);
+  /* 128 KiB replicas on 96 KiB devices: the factory's ranks run out; the
+   * target's 64 KiB shards fit */
+  dt_tensor *t = dt_ones(DT_SHAPE(2, 16384),
+                         &(dt_tensor_options){.mesh = a,
+                                              .placements = DT_PLACEMENTS(DT_REPLICATE)});
+  assert_non_null(t);
+  dt_tensor *r = dt_redistribute(t, b, DT_PLACEMENTS(DT_SHARD(1)));
+  if (r) {
+    float *got = malloc(2 * 16384 * sizeof *got);
+    tu_expect_status(dt_to_host(r, got, 2 * 16384 * sizeof *got),
+                     DT_ERR_OUT_OF_MEMORY, "out of device memory", NULL);
+    free(got);
+  } else {
+    tu_expect_status(dt_last_status(), DT_ERR_OUT_OF_MEMORY, NULL);
+  }
+  dt_tensor_release(r);
+  dt_tensor_release(t);
+  dt_mesh_release(a);
+  dt_mesh_release(b);
+  dt_runtime_destroy(lrt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_distribute_gather),
@@ -470,6 +502,7 @@ int main(void) {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_spec_hash),
       cmocka_unit_test(test_watchdog),
+      cmocka_unit_test(test_cross_mesh_failed_source),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -5,7 +5,9 @@
  * runs under an alarm, so a hang fails instead of stalling CI; every
  * figure is checked against values computed here, not read back from the
  * engine's state. */
+#include <dirent.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -309,6 +311,70 @@ static void test_destroy_from_callback(void **state) {
   }
 }
 
+/* ---- lifetimes */
+typedef struct current_ctx {
+  dt_runtime *rt;
+  _Atomic int step;     /* 1: current set; 2: destroyed by the main thread */
+  dt_status st;
+  char msg[256];
+} current_ctx;
+
+static void *current_user(void *arg) {
+  current_ctx *x = arg;
+  dt_runtime_set_current(x->rt);
+  /* release/acquire: the two threads take turns */
+  atomic_store_explicit(&x->step, 1, memory_order_release);
+  while (atomic_load_explicit(&x->step, memory_order_acquire) != 2)
+    tu_sleep_ns(100000);
+  dt_tensor *t = dt_ones(DT_SHAPE(2), NULL); /* on the destroyed runtime */
+  x->st = t ? DT_OK : dt_last_status();
+  snprintf(x->msg, sizeof x->msg, "%s", dt_last_error());
+  dt_tensor_release(t);
+  return NULL; /* the thread's reference goes with it */
+}
+
+/* another thread's current runtime destroyed under it: a clear error, not
+ * freed memory (ASan checks the latter in CI) */
+static void test_current_runtime_destroyed_elsewhere(void **state) {
+  (void)state;
+  current_ctx x = {.rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2})};
+  assert_non_null(x.rt);
+  pthread_t t = tu_spawn(current_user, &x);
+  while (atomic_load_explicit(&x.step, memory_order_acquire) != 1)
+    tu_sleep_ns(100000);
+  dt_runtime_destroy(x.rt);
+  atomic_store_explicit(&x.step, 2, memory_order_release);
+  pthread_join(t, NULL);
+  assert_int_equal(x.st, DT_ERR_DEVICE);
+  assert_non_null(strstr(x.msg, "destroyed"));
+}
+
+/* rank threads carry their rank in their name (gdb, perf, top -H) */
+static void test_rank_thread_names(void **state) {
+  (void)state;
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 3});
+  assert_non_null(rt);
+  assert_int_equal(dt_runtime_synchronize(rt), DT_OK); /* all started */
+  bool seen[3] = {false, false, false};
+  char path[300], name[32];
+  DIR *d = opendir("/proc/self/task"); /* this process's threads */
+  assert_non_null(d);
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    int r;
+    if (fgets(name, sizeof name, f) && sscanf(name, "dt-rank-%d", &r) == 1 &&
+        r >= 0 && r < 3)
+      seen[r] = true;
+    fclose(f);
+  }
+  closedir(d);
+  dt_runtime_destroy(rt);
+  assert_true(seen[0] && seen[1] && seen[2]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_issuers_sweep),
@@ -316,6 +382,8 @@ int main(void) {
       cmocka_unit_test(test_idle_ranks_not_woken),
       cmocka_unit_test(test_api_from_callback),
       cmocka_unit_test(test_destroy_from_callback),
+      cmocka_unit_test(test_current_runtime_destroyed_elsewhere),
+      cmocka_unit_test(test_rank_thread_names),
   };
   return TU_RUN_TESTS_WITH_ALARM(600, tests);
 }

@@ -109,6 +109,8 @@ typedef struct dt_tensor dt_tensor;     /* a (global) tensor handle */
  * DTORCH_DEVICE_MEMORY, DTORCH_RING_CAPACITY; README). */
 typedef struct dt_runtime_options { const char *device; /* "cpu" | "cuda" */
   int num_ranks; /* 0 = from env, else 8 */ bool auto_redistribute;
+  /* auto_redistribute: for sharding propagation, which this build does not
+     have yet (ops on DTensors fail with DT_ERR_UNSUPPORTED); stored only */
   int64_t device_memory;  /* bytes per rank; 0 = DTORCH_DEVICE_MEMORY or
                              unlimited */
   int ring_capacity;      /* op records in flight (power of two); 0 = 1024 */
