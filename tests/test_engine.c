@@ -288,9 +288,10 @@ static void test_api_from_callback(void **state) {
 static void destroy_cb(dt_future *f, dt_status st, void *user) {
   (void)f;
   (void)st;
-  dt_runtime **rt = user;
-  dt_runtime_destroy(*rt);
-  *rt = NULL;
+  _Atomic(dt_runtime *) *rt = user;
+  dt_runtime_destroy(atomic_load_explicit(rt, memory_order_relaxed));
+  /* release: the destroy happens-before the test thread sees NULL */
+  atomic_store_explicit(rt, NULL, memory_order_release);
 }
 
 static void test_destroy_from_callback(void **state) {
@@ -300,10 +301,11 @@ static void test_destroy_from_callback(void **state) {
     assert_non_null(rt);
     dt_future *ev = dt_event_record(rt, 1);
     assert_non_null(ev);
-    dt_runtime *volatile holder = rt;
+    _Atomic(dt_runtime *) holder = rt;
     assert_int_equal(dt_future_then(ev, destroy_cb, (void *)&holder), DT_OK);
     int64_t deadline = tu_now_ns() + 30 * 1000000000LL;
-    while (holder) {
+    /* acquire: pairs with the callback's release store */
+    while (atomic_load_explicit(&holder, memory_order_acquire)) {
       if (tu_now_ns() > deadline) fail_msg("destroy from a callback hung");
       tu_sleep_ns(100000);
     }

@@ -49,7 +49,9 @@
  * above the capacity fails). The consumer's own readings are always
  * checked strictly, and so is the backpressure bound itself (test
  * bookkeeping: positions claimed minus records released). */
+#ifndef DEPTH_SNAPSHOT_RACES
 #define DEPTH_SNAPSHOT_RACES 1
+#endif
 
 /* one record, copied into its cell by its producer before commit */
 typedef struct rec {
