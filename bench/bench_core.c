@@ -2,7 +2,11 @@
  * measured in the same run.
  *   add_f32_16M       dt_add of two 16M-element float32 tensors until the
  *                     result is computed, bytes moved (2 reads + 1 write)
- *                     per second vs memcpy's (1 + 1)
+ *                     per second, against a STREAM add (c[i] = a[i] + b[i])
+ *                     on as many threads as can run the add at once
+ *                     (min(ranks, CPUs): idle ranks steal its chunks), its
+ *                     bytes counted the same way; copy_gbs: an all-thread
+ *                     memcpy for reference (1 read + 1 write)
  *   matmul_f32_1024   dt_matmul until computed vs a direct cblas_sgemm
  *   dispatch_add_tiny a 4-element dt_add: `ns` is the caller's time per op
  *                     (dispatch, infer, output handle, one published
@@ -10,9 +14,12 @@
  *                     sustained time per op until all have run on the rank
  * Ops run on rank 0 of the default runtime (DTORCH_NUM_RANKS ranks). */
 #include <cblas.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench/bench.h"
 #include "dtorch/dtorch.h"
@@ -35,11 +42,45 @@ static void run_add_sync(void *p) {
   sync_default();
 }
 
-typedef struct copy_arg { void *dst; const void *src; size_t n; } copy_arg;
-static void run_memcpy(void *p) {
-  copy_arg *x = p;
-  memcpy(x->dst, x->src, x->n);
-  __asm__ volatile("" ::"r"(x->dst) : "memory"); /* keep the copy */
+
+/* the baselines: STREAM add and memcpy split over `threads` threads */
+typedef struct stream_arg {
+  const float *a, *b;
+  float *c;
+  int64_t n;
+  int threads;
+  bool copy;             /* memcpy b -> c instead of the add */
+} stream_arg;
+typedef struct stream_part { const stream_arg *x; int i; } stream_part;
+
+static void *stream_part_run(void *p) {
+  const stream_part *w = p;
+  const stream_arg *x = w->x;
+  int64_t lo = x->n * w->i / x->threads, hi = x->n * (w->i + 1) / x->threads;
+  if (x->copy) {
+    memcpy(x->c + lo, x->b + lo, (size_t)(hi - lo) * sizeof(float));
+  } else {
+    const float *restrict a = x->a, *restrict b = x->b;
+    float *restrict c = x->c;
+    for (int64_t i = lo; i < hi; i++) c[i] = a[i] + b[i];
+  }
+  __asm__ volatile("" ::"r"(x->c) : "memory"); /* keep the stores */
+  return NULL;
+}
+
+static void run_stream(void *p) {
+  stream_arg *x = p;
+  pthread_t t[64];
+  stream_part w[64];
+  for (int i = 0; i < x->threads; i++) {
+    w[i] = (stream_part){x, i};
+    if (i && pthread_create(&t[i], NULL, stream_part_run, &w[i]) != 0) {
+      fprintf(stderr, "bench add: cannot start a thread\n");
+      exit(1);
+    }
+  }
+  stream_part_run(&w[0]); /* the calling thread is thread 0 */
+  for (int i = 1; i < x->threads; i++) pthread_join(t[i], NULL);
 }
 
 static void bench_add(int reps) {
@@ -47,18 +88,34 @@ static void bench_add(int reps) {
   dt_manual_seed(1);
   add_arg a = {dt_rand(DT_SHAPE(n), NULL), dt_rand(DT_SHAPE(n), NULL)};
   size_t bytes = (size_t)n * 4;
-  copy_arg c = {malloc(bytes), malloc(bytes), bytes};
-  memset(c.dst, 1, bytes);
-  memset((void *)c.src, 2, bytes);
+  float *sa = malloc(bytes), *sb = malloc(bytes), *sc = malloc(bytes);
+  if (!sa || !sb || !sc) { fprintf(stderr, "bench add: out of memory\n"); exit(1); }
+  for (int64_t i = 0; i < n; i++) { sa[i] = 1.0f; sb[i] = 2.0f; sc[i] = 0.0f; }
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int ranks = dt_runtime_num_ranks(dt_runtime_default());
+  int threads = (int)(cpus < ranks ? cpus : ranks);
+  if (threads < 1) threads = 1;
+  if (threads > 64) threads = 64;
+  stream_arg st = {sa, sb, sc, n, threads, false}, cp = st;
+  cp.copy = true;
   run_add_sync(&a); /* warm the allocator cache and the pages */
+  run_stream(&st);
   double t_add = bench_best(run_add_sync, &a, reps, 3);
-  double t_cpy = bench_best(run_memcpy, &c, reps, 3);
+  double t_str = bench_best(run_stream, &st, reps, 3);
+  double t_cpy = bench_best(run_stream, &cp, reps, 3);
+  bool right = sc[0] == 2.0f && sc[n - 1] == 2.0f; /* the last run: a copy */
+  run_stream(&st);
+  right = right && sc[0] == 3.0f && sc[n / 2] == 3.0f && sc[n - 1] == 3.0f;
+  if (!right) { fprintf(stderr, "bench add: the baseline computed wrong values\n"); exit(1); }
   double add_gbs = 3.0 * (double)bytes / t_add / 1e9;
+  double str_gbs = 3.0 * (double)bytes / t_str / 1e9;
   double cpy_gbs = 2.0 * (double)bytes / t_cpy / 1e9;
-  printf("{\"bench\":\"add_f32_16M\",\"gbs\":%.2f,\"memcpy_gbs\":%.2f,"
-         "\"ratio\":%.3f}\n", add_gbs, cpy_gbs, add_gbs / cpy_gbs);
-  free(c.dst);
-  free((void *)c.src);
+  printf("{\"bench\":\"add_f32_16M\",\"gbs\":%.2f,\"stream_add_gbs\":%.2f,"
+         "\"threads\":%d,\"copy_gbs\":%.2f,\"ratio\":%.3f}\n", add_gbs,
+         str_gbs, threads, cpy_gbs, add_gbs / str_gbs);
+  free(sa);
+  free(sb);
+  free(sc);
   dt_tensor_release(a.a);
   dt_tensor_release(a.b);
 }
