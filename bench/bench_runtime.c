@@ -2,16 +2,22 @@
  * queue's come from bench_deque.c and bench_queue.c):
  *   wake     µs from publishing a record to a parked rank running it (the
  *            record's function stamps the time on the rank), median, p90
- *            and min of 200, each after the rank parked
+ *            and min of 200, each after the rank parked; futex_us: the
+ *            median of a raw FUTEX_WAKE of a sleeping thread in the same
+ *            run, and ratio = us / futex_us
  *   publish  ns per op on the issuing thread for a 4-element dt_add on a
  *            runtime of 8 and of 64 ranks (bursts that never fill a queue);
  *            ratio_64_to_8 should stay near 1: one record per op whatever
  *            the rank count */
+#include <linux/futex.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench/bench.h"
 #include "bench/bench_queue.h"
@@ -28,6 +34,51 @@ static void stamp(void *arg, dt_runtime *rt, int rank) {
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
+}
+
+/* ---- the baseline: a raw futex wake of a sleeping thread */
+typedef struct futex_ping {
+  _Atomic uint32_t word;     /* the futex: bumped by the waker */
+  _Atomic double woke;       /* when the sleeper ran */
+  _Atomic int stop;
+} futex_ping;
+
+static void *futex_sleeper(void *arg) {
+  futex_ping *f = arg;
+  uint32_t seen = 0;
+  while (!atomic_load(&f->stop)) {
+    while (atomic_load(&f->word) == seen && !atomic_load(&f->stop))
+      syscall(SYS_futex, &f->word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+    seen = atomic_load(&f->word);
+    atomic_store(&f->woke, bench_now());
+  }
+  return NULL;
+}
+
+/* median µs from FUTEX_WAKE to the sleeper running, 200 samples */
+static double futex_wake_us(void) {
+  enum { N = 200 };
+  futex_ping f = {0};
+  pthread_t t;
+  if (pthread_create(&t, NULL, futex_sleeper, &f)) return -1;
+  double lat[N];
+  for (int i = 0; i < N; i++) {
+    struct timespec ts = {0, 200000}; /* 200 us: it sleeps in the kernel */
+    nanosleep(&ts, NULL);
+    atomic_store(&f.woke, 0);
+    double t0 = bench_now();
+    atomic_fetch_add(&f.word, 1);
+    syscall(SYS_futex, &f.word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    while (atomic_load(&f.woke) == 0) {
+    }
+    lat[i] = (atomic_load(&f.woke) - t0) * 1e6;
+  }
+  atomic_store(&f.stop, 1);
+  atomic_fetch_add(&f.word, 1);
+  syscall(SYS_futex, &f.word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  pthread_join(t, NULL);
+  qsort(lat, N, sizeof *lat, cmp_double);
+  return lat[N / 2];
 }
 
 static void bench_wake(int reps) {
@@ -49,9 +100,11 @@ static void bench_wake(int reps) {
     lat[i] = (atomic_load(&ran) - t0) * 1e6;
   }
   qsort(lat, N, sizeof *lat, cmp_double);
-  printf("{\"bench\":\"wake\",\"us\":%.2f,\"p90_us\":%.2f,\"min_us\":%.2f}\n",
-         lat[N / 2], lat[N * 9 / 10], lat[0]);
   dt_runtime_destroy(rt);
+  double base = futex_wake_us();
+  printf("{\"bench\":\"wake\",\"us\":%.2f,\"p90_us\":%.2f,\"min_us\":%.2f,"
+         "\"futex_us\":%.2f,\"ratio\":%.2f}\n", lat[N / 2], lat[N * 9 / 10],
+         lat[0], base, lat[N / 2] / base);
 }
 
 static double thread_cpu_now(void) {

@@ -28,7 +28,7 @@
 #include "sched/queue.h"
 
 #if defined(__SANITIZE_THREAD__)
-#define SCALE 8  /* TSan: ~10x slower, and 2 cores for up to 9 threads */
+#define SCALE 4  /* TSan: ~10x slower, and 2 cores for up to 9 threads */
 #else
 #define SCALE 1
 #endif
