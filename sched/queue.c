@@ -40,6 +40,7 @@
 #include <sched.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -57,7 +58,8 @@ struct sched_queue {
   alignas(QUEUE_LINE) _Atomic uint64_t tail;  /* next position to claim */
   alignas(QUEUE_LINE) _Atomic uint64_t head;  /* written by the consumer */
   /* read-only after create */
-  alignas(QUEUE_LINE) char *cells;
+  alignas(QUEUE_LINE) char *cells;  /* QUEUE_LINE-aligned, inside `block` */
+  void *block;                  /* what calloc returned */
   size_t stride;                /* bytes per cell: head + payload, aligned */
   uint64_t capacity, mask;
 };
@@ -83,12 +85,15 @@ sched_queue *sched_queue_create_at(uint32_t capacity, size_t cell_size,
               ~(size_t)(QUEUE_LINE - 1);
   q->capacity = capacity;
   q->mask = capacity - 1;
-  /* calloc: large blocks come from mmap, zero pages untouched until used */
-  q->cells = calloc(capacity, q->stride);
-  if (!q->cells) {
+  /* calloc: large blocks come from mmap, zero pages untouched until used;
+   * one line more, so the cells can start on a line boundary */
+  q->block = calloc(1, (size_t)capacity * q->stride + QUEUE_LINE);
+  if (!q->block) {
     free(q);
     return NULL;
   }
+  q->cells = (char *)(((uintptr_t)q->block + QUEUE_LINE - 1) &
+                      ~(uintptr_t)(QUEUE_LINE - 1));
   atomic_init(&q->tail, first);
   atomic_init(&q->head, first);
   /* zeroed stamps are right for first == 0; otherwise lap 0 starts at
@@ -107,7 +112,7 @@ sched_queue *sched_queue_create(uint32_t capacity, size_t cell_size) {
 
 void sched_queue_destroy(sched_queue *q) {
   if (!q) return;
-  free(q->cells);
+  free(q->block);
   free(q);
 }
 
@@ -184,7 +189,12 @@ void sched_queue_pop(sched_queue *q) {
 }
 
 uint64_t sched_queue_depth(const sched_queue *q) {
+  /* two relaxed loads are no snapshot: the consumer may pop past the tail
+   * read first (the difference goes "negative"), and pop frees a cell
+   * before it advances head (a producer may claim it in between): clamp
+   * to what the queue can hold */
   uint64_t t = atomic_load_explicit(&((sched_queue *)q)->tail, memory_order_relaxed);
   uint64_t h = atomic_load_explicit(&((sched_queue *)q)->head, memory_order_relaxed);
-  return t - h;
+  int64_t d = (int64_t)(t - h);
+  return d < 0 ? 0 : (uint64_t)d > q->capacity ? q->capacity : (uint64_t)d;
 }

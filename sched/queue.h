@@ -19,7 +19,7 @@ typedef struct sched_queue sched_queue;
 /* capacity: a power of two >= 2; cell_size > 0 bytes. NULL on bad
  * arguments or allocation failure. The cells are zeroed memory that the
  * queue does not write until used, so an idle queue costs no resident
- * memory. */
+ * memory (create_at with first != 0 writes every stamp). */
 sched_queue *sched_queue_create(uint32_t capacity, size_t cell_size);
 /* The same, starting at position `first` (positions compare modulo 2^64),
  * so tests can cross the wrap of the counters. */
@@ -42,7 +42,9 @@ void sched_queue_commit(sched_queue *q, uint64_t pos);
 void *sched_queue_peek(sched_queue *q);
 /* Consumer only: done with the head cell; it may be claimed again. */
 void sched_queue_pop(sched_queue *q);
-/* Any thread: cells claimed but not yet popped (a snapshot). */
+/* Any thread: cells claimed but not yet popped, in [0, capacity]. Exact
+ * on the consumer's thread; elsewhere an estimate (the two counters are
+ * read one after the other). */
 uint64_t sched_queue_depth(const sched_queue *q);
 
 #endif
