@@ -222,18 +222,7 @@ static dt_status check_fetch(dt_tensor *t, void *dst, size_t dst_bytes,
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: t is NULL", fn);
   }
   size_t need;
-  if (!core_bytes_of(core_numel(t), t->dtype, &need))
-    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: a %s tensor of %lld "
-                          "elements is larger than any host buffer", fn,
-                          dt_dtype_name(t->dtype), (long long)core_numel(t));
-  if (!dst && need)
-    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
-  if (dst_bytes < need)
-    return core_error_set(DT_ERR_INVALID_ARGUMENT,
-                        "%s: dst_bytes %zu is less than the %zu bytes of a %s "
-                        "tensor of %lld elements", fn, dst_bytes, need,
-                        dt_dtype_name(t->dtype), (long long)core_numel(t));
-  return DT_OK;
+  return runtime_host_buffer(t, dst, dst_bytes, fn, &need);
 }
 
 dt_future *dt_to_host_async(dt_tensor *t, void *dst, size_t dst_bytes) {

@@ -312,16 +312,8 @@ dt_status mesh_local_to_host(dt_tensor *t, int rank, void *dst, size_t bytes) {
                           "(it lives on cpu:%d)", fn, rank,
                           t->local.storage->rank);
     size_t need;
-    if (!core_bytes_of(core_numel(t), t->dtype, &need))
-      return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: a %s tensor of %lld "
-                            "elements is larger than any host buffer", fn,
-                            core_dtype_name(t->dtype), (long long)core_numel(t));
-    if (!dst && need)
-      return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
-    if (bytes < need)
-      return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst_bytes %zu is "
-                            "less than the %zu bytes of the tensor", fn, bytes,
-                            need);
+    dt_status st = runtime_host_buffer(t, dst, bytes, fn, &need);
+    if (st != DT_OK) return st;
     return runtime_to_host(t, dst, need, true, NULL, fn);
   }
   dt_shape ls = mesh_tensor_local_shape(t, rank);

@@ -280,6 +280,22 @@ dt_future *runtime_publish_to_host(dt_tensor *t, void *dst, size_t bytes) {
   return f;
 }
 
+dt_status runtime_host_buffer(const dt_tensor *t, const void *dst,
+                              size_t dst_bytes, const char *fn, size_t *need) {
+  if (!core_bytes_of(core_numel(t), t->dtype, need))
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: a %s tensor of %lld "
+                          "elements is larger than any host buffer", fn,
+                          core_dtype_name(t->dtype), (long long)core_numel(t));
+  if (!dst && *need)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
+  if (dst_bytes < *need)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
+                          "%s: dst_bytes %zu is less than the %zu bytes of a "
+                          "%s tensor of %lld elements", fn, dst_bytes, *need,
+                          core_dtype_name(t->dtype), (long long)core_numel(t));
+  return DT_OK;
+}
+
 dt_status runtime_to_host(dt_tensor *t, void *dst, size_t bytes,
                           bool wait, dt_future **out, const char *fn) {
   const core_storage *s = t->local.storage;

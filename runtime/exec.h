@@ -23,6 +23,11 @@ dt_status runtime_publish_op(dt_op_call *c, dt_runtime *rt, int rank);
 /* Publishes a copy of t's full value to dst; the future completes after
  * (with t's poison, if any). NULL + error if no future can be made. */
 dt_future *runtime_publish_to_host(dt_tensor *t, void *dst, size_t bytes);
+/* Checks a host buffer for t's full value (global shape for a DTensor):
+ * its byte size fits (*need), dst is given when bytes are needed, and
+ * dst_bytes holds them; errors name fn. */
+dt_status runtime_host_buffer(const dt_tensor *t, const void *dst,
+                              size_t dst_bytes, const char *fn, size_t *need);
 /* Copies single-device tensor t (bytes = its full size, dst contiguous)
  * after the runtime's dead flag and t's poison are checked (errors name
  * fn); wait: returns when copied, else the future in *out. */
