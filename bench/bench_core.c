@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "bench/bench_stream.h"
 #include "dtorch/dtorch.h"
 
 typedef struct add_arg { dt_tensor *a, *b; } add_arg;
@@ -43,45 +44,7 @@ static void run_add_sync(void *p) {
 }
 
 
-/* the baselines: STREAM add and memcpy split over `threads` threads */
-typedef struct stream_arg {
-  const float *a, *b;
-  float *c;
-  int64_t n;
-  int threads;
-  bool copy;             /* memcpy b -> c instead of the add */
-} stream_arg;
-typedef struct stream_part { const stream_arg *x; int i; } stream_part;
-
-static void *stream_part_run(void *p) {
-  const stream_part *w = p;
-  const stream_arg *x = w->x;
-  int64_t lo = x->n * w->i / x->threads, hi = x->n * (w->i + 1) / x->threads;
-  if (x->copy) {
-    memcpy(x->c + lo, x->b + lo, (size_t)(hi - lo) * sizeof(float));
-  } else {
-    const float *restrict a = x->a, *restrict b = x->b;
-    float *restrict c = x->c;
-    for (int64_t i = lo; i < hi; i++) c[i] = a[i] + b[i];
-  }
-  __asm__ volatile("" ::"r"(x->c) : "memory"); /* keep the stores */
-  return NULL;
-}
-
-static void run_stream(void *p) {
-  stream_arg *x = p;
-  pthread_t t[64];
-  stream_part w[64];
-  for (int i = 0; i < x->threads; i++) {
-    w[i] = (stream_part){x, i};
-    if (i && pthread_create(&t[i], NULL, stream_part_run, &w[i]) != 0) {
-      fprintf(stderr, "bench add: cannot start a thread\n");
-      exit(1);
-    }
-  }
-  stream_part_run(&w[0]); /* the calling thread is thread 0 */
-  for (int i = 1; i < x->threads; i++) pthread_join(t[i], NULL);
-}
+static void run_stream(void *p) { bench_stream_run(p); }
 
 static void bench_add(int reps) {
   const int64_t n = 16 << 20;
@@ -96,7 +59,7 @@ static void bench_add(int reps) {
   int threads = (int)(cpus < ranks ? cpus : ranks);
   if (threads < 1) threads = 1;
   if (threads > 64) threads = 64;
-  stream_arg st = {sa, sb, sc, n, threads, false}, cp = st;
+  bench_stream st = {sa, sb, sc, n, threads, false}, cp = st;
   cp.copy = true;
   run_add_sync(&a); /* warm the allocator cache and the pages */
   run_stream(&st);
