@@ -66,7 +66,10 @@ typedef struct sim_coll_mailbox {
   _Alignas(SIM_COLL_LINE) _Atomic uint32_t state; /* futex word: MAIL_* */
   const void *buf;   /* sender's buffer, published by the POSTED store */
   int64_t bytes;     /* sender's size, idem */
+  uint64_t msg;      /* the message's number on this pair, idem */
   int64_t want;      /* receiver's size, published by its MISMATCH store */
+  uint64_t nsent;    /* sends started on this pair: the sender's own */
+  uint64_t nrecv;    /* recvs started on this pair: the receiver's own */
 } sim_coll_mailbox;
 
 struct sim_coll_world {

@@ -22,26 +22,39 @@
  * read) or the retraction won and the receiver never reads the buffer.
  * Every transition wakes the word (FUTEX_WAKE); a sleeper passes the value
  * it last saw to FUTEX_WAIT, which the kernel compares atomically with the
- * wake, so no wake-up is lost. */
+ * wake, so no wake-up is lost.
+ *
+ * Pairing after a timeout. Send k and recv k of a pair belong together:
+ * each side numbers its own calls (nsent, nrecv) and a posting carries its
+ * number. A receiver that claims a message numbered below its own call's
+ * was posted for a recv that timed out: it marks it DROPPED (the sender
+ * fails with that reason) and waits on. One numbered above its own call's
+ * means the sender gave up on the message this recv was for: it puts the
+ * posting back (TAKING -> POSTED, for the next recv) and fails. So a
+ * timeout fails exactly the two calls it concerns, and later calls pair
+ * as they were issued. */
 #include <stdbool.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "sim/coll_internal.h"
 
-enum { MAIL_EMPTY, MAIL_POSTED, MAIL_TAKING, MAIL_DONE, MAIL_MISMATCH };
+enum { MAIL_EMPTY, MAIL_POSTED, MAIL_TAKING, MAIL_DONE, MAIL_MISMATCH,
+       MAIL_DROPPED };
+#define MAIL_BIT(s) (1u << (s))
 
 /* spin this long before sleeping (p2p is not a hot path) */
 #define P2P_SPIN_NS ((int64_t)10 * 1000)
 
-/* waits until state is a or b (acquire: pairs with the other side's
- * release store or CAS that wrote it); false on the deadline */
-static bool wait_state(_Atomic uint32_t *word, uint32_t a, uint32_t b,
+/* waits until state is one of the MAIL_BIT set `want` (acquire: pairs with
+ * the other side's release store or CAS that wrote it); false on the
+ * deadline */
+static bool wait_state(_Atomic uint32_t *word, uint32_t want,
                        int64_t deadline, uint32_t *seen) {
   int64_t spin_end = sim_coll_now_ns() + P2P_SPIN_NS;
   for (unsigned i = 1;; i++) {
     uint32_t v = atomic_load_explicit(word, memory_order_acquire);
-    if (v == a || v == b) {
+    if (MAIL_BIT(v) & want) {
       *seen = v;
       return true;
     }
@@ -99,11 +112,14 @@ dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
             MAIL_EMPTY);
   mb->buf = buf;
   mb->bytes = bytes;
+  mb->msg = mb->nsent++;
   /* release: pairs with the receiver's acquire CAS POSTED -> TAKING */
   atomic_store_explicit(&mb->state, MAIL_POSTED, memory_order_release);
   sim_coll_futex_wake(&mb->state);
+  const uint32_t ends =
+      MAIL_BIT(MAIL_DONE) | MAIL_BIT(MAIL_MISMATCH) | MAIL_BIT(MAIL_DROPPED);
   uint32_t v;
-  if (!wait_state(&mb->state, MAIL_DONE, MAIL_MISMATCH, deadline, &v)) {
+  while (!wait_state(&mb->state, ends, deadline, &v)) {
     uint32_t expect = MAIL_POSTED;
     /* relaxed: a won retraction publishes nothing; a lost one is followed
      * by the acquire wait below */
@@ -112,8 +128,18 @@ dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
                                                 memory_order_relaxed,
                                                 memory_order_relaxed))
       return p2p_timeout(w, "send from", from, "to", to, bytes, "receive");
-    /* the receiver is copying: wait for it, without a deadline */
-    wait_state(&mb->state, MAIL_DONE, MAIL_MISMATCH, -1, &v);
+    /* the receiver holds it: wait, without a deadline, until it is done
+     * or puts it back (then retract again: the deadline has passed) */
+    wait_state(&mb->state, ends | MAIL_BIT(MAIL_POSTED), -1, &v);
+    if (v != MAIL_POSTED) break;
+  }
+  if (v == MAIL_DROPPED) {
+    atomic_store_explicit(&mb->state, MAIL_EMPTY, memory_order_relaxed);
+    return core_error_set(DT_ERR_TIMEOUT,
+                          "send from rank %d to rank %d (%lld bytes): rank "
+                          "%d's recv of this message had timed out; the "
+                          "message was dropped", from, to, (long long)bytes,
+                          to);
   }
   /* read before the reset lets the next message in */
   int64_t want = v == MAIL_MISMATCH ? mb->want : bytes;
@@ -133,19 +159,34 @@ dt_status sim_coll_recv(sim_coll_world *w, int to, int from, void *buf,
   if (st != DT_OK) return st;
   sim_coll_mailbox *mb = &w->mail[(size_t)from * (size_t)w->nranks + (size_t)to];
   int64_t deadline = sim_coll_deadline(w);
+  uint64_t mine = mb->nrecv++;
   for (;;) {
     uint32_t v;
-    if (!wait_state(&mb->state, MAIL_POSTED, MAIL_POSTED, deadline, &v))
+    if (!wait_state(&mb->state, MAIL_BIT(MAIL_POSTED), deadline, &v))
       return p2p_timeout(w, "recv on", to, "from", from, bytes, "send");
     uint32_t expect = MAIL_POSTED;
     /* acquire: pairs with the sender's release store of POSTED (buf,
-     * bytes and the buffer's contents) */
-    if (atomic_compare_exchange_strong_explicit(&mb->state, &expect,
-                                                MAIL_TAKING,
-                                                memory_order_acquire,
-                                                memory_order_relaxed))
-      break;
-    /* the sender retracted (its timeout): wait for a new posting */
+     * bytes, msg and the buffer's contents) */
+    if (!atomic_compare_exchange_strong_explicit(&mb->state, &expect,
+                                                 MAIL_TAKING,
+                                                 memory_order_acquire,
+                                                 memory_order_relaxed))
+      continue; /* the sender retracted (its timeout): wait for another */
+    if (mb->msg == mine) break;
+    if (mb->msg < mine) { /* posted for a recv that timed out */
+      /* release: pairs with the sender's acquire wait */
+      atomic_store_explicit(&mb->state, MAIL_DROPPED, memory_order_release);
+      sim_coll_futex_wake(&mb->state);
+      continue;
+    }
+    /* the sender gave up on ours: leave this one to the next recv
+     * (release: pairs with the next claimer's acquire CAS) */
+    atomic_store_explicit(&mb->state, MAIL_POSTED, memory_order_release);
+    sim_coll_futex_wake(&mb->state);
+    return core_error_set(DT_ERR_TIMEOUT,
+                          "recv on rank %d from rank %d (%lld bytes): rank "
+                          "%d's send of this message had timed out", to, from,
+                          (long long)bytes, from);
   }
   if (mb->bytes != bytes) {
     int64_t sent = mb->bytes;

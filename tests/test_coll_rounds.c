@@ -376,6 +376,64 @@ static void test_send_recv_errors(void **state) {
   sim_coll_world_destroy(w);
 }
 
+/* After a timeout, send k still pairs with recv k: a late send whose recv
+ * timed out is dropped (its sender fails), and a recv whose send timed out
+ * fails without taking the next message. */
+typedef struct repair_ctx {
+  sim_coll_world *w;
+  _Atomic int phase;
+  dt_status st[4];
+  int got[2];
+} repair_ctx;
+
+static void wait_phase(repair_ctx *c, int p) {
+  /* acquire: pairs with the other thread's release store */
+  while (atomic_load_explicit(&c->phase, memory_order_acquire) < p)
+    tu_sleep_ns(1000000);
+}
+
+static void repair_member(void *arg, int m) {
+  repair_ctx *c = arg;
+  int v;
+  if (m == 1) { /* rank 1 receives from rank 0 */
+    c->st[0] = sim_coll_recv(c->w, 1, 0, &v, sizeof v); /* times out */
+    atomic_store_explicit(&c->phase, 1, memory_order_release);
+    c->st[1] = sim_coll_recv(c->w, 1, 0, &c->got[0], sizeof v);
+    wait_phase(c, 3);
+    /* the late recv: its send (222) timed out, then 333 was posted */
+    c->st[3] = sim_coll_recv(c->w, 1, 0, &v, sizeof v);
+    TU_CHECK(sim_coll_recv(c->w, 1, 0, &c->got[1], sizeof v) == DT_OK, "%s",
+             dt_last_error());
+    return;
+  }
+  wait_phase(c, 1);
+  int late = 111, fresh = 222;
+  c->st[2] = sim_coll_send(c->w, 0, 1, &late, sizeof late); /* dropped */
+  TU_CHECK(sim_coll_send(c->w, 0, 1, &fresh, sizeof fresh) == DT_OK, "%s",
+           dt_last_error());
+  int gone = 444, next = 333;
+  /* nobody receives this one in time */
+  TU_CHECK(sim_coll_send(c->w, 0, 1, &gone, sizeof gone) == DT_ERR_TIMEOUT,
+           "%s", dt_last_error());
+  atomic_store_explicit(&c->phase, 3, memory_order_release);
+  TU_CHECK(sim_coll_send(c->w, 0, 1, &next, sizeof next) == DT_OK, "%s",
+           dt_last_error());
+}
+
+static void test_send_recv_repairs_after_timeout(void **state) {
+  (void)state;
+  repair_ctx c = {.w = sim_coll_world_create(2, 100 * MS)};
+  tu_run_threads(2, repair_member, &c);
+  TU_ASSERT_NO_THREAD_FAILURES();
+  assert_int_equal(c.st[0], DT_ERR_TIMEOUT);
+  assert_int_equal(c.st[1], DT_OK);
+  assert_int_equal(c.got[0], 222); /* not the late 111 */
+  assert_int_equal(c.st[2], DT_ERR_TIMEOUT);
+  assert_int_equal(c.st[3], DT_ERR_TIMEOUT); /* 444's recv, not 333 */
+  assert_int_equal(c.got[1], 333);
+  sim_coll_world_destroy(c.w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_barrier),
@@ -387,6 +445,7 @@ int main(void) {
       cmocka_unit_test(test_no_timeout),
       cmocka_unit_test(test_send_recv),
       cmocka_unit_test(test_send_recv_errors),
+      cmocka_unit_test(test_send_recv_repairs_after_timeout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
