@@ -52,12 +52,20 @@
  * short. The word's modification order decides every race: a round either
  * completed before the bit (the breaker sees that and carries on) or is
  * broken, and then nobody moves data: waiters see the bit, and a late
- * arriver finds it in the value its fetch_add returns. The breaker
- * publishes the report (release CAS of `broken`, read with acquire) and
- * wakes the word; every later call fails at once with that report. The
- * completion phase has no deadline: each member in it has arrived and has
- * a bounded copy left, and returning early would let it write into a
- * buffer its owner had already freed.
+ * arriver finds it in the value its fetch_add returns. The breaker does
+ * the CAS holding `report_lock` and installs the slot's report before
+ * releasing it, so a member that saw the bit and takes the lock reads
+ * this break's report. Recovery: every member still arrives at the broken
+ * round (a late one fails at once), and the arrival that brings the count
+ * exactly to the round's target clears the bit, so the slot's next round
+ * runs normally: a timeout fails that round's calls only. (If the group's
+ * other slot breaks too before the late member arrives, members reach the
+ * next round of the first slot early, fail at once, and their arrivals
+ * overshoot the count: that slot then stays broken, every later call on
+ * it failing at once with its report.) The completion phase has no
+ * deadline: each member in it has arrived and has a bounded copy left,
+ * and returning early would let it write into a buffer its owner had
+ * already freed.
  *
  * Data movement (n members, member i): all_reduce reduces element range i
  * of every input, in member order, into every output; reduce_scatter
@@ -130,7 +138,8 @@ struct sim_coll_group {
   line_u32 arrive[2];        /* futex words: arrivals << 1 | BROKEN */
   line_u32 depart;           /* futex word: completions << 1 */
   line_u32 sleepers;         /* waiters on their way into FUTEX_WAIT */
-  _Alignas(SIM_COLL_LINE) _Atomic(char *) broken; /* the watchdog's report */
+  pthread_mutex_t report_lock;  /* the watchdog's CAS and report[] */
+  char *report[2];               /* per slot: the last break's report */
 };
 
 /* the report used when there is no memory to format one */
@@ -166,8 +175,9 @@ sim_coll_world *sim_coll_world_create(int nranks, int64_t timeout_ns) {
 
 static void group_free(sim_coll_group *g) {
   if (!g) return;
-  char *report = atomic_load_explicit(&g->broken, memory_order_relaxed);
-  if (report != oom_report) free(report);
+  for (int s = 0; s < 2; s++)
+    if (g->report[s] != oom_report) free(g->report[s]);
+  pthread_mutex_destroy(&g->report_lock);
   if (g->members)
     for (int i = 0; i < g->n; i++) {
       free(g->members[i].ins);
@@ -245,7 +255,7 @@ static sim_coll_group *group_new(sim_coll_world *w, const int *ranks, int n) {
   for (int s = 0; s < 2; s++) atomic_init(&g->arrive[s].v, g->base << 1);
   atomic_init(&g->depart.v, g->base << 1);
   atomic_init(&g->sleepers.v, 0);
-  atomic_init(&g->broken, NULL);
+  pthread_mutex_init(&g->report_lock, NULL);
   return g;
 }
 
@@ -408,39 +418,43 @@ static char *format_report(const sim_coll_group *g, sim_coll_kind kind,
 /* the watchdog: breaks round `seq` unless it completed meanwhile */
 static wait_result try_break(sim_coll_group *g, _Atomic uint32_t *word,
                              uint32_t target, sim_coll_kind kind, uint64_t seq) {
+  char *msg = format_report(g, kind, seq); /* before the lock: it allocates */
+  if (!msg) msg = oom_report;
+  wait_result r = WAIT_TIMEOUT;
+  pthread_mutex_lock(&g->report_lock);
   /* acquire (this load and the CAS's failure load): pairs with the
    * arrivers' fetch_adds when the value shows the round complete (we then
    * read their entries) */
   uint32_t v = atomic_load_explicit(word, memory_order_acquire);
   for (;;) {
-    if (v & WORD_BROKEN) return WAIT_BROKEN;
-    if (reached(v, target)) return WAIT_DONE;
+    if (v & WORD_BROKEN) { r = WAIT_BROKEN; break; }
+    if (reached(v, target)) { r = WAIT_DONE; break; }
     if (atomic_compare_exchange_weak_explicit(word, &v, v | WORD_BROKEN,
                                               memory_order_acquire,
                                               memory_order_acquire))
       break;
   }
-  char *msg = format_report(g, kind, seq);
-  if (!msg) msg = oom_report;
-  char *none = NULL;
-  /* release: pairs with fail_broken's and coll_run's acquire loads (the
-   * report's text). A second breaker (another round) keeps the first. */
-  if (!atomic_compare_exchange_strong_explicit(&g->broken, &none, msg,
-                                               memory_order_release,
-                                               memory_order_relaxed) &&
-      msg != oom_report)
-    free(msg);
-  sim_coll_futex_wake(word);
-  return WAIT_TIMEOUT;
+  if (r == WAIT_TIMEOUT) { /* we broke it: the slot's report is ours */
+    char **slot = &g->report[seq & 1];
+    if (*slot != oom_report) free(*slot);
+    *slot = msg;
+    msg = NULL;
+  }
+  pthread_mutex_unlock(&g->report_lock);
+  if (msg != oom_report) free(msg);
+  if (r == WAIT_TIMEOUT) sim_coll_futex_wake(word);
+  return r;
 }
 
-static dt_status fail_broken(sim_coll_group *g) {
-  char *m;
-  /* acquire: pairs with try_break's release CAS. The breaker sets the
-   * word's bit before it publishes, so the report may be a moment away. */
-  while (!(m = atomic_load_explicit(&g->broken, memory_order_acquire)))
-    sched_yield();
-  return core_error_set(DT_ERR_TIMEOUT, "%s", m);
+/* this thread's error: the report of the break that the round `seq` saw
+ * (the breaker installed it before releasing the lock) */
+static dt_status fail_broken(sim_coll_group *g, uint64_t seq) {
+  pthread_mutex_lock(&g->report_lock);
+  const char *m = g->report[seq & 1];
+  dt_status st = core_error_set(DT_ERR_TIMEOUT, "%s",
+                                m ? m : "collective timed out");
+  pthread_mutex_unlock(&g->report_lock);
+  return st;
 }
 
 /* arrival phase of round k: DT_OK once every member arrived */
@@ -449,11 +463,18 @@ static dt_status rendezvous(sim_coll_group *g, uint64_t k, sim_coll_kind kind,
   _Atomic uint32_t *word = &g->arrive[k & 1].v;
   uint32_t target = target_of(g, (uint32_t)(k >> 1) + 1u);
   uint32_t old = arrive_at(g, word, target);
-  if (old & WORD_BROKEN) return fail_broken(g);
+  if (old & WORD_BROKEN) {
+    /* the last of the broken round's n arrivals reopens the slot */
+    if ((((old >> 1) + 1u - target) & COUNT_MASK) == 0)
+      /* release: the round's bookkeeping before the slot's next use */
+      atomic_fetch_and_explicit(word, ~WORD_BROKEN, memory_order_release);
+    return fail_broken(g, k);
+  }
   if (reached(old + WORD_ONE, target)) return DT_OK;
   wait_result r = wait_count(g, word, target, deadline);
   if (r == WAIT_TIMEOUT) r = try_break(g, word, target, kind, k);
-  return r == WAIT_DONE ? DT_OK : fail_broken(g);
+  if (r == WAIT_DONE) return DT_OK;
+  return fail_broken(g, k);
 }
 
 /* completion phase: returns once every member finished its share */
@@ -661,9 +682,6 @@ static dt_status check_round(const sim_coll_group *g, int member, uint64_t k,
 
 static dt_status sim_coll_run(sim_coll_group *g, int member, sim_coll_desc *d) {
   CORE_ASSERT(g != NULL && member >= 0 && member < g->n);
-  /* acquire: pairs with try_break's release CAS (the report) */
-  if (atomic_load_explicit(&g->broken, memory_order_acquire))
-    return fail_broken(g);
   int64_t deadline = sim_coll_deadline(g->world);
   sim_coll_member *me = &g->members[member];
   int64_t bytes;
