@@ -72,13 +72,18 @@ typedef struct sim_coll_mailbox {
   uint64_t nrecv;    /* recvs started on this pair: the receiver's own */
 } sim_coll_mailbox;
 
+/* the mailbox (from, to), made on first use; NULL + error without memory */
+sim_coll_mailbox *sim_coll_mailbox_of(sim_coll_world *w, int from, int to);
+
 struct sim_coll_world {
   int nranks;
   int ncpu;                      /* online CPUs: sets how long waiters spin */
   _Atomic int64_t timeout_ns;    /* relaxed: read once per call */
   pthread_mutex_t lock;          /* guards `groups` (lookup, not hot) */
   sim_coll_group *groups;            /* registry: a list keyed by rank list */
-  sim_coll_mailbox *mail;            /* nranks * nranks, [from * nranks + to] */
+  /* per sending rank, its nranks mailboxes [to], made on its first send
+   * or recv (most rank pairs never talk: no nranks² block up front) */
+  _Atomic(sim_coll_mailbox *) *mail;
 };
 
 static inline int64_t sim_coll_now_ns(void) {

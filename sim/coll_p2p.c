@@ -1,6 +1,7 @@
 /* Point-to-point send/recv between rank threads (sim/collectives.h).
  *
- * Channel. One mailbox per ordered pair (from, to): only rank `from`'s
+ * Channel. One mailbox per ordered pair (from, to), made with the sender's
+ * row on the pair's first use (sim_coll_mailbox_of): only rank `from`'s
  * thread sends on it and only rank `to`'s thread receives, one message at
  * a time (send blocks until the receiver took the bytes), so messages of
  * a pair arrive in order. The mailbox's `state` word is the whole
@@ -105,7 +106,8 @@ dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
                     int64_t bytes) {
   dt_status st = check_pair(w, "coll_send", from, to, buf, bytes);
   if (st != DT_OK) return st;
-  sim_coll_mailbox *mb = &w->mail[(size_t)from * (size_t)w->nranks + (size_t)to];
+  sim_coll_mailbox *mb = sim_coll_mailbox_of(w, from, to);
+  if (!mb) return core_last_status();
   int64_t deadline = sim_coll_deadline(w);
   /* the previous send on this pair finished (it reset the word itself) */
   CORE_ASSERT(atomic_load_explicit(&mb->state, memory_order_relaxed) ==
@@ -157,7 +159,8 @@ dt_status sim_coll_recv(sim_coll_world *w, int to, int from, void *buf,
                     int64_t bytes) {
   dt_status st = check_pair(w, "coll_recv", from, to, buf, bytes);
   if (st != DT_OK) return st;
-  sim_coll_mailbox *mb = &w->mail[(size_t)from * (size_t)w->nranks + (size_t)to];
+  sim_coll_mailbox *mb = sim_coll_mailbox_of(w, from, to);
+  if (!mb) return core_last_status();
   int64_t deadline = sim_coll_deadline(w);
   uint64_t mine = mb->nrecv++;
   for (;;) {

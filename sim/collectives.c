@@ -154,16 +154,13 @@ sim_coll_world *sim_coll_world_create(int nranks, int64_t timeout_ns) {
     return NULL;
   }
   sim_coll_world *w = calloc(1, sizeof *w);
-  size_t pairs = (size_t)nranks * (size_t)nranks;
-  sim_coll_mailbox *mail = w ? aligned_alloc(SIM_COLL_LINE, pairs * sizeof *mail)
-                         : NULL;
+  _Atomic(sim_coll_mailbox *) *mail = w ? calloc((size_t)nranks, sizeof *mail)
+                                        : NULL;
   if (!mail) {
     free(w);
     core_error_set(DT_ERR_OUT_OF_MEMORY, "coll_world_create: out of memory");
     return NULL;
   }
-  memset(mail, 0, pairs * sizeof *mail);
-  for (size_t i = 0; i < pairs; i++) atomic_init(&mail[i].state, 0);
   w->nranks = nranks;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   w->ncpu = ncpu > 0 ? (int)ncpu : 1;
@@ -198,8 +195,36 @@ void sim_coll_world_destroy(sim_coll_world *w) {
     group_free(g);
   }
   pthread_mutex_destroy(&w->lock);
+  for (int i = 0; i < w->nranks; i++)
+    free(atomic_load_explicit(&w->mail[i], memory_order_relaxed));
   free(w->mail);
   free(w);
+}
+
+sim_coll_mailbox *sim_coll_mailbox_of(sim_coll_world *w, int from, int to) {
+  /* acquire: pairs with the installing CAS below (the row's zeroed words) */
+  sim_coll_mailbox *row = atomic_load_explicit(&w->mail[from],
+                                               memory_order_acquire);
+  if (!row) {
+    size_t bytes = (size_t)w->nranks * sizeof *row;
+    sim_coll_mailbox *mine = aligned_alloc(SIM_COLL_LINE, bytes);
+    if (!mine) {
+      core_error_set(DT_ERR_OUT_OF_MEMORY, "coll_send/coll_recv: out of "
+                     "memory for rank %d's mailboxes", from);
+      return NULL;
+    }
+    memset(mine, 0, bytes);
+    for (int i = 0; i < w->nranks; i++) atomic_init(&mine[i].state, 0);
+    /* acq_rel: release publishes the zeroed row; acquire (on failure)
+     * reads the winner's */
+    if (atomic_compare_exchange_strong_explicit(&w->mail[from], &row, mine,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+      row = mine;
+    else
+      free(mine); /* the sender and the receiver raced to make it */
+  }
+  return &row[to];
 }
 
 void sim_coll_world_set_timeout(sim_coll_world *w, int64_t timeout_ns) {
