@@ -43,3 +43,7 @@ dt_status dt_runtime_memory(const dt_runtime *rt, int rank,
                             dt_memory_stats *out) {
   return runtime_memory(rt, rank, out);
 }
+
+dt_status dt_runtime_empty_cache(dt_runtime *rt) {
+  return runtime_empty_cache(rt);
+}

@@ -402,6 +402,23 @@ static void wait_event(void *arg, dt_runtime *rt, int rank) {
 }
 static void wait_event_done(void *arg) { sched_future_release(arg); }
 
+static void empty_cache(void *arg, dt_runtime *rt, int rank) {
+  (void)arg;
+  sim_device_trim(&rt->ranks[rank].dev);
+}
+
+dt_status runtime_empty_cache(dt_runtime *rt) {
+  if (!rt)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
+                          "dt_runtime_empty_cache: rt is NULL");
+  if (atomic_load_explicit(&rt->dead, memory_order_acquire))
+    return core_error_set(DT_ERR_DEVICE, "dt_runtime_empty_cache: the "
+                          "runtime was destroyed");
+  dt_status st = runtime_publish_call(rt, -1, empty_cache, NULL, NULL);
+  if (st != DT_OK) return st;
+  return runtime_synchronize(rt);
+}
+
 dt_status runtime_stream_wait_event(dt_runtime *rt, int rank, dt_future *ev) {
   dt_status st = check_rank(rt, rank, "dt_stream_wait_event");
   if (st != DT_OK) return st;

@@ -58,6 +58,8 @@ dt_tensor *runtime_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,
                            dt_runtime *rt, int rank, const char *fn);
 
 /* ---- the implementations behind public entry points (api/) */
+/* dt_runtime_empty_cache (dtorch.h) */
+dt_status runtime_empty_cache(dt_runtime *rt);
 /* dt_runtime_create (dtorch.h) */
 dt_runtime *runtime_create(const dt_runtime_options *opts);
 /* dt_runtime_destroy (dtorch.h) */

@@ -10,6 +10,7 @@
 #define SIM_LARGE ((size_t)256 << 10)
 #define SIM_ALIGN 64
 #define SIM_SMALL ((size_t)4096) /* below: malloc, data 16-byte aligned */
+#define SIM_CACHE_MAX ((int64_t)1 << 30) /* cached bytes per rank, no capacity */
 
 /* header in front of each block, padded to keep the data 64-byte aligned */
 struct sim_block {
@@ -106,7 +107,12 @@ void sim_device_free(sim_device *d, void *p) {
   if (b->cap >= SIM_LARGE) {
     size_t r;
     int c = size_class(b->cap, &r);
-    if (c < SIM_CACHE_CLASSES && r == b->cap) {
+    /* the cache holds device memory: with a capacity, cached + used stay
+     * within it (as a GPU's caching allocator's reserved memory does);
+     * without one, at most SIM_CACHE_MAX bytes per rank */
+    int64_t room = d->capacity > 0 ? d->capacity - d->used : SIM_CACHE_MAX;
+    if (c < SIM_CACHE_CLASSES && r == b->cap &&
+        d->cached + (int64_t)b->cap <= room) {
       b->next = d->cache[c];
       d->cache[c] = b;
       d->cached += (int64_t)b->cap;

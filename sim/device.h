@@ -6,7 +6,9 @@
  *
  * Blocks of 256 KiB and more are cached by size class after they are freed
  * and reused (a CUDA caching allocator does this for cudaMalloc); cached
- * bytes do not count as used. Every live block is on a list so that a
+ * bytes do not count as used, but the cache keeps cached + used within the
+ * capacity (1 GiB of cache per rank without one), and
+ * dt_runtime_empty_cache gives it back. Every live block is on a list so that a
  * destroyed runtime frees what its tensors still hold. */
 #ifndef SIM_DEVICE_H
 #define SIM_DEVICE_H

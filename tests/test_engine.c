@@ -377,6 +377,37 @@ static void test_rank_thread_names(void **state) {
   assert_true(seen[0] && seen[1] && seen[2]);
 }
 
+/* the device cache stays within the capacity and empties on request */
+static void test_device_cache_bounded(void **state) {
+  (void)state;
+  int64_t cap = 64 << 20;
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){
+      .num_ranks = 2, .device_memory = cap});
+  assert_non_null(rt);
+  dt_runtime_set_current(rt);
+  /* freed blocks of many size classes: without a bound the cache grows
+   * past the capacity (every class keeps its blocks) */
+  for (int round = 0; round < 3; round++)
+    for (int64_t n = 1 << 18; n <= (int64_t)12 << 20; n += 1 << 20) {
+      dt_tensor *t = dt_zeros(DT_SHAPE(n / 4), NULL); /* n bytes */
+      assert_non_null(t);
+      dt_tensor_release(t);
+    }
+  assert_int_equal(dt_runtime_synchronize(rt), DT_OK);
+  /* the rank is idle after synchronize: its counters are settled */
+  const sim_device *dev = &rt->ranks[0].dev;
+  printf("# cached %lld of %lld bytes (used %lld)\n", (long long)dev->cached,
+         (long long)cap, (long long)dev->used);
+  assert_true(dev->cached > 0);
+  assert_true(dev->cached + dev->used <= cap);
+  assert_int_equal(dt_runtime_empty_cache(rt), DT_OK);
+  assert_true(dev->cached == 0);
+  tu_expect_status(dt_runtime_empty_cache(NULL), DT_ERR_INVALID_ARGUMENT,
+                   "dt_runtime_empty_cache", NULL);
+  dt_runtime_set_current(NULL);
+  dt_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_issuers_sweep),
@@ -386,6 +417,7 @@ int main(void) {
       cmocka_unit_test(test_destroy_from_callback),
       cmocka_unit_test(test_current_runtime_destroyed_elsewhere),
       cmocka_unit_test(test_rank_thread_names),
+      cmocka_unit_test(test_device_cache_bounded),
   };
   return TU_RUN_TESTS_WITH_ALARM(600, tests);
 }

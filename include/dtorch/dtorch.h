@@ -147,6 +147,12 @@ DT_API dt_status   dt_stream_wait_event(dt_runtime *rt, int rank,
 /* One rank's device memory: bytes in use, the peak, the capacity (0 =
  * unlimited). A snapshot; updated as the rank runs. */
 typedef struct dt_memory_stats { int64_t used, peak, capacity; } dt_memory_stats;
+/* Returns every rank's cached device blocks to the system (the caching
+ * allocator keeps freed blocks of 256 KiB and more for reuse; like
+ * torch.cuda.empty_cache). Waits until every rank has done it, after the
+ * work issued before. Errors: rt NULL or destroyed. Thread safety: any
+ * thread but a rank's. */
+DT_API dt_status   dt_runtime_empty_cache(dt_runtime *rt);
 DT_API dt_status   dt_runtime_memory(const dt_runtime *rt, int rank,
                                      dt_memory_stats *out);
 
