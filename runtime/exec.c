@@ -131,6 +131,17 @@ static void exec_to_host(exec_record *r) {
   core_tensor_release(t);
 }
 
+bool runtime_exec_pending(void *ctx, int rank) {
+  dt_runtime *rt = ctx;
+  /* relaxed: a hint; the drain's acquire exchange reads the stack */
+  return atomic_load_explicit(&rt->ranks[rank].remote_free,
+                              memory_order_relaxed) != NULL;
+}
+
+void runtime_exec_idle(void *ctx, int rank) {
+  runtime_drain_remote_frees(ctx, rank);
+}
+
 void runtime_drain_remote_frees(dt_runtime *rt, int rank) {
   /* acquire: pairs with the release CAS in core_storage_release's push */
   core_storage *s = atomic_exchange_explicit(&rt->ranks[rank].remote_free, NULL,

@@ -47,6 +47,10 @@ typedef void (*runtime_done_fn)(void *arg);
 dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
                                runtime_done_fn done, void *arg);
 
+/* the pool's pending / idle callbacks: frees other rank threads handed to
+ * `rank` are work the pool does not see */
+bool runtime_exec_pending(void *ctx, int rank);
+void runtime_exec_idle(void *ctx, int rank);
 /* Frees storages other rank threads handed to `rank` (rank thread only). */
 void runtime_drain_remote_frees(dt_runtime *rt, int rank);
 

@@ -203,6 +203,7 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
   sched_pool_config cfg = {.ranks = n, .queue_capacity = set.ring,
                            .record_size = runtime_exec_record_size(),
                            .exec = runtime_exec_record, .init = runtime_exec_rank_init,
+                           .pending = runtime_exec_pending, .idle = runtime_exec_idle,
                            .ctx = rt, .spin_ns = set.spin_ns};
   rt->coll = sim_coll_world_create(n, set.timeout_ns);
   if (!rt->coll) {

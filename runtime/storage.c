@@ -77,7 +77,9 @@ static void last_release(core_storage *s) {
   if (cur == rt->pool && sched_current_rank() == s->rank) {
     runtime_storage_destroy_on_rank(s, rt, s->rank);
   } else if (cur) {
-    _Atomic(core_storage *) *head = &rt->ranks[s->rank].remote_free;
+    int owner = s->rank; /* s belongs to the owner once pushed */
+    runtime_ref(rt);     /* and may take the runtime's last storage ref */
+    _Atomic(core_storage *) *head = &rt->ranks[owner].remote_free;
     core_storage *old = atomic_load_explicit(head, memory_order_relaxed);
     do {
       s->next_free = old;
@@ -85,6 +87,9 @@ static void last_release(core_storage *s) {
        * the acquire exchange in runtime_drain_remote_frees */
     } while (!atomic_compare_exchange_weak_explicit(
         head, &old, s, memory_order_release, memory_order_relaxed));
+    /* a parked owner frees it now, not at its next record */
+    sched_pool_wake(rt->pool, owner);
+    runtime_unref(rt);
   } else {
     runtime_publish_free(s);
   }

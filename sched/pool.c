@@ -207,8 +207,12 @@ static bool any_deque_work(const sched_pool *p) {
 }
 
 static bool has_work(rank_state *rs) {
-  return sched_queue_peek(rs->queue) != NULL || any_deque_work(rs->pool);
+  sched_pool *p = rs->pool;
+  return sched_queue_peek(rs->queue) != NULL || any_deque_work(p) ||
+         (p->cfg.pending && p->cfg.pending(p->cfg.ctx, rs->id));
 }
+
+void sched_pool_wake(sched_pool *p, int rank) { wake_parked(p, rank, 0); }
 
 /* spin: a rank that just ran a record of its own stream spins briefly
  * first (more is likely to follow); one that only ran an all-rank record
@@ -274,6 +278,10 @@ static void *rank_main(void *arg) {
     }
     if (try_steal(rs)) {
       worked = true;
+      continue;
+    }
+    if (p->cfg.pending && p->cfg.pending(p->cfg.ctx, rs->id)) {
+      p->cfg.idle(p->cfg.ctx, rs->id);
       continue;
     }
     park(rs, worked);

@@ -24,6 +24,12 @@ typedef struct sched_pool sched_pool;
 typedef void (*sched_exec_fn)(void *ctx, void *record, int rank);
 /* runs once on each rank thread when it starts (e.g. OpenBLAS threads) */
 typedef void (*sched_init_fn)(void *ctx, int rank);
+/* Work the pool does not see (e.g. frees other threads handed to the rank):
+ * `pending` says whether there is some (any thread; before the rank parks
+ * and in its re-check), `idle` does it (the rank's thread, when its queue
+ * is empty). Whoever makes such work calls sched_pool_wake after. */
+typedef bool (*sched_pending_fn)(void *ctx, int rank);
+typedef void (*sched_idle_fn)(void *ctx, int rank);
 
 typedef struct sched_pool_config {
   int ranks;                /* >= 1 */
@@ -31,6 +37,8 @@ typedef struct sched_pool_config {
   size_t record_size;       /* bytes per record */
   sched_exec_fn exec;
   sched_init_fn init;       /* may be NULL */
+  sched_pending_fn pending; /* may be NULL (then idle is not called) */
+  sched_idle_fn idle;
   void *ctx;
   uint32_t spin_ns;         /* spin before parking (default 20000) */
 } sched_pool_config;
@@ -54,6 +62,10 @@ typedef struct sched_claim {
 } sched_claim;
 void *sched_pool_claim(sched_pool *p, int rank, sched_claim *c);
 void sched_pool_commit(sched_pool *p, const sched_claim *c);
+
+/* Wakes `rank` if it is parked, after the caller made work for it visible
+ * that only cfg.pending sees (a release store; this issues the fence). */
+void sched_pool_wake(sched_pool *p, int rank);
 
 /* The pool and rank of the calling thread, or NULL / -1 off the pool. */
 sched_pool *sched_current_pool(void);
