@@ -49,6 +49,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/bench_e2e.h"
 #include "bench/bench_stream.h"
 #include "sim/collectives.h"
 
@@ -349,6 +350,7 @@ int bench_collectives(int argc, char **argv) {
   for (int n = 2; n <= 8; n *= 2)
     if (!only || n == only)
       ok = run_ranks(&b, n, bmem, &goal_ratio, &goal_us) && ok;
+  ok = bench_redistribute_e2e(b.reps, b.max_bytes, bmem) && ok;
   printf("{\"bench\":\"collectives_goals\",\"all_reduce_64MiB_2ranks_ratio\":");
   printf(goal_ratio >= 0 ? "%.3f" : "null", goal_ratio);
   printf(",\"ratio_goal\":0.8,\"all_reduce_8B_2ranks_us\":");

@@ -8,9 +8,13 @@
  *   publish  ns per op on the issuing thread for a 4-element dt_add on a
  *            runtime of 8 and of 64 ranks (bursts that never fill a queue);
  *            ratio_64_to_8 should stay near 1: one record per op whatever
- *            the rank count */
+ *            the rank count
+ *   publish_sustained  ns per op per issuing thread, 1 and 4 threads each
+ *            adding on its own rank for 100,000 ops without synchronising
+ *            (many laps of its queue), 8 and 64 ranks */
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +141,73 @@ static void publish_ns(int ranks, int reps, double *wall, double *cpu) {
 
 /* cpu_ns: the issuing thread's own CPU time, which 64 threads sharing 2
  * cores do not inflate the way they inflate wall time */
+/* sustained issuing: T threads, each adding on its own rank (cpu:t) with
+ * no synchronisation for SUSTAIN_OPS ops (many laps of its queue); ns per
+ * op per thread = wall time / ops of one thread */
+#define SUSTAIN_OPS 100000
+typedef struct sustain_arg {
+  dt_runtime *rt;
+  int rank;
+  _Atomic int *ready;
+  int threads;
+  double secs;
+} sustain_arg;
+
+static void *sustain_thread(void *p) {
+  sustain_arg *x = p;
+  dt_runtime_set_current(x->rt);
+  char dev[16];
+  snprintf(dev, sizeof dev, "cpu:%d", x->rank);
+  dt_tensor *a = dt_ones(DT_SHAPE(4), &(dt_tensor_options){.device = dev});
+  atomic_fetch_add(x->ready, 1);
+  while (atomic_load(x->ready) < x->threads) sched_yield();
+  double t0 = bench_now();
+  for (int i = 0; i < SUSTAIN_OPS; i++) {
+    dt_tensor *c = dt_add(a, a);
+    if (!c) { fprintf(stderr, "dt_add: %s\n", dt_last_error()); exit(1); }
+    dt_tensor_release(c);
+  }
+  x->secs = bench_now() - t0;
+  dt_tensor_release(a);
+  dt_runtime_set_current(NULL);
+  return NULL;
+}
+
+static double sustained_ns(int ranks, int threads) {
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = ranks});
+  if (!rt) { fprintf(stderr, "%s\n", dt_last_error()); exit(1); }
+  _Atomic int ready = 0;
+  sustain_arg x[4];
+  pthread_t t[4];
+  for (int i = 0; i < threads; i++) {
+    x[i] = (sustain_arg){rt, i, &ready, threads, 0};
+    if (pthread_create(&t[i], NULL, sustain_thread, &x[i])) exit(1);
+  }
+  double worst = 0;
+  for (int i = 0; i < threads; i++) {
+    pthread_join(t[i], NULL);
+    if (x[i].secs > worst) worst = x[i].secs;
+  }
+  dt_runtime_synchronize(rt);
+  dt_runtime_destroy(rt);
+  return worst / SUSTAIN_OPS * 1e9;
+}
+
+static void bench_publish_sustained(int reps) {
+  static const int threads[] = {1, 4};
+  for (int ti = 0; ti < 2; ti++) {
+    double best[2] = {1e300, 1e300};
+    for (int r = 0; r < reps; r++)
+      for (int k = 0; k < 2; k++) {
+        double ns = sustained_ns(k ? 64 : 8, threads[ti]);
+        if (ns < best[k]) best[k] = ns;
+      }
+    printf("{\"bench\":\"publish_sustained\",\"threads\":%d,\"ns_8\":%.1f,"
+           "\"ns_64\":%.1f,\"ratio_64_to_8\":%.3f}\n", threads[ti], best[0],
+           best[1], best[1] / best[0]);
+  }
+}
+
 static void bench_publish(int reps) {
   double w8, c8, w64, c64;
   publish_ns(8, reps, &w8, &c8);
@@ -152,7 +223,8 @@ int bench_sched(int argc, char **argv) {
   static const bench_figure figs[] = {{"deque", bench_sched_deque},
                                       {"queue", bench_sched_queue},
                                       {"wake", bench_wake},
-                                      {"publish", bench_publish}};
+                                      {"publish", bench_publish},
+                                      {"publish_sustained", bench_publish_sustained}};
   return bench_main(argc, argv, "sched", figs,
                     (int)(sizeof figs / sizeof *figs));
 }

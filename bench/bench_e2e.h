@@ -1,0 +1,14 @@
+/* `dtorch bench collectives`' end-to-end figures through the public API
+ * (bench_e2e.c). */
+#ifndef BENCH_BENCH_E2E_H
+#define BENCH_BENCH_E2E_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* dt_redistribute P(sum) -> R of 8 B and 64 MiB (if max_bytes allows) of
+ * float32 on 2 and 8 ranks; bmem: the same run's memory bound (bytes/s).
+ * False if a result was wrong. */
+bool bench_redistribute_e2e(int reps, int64_t max_bytes, double bmem);
+
+#endif
