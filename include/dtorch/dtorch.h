@@ -367,7 +367,9 @@ DT_API dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
 /* Communication counting on the calling thread (CommDebugMode): one count
  * per logical collective over one mesh dim; bytes = what the participating
  * ranks feed into the collectives, summed. `other` counts cross-mesh
- * transfers. */
+ * transfers. Counted when the call issues them (as PyTorch's CommDebugMode
+ * counts at dispatch), so the counts of a program do not depend on timing;
+ * a collective that later fails (a timeout) is still counted. */
 typedef struct dt_comm_counts { int64_t all_reduce, all_gather,
   reduce_scatter, all_to_all, broadcast, other; int64_t bytes; }
   dt_comm_counts;
