@@ -225,6 +225,7 @@ static void every_api(dt_future *f, dt_status st, void *user) {
                                                      .device = "cpu:0"});
   dt_tensor *sel = dt_index_select(acc, 0, idx);
   CB_CHECK(x, sel != NULL);
+  CB_CHECK(x, dt_runtime_empty_cache(x->rt) == DT_OK);
   dt_future *ev = dt_event_record(x->rt, 1);
   CB_CHECK(x, ev && dt_stream_wait_event(x->rt, 0, ev) == DT_OK);
   CB_CHECK(x, dt_future_wait(ev, -1) == DT_OK);
@@ -377,6 +378,21 @@ static void test_rank_thread_names(void **state) {
   assert_true(seen[0] && seen[1] && seen[2]);
 }
 
+static void cache_churn(void *arg, int i) {
+  dt_runtime *rt = arg;
+  dt_runtime_set_current(rt);
+  for (int k = 0; k < 20; k++) {
+    if (i % 2) {
+      TU_CHECK(dt_runtime_empty_cache(rt) == DT_OK, "%s", dt_last_error());
+    } else {
+      dt_tensor *t = dt_zeros(DT_SHAPE((1 << 18) + k * 1024), NULL);
+      TU_CHECK(t != NULL, "%s", dt_last_error());
+      dt_tensor_release(t);
+    }
+  }
+  dt_runtime_set_current(NULL);
+}
+
 /* the device cache stays within the capacity and empties on request */
 static void test_device_cache_bounded(void **state) {
   (void)state;
@@ -402,6 +418,9 @@ static void test_device_cache_bounded(void **state) {
   assert_true(dev->cached + dev->used <= cap);
   assert_int_equal(dt_runtime_empty_cache(rt), DT_OK);
   assert_true(dev->cached == 0);
+  /* from several threads at once, while others allocate and free */
+  tu_run_threads(4, cache_churn, rt);
+  TU_ASSERT_NO_THREAD_FAILURES();
   tu_expect_status(dt_runtime_empty_cache(NULL), DT_ERR_INVALID_ARGUMENT,
                    "dt_runtime_empty_cache", NULL);
   dt_runtime_set_current(NULL);
