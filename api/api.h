@@ -25,6 +25,9 @@ dt_status api_resolve_options(const dt_tensor_options *o, const char *fn,
 /* One-tensor-in, one-tensor-out call helpers */
 dt_tensor *api_call_t(core_op_id op, const char *api, dt_tensor *a);
 dt_tensor *api_call_tt(core_op_id op, const char *api, dt_tensor *a, dt_tensor *b);
+/* a tensor and nint static ints (dims, indices) */
+dt_tensor *api_call_ti(core_op_id op, const char *api, dt_tensor *a,
+                       int nint, const int64_t *ints);
 dt_tensor *api_call_ts(core_op_id op, const char *api, dt_tensor *a, double s);
 
 /* checks shared by every public entry point: a non-NULL tensor (a NULL

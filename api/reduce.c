@@ -57,21 +57,12 @@ dt_tensor *dt_var(dt_tensor *a, const int *dims, int ndims, bool unbiased,
   return reduce_call(CORE_OP_VAR, "dt_var", a, dims, ndims, unbiased, keepdim);
 }
 
-static dt_tensor *softmax_call(core_op_id op, const char *api, dt_tensor *a,
-                               int dim) {
-  API_CHECK_TENSOR(a, api, "a");
-  dt_op_call c;
-  core_call_init(&c, op, api);
-  core_call_tensor(&c, a);
-  core_call_int(&c, dim);
-  return dispatch_run1(&c);
-}
-
 dt_tensor *dt_softmax(dt_tensor *a, int dim) {
-  return softmax_call(CORE_OP_SOFTMAX, "dt_softmax", a, dim);
+  return api_call_ti(CORE_OP_SOFTMAX, "dt_softmax", a, 1, (int64_t[]){dim});
 }
 dt_tensor *dt_log_softmax(dt_tensor *a, int dim) {
-  return softmax_call(CORE_OP_LOG_SOFTMAX, "dt_log_softmax", a, dim);
+  return api_call_ti(CORE_OP_LOG_SOFTMAX, "dt_log_softmax", a, 1,
+                     (int64_t[]){dim});
 }
 
 /* weight and bias are optional: NULL means no affine part */

@@ -275,8 +275,8 @@ dt_tensor *api_call_ts(core_op_id op, const char *api, dt_tensor *a, double s) {
 }
 
 /* ---- views */
-static dt_tensor *call_ti(core_op_id op, const char *api, dt_tensor *a,
-                          int nint, const int64_t *ints) {
+dt_tensor *api_call_ti(core_op_id op, const char *api, dt_tensor *a,
+                       int nint, const int64_t *ints) {
   API_CHECK_TENSOR(a, api, "a");
   dt_op_call c;
   core_call_init(&c, op, api);
@@ -315,31 +315,31 @@ dt_tensor *dt_permute(dt_tensor *a, const int *dims, int ndims) {
   return call_tshape(CORE_OP_PERMUTE, "dt_permute", a, s);
 }
 dt_tensor *dt_transpose(dt_tensor *a, int d0, int d1) {
-  return call_ti(CORE_OP_TRANSPOSE, "dt_transpose", a, 2, (int64_t[]){d0, d1});
+  return api_call_ti(CORE_OP_TRANSPOSE, "dt_transpose", a, 2, (int64_t[]){d0, d1});
 }
 dt_tensor *dt_slice(dt_tensor *a, int dim, int64_t start, int64_t end,
                     int64_t step) {
-  return call_ti(CORE_OP_SLICE, "dt_slice", a, 4,
+  return api_call_ti(CORE_OP_SLICE, "dt_slice", a, 4,
                  (int64_t[]){dim, start, end, step});
 }
 dt_tensor *dt_narrow(dt_tensor *a, int dim, int64_t start, int64_t length) {
-  return call_ti(CORE_OP_NARROW, "dt_narrow", a, 3,
+  return api_call_ti(CORE_OP_NARROW, "dt_narrow", a, 3,
                  (int64_t[]){dim, start, length});
 }
 dt_tensor *dt_select(dt_tensor *a, int dim, int64_t index) {
-  return call_ti(CORE_OP_SELECT, "dt_select", a, 2, (int64_t[]){dim, index});
+  return api_call_ti(CORE_OP_SELECT, "dt_select", a, 2, (int64_t[]){dim, index});
 }
 dt_tensor *dt_squeeze(dt_tensor *a, int dim) {
-  return call_ti(CORE_OP_SQUEEZE, "dt_squeeze", a, 1, (int64_t[]){dim});
+  return api_call_ti(CORE_OP_SQUEEZE, "dt_squeeze", a, 1, (int64_t[]){dim});
 }
 dt_tensor *dt_squeeze_all(dt_tensor *a) {
   return api_call_t(CORE_OP_SQUEEZE_ALL, "dt_squeeze_all", a);
 }
 dt_tensor *dt_unsqueeze(dt_tensor *a, int dim) {
-  return call_ti(CORE_OP_UNSQUEEZE, "dt_unsqueeze", a, 1, (int64_t[]){dim});
+  return api_call_ti(CORE_OP_UNSQUEEZE, "dt_unsqueeze", a, 1, (int64_t[]){dim});
 }
 dt_tensor *dt_flatten(dt_tensor *a, int s, int e) {
-  return call_ti(CORE_OP_FLATTEN, "dt_flatten", a, 2, (int64_t[]){s, e});
+  return api_call_ti(CORE_OP_FLATTEN, "dt_flatten", a, 2, (int64_t[]){s, e});
 }
 dt_tensor *dt_contiguous(dt_tensor *a) {
   return api_call_t(CORE_OP_CONTIGUOUS, "dt_contiguous", a);
