@@ -16,8 +16,13 @@
 #include "core/dtype.h"
 
 /* An execution error recorded on a storage: later ops, fetches and futures
- * on it fail with this status and message. */
-typedef struct core_poison { dt_status status; char message[]; } core_poison;
+ * on it fail with this status and message. The message lives in the same
+ * allocation, except for core_poison_no_memory (static: the poison set
+ * when the host had no memory for the message; never freed). */
+typedef struct core_poison { dt_status status; const char *message; } core_poison;
+extern core_poison core_poison_no_memory;
+/* frees a poison taken off a storage */
+void core_poison_free(core_poison *p);
 
 /* Refcounted device memory of one rank. The struct is made by the issuing
  * thread (runtime/storage.c); `data` is allocated, used and freed only by

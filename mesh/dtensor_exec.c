@@ -2,9 +2,9 @@
  * (from_host), gather (to_host), one rank's shard, redistribute steps and
  * cross-mesh pulls. Every function runs on each rank of the runtime; ranks
  * outside the tensor's mesh return at once. Local tensors are contiguous
- * with the sizes of the rank's box. A rank whose memory runs out keeps
- * taking part in the collectives with host scratch memory (the others
- * would wait for it otherwise) and poisons its output. */
+ * with the sizes of the rank's box. A rank whose memory runs out poisons
+ * its output; in a redistribute it abstains from the remaining
+ * collectives (mesh/shard.h), so no member waits for it. */
 #include "mesh/dtensor_exec.h"
 #include "mesh/shard.h"
 

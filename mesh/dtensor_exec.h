@@ -32,6 +32,8 @@ void mesh_exec_gather_done(void *arg);
 void mesh_exec_local(void *arg, dt_runtime *rt, int rank);
 void mesh_exec_local_done(void *arg);
 
+/* the groups of every collective step's mesh dim are made (mesh_dim_groups)
+ * before the record is published */
 typedef struct mesh_redist_job {
   dt_tensor *src, *dst;   /* same mesh */
   int nsteps;
@@ -46,6 +48,10 @@ typedef struct mesh_xmesh_job {
   dt_tensor *src;         /* all Replicate on its mesh */
   dt_tensor *dst;
   const char *api;
+  /* the ranks of either tensor, ascending, and their collective group:
+   * resolved by the issuing thread */
+  int n, *members;
+  struct sim_coll_group *group;
 } mesh_xmesh_job;
 void mesh_exec_cross_mesh(void *arg, dt_runtime *rt, int rank);
 void mesh_exec_xmesh_done(void *arg);

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "runtime/runtime.h"
+#include "sim/collectives.h"
 
 #define REPR_LEN 256   /* mesh reprs inside error messages */
 #define PLACEMENTS_LEN 160
@@ -233,7 +234,10 @@ void mesh_release(dt_mesh *m) {
   /* acq_rel: every use of m by any holder happens-before the free */
   if (atomic_fetch_sub_explicit(&m->refcount, 1, memory_order_acq_rel) != 1)
     return;
-  for (int d = 0; d < DT_MAX_DIMS; d++) free(m->names[d]);
+  for (int d = 0; d < DT_MAX_DIMS; d++) {
+    free(m->names[d]);
+    free(atomic_load_explicit(&m->groups[d], memory_order_relaxed));
+  }
   free(m->ranks);
   free(m->pos);
   if (m->rt) runtime_unref(m->rt);
@@ -522,6 +526,52 @@ int mesh_dim_group(const dt_mesh *m, int dim, int index, int *ranks,
   for (int c = 0; c < m->shape[dim]; c++) ranks[c] = m->ranks[base + c * stride];
   if (member) *member = (int)coords[dim];
   return (int)m->shape[dim];
+}
+
+/* the groups along dim, one lookup per group (the registry hands every
+ * member the same one); false + error when out of host memory */
+static bool make_groups(const dt_mesh *m, int dim, sim_coll_group **out,
+                        const char *fn) {
+  int *ranks = malloc(sizeof(int) * (size_t)m->shape[dim]);
+  int stride = 1;
+  for (int d = dim + 1; d < m->ndim; d++) stride *= (int)m->shape[d];
+  bool ok = ranks != NULL;
+  for (int i = 0; ok && i < m->size; i++) {
+    int member, n = mesh_dim_group(m, dim, i, ranks, &member);
+    if (member != 0) continue; /* made at its member 0 */
+    sim_coll_group *g = sim_coll_group_get(m->rt->coll, ranks, n);
+    ok = g != NULL;
+    for (int c = 0; ok && c < n; c++) out[i + c * stride] = g;
+  }
+  free(ranks);
+  if (!ok)
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the "
+                   "collective groups of mesh dim %d", fn, dim);
+  return ok;
+}
+
+sim_coll_group *const *mesh_dim_groups(dt_mesh *m, int dim, const char *fn) {
+  CORE_ASSERT(dim >= 0 && dim < m->ndim);
+  /* acquire: pairs with the CAS below (the array's entries) */
+  sim_coll_group **g = atomic_load_explicit(&m->groups[dim],
+                                            memory_order_acquire);
+  if (g) return (sim_coll_group *const *)g;
+  sim_coll_group **mine = malloc(sizeof *mine * (size_t)m->size);
+  if (!mine || !make_groups(m, dim, mine, fn)) {
+    if (!mine)
+      core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the "
+                     "collective groups of mesh dim %d", fn, dim);
+    free(mine);
+    return NULL;
+  }
+  /* acq_rel: release publishes the filled array; acquire (failure) reads
+   * the array another thread installed first */
+  if (atomic_compare_exchange_strong_explicit(&m->groups[dim], &g, mine,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire))
+    return (sim_coll_group *const *)mine;
+  free(mine); /* another thread made the same groups first */
+  return (sim_coll_group *const *)g;
 }
 
 void mesh_local_box(const dt_mesh *m, const dt_placement *pl,

@@ -28,6 +28,9 @@ struct dt_mesh {
   int *pos;                      /* runtime rank -> index in ranks, or -1 */
   int rt_ranks;                  /* entries of pos */
   uint64_t id;                   /* process-unique */
+  /* per mesh dim: the collective group of every mesh index (size
+   * entries), made by mesh_dim_groups on an issuing thread */
+  _Atomic(struct sim_coll_group **) groups[DT_MAX_DIMS];
 };
 
 /* [off, off+len) of a dim of n elements split in k parts, part c */
@@ -46,6 +49,21 @@ void mesh_index_coords(const dt_mesh *m, int index, int64_t *coords);
  * returns the group size and writes the caller's position in *member */
 int mesh_dim_group(const dt_mesh *m, int dim, int index, int *ranks,
                    int *member);
+/* The collective group through every mesh index along mesh dim `dim`
+ * (entry i: mesh index i's group), made on first use. Call it on the
+ * issuing thread, before publishing the record whose ranks use it: a rank
+ * then never allocates or fails to find a group. NULL + error (naming fn)
+ * when out of host memory. Thread-safe; lives as long as the mesh. */
+struct sim_coll_group *const *mesh_dim_groups(dt_mesh *m, int dim,
+                                              const char *fn);
+/* what mesh_dim_groups made (ranks: after it returned non-NULL) */
+static inline struct sim_coll_group *mesh_group_at(const dt_mesh *m, int dim,
+                                                   int index) {
+  /* acquire: pairs with the installing CAS in mesh_dim_groups (the
+   * record's publish orders it too) */
+  return atomic_load_explicit(&((dt_mesh *)m)->groups[dim],
+                              memory_order_acquire)[index];
+}
 
 /* The local box of a spec at mesh index `index`: per tensor dim, the
  * global offset and the local size. */

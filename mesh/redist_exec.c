@@ -2,10 +2,12 @@
  * shard, each step one collective along one mesh dim's group (or a local
  * chunk / partial), and the cross-mesh pull. Buffers are contiguous local
  * tensors with the sizes of the rank's mesh_box before / after each step. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fault.h"
 #include "kernels/cpu/cpu.h"
 #include "mesh/dtensor_exec.h"
 #include "mesh/shard.h"
@@ -27,160 +29,190 @@ static int64_t prefix(const mesh_box *b, int d) { return core_numel_of(b->len, d
 static mesh_buf balloc(ctx *c, int64_t n) {
   return mesh_rank_alloc(&c->mem, (size_t)n * c->es);
 }
+static bool failed(const ctx *c) { return c->mem.st != DT_OK; }
 
-/* the group along the step's mesh dim: the collective group, the caller's
- * member index and each member's mesh index (midx: malloc'd, n entries) */
+/* The group along the step's mesh dim, resolved by the issuing thread
+ * (mesh_dim_groups): the caller's member index, and member k's mesh index
+ * base + k * stride. */
 typedef struct grp {
   sim_coll_group *g;
-  int member, n;
-  int *midx;
-  int64_t *counts;        /* scratch: n element counts */
+  int member, n, base, stride;
 } grp;
 
-static grp group(ctx *c, int mesh_dim) {
-  size_t size = (size_t)c->m->shape[mesh_dim];
-  grp r = {NULL, -1, 0, malloc(sizeof(int) * size),
-           malloc(sizeof(int64_t) * size)};
-  int *ranks = malloc(sizeof(int) * size);
-  CORE_ASSERT(ranks && r.midx && r.counts); /* a few words per member */
-  r.n = mesh_dim_group(c->m, mesh_dim, c->idx, ranks, &r.member);
-  for (int k = 0; k < r.n; k++) r.midx[k] = c->m->pos[ranks[k]];
-  r.g = sim_coll_group_get(c->mem.rt->coll, ranks, r.n);
-  if (!r.g) mesh_rank_note(&c->mem, core_last_status(), core_last_error());
-  free(ranks);
+static grp group(const ctx *c, int mesh_dim) {
+  grp r = {mesh_group_at(c->m, mesh_dim, c->idx), 0,
+           (int)c->m->shape[mesh_dim], 0, 1};
+  for (int d = mesh_dim + 1; d < c->m->ndim; d++) r.stride *= (int)c->m->shape[d];
+  int64_t coords[DT_MAX_DIMS];
+  mesh_index_coords(c->m, c->idx, coords);
+  r.member = (int)coords[mesh_dim];
+  r.base = c->idx - r.member * r.stride;
   return r;
 }
+static int midx(const grp *G, int k) { return G->base + k * G->stride; }
 
+/* Per-member element counts: on the stack for small groups, else from the
+ * host heap (a failure is this rank's error). */
+#define SMALL_GROUP 64
+typedef struct counts { int64_t *v, local[2 * SMALL_GROUP]; } counts;
+static int64_t *counts_get(ctx *c, counts *k, int n) {
+  k->v = n <= SMALL_GROUP ? k->local
+                          : core_host_malloc(sizeof(int64_t) * 2 * (size_t)n);
+  if (!k->v && !failed(c)) {
+    char m[256];
+    snprintf(m, sizeof m, "%s: rank %d: out of host memory for the counts "
+             "of a %d-member collective", c->mem.api, c->mem.rank, n);
+    mesh_rank_note(&c->mem, DT_ERR_OUT_OF_MEMORY, m);
+  }
+  return k->v;
+}
+static void counts_put(counts *k) {
+  if (k->v != k->local) free(k->v);
+}
+
+/* This rank's part in the step's collective once it made its buffers:
+ * false after it abstained (it failed: the other members then fail with
+ * its message at once instead of waiting for it). */
+static bool take_part(ctx *c, const grp *G) {
+  if (!failed(c)) return true;
+  sim_coll_abstain(G->g, G->member, c->mem.st, c->mem.msg);
+  return false;
+}
 static void check(ctx *c, dt_status st) {
   if (st != DT_OK) mesh_rank_note(&c->mem, st, core_last_error());
 }
 
 static mesh_buf step_all_gather(ctx *c, const mesh_plan_step *s, const grp *G,
-                               const mesh_box *before, mesh_buf cur) {
-  sim_coll_group *g = G->g;
-  int member = G->member, n = G->n;
-  const int *midx = G->midx;
+                                mesh_buf cur) {
   mesh_box after = box_at(c, s->after, c->idx);
-  int64_t *counts = G->counts, total = 0;
-  mesh_box *bk = malloc(sizeof(mesh_box) * (size_t)n);
-  for (int k = 0; k < n; k++) {
-    bk[k] = box_at(c, s->before, midx[k]);
-    counts[k] = mesh_box_numel(&bk[k]);
-    total += counts[k];
+  counts k;
+  int64_t *cnt = counts_get(c, &k, G->n), total = 0;
+  for (int m = 0; cnt && m < G->n; m++) {
+    mesh_box bm = box_at(c, s->before, midx(G, m));
+    total += cnt[m] = mesh_box_numel(&bm);
   }
-  mesh_buf tmp = balloc(c, total);
-  if (g) check(c, sim_coll_all_gather(g, member, cur.p, tmp.p, counts, c->d));
   int d = s->from_dim;
-  if (prefix(&after, d) == 1) { /* member blocks are already in place */
-    free(bk);
-    return tmp;
-  }
-  mesh_buf out = balloc(c, mesh_box_numel(&after));
+  bool in_place = prefix(&after, d) == 1; /* member blocks land in order */
+  mesh_buf tmp = balloc(c, total), out = in_place ? tmp : balloc(c, mesh_box_numel(&after));
+  if (take_part(c, G))
+    check(c, sim_coll_all_gather(G->g, G->member, cur.p, tmp.p, cnt, c->d));
   char *at = tmp.p;
-  for (int k = 0; k < n; k++) {
-    cpu_view src = mesh_box_view(at, c->d, &bk[k], -1, 0, 0);
-    cpu_view dst = mesh_box_view(out.p, c->d, &after, d, bk[k].off[d] - after.off[d],
-                         bk[k].len[d]);
-    if (counts[k]) mesh_copy_view(&dst, &src);
-    at += counts[k] * (int64_t)c->es;
+  for (int m = 0; !in_place && !failed(c) && m < G->n; m++) {
+    mesh_box bm = box_at(c, s->before, midx(G, m));
+    cpu_view src = mesh_box_view(at, c->d, &bm, -1, 0, 0);
+    cpu_view dst = mesh_box_view(out.p, c->d, &after, d,
+                                 bm.off[d] - after.off[d], bm.len[d]);
+    if (cnt[m]) mesh_copy_view(&dst, &src);
+    at += cnt[m] * (int64_t)c->es;
   }
-  (void)before;
-  free(bk);
-  mesh_rank_free(&c->mem, tmp);
+  if (!in_place) mesh_rank_free(&c->mem, tmp);
+  counts_put(&k);
   return out;
 }
 
 static mesh_buf step_all_reduce(ctx *c, const mesh_plan_step *s, const grp *G,
-                               const mesh_box *before, mesh_buf cur) {
+                                const mesh_box *before, mesh_buf cur) {
   mesh_buf out = balloc(c, mesh_box_numel(before));
-  if (G->g)
+  if (take_part(c, G))
     check(c, sim_coll_all_reduce(G->g, G->member, cur.p, out.p,
                                  mesh_box_numel(before), c->d, s->op));
   return out;
 }
 
 static mesh_buf step_reduce_scatter(ctx *c, const mesh_plan_step *s, const grp *G,
-                                   const mesh_box *before, mesh_buf cur) {
-  sim_coll_group *g = G->g;
-  int member = G->member, n = G->n;
-  const int *midx = G->midx;
+                                    const mesh_box *before, mesh_buf cur) {
   int d = s->to_dim;
-  int64_t *counts = G->counts;
-  mesh_buf send = cur, packed = {NULL, false};
+  counts k;
+  int64_t *cnt = counts_get(c, &k, G->n);
+  for (int m = 0; cnt && m < G->n; m++) {
+    mesh_box bm = box_at(c, s->after, midx(G, m));
+    cnt[m] = mesh_box_numel(&bm);
+  }
   bool pack = prefix(before, d) != 1;
-  if (pack) packed = balloc(c, mesh_box_numel(before));
-  char *at = pack ? packed.p : NULL;
-  for (int k = 0; k < n; k++) {
-    mesh_box bk = box_at(c, s->after, midx[k]);
-    counts[k] = mesh_box_numel(&bk);
-    if (pack && counts[k]) {
-      cpu_view src = mesh_box_view(cur.p, c->d, before, d, bk.off[d] - before->off[d],
-                           bk.len[d]);
-      cpu_view dst = mesh_box_view(at, c->d, &bk, -1, 0, 0);
+  mesh_buf packed = pack ? balloc(c, mesh_box_numel(before)) : cur;
+  mesh_buf out = balloc(c, cnt ? cnt[G->member] : 0);
+  char *at = packed.p;
+  for (int m = 0; pack && !failed(c) && m < G->n; m++) {
+    mesh_box bm = box_at(c, s->after, midx(G, m));
+    if (cnt[m]) {
+      cpu_view src = mesh_box_view(cur.p, c->d, before, d,
+                                   bm.off[d] - before->off[d], bm.len[d]);
+      cpu_view dst = mesh_box_view(at, c->d, &bm, -1, 0, 0);
       mesh_copy_view(&dst, &src);
     }
-    if (pack) at += counts[k] * (int64_t)c->es;
+    at += cnt[m] * (int64_t)c->es;
   }
-  if (pack) send = packed;
-  mesh_buf out = balloc(c, counts[member]);
-  if (g) check(c, sim_coll_reduce_scatter(g, member, send.p, out.p, counts, c->d, s->op));
+  if (take_part(c, G))
+    check(c, sim_coll_reduce_scatter(G->g, G->member, packed.p, out.p, cnt,
+                                     c->d, s->op));
   if (pack) mesh_rank_free(&c->mem, packed);
+  counts_put(&k);
   return out;
 }
 
+/* rows of mine for member m's j-range (send) / member m's i-range of my
+ * j-range (recv), as boxes */
+static mesh_box a2a_send_box(const ctx *c, const mesh_plan_step *s,
+                             const mesh_box *before, const grp *G, int m) {
+  mesh_box am = box_at(c, s->after, midx(G, m)), sb = *before;
+  sb.off[s->to_dim] = am.off[s->to_dim];
+  sb.len[s->to_dim] = am.len[s->to_dim];
+  return sb;
+}
+static mesh_box a2a_recv_box(const ctx *c, const mesh_plan_step *s,
+                             const mesh_box *after, const grp *G, int m) {
+  mesh_box rb = box_at(c, s->before, midx(G, m));
+  rb.off[s->to_dim] = after->off[s->to_dim];
+  rb.len[s->to_dim] = after->len[s->to_dim];
+  return rb;
+}
+
 static mesh_buf step_all_to_all(ctx *c, const mesh_plan_step *s, const grp *G,
-                               const mesh_box *before, mesh_buf cur) {
-  sim_coll_group *g = G->g;
-  int member = G->member, n = G->n;
-  const int *midx = G->midx;
-  int i = s->from_dim, j = s->to_dim;
+                                const mesh_box *before, mesh_buf cur) {
+  int i = s->from_dim, j = s->to_dim, n = G->n;
   mesh_box after = box_at(c, s->after, c->idx);
-  int64_t *send = malloc(sizeof(int64_t) * 2 * (size_t)n), *recv = send + n;
-  mesh_box *bk = malloc(sizeof(mesh_box) * 2 * (size_t)n), *ak = bk + n;
-  int64_t stotal = 0, rtotal = 0;
-  for (int k = 0; k < n; k++) {
-    bk[k] = box_at(c, s->before, midx[k]);
-    ak[k] = box_at(c, s->after, midx[k]);
-    mesh_box sb = *before, rb = bk[k];
-    sb.len[j] = ak[k].len[j];
-    rb.len[j] = after.len[j];
-    send[k] = mesh_box_numel(&sb);
-    recv[k] = mesh_box_numel(&rb);
-    stotal += send[k];
-    rtotal += recv[k];
+  counts k;
+  int64_t *send = counts_get(c, &k, n), stotal = 0, rtotal = 0;
+  int64_t *recv = send ? send + n : NULL;
+  for (int m = 0; send && m < n; m++) {
+    mesh_box sb = a2a_send_box(c, s, before, G, m);
+    mesh_box rb = a2a_recv_box(c, s, &after, G, m);
+    stotal += send[m] = mesh_box_numel(&sb);
+    rtotal += recv[m] = mesh_box_numel(&rb);
   }
-  mesh_buf sbuf = balloc(c, stotal), rbuf = balloc(c, rtotal), out = balloc(c, mesh_box_numel(&after));
+  mesh_buf sbuf = balloc(c, stotal), rbuf = balloc(c, rtotal);
+  mesh_buf out = balloc(c, mesh_box_numel(&after));
   char *at = sbuf.p;
-  for (int k = 0; k < n; k++) { /* my rows for member k's j-range */
-    mesh_box sb = *before;
-    sb.len[j] = ak[k].len[j];
-    cpu_view src = mesh_box_view(cur.p, c->d, before, j, ak[k].off[j] - before->off[j],
-                         ak[k].len[j]);
+  for (int m = 0; !failed(c) && m < n; m++) {
+    mesh_box sb = a2a_send_box(c, s, before, G, m);
+    cpu_view src = mesh_box_view(cur.p, c->d, before, j,
+                                 sb.off[j] - before->off[j], sb.len[j]);
     cpu_view dst = mesh_box_view(at, c->d, &sb, -1, 0, 0);
-    if (send[k]) mesh_copy_view(&dst, &src);
-    at += send[k] * (int64_t)c->es;
+    if (send[m]) mesh_copy_view(&dst, &src);
+    at += send[m] * (int64_t)c->es;
   }
-  if (g) check(c, sim_coll_all_to_all(g, member, sbuf.p, send, rbuf.p, recv, c->d));
+  if (take_part(c, G))
+    check(c, sim_coll_all_to_all(G->g, G->member, sbuf.p, send, rbuf.p, recv,
+                                 c->d));
   at = rbuf.p;
-  for (int k = 0; k < n; k++) { /* member k's i-range of my j-range */
-    mesh_box rb = bk[k];
-    rb.len[j] = after.len[j];
+  for (int m = 0; !failed(c) && m < n; m++) {
+    mesh_box rb = a2a_recv_box(c, s, &after, G, m);
     cpu_view src = mesh_box_view(at, c->d, &rb, -1, 0, 0);
-    cpu_view dst = mesh_box_view(out.p, c->d, &after, i, bk[k].off[i] - after.off[i],
-                         bk[k].len[i]);
-    if (recv[k]) mesh_copy_view(&dst, &src);
-    at += recv[k] * (int64_t)c->es;
+    cpu_view dst = mesh_box_view(out.p, c->d, &after, i,
+                                 rb.off[i] - after.off[i], rb.len[i]);
+    if (recv[m]) mesh_copy_view(&dst, &src);
+    at += recv[m] * (int64_t)c->es;
   }
   mesh_rank_free(&c->mem, sbuf);
   mesh_rank_free(&c->mem, rbuf);
-  free(send);
-  free(bk);
+  counts_put(&k);
   return out;
 }
 
 static mesh_buf step_local(ctx *c, const mesh_plan_step *s, const mesh_box *before, mesh_buf cur) {
   mesh_box after = box_at(c, s->after, c->idx);
   mesh_buf out = balloc(c, mesh_box_numel(&after));
+  if (failed(c)) return out;
   if (s->kind == MESH_PLAN_LOCAL_CHUNK) {
     int d = s->to_dim;
     cpu_view src = mesh_box_view(cur.p, c->d, before, d, after.off[d] - before->off[d],
@@ -203,16 +235,12 @@ static mesh_buf step_local(ctx *c, const mesh_plan_step *s, const mesh_box *befo
 static mesh_buf run_step(ctx *c, const mesh_plan_step *s, const mesh_box *before, mesh_buf cur) {
   if (!mesh_plan_is_collective(s->kind)) return step_local(c, s, before, cur);
   grp G = group(c, s->mesh_dim);
-  mesh_buf out;
   switch (s->kind) {
-  case MESH_PLAN_ALL_GATHER: out = step_all_gather(c, s, &G, before, cur); break;
-  case MESH_PLAN_ALL_REDUCE: out = step_all_reduce(c, s, &G, before, cur); break;
-  case MESH_PLAN_REDUCE_SCATTER: out = step_reduce_scatter(c, s, &G, before, cur); break;
-  default: out = step_all_to_all(c, s, &G, before, cur); break;
+  case MESH_PLAN_ALL_GATHER: return step_all_gather(c, s, &G, cur);
+  case MESH_PLAN_ALL_REDUCE: return step_all_reduce(c, s, &G, before, cur);
+  case MESH_PLAN_REDUCE_SCATTER: return step_reduce_scatter(c, s, &G, before, cur);
+  default: return step_all_to_all(c, s, &G, before, cur);
   }
-  free(G.midx);
-  free(G.counts);
-  return out;
 }
 
 void mesh_exec_redistribute(void *arg, dt_runtime *rt, int rank) {
@@ -226,19 +254,14 @@ void mesh_exec_redistribute(void *arg, dt_runtime *rt, int rank) {
   mesh_rank_mem_init(&c.mem, rt, rank, j->api);
   core_storage *in = ss->storages[idx];
   const core_poison *p = core_storage_poison(in);
-  mesh_box b = box_at(&c, ss->placements, idx);
-  mesh_buf cur = {in->data, false};
-  bool owned = false;
-  if (p || !in->data) { /* take part with zeros; the output is poisoned */
+  if (p || !in->data) /* every step abstains: the others fail with this */
     mesh_rank_note(&c.mem, p ? p->status : DT_ERR_INTERNAL, p ? p->message : "no data");
-    cur.p = calloc(1, (size_t)mesh_box_numel(&b) * c.es + 1);
-    owned = true;
-  }
+  mesh_box b = box_at(&c, ss->placements, idx);
+  mesh_buf cur = {failed(&c) ? NULL : in->data};
   for (int k = 0; k < j->nsteps; k++) {
     mesh_buf next = run_step(&c, &j->steps[k], &b, cur);
-    if (owned) mesh_rank_free(&c.mem, cur);
+    if (k > 0) mesh_rank_free(&c.mem, cur); /* step 0 read the input */
     cur = next;
-    owned = true;
     b = box_at(&c, j->steps[k].after, idx);
   }
   mesh_rank_finish(&c.mem, j->dst->spec->storages[idx], cur);
@@ -275,70 +298,77 @@ static const char *source_data(const dt_tensor *t, int rank, cpu_view *v) {
   return v->data;
 }
 
-static bool in_tensor(const dt_tensor *t, int rank) {
-  if (!t->spec) return t->local.storage->rank == rank;
-  return rank < t->spec->mesh->rt_ranks && t->spec->mesh->pos[rank] >= 0;
+/* the member index of rank in the job's union (sorted): -1 if outside */
+static int union_member(const mesh_xmesh_job *j, int rank) {
+  int lo = 0, hi = j->n - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (j->members[mid] == rank) return mid;
+    if (j->members[mid] < rank) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
+/* a rank that holds a copy of the source, chosen by target index (spread
+ * the reads); -1 when none does (the source failed) */
+static int pick_source(const mesh_xmesh_job *j, int idx) {
+  cpu_view v;
+  int nsrc = 0;
+  for (int k = 0; k < j->n; k++) nsrc += source_data(j->src, j->members[k], &v) != NULL;
+  for (int k = 0, seen = 0; k < j->n && nsrc; k++)
+    if (source_data(j->src, j->members[k], &v) && seen++ == idx % nsrc)
+      return j->members[k];
+  return -1;
+}
+
+static void pull(ctx *c, const mesh_xmesh_job *j) {
+  const dt_mesh *bm = j->dst->spec->mesh;
+  int pick = failed(c) ? -1 : pick_source(j, c->idx);
+  mesh_box b = box_at(c, j->dst->spec->placements, c->idx);
+  mesh_buf out = balloc(c, mesh_box_numel(&b));
+  if (pick < 0) { /* no copy because the source failed: its error */
+    const core_poison *p = mesh_tensor_poison(j->src);
+    mesh_rank_note(&c->mem, p ? p->status : DT_ERR_INTERNAL,
+                   p ? p->message : "cross-mesh redistribute: no rank "
+                   "holds a copy of the source");
+  }
+  cpu_view sv;
+  if (!failed(c) && source_data(j->src, pick, &sv) && mesh_box_numel(&b)) {
+    mesh_view_narrow(&sv, &b);
+    cpu_view dv = mesh_box_view(out.p, c->d, &b, -1, 0, 0);
+    mesh_copy_view(&dv, &sv);
+  }
+  /* Partial targets: the value on coordinate 0, the identity elsewhere */
+  double id;
+  if (!failed(c) && mesh_partial_identity(bm, j->dst->spec->placements, c->idx, &id))
+    cpu_fill(out.p, c->d, mesh_box_numel(&b), id);
+  mesh_rank_finish(&c->mem, j->dst->spec->storages[c->idx], out);
 }
 
 void mesh_exec_cross_mesh(void *arg, dt_runtime *rt, int rank) {
   mesh_xmesh_job *j = arg;
+  int member = union_member(j, rank);
+  if (member < 0) return;
   const dt_mesh *bm = j->dst->spec->mesh;
   bool in_dst = rank < bm->rt_ranks && bm->pos[rank] >= 0;
-  if (!in_dst && !in_tensor(j->src, rank)) return;
-  int *u = malloc(sizeof(int) * (size_t)rt->nranks), n = 0, member = -1;
-  for (int r = 0; r < rt->nranks; r++) /* the union, in rank order */
-    if ((r < bm->rt_ranks && bm->pos[r] >= 0) || in_tensor(j->src, r)) {
-      if (r == rank) member = n;
-      u[n++] = r;
-    }
   ctx c = {.idx = in_dst ? bm->pos[rank] : -1, .m = bm,
            .shape = &j->dst->spec->shape, .d = j->dst->dtype,
            .es = core_dtype_size(j->dst->dtype)};
   mesh_rank_mem_init(&c.mem, rt, rank, j->api);
-  sim_coll_group *g = sim_coll_group_get(rt->coll, u, n);
-  cpu_view mine_v;
-  const char *mine = source_data(j->src, rank, &mine_v);
-  int64_t *ptrs = calloc((size_t)n, sizeof *ptrs), *ones = malloc(sizeof(int64_t) * (size_t)n);
-  for (int k = 0; k < n; k++) ones[k] = 1;
-  int64_t me = (int64_t)(intptr_t)mine;
-  /* the exchange also orders the sources' earlier writes before our reads */
-  if (!g) mesh_rank_note(&c.mem, core_last_status(), core_last_error());
-  else check(&c, sim_coll_all_gather(g, member, &me, ptrs, ones, DT_INT64));
-  if (in_dst) {
-    int nsrc = 0, pick = -1;
-    for (int k = 0; k < n; k++) if (ptrs[k]) nsrc++;
-    for (int k = 0, seen = 0; k < n && nsrc; k++)
-      if (ptrs[k] && seen++ == c.idx % nsrc) pick = u[k];
-    mesh_box b = box_at(&c, j->dst->spec->placements, c.idx);
-    mesh_buf out = balloc(&c, mesh_box_numel(&b));
-    if (pick < 0) { /* no copy because the source failed: its error */
-      const core_poison *p = mesh_tensor_poison(j->src);
-      mesh_rank_note(&c.mem, p ? p->status : DT_ERR_INTERNAL,
-                     p ? p->message : "cross-mesh redistribute: no rank "
-                     "holds a copy of the source");
-    }
-    cpu_view sv;
-    if (pick >= 0 && source_data(j->src, pick, &sv) && mesh_box_numel(&b)) {
-      mesh_view_narrow(&sv, &b);
-      cpu_view dv = mesh_box_view(out.p, c.d, &b, -1, 0, 0);
-      mesh_copy_view(&dv, &sv);
-    }
-    /* Partial targets: the value on coordinate 0, the identity elsewhere */
-    double id;
-    if (mesh_partial_identity(bm, j->dst->spec->placements, c.idx, &id))
-      cpu_fill(out.p, c.d, mesh_box_numel(&b), id);
-    mesh_rank_finish(&c.mem, j->dst->spec->storages[c.idx], out);
-  }
+  /* the sources' shards were written by their ranks before they arrived:
+   * the barrier orders those writes before our reads (its arrivals
+   * release, its waits acquire) */
+  check(&c, sim_coll_barrier(j->group, member));
+  if (in_dst) pull(&c, j);
   /* sources stay readable until every puller is done */
-  if (g) check(&c, sim_coll_barrier(g, member));
-  free(u);
-  free(ptrs);
-  free(ones);
+  sim_coll_barrier(j->group, member);
 }
 
 void mesh_exec_xmesh_done(void *arg) {
   mesh_xmesh_job *j = arg;
   core_tensor_release(j->src);
   core_tensor_release(j->dst);
+  free(j->members);
   free(j);
 }

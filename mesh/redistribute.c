@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "mesh/dtensor_exec.h"
 #include "runtime/exec.h"
+#include "sim/collectives.h"
 
 /* ---- communication counting (CommDebugMode), per thread */
 static _Thread_local bool comm_on;
@@ -75,6 +76,12 @@ static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
     free(j);
     return n == 0 ? core_tensor_retain(t) : NULL;
   }
+  for (int k = 0; k < j->nsteps; k++)
+    if (mesh_plan_is_collective(j->steps[k].kind) &&
+        !mesh_dim_groups(mesh, j->steps[k].mesh_dim, fn)) {
+      free(j);
+      return NULL;
+    }
   dt_tensor *out = mesh_dtensor_make(mesh, pl, *shape, t->dtype, fn);
   if (!out) {
     free(j);
@@ -93,6 +100,26 @@ static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
     return NULL;
   }
   return out;
+}
+
+static bool holds(const dt_tensor *t, int rank) {
+  if (!t->spec) return t->local.storage->rank == rank;
+  return rank < t->spec->mesh->rt_ranks && t->spec->mesh->pos[rank] >= 0;
+}
+
+/* the union of the ranks of src and of mesh, ascending, and its group */
+static bool xmesh_group(mesh_xmesh_job *j, const dt_mesh *mesh,
+                        const char *fn) {
+  dt_runtime *rt = mesh->rt;
+  j->members = malloc(sizeof(int) * (size_t)rt->nranks);
+  for (int r = 0; j->members && r < rt->nranks; r++)
+    if ((r < mesh->rt_ranks && mesh->pos[r] >= 0) || holds(j->src, r))
+      j->members[j->n++] = r;
+  j->group = j->members ? sim_coll_group_get(rt->coll, j->members, j->n) : NULL;
+  if (j->group) return true;
+  core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the "
+                 "collective group of a cross-mesh redistribute", fn);
+  return false;
 }
 
 static dt_tensor *cross_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
@@ -123,13 +150,18 @@ static dt_tensor *cross_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
     core_tensor_release(rep);
     return NULL;
   }
+  j->src = rep; /* the job owns this reference */
+  j->dst = core_tensor_retain(out);
+  j->api = fn;
+  if (!xmesh_group(j, mesh, fn)) {
+    mesh_exec_xmesh_done(j);
+    core_tensor_release(out);
+    return NULL;
+  }
   if (count && comm_on) {
     comm.other++;
     comm.bytes += core_numel(out) * (int64_t)core_dtype_size(t->dtype);
   }
-  j->src = rep; /* the job owns this reference */
-  j->dst = core_tensor_retain(out);
-  j->api = fn;
   if (runtime_publish_call(rt, -1, mesh_exec_cross_mesh, mesh_exec_xmesh_done,
                            j) != DT_OK) {
     mesh_exec_xmesh_done(j);

@@ -89,25 +89,23 @@ void mesh_rank_note(mesh_rank_mem *rm, dt_status st, const char *msg) {
 }
 
 mesh_buf mesh_rank_alloc(mesh_rank_mem *rm, size_t bytes) {
+  mesh_buf b = {NULL};
+  if (rm->st != DT_OK) return b; /* a failed rank only abstains */
   const char *err;
-  mesh_buf b = {sim_device_alloc(&rm->rt->ranks[rm->rank].dev, bytes, &err),
-                true};
+  b.p = sim_device_alloc(&rm->rt->ranks[rm->rank].dev, bytes, &err);
   if (b.p) return b;
   char m[512];
   snprintf(m, sizeof m, "%s: %s", rm->api, err);
   mesh_rank_note(rm, DT_ERR_OUT_OF_MEMORY, m);
-  b.p = calloc(1, bytes ? bytes : 1); /* keep the collectives going */
-  b.dev = false;
   return b;
 }
 
 void mesh_rank_free(mesh_rank_mem *rm, mesh_buf b) {
-  if (b.dev) sim_device_free(&rm->rt->ranks[rm->rank].dev, b.p);
-  else free(b.p);
+  if (b.p) sim_device_free(&rm->rt->ranks[rm->rank].dev, b.p);
 }
 
 void mesh_rank_finish(mesh_rank_mem *rm, core_storage *out, mesh_buf b) {
-  if (rm->st == DT_OK && b.dev) {
+  if (rm->st == DT_OK && b.p) {
     out->data = b.p;
     runtime_note_memory(rm->rt, rm->rank);
     return;

@@ -1,9 +1,11 @@
 /* A mesh rank's shard buffers, shared by everything the ranks run for
  * DTensor records (mesh/dtensor_exec.c, mesh/redist_exec.c): the box a
- * rank holds, contiguous views of box-shaped buffers, and device memory
- * that falls back to host scratch after an out-of-memory (the rank keeps
- * taking part in collectives, the others would wait for it otherwise, and
- * its output is poisoned with the first error). */
+ * rank holds, contiguous views of box-shaped buffers, and a rank's device
+ * memory for one record with its first error. A rank that failed (out of
+ * memory, a failed input) allocates nothing more: it abstains from the
+ * record's remaining collectives (sim_coll_abstain), so the other members
+ * fail at once with its message instead of waiting for it, and its
+ * output is poisoned with the first error. */
 #ifndef MESH_SHARD_H
 #define MESH_SHARD_H
 
@@ -55,13 +57,13 @@ typedef struct mesh_rank_mem {
   char msg[512];
 } mesh_rank_mem;
 
-typedef struct mesh_buf { void *p; bool dev; } mesh_buf;
+typedef struct mesh_buf { void *p; } mesh_buf; /* device memory or NULL */
 
 void mesh_rank_mem_init(mesh_rank_mem *rm, dt_runtime *rt, int rank,
                         const char *api);
 /* Records the first error (later ones are dropped). */
 void mesh_rank_note(mesh_rank_mem *rm, dt_status st, const char *msg);
-/* bytes of device memory, or zeroed host scratch after a failure */
+/* bytes of device memory; NULL (and the error noted) once the rank failed */
 mesh_buf mesh_rank_alloc(mesh_rank_mem *rm, size_t bytes);
 void mesh_rank_free(mesh_rank_mem *rm, mesh_buf b);
 /* The output storage takes buffer b, or the first error (b is freed). */

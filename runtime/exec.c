@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/tensor.h"
 #include "kernels/cpu/cpu.h"
 #include "sched/future.h"
@@ -37,12 +38,14 @@ size_t runtime_exec_record_size(void) { return sizeof(exec_record); }
 /* Names the rank's thread "dt-rank-<rank>" (what gdb, perf, top -H and
  * /proc/<pid>/task/<tid>/comm show), so a stack or profile says which rank
  * it is. (BLAS needs nothing here: the runtime set OpenBLAS to one thread
- * process-wide before starting the ranks.) */
+ * process-wide before starting the ranks.) Marks the thread for host
+ * allocation fault injection (core/fault.h). */
 void runtime_exec_rank_init(void *ctx, int rank) {
   (void)ctx;
   char name[16]; /* the kernel's limit, with the NUL */
   snprintf(name, sizeof name, "dt-rank-%d", rank);
   pthread_setname_np(pthread_self(), name);
+  core_fault_mark_thread(rank);
 }
 
 /* ---- poison */

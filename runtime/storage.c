@@ -48,8 +48,7 @@ core_storage *runtime_storage_new(dt_runtime *rt, int rank, size_t nbytes,
 }
 
 static void free_struct(core_storage *s) {
-  core_poison *p = atomic_load_explicit(&s->poison, memory_order_acquire);
-  free(p);
+  core_poison_free(atomic_load_explicit(&s->poison, memory_order_acquire));
   atomic_fetch_sub_explicit(&core_stat_mine()->bytes, (int64_t)s->nbytes,
                             memory_order_relaxed);
   dt_runtime *rt = s->rt;

@@ -53,6 +53,8 @@
  * lock-free: a NULL from steal with items present means another taker won. */
 #include "sched/deque.h"
 
+#include "core/fault.h"
+
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -85,7 +87,7 @@ static inline int64_t index_diff(uint64_t a, uint64_t b) {
 
 static deque_array *array_new(uint64_t capacity) {
   if (capacity > ((uint64_t)1 << 40)) return NULL;  /* absurd: refuse */
-  deque_array *a = malloc(sizeof *a + capacity * sizeof a->slot[0]);
+  deque_array *a = core_host_malloc(sizeof *a + capacity * sizeof a->slot[0]);
   if (!a) return NULL;
   a->mask = capacity - 1;
   a->older = NULL;

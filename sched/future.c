@@ -71,6 +71,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fault.h"
 #include "sched/pool.h"
 
 enum { FUTURE_PENDING = 0, FUTURE_DONE = 1, FUTURE_WAITING = 2 };
@@ -88,6 +89,14 @@ typedef struct cb_node {
 static cb_node closed_node;
 #define CB_CLOSED (&closed_node)
 
+/* callbacks handed to the completion thread: one per future (it completes
+ * once), kept in the future so a completing rank allocates nothing */
+typedef struct cb_batch {
+  dt_future *f;          /* a reference, dropped after the callbacks ran */
+  cb_node *top;          /* as taken by the completer */
+  struct cb_batch *next;
+} cb_batch;
+
 struct dt_future {
   _Atomic uint32_t state;        /* futex word: PENDING / WAITING / DONE */
   _Atomic uint32_t refs;
@@ -96,6 +105,7 @@ struct dt_future {
   _Atomic(cb_node *) callbacks;  /* Treiber stack, or CB_CLOSED */
   dt_status status;              /* valid once state == DONE */
   char *message;                 /* heap copy or NULL; idem */
+  cb_batch batch;                /* hand_over's, under completer.lock */
 };
 
 static inline void cpu_relax(void) {
@@ -204,12 +214,6 @@ static void run_callbacks(dt_future *f, cb_node *top) {
 }
 
 /* ---- the completion thread */
-typedef struct cb_batch {
-  dt_future *f;          /* a reference, dropped after the callbacks ran */
-  cb_node *top;          /* as taken by the completer */
-  struct cb_batch *next;
-} cb_batch;
-
 static struct {
   pthread_once_t once;
   pthread_mutex_t lock;
@@ -229,8 +233,7 @@ static void *completion_main(void *arg) {
     if (!completer.head) completer.tail = NULL;
     pthread_mutex_unlock(&completer.lock);
     run_callbacks(b->f, b->top);
-    sched_future_release(b->f);
-    free(b);
+    sched_future_release(b->f); /* may free b: it lives in the future */
     pthread_mutex_lock(&completer.lock);
   }
   return NULL;
@@ -245,12 +248,12 @@ static void completion_start(void) {
   pthread_attr_destroy(&a);
 }
 
-/* false when the completion thread or the batch cannot be had: the caller
- * then runs the callbacks itself (nothing better is left) */
+/* false when the completion thread cannot be had: the caller then runs
+ * the callbacks itself (nothing better is left) */
 static bool hand_over(dt_future *f, cb_node *top) {
   pthread_once(&completer.once, completion_start);
-  cb_batch *b = completer.started ? malloc(sizeof *b) : NULL;
-  if (!b) return false;
+  if (!completer.started) return false;
+  cb_batch *b = &f->batch;
   b->f = sched_future_retain(f);
   b->top = top;
   b->next = NULL;
@@ -273,7 +276,7 @@ void sched_future_complete(dt_future *f, dt_status st, const char *msg) {
   f->status = st;
   if (msg) {
     size_t n = strlen(msg) + 1;
-    f->message = malloc(n);
+    f->message = core_host_malloc(n); /* NULL: the status alone */
     if (f->message) memcpy(f->message, msg, n);
   }
   /* release: publishes status/message to every acquire load of state that

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fault.h"
 #include "sched/deque.h"
 #include "sched/fence.h"
 #include "sched/queue.h"
@@ -341,7 +342,7 @@ void sched_parallel_for(int64_t n, int64_t grain, sched_range_fn fn,
   }
   rank_state *rs = &p->ranks[tls_rank];
   int64_t k = (n + grain - 1) / grain;
-  chunk_task local[32], *tasks = k <= 32 ? local : malloc(sizeof *tasks * (size_t)k);
+  chunk_task local[32], *tasks = k <= 32 ? local : core_host_malloc(sizeof *tasks * (size_t)k);
   if (!tasks) { /* no memory for the task list: run serially, same result */
     fn(0, n, ctx);
     return;

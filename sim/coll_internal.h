@@ -26,7 +26,9 @@
 
 typedef enum sim_coll_kind {
   KIND_ALL_REDUCE, KIND_ALL_GATHER, KIND_REDUCE_SCATTER, KIND_ALL_TO_ALL,
-  KIND_BROADCAST, KIND_SCATTER, KIND_GATHER, KIND_BARRIER, KIND_COUNT
+  KIND_BROADCAST, KIND_SCATTER, KIND_GATHER, KIND_BARRIER,
+  KIND_ABSTAIN, /* a member that could not make its call */
+  KIND_COUNT
 } sim_coll_kind;
 
 /* a member's call, as published in its entry */
@@ -47,6 +49,7 @@ typedef struct sim_coll_desc {
 typedef struct sim_coll_entry {
   sim_coll_desc d;
   dt_status bad;     /* DT_OK, or the member's own argument error */
+  bool abstain;      /* it could not take part: `data` holds why */
   bool inl;          /* its input is in `data` (or it has none) */
   _Alignas(SIM_COLL_LINE) unsigned char data[SIM_COLL_INLINE];
 } sim_coll_entry;

@@ -85,6 +85,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/fault.h"
 #include "core/error.h"
 #include "sim/coll_internal.h"
 #include "sim/coll_reduce.h"
@@ -105,7 +106,7 @@
 
 static const char *const kind_names[] = {
   "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
-  "scatter", "gather", "barrier"};
+  "scatter", "gather", "barrier", "abstention"};
 _Static_assert(sizeof kind_names / sizeof kind_names[0] == KIND_COUNT,
                "one name per collective");
 static const char *const op_names[] = {"sum", "avg", "max", "min", "prod"};
@@ -207,7 +208,7 @@ sim_coll_mailbox *sim_coll_mailbox_of(sim_coll_world *w, int from, int to) {
                                                memory_order_acquire);
   if (!row) {
     size_t bytes = (size_t)w->nranks * sizeof *row;
-    sim_coll_mailbox *mine = aligned_alloc(SIM_COLL_LINE, bytes);
+    sim_coll_mailbox *mine = core_host_aligned_alloc(SIM_COLL_LINE, bytes);
     if (!mine) {
       core_error_set(DT_ERR_OUT_OF_MEMORY, "coll_send/coll_recv: out of "
                      "memory for rank %d's mailboxes", from);
@@ -417,8 +418,8 @@ static size_t put_ranks(char *p, const sim_coll_group *g, const bool *flags,
 static char *format_report(const sim_coll_group *g, sim_coll_kind kind,
                            uint64_t seq) {
   size_t cap = 160 + strlen(g->name) + (size_t)g->n * 26;
-  char *msg = malloc(cap);
-  bool *flags = malloc((size_t)g->n * sizeof *flags);
+  char *msg = core_host_malloc(cap);
+  bool *flags = core_host_malloc((size_t)g->n * sizeof *flags);
   if (!msg || !flags) {
     free(msg);
     free(flags);
@@ -676,6 +677,12 @@ static dt_status check_round(const sim_coll_group *g, int member, uint64_t k,
   const char *kind = kind_names[E[member].d.kind];
   unsigned long long seq = (unsigned long long)k;
   for (int j = 0; j < g->n; j++)
+    if (E[j].abstain)
+      return core_error_set(E[j].bad, "%s on group %s (seq %llu): member %d "
+                            "(rank %d) could not take part: %s", kind,
+                            g->name, seq, j, g->ranks[j],
+                            (const char *)E[j].data);
+  for (int j = 0; j < g->n; j++)
     if (E[j].bad != DT_OK)
       return core_error_set(E[j].bad, "%s on group %s (seq %llu): member %d "
                           "(rank %d) passed invalid arguments (%s); nothing "
@@ -705,16 +712,23 @@ static dt_status check_round(const sim_coll_group *g, int member, uint64_t k,
 
 /* ---- one collective call */
 
-static dt_status sim_coll_run(sim_coll_group *g, int member, sim_coll_desc *d) {
+/* why: NULL for a call; else the member abstains with status why_st and
+ * this message (sim_coll_abstain); the round runs its phases as any other
+ * so that members that moved nothing still pass its completion barrier */
+static dt_status sim_coll_run(sim_coll_group *g, int member, sim_coll_desc *d,
+                              dt_status why_st, const char *why) {
   CORE_ASSERT(g != NULL && member >= 0 && member < g->n);
   int64_t deadline = sim_coll_deadline(g->world);
   sim_coll_member *me = &g->members[member];
-  int64_t bytes;
-  dt_status bad = prepare(g, member, d, &bytes);
+  int64_t bytes = 0;
+  dt_status bad = why ? core_error_set(why_st, "%s", why)
+                      : prepare(g, member, d, &bytes);
   uint64_t k = me->seq++;
   sim_coll_entry *e = &g->entries[k & 1][member];
   e->d = *d;
   e->bad = bad;
+  e->abstain = why != NULL;
+  if (why) snprintf((char *)e->data, sizeof e->data, "%s", why);
   e->inl = bad != DT_OK || (bytes >= 0 && bytes <= SIM_COLL_INLINE);
   if (bad == DT_OK && e->inl && bytes > 0)
     memcpy(e->data, d->in, (size_t)bytes);
@@ -742,14 +756,14 @@ dt_status sim_coll_all_reduce(sim_coll_group *g, int member, const void *in,
                           dt_reduce_op op) {
   sim_coll_desc d = {.kind = KIND_ALL_REDUCE, .dtype = dtype, .op = op,
                  .count = count, .in = in, .out = out};
-  return sim_coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d, DT_OK, NULL);
 }
 
 dt_status sim_coll_all_gather(sim_coll_group *g, int member, const void *in,
                           void *out, const int64_t *counts, dt_dtype dtype) {
   sim_coll_desc d = {.kind = KIND_ALL_GATHER, .dtype = dtype, .in = in,
                  .out = out, .counts = counts};
-  return sim_coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d, DT_OK, NULL);
 }
 
 dt_status sim_coll_reduce_scatter(sim_coll_group *g, int member, const void *in,
@@ -757,7 +771,7 @@ dt_status sim_coll_reduce_scatter(sim_coll_group *g, int member, const void *in,
                               dt_dtype dtype, dt_reduce_op op) {
   sim_coll_desc d = {.kind = KIND_REDUCE_SCATTER, .dtype = dtype, .op = op,
                  .in = in, .out = out, .counts = counts};
-  return sim_coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d, DT_OK, NULL);
 }
 
 dt_status sim_coll_all_to_all(sim_coll_group *g, int member, const void *in,
@@ -765,31 +779,40 @@ dt_status sim_coll_all_to_all(sim_coll_group *g, int member, const void *in,
                           const int64_t *recv, dt_dtype dtype) {
   sim_coll_desc d = {.kind = KIND_ALL_TO_ALL, .dtype = dtype, .in = in,
                  .out = out, .send = send, .recv = recv};
-  return sim_coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d, DT_OK, NULL);
 }
 
 dt_status sim_coll_broadcast(sim_coll_group *g, int member, void *buf, int64_t count,
                          dt_dtype dtype, int root) {
   sim_coll_desc d = {.kind = KIND_BROADCAST, .dtype = dtype, .root = root,
                  .count = count, .in = buf, .out = buf};
-  return sim_coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d, DT_OK, NULL);
 }
 
 dt_status sim_coll_scatter(sim_coll_group *g, int member, const void *in, void *out,
                        const int64_t *counts, dt_dtype dtype, int root) {
   sim_coll_desc d = {.kind = KIND_SCATTER, .dtype = dtype, .root = root,
                  .in = in, .out = out, .counts = counts};
-  return sim_coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d, DT_OK, NULL);
 }
 
 dt_status sim_coll_gather(sim_coll_group *g, int member, const void *in, void *out,
                       const int64_t *counts, dt_dtype dtype, int root) {
   sim_coll_desc d = {.kind = KIND_GATHER, .dtype = dtype, .root = root,
                  .in = in, .out = out, .counts = counts};
-  return sim_coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d, DT_OK, NULL);
 }
 
 dt_status sim_coll_barrier(sim_coll_group *g, int member) {
   sim_coll_desc d = {.kind = KIND_BARRIER, .dtype = DT_FLOAT32};
-  return sim_coll_run(g, member, &d);
+  return sim_coll_run(g, member, &d, DT_OK, NULL);
+}
+
+dt_status sim_coll_abstain(sim_coll_group *g, int member, dt_status st,
+                           const char *msg) {
+  CORE_ASSERT(st != DT_OK);
+  char why[SIM_COLL_INLINE]; /* msg may be this thread's error buffer */
+  snprintf(why, sizeof why, "%s", msg && msg[0] ? msg : core_status_name(st));
+  sim_coll_desc d = {.kind = KIND_ABSTAIN, .dtype = DT_FLOAT32};
+  return sim_coll_run(g, member, &d, st, why);
 }

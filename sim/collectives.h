@@ -79,6 +79,15 @@ dt_status sim_coll_scatter(sim_coll_group *g, int member, const void *in, void *
 dt_status sim_coll_gather(sim_coll_group *g, int member, const void *in, void *out,
                       const int64_t *counts, dt_dtype dtype, int root);
 dt_status sim_coll_barrier(sim_coll_group *g, int member);
+/* Takes part in this member's next round without making a call: nothing
+ * moves, and every member's call of that round fails with status st and a
+ * message naming this member and msg ("... member 1 (rank 3) could not
+ * take part: <msg>"); the group stays usable. For a member that cannot
+ * make its call (its input failed, it ran out of memory): the others fail
+ * at once instead of waiting for the watchdog. Returns st (this thread's
+ * error: msg). */
+dt_status sim_coll_abstain(sim_coll_group *g, int member, dt_status st,
+                           const char *msg);
 /* point to point, blocking until the peer took / gave the bytes */
 dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
                     int64_t bytes);

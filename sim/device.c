@@ -1,6 +1,8 @@
 /* Simulated device memory: a per-rank caching allocator with a capacity. */
 #include "sim/device.h"
 
+#include "core/fault.h"
+
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -72,13 +74,13 @@ void *sim_device_alloc(sim_device *d, size_t n, const char **err) {
   }
   if (!b && n < SIM_SMALL) {
     /* small: plain malloc (16-byte aligned data), no memalign overhead */
-    b = malloc(sizeof(sim_block) + cap);
+    b = core_host_malloc(sizeof(sim_block) + cap);
   } else if (!b) {
     size_t total = (sizeof(sim_block) + cap + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
-    b = aligned_alloc(SIM_ALIGN, total);
+    b = core_host_aligned_alloc(SIM_ALIGN, total);
     if (!b && d->cached) { /* give the cache back and retry once */
       sim_device_trim(d);
-      b = aligned_alloc(SIM_ALIGN, total);
+      b = core_host_aligned_alloc(SIM_ALIGN, total);
     }
   }
   if (!b) {

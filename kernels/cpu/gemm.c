@@ -7,6 +7,8 @@
  * writes nothing; K == 0 writes zeros (or the bias), as PyTorch does. */
 #include "kernels/cpu/gemm.h"
 
+#include "core/fault.h"
+
 #include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -44,7 +46,7 @@ static bool blas_layout(const cpu_matrix *m, CBLAS_TRANSPOSE *t, int *ld) {
  * Only called with rows, cols > 0. */
 static void *pack(const cpu_matrix *m, dt_dtype sd, dt_dtype ct) {
   size_t es = cpu_dtype_size(ct), ss = cpu_dtype_size(sd);
-  char *p = malloc((size_t)(m->rows * m->cols) * es);
+  char *p = core_host_malloc((size_t)(m->rows * m->cols) * es);
   if (!p) return NULL;
   for (int64_t i = 0; i < m->rows; i++)
     cpu_load(p + (size_t)(i * m->cols) * es, ct, m->data + i * m->rs * (int64_t)ss,
@@ -152,7 +154,7 @@ static dt_status gemm_widened(dt_dtype d, const cpu_matrix *a,
   bool half = d == DT_FLOAT16 || d == DT_BFLOAT16;
   dt_dtype ct = half ? DT_FLOAT32 : DT_INT64;
   void *pa = NULL, *pb = NULL;
-  void *acc = malloc(half ? (size_t)(m * n) * sizeof(float)
+  void *acc = core_host_malloc(half ? (size_t)(m * n) * sizeof(float)
                           : (size_t)n * sizeof(uint64_t));
   if (k > 0) {
     pa = pack(a, d, ct);
