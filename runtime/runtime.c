@@ -23,7 +23,12 @@
 #define RUNTIME_DEFAULT_RANKS 8
 #define RUNTIME_DEFAULT_RING 1024
 
-static _Thread_local dt_runtime *tls_current;
+/* What this thread holds a reference on: its current runtime, and the
+ * default runtime it was last handed (see set_current / runtime_default) */
+static _Thread_local struct tls_refs {
+  dt_runtime *current, *seen_default;
+} tls;
+#define tls_current (tls.current)
 static void set_current(dt_runtime *rt);
 static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 static dt_runtime *default_rt;
@@ -263,8 +268,36 @@ static void destroy_default_at_exit(void) {
     teardown(rt);
     runtime_unref(rt);
   }
+  if (tls.seen_default) { /* the exiting thread's own reference */
+    runtime_unref(tls.seen_default);
+    tls.seen_default = NULL;
+  }
 }
 
+/* The thread's references (tls) are dropped when it exits, through a
+ * pthread key whose value is the address of its tls block. */
+static pthread_key_t refs_key;
+static pthread_once_t refs_once = PTHREAD_ONCE_INIT;
+static void refs_at_thread_exit(void *p) {
+  struct tls_refs *r = p;
+  if (r->current) runtime_unref(r->current);
+  if (r->seen_default) runtime_unref(r->seen_default);
+  r->current = r->seen_default = NULL;
+}
+static void refs_key_make(void) {
+  pthread_key_create(&refs_key, refs_at_thread_exit);
+}
+static void hold_refs(void) {
+  pthread_once(&refs_once, refs_key_make);
+  pthread_setspecific(refs_key, &tls);
+}
+
+/* The default runtime, made on first use. The calling thread keeps a
+ * reference on the one it was handed (taken under the lock, dropped when
+ * it is handed another or exits), so a pointer from dt_runtime_default
+ * stays valid memory on this thread even if another thread destroys the
+ * default meanwhile: it is then a dead runtime whose calls fail with "the
+ * runtime was destroyed", and the next call here makes a new default. */
 dt_runtime *runtime_default(void) {
   pthread_mutex_lock(&default_lock);
   if (!default_rt) {
@@ -275,8 +308,16 @@ dt_runtime *runtime_default(void) {
       default_atexit = true;
     }
   }
-  dt_runtime *rt = default_rt;
+  dt_runtime *rt = default_rt, *old = tls.seen_default;
+  if (rt != old) {
+    if (rt) runtime_ref(rt);
+    tls.seen_default = rt;
+  }
   pthread_mutex_unlock(&default_lock);
+  if (rt != old) {
+    hold_refs();
+    if (old) runtime_unref(old);
+  }
   return rt;
 }
 
@@ -284,19 +325,11 @@ dt_runtime *runtime_default(void) {
  * dt_runtime_destroy leaves it a dead runtime (ops then fail with "the
  * runtime was destroyed"), never freed memory; the reference is dropped
  * when the thread picks another runtime or exits. */
-static pthread_key_t current_key;
-static pthread_once_t current_once = PTHREAD_ONCE_INIT;
-static void current_at_thread_exit(void *rt) { runtime_unref(rt); }
-static void current_key_make(void) {
-  pthread_key_create(&current_key, current_at_thread_exit);
-}
-
 static void set_current(dt_runtime *rt) {
-  pthread_once(&current_once, current_key_make);
   dt_runtime *old = tls_current;
   if (rt) runtime_ref(rt);
   tls_current = rt;
-  pthread_setspecific(current_key, rt);
+  hold_refs();
   if (old) runtime_unref(old);
 }
 

@@ -352,6 +352,53 @@ static void test_current_runtime_destroyed_elsewhere(void **state) {
   assert_non_null(strstr(x.msg, "destroyed"));
 }
 
+/* the default runtime destroyed by another thread while this one holds
+ * the pointer dt_runtime_default gave it: a dead runtime with a clear
+ * error (not freed memory), and the next implicit use makes a new one */
+typedef struct default_ctx {
+  _Atomic int step;     /* 1: B holds the default; 2: main destroyed it */
+  dt_runtime *seen;
+  dt_status sync_st, ones_st;
+  char msg[256];
+  bool fresh;           /* the later default differs from the destroyed */
+} default_ctx;
+
+static void *default_user(void *arg) {
+  default_ctx *x = arg;
+  dt_runtime *d = dt_runtime_default();
+  x->seen = d;
+  /* release/acquire: the two threads take turns */
+  atomic_store_explicit(&x->step, 1, memory_order_release);
+  while (atomic_load_explicit(&x->step, memory_order_acquire) != 2)
+    tu_sleep_ns(100000);
+  x->sync_st = dt_runtime_synchronize(d);
+  snprintf(x->msg, sizeof x->msg, "%s", dt_last_error());
+  dt_tensor *t = dt_ones(DT_SHAPE(2), NULL); /* no current: the default */
+  x->ones_st = t ? DT_OK : dt_last_status();
+  float v[2] = {0};
+  if (t && dt_to_host(t, v, sizeof v) != DT_OK) x->ones_st = dt_last_status();
+  if (x->ones_st == DT_OK && v[1] != 1.0f) x->ones_st = DT_ERR_INTERNAL;
+  x->fresh = dt_runtime_default() != d;
+  dt_tensor_release(t);
+  return NULL;
+}
+
+static void test_default_runtime_destroyed_elsewhere(void **state) {
+  (void)state;
+  default_ctx x = {0};
+  pthread_t t = tu_spawn(default_user, &x);
+  while (atomic_load_explicit(&x.step, memory_order_acquire) != 1)
+    tu_sleep_ns(100000);
+  assert_non_null(x.seen);
+  dt_runtime_destroy(x.seen); /* the same default, from the main thread */
+  atomic_store_explicit(&x.step, 2, memory_order_release);
+  pthread_join(t, NULL);
+  assert_int_not_equal(x.sync_st, DT_OK);
+  assert_non_null(strstr(x.msg, "destroyed"));
+  assert_int_equal(x.ones_st, DT_OK);
+  assert_true(x.fresh);
+}
+
 /* rank threads carry their rank in their name (gdb, perf, top -H) */
 static void test_rank_thread_names(void **state) {
   (void)state;
@@ -435,6 +482,7 @@ int main(void) {
       cmocka_unit_test(test_api_from_callback),
       cmocka_unit_test(test_destroy_from_callback),
       cmocka_unit_test(test_current_runtime_destroyed_elsewhere),
+      cmocka_unit_test(test_default_runtime_destroyed_elsewhere),
       cmocka_unit_test(test_rank_thread_names),
       cmocka_unit_test(test_device_cache_bounded),
   };
