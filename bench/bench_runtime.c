@@ -222,6 +222,7 @@ static void bench_publish(int reps) {
 int bench_sched(int argc, char **argv) {
   static const bench_figure figs[] = {{"deque", bench_sched_deque},
                                       {"queue", bench_sched_queue},
+                                      {"spawn_pool", bench_spawn_pool},
                                       {"wake", bench_wake},
                                       {"publish", bench_publish},
                                       {"publish_sustained", bench_publish_sustained}};
