@@ -6,9 +6,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+
 /* dt_redistribute P(sum) -> R of 8 B and 64 MiB (if max_bytes allows) of
- * float32 on 2 and 8 ranks; bmem: the same run's memory bound (bytes/s).
+ * float32 on 2 and 8 ranks, with the same run's plain all-core
+ * all_reduce of the same size as the baseline (bench_collectives.c).
  * False if a result was wrong. */
-bool bench_redistribute_e2e(int reps, int64_t max_bytes, double bmem);
+bool bench_redistribute_e2e(int reps, int64_t max_bytes);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct bench_stream {
   const float *a, *b;
@@ -23,5 +24,38 @@ void bench_stream_run(const bench_stream *x);
  * arrays: a, b, c and c's read-for-ownership) of n floats each, on as many
  * threads as CPUs, best of 3 passes; 0 without memory. */
 double bench_stream_bandwidth(int64_t n, double *copy_bps, double *add_bps);
+
+/* A collective's data movement done the plain way: every output element
+ * is the sum of the inputs' elements at the same index (a copy when
+ * nin = 1), len floats, the outputs written with streaming stores as the
+ * collectives write large blocks. */
+typedef struct bench_mix {
+  const float *const *in;
+  int nin;
+  float *const *out;
+  int nout;
+  int64_t len;
+} bench_mix;
+/* Seconds for one pass over the tasks on as many threads as CPUs (each
+ * task's range split evenly; the thread start is included, as a
+ * collective's wake-ups are). */
+double bench_stream_mix(const bench_mix *tasks, int ntasks);
+
+/* The all-core bandwidths of the two halves of any data movement, bytes
+ * per second over n floats on as many threads as CPUs, best of 10: reading
+ * (sums that keep every load) and writing with streaming stores. For
+ * reference (bench collectives' memory_bound line). false without
+ * memory. */
+typedef struct bench_membw { double read_bps, write_bps; } bench_membw;
+bool bench_stream_read_write(int64_t n, bench_membw *out);
+
+/* prints the baseline's JSON fields for a figure of `sec` seconds:
+ * plain_us and vs_plain = plain / sec (null when plain is 0) */
+static inline void bench_print_plain(double plain, double sec) {
+  if (plain > 0)
+    printf("\"plain_us\":%.3f,\"vs_plain\":%.3f,", plain * 1e6, plain / sec);
+  else
+    printf("\"plain_us\":null,\"vs_plain\":null,");
+}
 
 #endif
