@@ -340,6 +340,7 @@ int bench_collectives(int argc, char **argv) {
   b.max_bytes = 256 * MIB;
   b.reps = 5;
   int only = 0; /* 0: 2, 4 and 8 ranks */
+  bool api = false, breakdown = false;
   for (int i = 0; i < argc; i++) {
     bool has = i + 1 < argc;
     if (!strcmp(argv[i], "--max-bytes") && has) {
@@ -348,9 +349,13 @@ int bench_collectives(int argc, char **argv) {
       b.reps = atoi(argv[++i]);
     } else if (!strcmp(argv[i], "--ranks") && has) {
       only = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--api")) {
+      api = true;
+    } else if (!strcmp(argv[i], "--breakdown")) {
+      api = breakdown = true;
     } else {
       fprintf(stderr, "usage: dtorch bench collectives [--max-bytes N[K|M|G]]"
-              " [--reps N] [--ranks 2|4|8]\n");
+              " [--reps N] [--ranks 2|4|8] [--api [--breakdown]]\n");
       return 2;
     }
   }
@@ -359,6 +364,13 @@ int bench_collectives(int argc, char **argv) {
     fprintf(stderr, "dtorch bench collectives: bad --max-bytes, --reps or "
             "--ranks\n");
     return 2;
+  }
+  if (api) { /* through dt_redistribute only */
+    if (only == 4) {
+      fprintf(stderr, "dtorch bench collectives --api: --ranks 2 or 8\n");
+      return 2;
+    }
+    return bench_api(b.reps, b.max_bytes, breakdown, only) ? 0 : 1;
   }
   double copy_bps, add_bps;
   bench_membw bw;

@@ -36,11 +36,23 @@ void mesh_exec_local_done(void *arg);
  * before the record is published */
 typedef struct mesh_redist_job {
   dt_tensor *src, *dst;   /* same mesh */
-  int nsteps;
-  mesh_plan_step steps[MESH_PLAN_MAX_STEPS];
   const char *api;
+  int nsteps;
+  mesh_plan_step steps[];  /* nsteps */
 } mesh_redist_job;
 void mesh_exec_redistribute(void *arg, dt_runtime *rt, int rank);
+
+/* Phase probe for `dtorch bench collectives --breakdown`: while enabled,
+ * each rank (< 64) notes CLOCK_MONOTONIC ns of its last redistribute:
+ * when it started the record, called its (first) collective, that
+ * collective's rendezvous completed, its (last) collective returned and
+ * the record ended, and the ns spent allocating. Read after
+ * dt_runtime_synchronize. Off: one relaxed load per record. */
+typedef struct mesh_probe {
+  int64_t start, call, rendezvous, ret, end, alloc_ns;
+} mesh_probe;
+void mesh_probe_enable(bool on);
+bool mesh_probe_read(int rank, mesh_probe *out);
 void mesh_exec_redist_done(void *arg);
 
 /* cross-mesh: dst's ranks pull their boxes from src's replicated copy */

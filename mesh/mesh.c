@@ -595,47 +595,66 @@ void mesh_local_box(const dt_mesh *m, const dt_placement *pl,
   }
 }
 
-dt_status mesh_check_placements(const dt_mesh *m, const dt_placement *pl,
-                                const dt_shape *global, const char *fn) {
-  char ps[PLACEMENTS_LEN], label[80], s[CORE_SHAPE_STR_LEN];
-  CORE_ASSERT(m && global);
-  if (!pl) return core_error_set(DT_ERR_INVALID_ARGUMENT,
-                               "%s: placements is NULL", fn);
-  mesh_placements_str(pl, m->ndim, ps, sizeof ps);
-  int partial = -1;   /* the first mesh dim with a Partial */
+/* the first problem of placements pl on m (-1: none); *why: its kind */
+typedef enum { PL_SHARD_DIM, PL_REDUCE_OP, PL_MIXED, PL_KIND } pl_problem;
+static int first_problem(const dt_mesh *m, const dt_placement *pl,
+                         const dt_shape *global, pl_problem *why,
+                         int *partial) {
+  *partial = -1;   /* the first mesh dim with a Partial */
   for (int d = 0; d < m->ndim; d++) {
-    dim_label(m, d, label, sizeof label);
     switch (pl[d].kind) {
     case DT_PLACEMENT_REPLICATE:
       break;
     case DT_PLACEMENT_SHARD:
-      if (pl[d].dim < 0 || pl[d].dim >= global->ndim)
-        return core_error_set(DT_ERR_PLACEMENT, "%s: placements %s: %s shards "
-                            "tensor dim %d, but the tensor %s has %d dims",
-                            fn, ps, label, pl[d].dim,
-                            core_shape_str(global->dims, global->ndim, s,
-                                         sizeof s), global->ndim);
+      if (pl[d].dim < 0 || pl[d].dim >= global->ndim) return *why = PL_SHARD_DIM, d;
       break;
     case DT_PLACEMENT_PARTIAL:
-      if ((unsigned)pl[d].reduce > DT_REDUCE_PROD)
-        return core_error_set(DT_ERR_PLACEMENT, "%s: placements %s: %s has an "
-                            "unknown reduce op %d", fn, ps, label,
-                            (int)pl[d].reduce);
-      if (partial >= 0 && pl[partial].reduce != pl[d].reduce)
-        return core_error_set(DT_ERR_PLACEMENT, "%s: placements %s mix "
-                            "Partial(%s) on mesh dim %d with Partial(%s) on "
-                            "%s; one Partial kind per tensor", fn, ps,
-                            reduce_names[pl[partial].reduce], partial,
-                            reduce_names[pl[d].reduce], label);
-      if (partial < 0) partial = d;
+      if ((unsigned)pl[d].reduce > DT_REDUCE_PROD) return *why = PL_REDUCE_OP, d;
+      if (*partial >= 0 && pl[*partial].reduce != pl[d].reduce)
+        return *why = PL_MIXED, d;
+      if (*partial < 0) *partial = d;
       break;
     default:
-      return core_error_set(DT_ERR_PLACEMENT, "%s: placements %s: %s has an "
-                          "unknown placement kind %d", fn, ps, label,
-                          (int)pl[d].kind);
+      return *why = PL_KIND, d;
     }
   }
-  return DT_OK;
+  return -1;
+}
+
+/* the messages are formatted only on failure: the checks run on every op */
+dt_status mesh_check_placements(const dt_mesh *m, const dt_placement *pl,
+                                const dt_shape *global, const char *fn) {
+  CORE_ASSERT(m && global);
+  if (!pl) return core_error_set(DT_ERR_INVALID_ARGUMENT,
+                               "%s: placements is NULL", fn);
+  pl_problem why;
+  int partial, d = first_problem(m, pl, global, &why, &partial);
+  if (d < 0) return DT_OK;
+  char ps[PLACEMENTS_LEN], label[80], s[CORE_SHAPE_STR_LEN];
+  mesh_placements_str(pl, m->ndim, ps, sizeof ps);
+  dim_label(m, d, label, sizeof label);
+  switch (why) {
+  case PL_SHARD_DIM:
+    return core_error_set(DT_ERR_PLACEMENT, "%s: placements %s: %s shards "
+                          "tensor dim %d, but the tensor %s has %d dims",
+                          fn, ps, label, pl[d].dim,
+                          core_shape_str(global->dims, global->ndim, s,
+                                         sizeof s), global->ndim);
+  case PL_REDUCE_OP:
+    return core_error_set(DT_ERR_PLACEMENT, "%s: placements %s: %s has an "
+                          "unknown reduce op %d", fn, ps, label,
+                          (int)pl[d].reduce);
+  case PL_MIXED:
+    return core_error_set(DT_ERR_PLACEMENT, "%s: placements %s mix "
+                          "Partial(%s) on mesh dim %d with Partial(%s) on "
+                          "%s; one Partial kind per tensor", fn, ps,
+                          reduce_names[pl[partial].reduce], partial,
+                          reduce_names[pl[d].reduce], label);
+  default:
+    return core_error_set(DT_ERR_PLACEMENT, "%s: placements %s: %s has an "
+                          "unknown placement kind %d", fn, ps, label,
+                          (int)pl[d].kind);
+  }
 }
 
 char *mesh_placements_str(const dt_placement *pl, int n, char *buf,

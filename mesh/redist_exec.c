@@ -2,9 +2,11 @@
  * shard, each step one collective along one mesh dim's group (or a local
  * chunk / partial), and the cross-mesh pull. Buffers are contiguous local
  * tensors with the sizes of the rank's mesh_box before / after each step. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "core/fault.h"
@@ -15,6 +17,7 @@
 
 typedef struct ctx {
   mesh_rank_mem mem;      /* this rank's buffers and first error */
+  mesh_probe *probe;      /* NULL unless probing (mesh_probe_enable) */
   int idx;                /* the rank's mesh index */
   const dt_mesh *m;
   const dt_shape *shape;  /* global */
@@ -26,8 +29,44 @@ static mesh_box box_at(const ctx *c, const dt_placement *pl, int idx) {
   return mesh_box_of(c->m, pl, c->shape, idx);
 }
 static int64_t prefix(const mesh_box *b, int d) { return core_numel_of(b->len, d); }
+/* ---- the phase probe */
+#define PROBE_RANKS 64
+static _Atomic bool probe_on;
+static mesh_probe probe_slots[PROBE_RANKS];
+
+static int64_t probe_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void mesh_probe_enable(bool on) {
+  sim_coll_probe(on);
+  atomic_store_explicit(&probe_on, on, memory_order_relaxed);
+}
+
+bool mesh_probe_read(int rank, mesh_probe *out) {
+  if (rank < 0 || rank >= PROBE_RANKS) return false;
+  *out = probe_slots[rank];
+  return true;
+}
+
+/* the collective's call and return (the first call, the last return) */
+static void probe_call(ctx *c) {
+  if (c->probe && !c->probe->call) c->probe->call = probe_now();
+}
+static void probe_ret(ctx *c) {
+  if (!c->probe) return;
+  c->probe->ret = probe_now();
+  if (!c->probe->rendezvous) c->probe->rendezvous = sim_coll_probe_rendezvous_ns();
+}
+
 static mesh_buf balloc(ctx *c, int64_t n) {
-  return mesh_rank_alloc(&c->mem, (size_t)n * c->es);
+  if (!c->probe) return mesh_rank_alloc(&c->mem, (size_t)n * c->es);
+  int64_t t = probe_now();
+  mesh_buf b = mesh_rank_alloc(&c->mem, (size_t)n * c->es);
+  c->probe->alloc_ns += probe_now() - t;
+  return b;
 }
 static bool failed(const ctx *c) { return c->mem.st != DT_OK; }
 
@@ -74,11 +113,13 @@ static void counts_put(counts *k) {
  * false after it abstained (it failed: the other members then fail with
  * its message at once instead of waiting for it). */
 static bool take_part(ctx *c, const grp *G) {
+  probe_call(c);
   if (!failed(c)) return true;
   sim_coll_abstain(G->g, G->member, c->mem.st, c->mem.msg);
   return false;
 }
 static void check(ctx *c, dt_status st) {
+  probe_ret(c);
   if (st != DT_OK) mesh_rank_note(&c->mem, st, core_last_error());
 }
 
@@ -251,6 +292,11 @@ void mesh_exec_redistribute(void *arg, dt_runtime *rt, int rank) {
   if (idx < 0) return;
   ctx c = {.idx = idx, .m = m, .shape = &ss->shape, .d = j->src->dtype,
            .es = core_dtype_size(j->src->dtype)};
+  /* relaxed: a benchmark switch; the slot is read after a synchronize */
+  if (atomic_load_explicit(&probe_on, memory_order_relaxed) && rank < PROBE_RANKS) {
+    c.probe = &probe_slots[rank];
+    *c.probe = (mesh_probe){.start = probe_now()};
+  }
   mesh_rank_mem_init(&c.mem, rt, rank, j->api);
   core_storage *in = ss->storages[idx];
   const core_poison *p = core_storage_poison(in);
@@ -265,6 +311,7 @@ void mesh_exec_redistribute(void *arg, dt_runtime *rt, int rank) {
     b = box_at(&c, j->steps[k].after, idx);
   }
   mesh_rank_finish(&c.mem, j->dst->spec->storages[idx], cur);
+  if (c.probe) c.probe->end = probe_now();
 }
 
 void mesh_exec_redist_done(void *arg) {

@@ -63,19 +63,20 @@ static bool same_mesh(const dt_mesh *a, const dt_mesh *b) {
 static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
                                          const dt_placement *pl, bool count,
                                          const char *fn) {
-  mesh_redist_job *j = calloc(1, sizeof *j);
+  const dt_shape *shape = &t->spec->shape;
+  size_t es = core_dtype_size(t->dtype);
+  mesh_plan_step steps[MESH_PLAN_MAX_STEPS];
+  int nsteps = mesh_plan(mesh, shape, es, t->spec->placements, pl, steps, fn);
+  if (nsteps <= 0) return nsteps == 0 ? core_tensor_retain(t) : NULL;
+  /* the job holds just the steps it runs (the plan's array is ~7 KB) */
+  size_t bytes = sizeof(mesh_redist_job) + sizeof(mesh_plan_step) * (size_t)nsteps;
+  mesh_redist_job *j = malloc(bytes);
   if (!j) {
     core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return NULL;
   }
-  const dt_shape *shape = &t->spec->shape;
-  size_t es = core_dtype_size(t->dtype);
-  j->nsteps = mesh_plan(mesh, shape, es, t->spec->placements, pl, j->steps, fn);
-  if (j->nsteps <= 0) {
-    int n = j->nsteps;
-    free(j);
-    return n == 0 ? core_tensor_retain(t) : NULL;
-  }
+  j->nsteps = nsteps;
+  memcpy(j->steps, steps, sizeof(mesh_plan_step) * (size_t)nsteps);
   for (int k = 0; k < j->nsteps; k++)
     if (mesh_plan_is_collective(j->steps[k].kind) &&
         !mesh_dim_groups(mesh, j->steps[k].mesh_dim, fn)) {

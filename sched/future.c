@@ -62,6 +62,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,7 @@ enum { FUTURE_PENDING = 0, FUTURE_DONE = 1, FUTURE_WAITING = 2 };
 
 /* iterations of the pause loop before a waiter parks (~ a few µs) */
 #define FUTURE_SPIN 128
+#define FUTURE_YIELD_NS ((int64_t)20 * 1000)
 
 typedef struct cb_node {
   dt_future_callback cb;
@@ -355,6 +357,13 @@ dt_status sched_future_wait(dt_future *f, int64_t timeout_ns) {
     }
     for (int i = 0; i < FUTURE_SPIN; i++) {
       cpu_relax();
+      if (is_done(f)) return outcome(f);
+    }
+    /* then hand the CPU to whoever completes it, for a while: a futex
+     * wake-up costs several µs (tens in a VM), a yield less than one */
+    int64_t until = now_ns() + FUTURE_YIELD_NS;
+    while (now_ns() < until && (deadline < 0 || now_ns() < deadline)) {
+      sched_yield();
       if (is_done(f)) return outcome(f);
     }
     if (park(f, deadline)) return outcome(f);

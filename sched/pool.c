@@ -119,6 +119,7 @@ struct sched_pool {
   _Atomic int64_t wakes;
   _Atomic int spinning;    /* ranks spinning before parking */
   int max_spinners;
+  bool crowded;            /* ranks + an issuing thread outnumber the CPUs */
 };
 
 #if defined(__SANITIZE_THREAD__)
@@ -215,9 +216,13 @@ static bool has_work(rank_state *rs) {
 
 void sched_pool_wake(sched_pool *p, int rank) { wake_parked(p, rank, 0); }
 
-/* spin: a rank that just ran a record of its own stream spins briefly
- * first (more is likely to follow); one that only ran an all-rank record
- * (a barrier) or stole parks at once */
+/* spin: a rank that just ran a record or a stolen chunk spins briefly
+ * first (more is likely to follow: ops and collectives come in streams),
+ * at most max_spinners at once (one per CPU). When the ranks and an
+ * issuing thread outnumber the CPUs (crowded), a spinning rank yields its
+ * CPU instead of pausing: a futex wake-up costs several µs (tens in a
+ * VM), a yield under one, and the thread it yields to (the issuer, or a
+ * rank with work) is the one everybody waits for. */
 static void park(rank_state *rs, bool spin) {
   sched_pool *p = rs->pool;
   /* at most max_spinners ranks spin at once (fewer than the cores), so 64
@@ -227,11 +232,18 @@ static void park(rank_state *rs, bool spin) {
     atomic_fetch_sub_explicit(&p->spinning, 1, memory_order_relaxed);
     spin = false;
   }
-  int64_t until = now_ns() + (spin ? p->cfg.spin_ns : 0);
+  int64_t start = now_ns(), until = start + (spin ? p->cfg.spin_ns : 0);
+  bool yielding = false;
   for (int i = 0;; i++) {
     if (has_work(rs)) break;
-    if (!spin || ((i & 63) == 63 && now_ns() > until)) break;
-    cpu_relax();
+    if (!spin) break;
+    if ((i & 63) == 63 || yielding) {
+      int64_t t = now_ns();
+      if (t > until) break;
+      yielding = p->crowded;
+    }
+    if (yielding) sched_yield();
+    else cpu_relax();
   }
   if (spin) atomic_fetch_sub_explicit(&p->spinning, 1, memory_order_relaxed);
   if (has_work(rs)) return;
@@ -261,7 +273,7 @@ static void *rank_main(void *arg) {
   tls_pool = p;
   tls_rank = rs->id;
   if (p->cfg.init) p->cfg.init(p->cfg.ctx, rs->id);
-  bool worked = false; /* ran a record of its own stream since it parked */
+  bool worked = false; /* ran something since it parked */
   for (;;) {
     msg_head *m = sched_queue_peek(rs->queue);
     if (m) {
@@ -274,7 +286,7 @@ static void *rank_main(void *arg) {
       atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
       if (shared) shared_release(m->shared);
       sched_queue_pop(rs->queue);
-      worked |= !shared;
+      worked = true;
       continue;
     }
     if (try_steal(rs)) {
@@ -397,7 +409,10 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
   if (!p->cfg.spin_ns) p->cfg.spin_ns = 20000;
   pthread_mutex_init(&p->order, NULL);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  p->max_spinners = cpus > 2 ? (int)cpus - 1 : 1;
+  /* one spinner per CPU; crowded: the ranks and one issuing thread
+   * outnumber the CPUs, so spinners yield (see park) */
+  p->max_spinners = cpus > 1 ? (int)cpus : 1;
+  p->crowded = cfg->ranks + 1 > cpus;
   p->nwords = (cfg->ranks + 63) / 64;
   p->parked = calloc((size_t)p->nwords, sizeof *p->parked);
   p->ranks = calloc((size_t)cfg->ranks, sizeof *p->ranks);
@@ -436,6 +451,25 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
     return NULL;
   }
   return p;
+}
+
+bool sched_pool_try_drain(sched_pool *p, int64_t budget_ns) {
+  enum { MAX = 64 };
+  int n = p->cfg.ranks;
+  if (n > MAX || budget_ns <= 0) return false;
+  uint64_t mark[MAX];
+  for (int i = 0; i < n; i++) mark[i] = sched_queue_claimed(p->ranks[i].queue);
+  int64_t until = now_ns() + budget_ns;
+  int next = 0; /* ranks below are done */
+  for (unsigned spin = 0;; spin++) {
+    while (next < n && sched_queue_done_through(p->ranks[next].queue, mark[next]))
+      next++;
+    if (next == n) return true;
+    if ((spin & 15) == 15 && now_ns() > until) return false;
+    /* crowded: the ranks we wait for may need this CPU */
+    if (p->crowded) sched_yield();
+    else cpu_relax();
+  }
 }
 
 void sched_pool_destroy(sched_pool *p) {

@@ -184,8 +184,22 @@ void sched_queue_pop(sched_queue *q) {
    * pairs with the acquire in sched_queue_try_claim */
   atomic_store_explicit(&cell_at(q, h)->stamp,
                         h + q->capacity - (h & q->mask), memory_order_release);
-  /* relaxed: head is the consumer's; others read it as a snapshot */
-  atomic_store_explicit(&q->head, h + 1, memory_order_relaxed);
+  /* release: what the consumer did for the record happens-before a
+   * sched_queue_done_through that sees it (pairs with its acquire) */
+  atomic_store_explicit(&q->head, h + 1, memory_order_release);
+}
+
+uint64_t sched_queue_claimed(const sched_queue *q) {
+  /* relaxed: the caller's own earlier claims are seen in program order;
+   * others' are a snapshot */
+  return atomic_load_explicit(&((sched_queue *)q)->tail, memory_order_relaxed);
+}
+
+bool sched_queue_done_through(const sched_queue *q, uint64_t pos) {
+  /* acquire: pairs with the release store of head in sched_queue_pop */
+  uint64_t h = atomic_load_explicit(&((sched_queue *)q)->head,
+                                    memory_order_acquire);
+  return (int64_t)(h - pos) >= 0;
 }
 
 uint64_t sched_queue_depth(const sched_queue *q) {

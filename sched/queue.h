@@ -46,5 +46,11 @@ void sched_queue_pop(sched_queue *q);
  * on the consumer's thread; elsewhere an estimate (the two counters are
  * read one after the other). */
 uint64_t sched_queue_depth(const sched_queue *q);
+/* Any thread: the position the next claim will get (every position below
+ * it is claimed; the caller's own claims are among them). */
+uint64_t sched_queue_claimed(const sched_queue *q);
+/* Any thread: true once the consumer popped every position below pos;
+ * what it did for them then happens-before the caller's next reads. */
+bool sched_queue_done_through(const sched_queue *q, uint64_t pos);
 
 #endif

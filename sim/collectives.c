@@ -143,6 +143,15 @@ struct sim_coll_group {
   char *report[2];               /* per slot: the last break's report */
 };
 
+/* the phase probe (sim_coll_probe) */
+static _Atomic bool probing;
+static _Thread_local int64_t probe_rendezvous_ns;
+
+void sim_coll_probe(bool on) {
+  atomic_store_explicit(&probing, on, memory_order_relaxed);
+}
+int64_t sim_coll_probe_rendezvous_ns(void) { return probe_rendezvous_ns; }
+
 /* the report used when there is no memory to format one */
 static char oom_report[] = "collective timed out (no memory for the report)";
 
@@ -274,8 +283,10 @@ static sim_coll_group *group_new(sim_coll_world *w, const int *ranks, int n) {
     group_free(g);
     return NULL;
   }
-  g->spin_ns = n <= w->ncpu ? SPIN_NS_OWN_CPU : SPIN_NS_SHARED;
-  g->yield_ns = n <= w->ncpu ? 0 : YIELD_NS_SHARED;
+  /* members spin on their own CPUs only while one is left over for the
+   * thread that issues their work (and waits for it) */
+  g->spin_ns = n < w->ncpu ? SPIN_NS_OWN_CPU : SPIN_NS_SHARED;
+  g->yield_ns = n < w->ncpu ? 0 : YIELD_NS_SHARED;
   /* three uses of each slot before the counts wrap around 2^31 */
   g->base = (COUNT_MASK + 1u - 3u * (uint32_t)n) & COUNT_MASK;
   for (int s = 0; s < 2; s++) atomic_init(&g->arrive[s].v, g->base << 1);
@@ -736,6 +747,9 @@ static dt_status sim_coll_run(sim_coll_group *g, int member, sim_coll_desc *d,
   atomic_store_explicit(&me->arrived, k + 1, memory_order_relaxed);
   dt_status st = rendezvous(g, k, d->kind, deadline);
   if (st != DT_OK) return st;
+  /* relaxed: a benchmark switch */
+  if (atomic_load_explicit(&probing, memory_order_relaxed))
+    probe_rendezvous_ns = sim_coll_now_ns();
   const sim_coll_entry *E = g->entries[k & 1];
   bool pull = true;
   for (int j = 0; j < g->n; j++) pull = pull && E[j].inl;

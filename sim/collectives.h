@@ -86,6 +86,12 @@ dt_status sim_coll_barrier(sim_coll_group *g, int member);
  * make its call (its input failed, it ran out of memory): the others fail
  * at once instead of waiting for the watchdog. Returns st (this thread's
  * error: msg). */
+/* Phase probe for benchmarks: while on, each collective call notes on its
+ * thread when its rendezvous completed (CLOCK_MONOTONIC ns), read back by
+ * sim_coll_probe_rendezvous_ns on the same thread. Off: one relaxed load
+ * per call. */
+void sim_coll_probe(bool on);
+int64_t sim_coll_probe_rendezvous_ns(void);
 dt_status sim_coll_abstain(sim_coll_group *g, int member, dt_status st,
                            const char *msg);
 /* point to point, blocking until the peer took / gave the bytes */
