@@ -221,10 +221,15 @@ static mesh_buf step_all_to_all(ctx *c, const mesh_plan_step *s, const grp *G,
     stotal += send[m] = mesh_box_numel(&sb);
     rtotal += recv[m] = mesh_box_numel(&rb);
   }
-  mesh_buf sbuf = balloc(c, stotal), rbuf = balloc(c, rtotal);
+  /* the blocks are already contiguous and in member order when the dims
+   * in front of j (send) / i (receive) have extent 1: no packing (a
+   * [n, m] tensor S(0) -> S(1) moves straight between the shards) */
+  bool pack = prefix(before, j) != 1, unpack = prefix(&after, i) != 1;
   mesh_buf out = balloc(c, mesh_box_numel(&after));
+  mesh_buf sbuf = pack ? balloc(c, stotal) : cur;
+  mesh_buf rbuf = unpack ? balloc(c, rtotal) : out;
   char *at = sbuf.p;
-  for (int m = 0; !failed(c) && m < n; m++) {
+  for (int m = 0; pack && !failed(c) && m < n; m++) {
     mesh_box sb = a2a_send_box(c, s, before, G, m);
     cpu_view src = mesh_box_view(cur.p, c->d, before, j,
                                  sb.off[j] - before->off[j], sb.len[j]);
@@ -236,7 +241,7 @@ static mesh_buf step_all_to_all(ctx *c, const mesh_plan_step *s, const grp *G,
     check(c, sim_coll_all_to_all(G->g, G->member, sbuf.p, send, rbuf.p, recv,
                                  c->d));
   at = rbuf.p;
-  for (int m = 0; !failed(c) && m < n; m++) {
+  for (int m = 0; unpack && !failed(c) && m < n; m++) {
     mesh_box rb = a2a_recv_box(c, s, &after, G, m);
     cpu_view src = mesh_box_view(at, c->d, &rb, -1, 0, 0);
     cpu_view dst = mesh_box_view(out.p, c->d, &after, i,
@@ -244,8 +249,8 @@ static mesh_buf step_all_to_all(ctx *c, const mesh_plan_step *s, const grp *G,
     if (recv[m]) mesh_copy_view(&dst, &src);
     at += recv[m] * (int64_t)c->es;
   }
-  mesh_rank_free(&c->mem, sbuf);
-  mesh_rank_free(&c->mem, rbuf);
+  if (pack) mesh_rank_free(&c->mem, sbuf);
+  if (unpack) mesh_rank_free(&c->mem, rbuf);
   counts_put(&k);
   return out;
 }

@@ -8,9 +8,11 @@
 #include "runtime/exec.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/fault.h"
@@ -35,17 +37,33 @@ typedef struct exec_record {
 
 size_t runtime_exec_record_size(void) { return sizeof(exec_record); }
 
+/* Binds the calling rank thread to the (rank mod k)-th of the k CPUs its
+ * affinity mask (inherited from the thread that made the runtime) allows;
+ * nothing if that mask cannot be read. */
+static void pin_to_cpu(int rank) {
+  cpu_set_t allowed, one;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  int k = CPU_COUNT(&allowed), want = rank % (k > 0 ? k : 1);
+  for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; cpu++) {
+    if (!CPU_ISSET(cpu, &allowed) || seen++ != want) continue;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    return;
+  }
+}
+
 /* Names the rank's thread "dt-rank-<rank>" (what gdb, perf, top -H and
  * /proc/<pid>/task/<tid>/comm show), so a stack or profile says which rank
  * it is. (BLAS needs nothing here: the runtime set OpenBLAS to one thread
  * process-wide before starting the ranks.) Marks the thread for host
  * allocation fault injection (core/fault.h). */
 void runtime_exec_rank_init(void *ctx, int rank) {
-  (void)ctx;
   char name[16]; /* the kernel's limit, with the NUL */
   snprintf(name, sizeof name, "dt-rank-%d", rank);
   pthread_setname_np(pthread_self(), name);
   core_fault_mark_thread(rank);
+  if (((dt_runtime *)ctx)->pin_ranks) pin_to_cpu(rank);
 }
 
 /* ---- poison */

@@ -74,6 +74,7 @@ typedef struct settings {
   uint32_t ring;         /* records in flight per rank */
   uint32_t spin_ns;      /* 0 = the pool's default */
   int64_t timeout_ns;    /* collective watchdog, 0 = none */
+  bool pin;              /* bind rank threads to CPUs */
 } settings;
 
 /* records in flight over all ranks: queue memory is reserved (not touched)
@@ -91,6 +92,26 @@ static dt_status check_ring(int64_t r, int ranks, const char *what) {
                           "%lld x %d ranks = %lld records in flight; at most "
                           "%lld", what, (long long)r, ranks,
                           (long long)(r * ranks), RUNTIME_MAX_RECORDS);
+  return DT_OK;
+}
+
+/* pinning: options.pin_ranks, else DTORCH_PIN_RANKS, else on. Pinned
+ * ranks keep a CPU each while they fit (two ranks woken by one thread
+ * otherwise land on one CPU and time-slice a collective for
+ * milliseconds) and spread evenly when they do not. */
+static dt_status resolve_pin(const dt_runtime_options *o, bool *pin) {
+  int v = o ? o->pin_ranks : 0;
+  if (v < -1 || v > 1)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: "
+                          "options.pin_ranks %d is not -1 (off), 0 (from "
+                          "DTORCH_PIN_RANKS) or 1 (on)", v);
+  if (v) {
+    *pin = v > 0;
+    return DT_OK;
+  }
+  int64_t e = env_int("DTORCH_PIN_RANKS", 0, 1);
+  if (e < 0) return DT_ERR_INVALID_ARGUMENT;
+  *pin = !getenv("DTORCH_PIN_RANKS") || !*getenv("DTORCH_PIN_RANKS") || e == 1;
   return DT_OK;
 }
 
@@ -174,6 +195,7 @@ static dt_status resolve(const dt_runtime_options *o, settings *s) {
                           "options.spin_us %d is outside [0, 1000000]",
                           o->spin_us);
   s->spin_ns = o ? (uint32_t)o->spin_us * 1000u : 0;
+  if ((st = resolve_pin(o, &s->pin)) != DT_OK) return st;
   return resolve_timeout(o, &s->timeout_ns);
 }
 
@@ -201,6 +223,7 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
   rt->nranks = n;
   rt->device_memory = memory;
   rt->auto_redistribute = o && o->auto_redistribute;
+  rt->pin_ranks = set.pin;
   rt->ranks = slots;
   for (int i = 0; i < n; i++) sim_device_init(&slots[i].dev, i, memory);
   /* ranks are the parallelism: BLAS single-threaded (process-wide), and

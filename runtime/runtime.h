@@ -27,6 +27,7 @@ struct dt_runtime {
   int64_t device_memory;      /* per rank, bytes; 0 = unlimited */
   bool auto_redistribute;
   bool is_default;
+  bool pin_ranks;             /* rank threads bind themselves to a CPU */
   sched_pool *pool;
   runtime_rank_slot *ranks;
   struct sim_coll_world *coll;    /* emulated collectives between the ranks */

@@ -246,6 +246,11 @@ static void completion_start(void) {
   pthread_t t;
   pthread_attr_init(&a);
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  /* the first completer may be a rank thread bound to one CPU: give the
+   * completion thread the main thread's CPUs instead of inheriting that */
+  cpu_set_t cpus;
+  if (sched_getaffinity(getpid(), sizeof cpus, &cpus) == 0)
+    pthread_attr_setaffinity_np(&a, sizeof cpus, &cpus);
   completer.started = pthread_create(&t, &a, completion_main, NULL) == 0;
   pthread_attr_destroy(&a);
 }

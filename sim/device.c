@@ -8,8 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define SIM_LARGE ((size_t)256 << 10)
+#define SIM_HUGE ((size_t)4 << 20)       /* from here: huge pages */
+#define SIM_HUGE_PAGE ((size_t)2 << 20)
 #define SIM_ALIGN 64
 #define SIM_SMALL ((size_t)4096) /* below: malloc, data 16-byte aligned */
 #define SIM_CACHE_MAX ((int64_t)1 << 30) /* cached bytes per rank, no capacity */
@@ -51,6 +54,20 @@ static void live_remove(sim_device *d, sim_block *b) {
 
 static _Thread_local char oom_msg[256];
 
+/* A block of cap bytes of data behind its header. From SIM_HUGE up the
+ * block is 2 MiB-aligned and asked to be backed by transparent huge pages
+ * (before anything touches it): a 64 MiB buffer then faults in 32 times
+ * instead of 16,384 and needs 32 TLB entries instead of 16,384. Where THP
+ * is off the advice is ignored. */
+static sim_block *block_alloc(size_t cap) {
+  size_t total = (sizeof(sim_block) + cap + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
+  if (cap < SIM_HUGE) return core_host_aligned_alloc(SIM_ALIGN, total);
+  total = (total + SIM_HUGE_PAGE - 1) / SIM_HUGE_PAGE * SIM_HUGE_PAGE;
+  sim_block *b = core_host_aligned_alloc(SIM_HUGE_PAGE, total);
+  if (b) madvise(b, total, MADV_HUGEPAGE);
+  return b;
+}
+
 void *sim_device_alloc(sim_device *d, size_t n, const char **err) {
   *err = NULL;
   if (d->capacity > 0 && (int64_t)n > d->capacity - d->used) {
@@ -76,11 +93,10 @@ void *sim_device_alloc(sim_device *d, size_t n, const char **err) {
     /* small: plain malloc (16-byte aligned data), no memalign overhead */
     b = core_host_malloc(sizeof(sim_block) + cap);
   } else if (!b) {
-    size_t total = (sizeof(sim_block) + cap + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
-    b = core_host_aligned_alloc(SIM_ALIGN, total);
+    b = block_alloc(cap);
     if (!b && d->cached) { /* give the cache back and retry once */
       sim_device_trim(d);
-      b = core_host_aligned_alloc(SIM_ALIGN, total);
+      b = block_alloc(cap);
     }
   }
   if (!b) {

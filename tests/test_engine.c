@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "runtime/runtime.h"
 #include "sched/future.h"
@@ -425,6 +427,107 @@ static void test_rank_thread_names(void **state) {
   assert_true(seen[0] && seen[1] && seen[2]);
 }
 
+/* the CPUs /proc says thread `tid` may run on, as a bit mask (CPUs < 64) */
+static uint64_t allowed_cpus(const char *tid) {
+  char path[300], line[512];
+  snprintf(path, sizeof path, "/proc/self/task/%s/status", tid);
+  FILE *f = fopen(path, "r");
+  uint64_t mask = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "Cpus_allowed_list:", 18))
+      for (char *p = line + 18; *p && *p != '\n';) { /* "0-3,6" */
+        long a = strtol(p, &p, 10), b = a;
+        if (*p == '-') b = strtol(p + 1, &p, 10);
+        for (long c = a; c <= b && c < 64; c++) mask |= 1ull << c;
+        if (*p == ',') p++;
+        else if (*p != '\n' && *p) p++;
+      }
+  if (f) fclose(f);
+  return mask;
+}
+
+/* each rank's CPU mask (by rank, from the thread names), -1 if unseen */
+static void rank_masks(int n, uint64_t *mask) {
+  for (int r = 0; r < n; r++) mask[r] = ~0ull;
+  DIR *d = opendir("/proc/self/task");
+  assert_non_null(d);
+  char path[300], name[32];
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    int r;
+    if (f && fgets(name, sizeof name, f) && sscanf(name, "dt-rank-%d", &r) == 1 &&
+        r >= 0 && r < n)
+      mask[r] = allowed_cpus(e->d_name);
+    if (f) fclose(f);
+  }
+  closedir(d);
+}
+
+/* pinned ranks run on one CPU each, round-robin over the CPUs the process
+ * may use; unpinned ones keep the whole mask */
+static void test_rank_pinning(void **state) {
+  (void)state;
+  char self[32];
+  snprintf(self, sizeof self, "%ld", (long)syscall(SYS_gettid));
+  uint64_t all = allowed_cpus(self);
+  int k = __builtin_popcountll(all);
+  assert_true(k >= 1);
+  for (int pin = -1; pin <= 1; pin += 2) {
+    int n = 2 * k + 1;
+    dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = n,
+                                                             .pin_ranks = pin});
+    assert_non_null(rt);
+    assert_int_equal(dt_runtime_synchronize(rt), DT_OK); /* all started */
+    uint64_t mask[64];
+    rank_masks(n, mask);
+    for (int r = 0; r < n; r++) {
+      if (pin < 0) {
+        assert_true(mask[r] == all);
+        continue;
+      }
+      uint64_t want = all; /* the (r mod k)-th allowed CPU */
+      for (int skip = r % k; skip > 0; skip--) want &= want - 1;
+      want &= -want;
+      if (mask[r] != want)
+        fail_msg("rank %d: CPUs %#llx, want %#llx", r,
+                 (unsigned long long)mask[r], (unsigned long long)want);
+    }
+    dt_runtime_destroy(rt);
+  }
+}
+
+/* synchronize returns only once everything issued before it has run: every
+ * future of the work issued before is complete without waiting */
+static void test_synchronize_covers_issued_work(void **state) {
+  (void)state;
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 4});
+  assert_non_null(rt);
+  dt_runtime_set_current(rt);
+  enum { K = 64 };
+  float out[K][4];
+  dt_future *f[K];
+  for (int round = 0; round < 50 / SCALE + 1; round++) {
+    for (int i = 0; i < K; i++) {
+      char dev[16];
+      snprintf(dev, sizeof dev, "cpu:%d", i % 4);
+      dt_tensor *t = dt_full(DT_SHAPE(4), i, &(dt_tensor_options){.device = dev});
+      f[i] = dt_to_host_async(t, out[i], sizeof out[i]);
+      assert_non_null(f[i]);
+      dt_tensor_release(t);
+    }
+    assert_int_equal(dt_runtime_synchronize(rt), DT_OK);
+    for (int i = 0; i < K; i++) {
+      assert_true(dt_future_ready(f[i]));
+      assert_true(out[i][3] == (float)i);
+      dt_future_release(f[i]);
+    }
+  }
+  dt_runtime_set_current(NULL);
+  dt_runtime_destroy(rt);
+}
+
 static void cache_churn(void *arg, int i) {
   dt_runtime *rt = arg;
   dt_runtime_set_current(rt);
@@ -484,6 +587,8 @@ int main(void) {
       cmocka_unit_test(test_current_runtime_destroyed_elsewhere),
       cmocka_unit_test(test_default_runtime_destroyed_elsewhere),
       cmocka_unit_test(test_rank_thread_names),
+      cmocka_unit_test(test_rank_pinning),
+      cmocka_unit_test(test_synchronize_covers_issued_work),
       cmocka_unit_test(test_device_cache_bounded),
   };
   return TU_RUN_TESTS_WITH_ALARM(600, tests);

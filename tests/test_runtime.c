@@ -45,6 +45,10 @@ static void test_options_and_env(void **state) {
   EXPECT_NO_RUNTIME((&(dt_runtime_options){.num_ranks = 4096, .ring_capacity = 1 << 20}), DT_ERR_INVALID_ARGUMENT, "records in flight", NULL);
   EXPECT_NO_RUNTIME(&(dt_runtime_options){.spin_us = -1}, DT_ERR_INVALID_ARGUMENT, "options.spin_us", "-1", NULL);
   EXPECT_NO_RUNTIME(&(dt_runtime_options){.collective_timeout_ms = INT64_MAX}, DT_ERR_INVALID_ARGUMENT, "collective_timeout_ms", NULL);
+  EXPECT_NO_RUNTIME(&(dt_runtime_options){.pin_ranks = 2}, DT_ERR_INVALID_ARGUMENT, "options.pin_ranks", "2", NULL);
+  setenv("DTORCH_PIN_RANKS", "yes", 1);
+  EXPECT_NO_RUNTIME(NULL, DT_ERR_INVALID_ARGUMENT, "DTORCH_PIN_RANKS", "yes", NULL);
+  unsetenv("DTORCH_PIN_RANKS");
   static const char *const bad_timeouts[] = {"1e300", "nan", "-1", "0.0005", "5s"};
   for (int i = 0; i < 5; i++) {
     setenv("DTORCH_COLLECTIVE_TIMEOUT", bad_timeouts[i], 1);

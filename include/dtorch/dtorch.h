@@ -118,6 +118,9 @@ typedef struct dt_runtime_options { const char *device; /* "cpu" | "cuda" */
                              0 = 20 */
   int64_t collective_timeout_ms; /* watchdog; 0 = DTORCH_COLLECTIVE_TIMEOUT
                                     (seconds) or 300 s; < 0 = none */
+  int pin_ranks;          /* rank threads bound round-robin to the CPUs the
+                             process may use: 1 on, -1 off, 0 =
+                             DTORCH_PIN_RANKS (0 or 1) or on */
 } dt_runtime_options;
 /* Returns: a new runtime (its threads running). Errors: bad options or
  * environment, no memory, threads that cannot start. Ownership: destroy it.
