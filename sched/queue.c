@@ -44,6 +44,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define QUEUE_LINE 64          /* bytes of one cache line */
 #define QUEUE_SPINS 64         /* pause instructions before yielding */
@@ -59,7 +61,9 @@ struct sched_queue {
   alignas(QUEUE_LINE) _Atomic uint64_t head;  /* written by the consumer */
   /* read-only after create */
   alignas(QUEUE_LINE) char *cells;  /* QUEUE_LINE-aligned, inside `block` */
-  void *block;                  /* what calloc returned */
+  void *block;                  /* what calloc returned, or NULL */
+  void *map;                    /* or the mapping of a prefaulted queue */
+  size_t map_len;
   size_t stride;                /* bytes per cell: head + payload, aligned */
   uint64_t capacity, mask;
 };
@@ -110,9 +114,42 @@ sched_queue *sched_queue_create(uint32_t capacity, size_t cell_size) {
   return sched_queue_create_at(capacity, cell_size, 0);
 }
 
+size_t sched_queue_bytes(const sched_queue *q) {
+  return (size_t)q->capacity * q->stride;
+}
+
+void sched_queue_prefault(sched_queue *q) {
+  /* before any thread uses q: the cells move to a fresh mapping (zeroed
+   * by the kernel, 2 MiB-aligned) advised into transparent huge pages, and
+   * one write per page faults it in: one fault per 2 MiB where THP is on.
+   * The stamps are copied (they are nonzero when q starts at first != 0). */
+  size_t n = sched_queue_bytes(q), huge = (size_t)2 << 20;
+  size_t len = (n + huge - 1) / huge * huge;
+  char *m = mmap(NULL, len + huge, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return; /* the lazy cells stay */
+  char *b = (char *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
+  if (b > m) munmap(m, (size_t)(b - m));            /* the unaligned head */
+  munmap(b + len, (size_t)(m + huge - b));          /* and tail */
+  madvise(b, len, MADV_HUGEPAGE);
+  long page = sysconf(_SC_PAGESIZE);
+  size_t step = page > 0 ? (size_t)page : 4096;
+  for (size_t off = 0; off < len; off += step) ((volatile char *)b)[off] = 0;
+  for (uint64_t i = 0; i < q->capacity; i++) {      /* the stamps */
+    uint64_t st = atomic_load_explicit(&((cell_head *)(q->cells + i * q->stride))->stamp,
+                                       memory_order_relaxed);
+    if (st) atomic_init(&((cell_head *)(b + i * q->stride))->stamp, st);
+  }
+  free(q->block);
+  q->block = NULL;
+  q->map = q->cells = b;
+  q->map_len = len;
+}
+
 void sched_queue_destroy(sched_queue *q) {
   if (!q) return;
   free(q->block);
+  if (q->map) munmap(q->map, q->map_len);
   free(q);
 }
 

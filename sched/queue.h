@@ -26,6 +26,11 @@ sched_queue *sched_queue_create(uint32_t capacity, size_t cell_size);
 sched_queue *sched_queue_create_at(uint32_t capacity, size_t cell_size,
                                    uint64_t first);
 void sched_queue_destroy(sched_queue *q);  /* no thread may use q after */
+/* The cells' bytes, and faulting them all in now (before any thread uses
+ * q): the first lap then takes no page faults on the issuing threads, at
+ * the price of the memory being resident from the start. */
+size_t sched_queue_bytes(const sched_queue *q);
+void sched_queue_prefault(sched_queue *q);
 
 /* Any thread but the consumer: claims the next cell, or returns NULL when
  * the queue is full (nothing claimed). *pos receives the cell's position

@@ -65,6 +65,7 @@ typedef struct run_cfg {
   claim_mode mode;
   int slow_every;   /* the consumer sleeps every this many records (0: never) */
   bool check_depth; /* producers and the consumer check depth() */
+  bool prefault;    /* sched_queue_prefault before use */
 } run_cfg;
 
 typedef struct run {
@@ -291,6 +292,7 @@ static void run_queue(run_cfg cfg) {
   x->cfg = cfg;
   x->total = cfg.per_producer * cfg.producers;
   x->q = sched_queue_create_at(cfg.capacity, CELL_SIZE, cfg.first);
+  if (x->q && cfg.prefault) sched_queue_prefault(x->q);
   x->pos = calloc((size_t)x->total, sizeof *x->pos);
   x->cells = calloc((size_t)x->total, sizeof *x->cells);
   x->order = calloc((size_t)x->total, sizeof *x->order);
@@ -645,6 +647,19 @@ static void test_wrap_counters(void **state) {
   }
 }
 
+/* a prefaulted queue (cells moved to a huge-page mapping, stamps copied)
+ * behaves as the lazy one, from position 0 and across the counters' wrap */
+static void test_prefaulted(void **state) {
+  (void)state;
+  static const uint64_t firsts[] = {0, UINT64_MAX - 1000};
+  for (int i = 0; i < 2; i++) {
+    run_queue((run_cfg){64, 3, 10000 / SCALE, firsts[i], CLAIM_BLOCKING, 0,
+                        true, true});
+    run_queue((run_cfg){1024, 4, 5000 / SCALE, firsts[i], CLAIM_MIXED, 0,
+                        true, true});
+  }
+}
+
 /* an 8-cell queue whose consumer sleeps 50 us every 16 records: producers
  * wait at the capacity, never past it */
 static void test_backpressure(void **state) {
@@ -725,6 +740,7 @@ int main(void) {
                                       watchdog_disarm),
       cmocka_unit_test(test_conservation),
       cmocka_unit_test(test_wrap_counters),
+      cmocka_unit_test(test_prefaulted),
       cmocka_unit_test(test_backpressure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
