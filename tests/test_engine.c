@@ -446,23 +446,42 @@ static uint64_t allowed_cpus(const char *tid) {
   return mask;
 }
 
-/* each rank's CPU mask (by rank, from the thread names), -1 if unseen */
-static void rank_masks(int n, uint64_t *mask) {
-  for (int r = 0; r < n; r++) mask[r] = ~0ull;
+/* the tids of this process's threads (up to max), sorted */
+static int list_tids(long *tids, int max) {
+  int n = 0;
   DIR *d = opendir("/proc/self/task");
   assert_non_null(d);
-  char path[300], name[32];
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    if (e->d_name[0] == '.') continue;
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+  for (struct dirent *e; (e = readdir(d)) != NULL && n < max;)
+    if (e->d_name[0] != '.') tids[n++] = atol(e->d_name);
+  closedir(d);
+  return n;
+}
+
+static bool in_list(long tid, const long *tids, int n) {
+  for (int i = 0; i < n; i++)
+    if (tids[i] == tid) return true;
+  return false;
+}
+
+/* each rank's CPU mask, from the threads named dt-rank-N that are not in
+ * `old` (other runtimes' ranks, e.g. the default one, share the names) */
+static void rank_masks(int n, uint64_t *mask, const long *old, int nold) {
+  for (int r = 0; r < n; r++) mask[r] = ~0ull;
+  long tids[512];
+  int nt = list_tids(tids, 512);
+  char path[300], name[32], id[32];
+  for (int i = 0; i < nt; i++) {
+    if (in_list(tids[i], old, nold)) continue;
+    snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tids[i]);
     FILE *f = fopen(path, "r");
     int r;
     if (f && fgets(name, sizeof name, f) && sscanf(name, "dt-rank-%d", &r) == 1 &&
-        r >= 0 && r < n)
-      mask[r] = allowed_cpus(e->d_name);
+        r >= 0 && r < n) {
+      snprintf(id, sizeof id, "%ld", tids[i]);
+      mask[r] = allowed_cpus(id);
+    }
     if (f) fclose(f);
   }
-  closedir(d);
 }
 
 /* pinned ranks run on one CPU each, round-robin over the CPUs the process
@@ -476,12 +495,14 @@ static void test_rank_pinning(void **state) {
   assert_true(k >= 1);
   for (int pin = -1; pin <= 1; pin += 2) {
     int n = 2 * k + 1;
+    long old[512];
+    int nold = list_tids(old, 512);
     dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = n,
                                                              .pin_ranks = pin});
     assert_non_null(rt);
     assert_int_equal(dt_runtime_synchronize(rt), DT_OK); /* all started */
     uint64_t mask[64];
-    rank_masks(n, mask);
+    rank_masks(n, mask, old, nold);
     for (int r = 0; r < n; r++) {
       if (pin < 0) {
         assert_true(mask[r] == all);
