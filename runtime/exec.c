@@ -154,9 +154,10 @@ static void exec_to_host(exec_record *r) {
 
 bool runtime_exec_pending(void *ctx, int rank) {
   dt_runtime *rt = ctx;
-  /* relaxed: a hint; the drain's acquire exchange reads the stack */
-  return atomic_load_explicit(&rt->ranks[rank].remote_free,
-                              memory_order_relaxed) != NULL;
+  /* acquire: pairs with the drain's release decrement, so a caller that
+   * sees 0 (dt_runtime_synchronize) sees the frees done and counted */
+  return atomic_load_explicit(&rt->ranks[rank].remote_pending,
+                              memory_order_acquire) != 0;
 }
 
 void runtime_exec_idle(void *ctx, int rank) {
@@ -167,11 +168,16 @@ void runtime_drain_remote_frees(dt_runtime *rt, int rank) {
   /* acquire: pairs with the release CAS in core_storage_release's push */
   core_storage *s = atomic_exchange_explicit(&rt->ranks[rank].remote_free, NULL,
                                            memory_order_acquire);
+  int64_t n = 0;
   while (s) {
     core_storage *next = s->next_free;
     runtime_storage_destroy_on_rank(s, rt, rank);
     s = next;
+    n++;
   }
+  /* release: the frees (and the memory counts) before the count drops */
+  if (n) atomic_fetch_sub_explicit(&rt->ranks[rank].remote_pending, n,
+                                   memory_order_release);
 }
 
 void runtime_exec_record(void *ctx, void *record, int rank) {

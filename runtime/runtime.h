@@ -17,6 +17,7 @@ typedef struct runtime_rank_slot {
   _Alignas(64) sim_device dev;                 /* owned by the rank thread */
   _Atomic(struct core_storage *) remote_free;    /* frees handed over by other
                                                   rank threads (Treiber) */
+  _Atomic int64_t remote_pending; /* pushed and not yet destroyed */
   _Atomic int64_t used, peak;                  /* mirrors of dev for readers */
 } runtime_rank_slot;
 

@@ -79,6 +79,10 @@ static void last_release(core_storage *s) {
     int owner = s->rank; /* s belongs to the owner once pushed */
     runtime_ref(rt);     /* and may take the runtime's last storage ref */
     _Atomic(core_storage *) *head = &rt->ranks[owner].remote_free;
+    /* relaxed: published by this rank's pop of its record (release), which
+     * a synchronize watching the queues reads with acquire */
+    atomic_fetch_add_explicit(&rt->ranks[owner].remote_pending, 1,
+                              memory_order_relaxed);
     core_storage *old = atomic_load_explicit(head, memory_order_relaxed);
     do {
       s->next_free = old;

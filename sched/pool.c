@@ -470,9 +470,13 @@ bool sched_pool_try_drain(sched_pool *p, int64_t budget_ns) {
   int64_t until = now_ns() + budget_ns;
   int next = 0; /* ranks below are done */
   for (unsigned spin = 0;; spin++) {
-    while (next < n && sched_queue_done_through(p->ranks[next].queue, mark[next]))
+    /* then each rank's side work (frees other ranks handed it), which a
+     * record run before the mark may have made for any rank */
+    while (next < 2 * n &&
+           (next < n ? sched_queue_done_through(p->ranks[next].queue, mark[next])
+                     : !p->cfg.pending || !p->cfg.pending(p->cfg.ctx, next - n)))
       next++;
-    if (next == n) return true;
+    if (next == 2 * n) return true;
     if ((spin & 15) == 15 && now_ns() > until) return false;
     /* crowded: the ranks we wait for may need this CPU */
     if (p->crowded) sched_yield();

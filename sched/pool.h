@@ -65,7 +65,8 @@ void sched_pool_commit(sched_pool *p, const sched_claim *c);
 
 /* Any thread but the pool's: waits up to budget_ns (spinning, yielding
  * the CPU when ranks and caller outnumber the CPUs) until every rank ran
- * every record claimed for it before the call; true if they did, false
+ * every record claimed for it before the call, and then until no rank has
+ * work cfg.pending reports; true if so, false
  * when the budget ran out (or the pool has more than 64 ranks): the
  * caller then waits its slow way (a barrier record). The ranks' work for
  * those records happens-before the return of true. */

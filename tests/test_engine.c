@@ -401,12 +401,23 @@ static void test_default_runtime_destroyed_elsewhere(void **state) {
   assert_true(x.fresh);
 }
 
+/* every rank thread has run a record (so it ran its start-up code):
+ * synchronize alone returns at once when nothing was issued */
+static void all_started(dt_runtime *rt, int n) {
+  for (int r = 0; r < n; r++) {
+    dt_future *ev = dt_event_record(rt, r);
+    assert_non_null(ev);
+    assert_int_equal(dt_future_wait(ev, -1), DT_OK);
+    dt_future_release(ev);
+  }
+}
+
 /* rank threads carry their rank in their name (gdb, perf, top -H) */
 static void test_rank_thread_names(void **state) {
   (void)state;
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 3});
   assert_non_null(rt);
-  assert_int_equal(dt_runtime_synchronize(rt), DT_OK); /* all started */
+  all_started(rt, 3);
   bool seen[3] = {false, false, false};
   char path[300], name[32];
   DIR *d = opendir("/proc/self/task"); /* this process's threads */
@@ -500,12 +511,14 @@ static void test_rank_pinning(void **state) {
     dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = n,
                                                              .pin_ranks = pin});
     assert_non_null(rt);
-    assert_int_equal(dt_runtime_synchronize(rt), DT_OK); /* all started */
+    all_started(rt, n);
     uint64_t mask[64];
     rank_masks(n, mask, old, nold);
     for (int r = 0; r < n; r++) {
       if (pin < 0) {
-        assert_true(mask[r] == all);
+        if (mask[r] != all)
+          fail_msg("unpinned rank %d: CPUs %#llx, want %#llx", r,
+                   (unsigned long long)mask[r], (unsigned long long)all);
         continue;
       }
       uint64_t want = all; /* the (r mod k)-th allowed CPU */
@@ -546,6 +559,34 @@ static void test_synchronize_covers_issued_work(void **state) {
     }
   }
   dt_runtime_set_current(NULL);
+  dt_runtime_destroy(rt);
+}
+
+/* storages whose last reference drops on another rank's thread (a
+ * redistribute's job releases its tensors on the rank that ran it last)
+ * are freed by their owner: synchronize waits for that too, so memory
+ * counts are exact when it returns */
+static void test_synchronize_counts_remote_frees(void **state) {
+  (void)state;
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
+  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  assert_true(rt && m);
+  for (int i = 0; i < 1000 / SCALE; i++) {
+    dt_tensor *x = dt_ones(DT_SHAPE(4096), &(dt_tensor_options){
+        .mesh = m, .placements = DT_PLACEMENTS(DT_SHARD(0))});
+    dt_tensor *y = dt_redistribute(x, NULL, DT_PLACEMENTS(DT_REPLICATE));
+    assert_true(x && y);
+    dt_tensor_release(x); /* the job holds the last references now */
+    dt_tensor_release(y);
+    assert_int_equal(dt_runtime_synchronize(rt), DT_OK);
+    for (int r = 0; r < 2; r++) {
+      dt_memory_stats ms;
+      assert_int_equal(dt_runtime_memory(rt, r, &ms), DT_OK);
+      if (ms.used != 0) fail_msg("round %d: rank %d still uses %lld bytes", i, r,
+                                 (long long)ms.used);
+    }
+  }
+  dt_mesh_release(m);
   dt_runtime_destroy(rt);
 }
 
@@ -610,6 +651,7 @@ int main(void) {
       cmocka_unit_test(test_rank_thread_names),
       cmocka_unit_test(test_rank_pinning),
       cmocka_unit_test(test_synchronize_covers_issued_work),
+      cmocka_unit_test(test_synchronize_counts_remote_frees),
       cmocka_unit_test(test_device_cache_bounded),
   };
   return TU_RUN_TESTS_WITH_ALARM(600, tests);
