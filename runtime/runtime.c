@@ -415,6 +415,8 @@ dt_status runtime_synchronize(dt_runtime *rt) {
   if (!f) return core_last_status();
   dt_status st = sched_future_wait(f, -1);
   sched_future_release(f);
+  /* frees one rank handed another after that one ran the barrier */
+  sched_pool_wait_side_work(rt->pool);
   return st;
 }
 

@@ -484,6 +484,26 @@ bool sched_pool_try_drain(sched_pool *p, int64_t budget_ns) {
   }
 }
 
+void sched_pool_wait_side_work(sched_pool *p) {
+  if (!p->cfg.pending) return;
+  long sleep_ns = 1000;
+  for (int r = 0, round = 0; r < p->cfg.ranks;) {
+    if (!p->cfg.pending(p->cfg.ctx, r)) {
+      r++;
+      continue;
+    }
+    /* the owner was woken by whoever handed it the work: wait for it */
+    if (round++ < 64) {
+      if (p->crowded) sched_yield();
+      else cpu_relax();
+    } else {
+      struct timespec ts = {0, sleep_ns};
+      nanosleep(&ts, NULL);
+      if (sleep_ns < 100000) sleep_ns *= 2;
+    }
+  }
+}
+
 void sched_pool_destroy(sched_pool *p) {
   if (!p) return;
   commit_all(p, MSG_STOP, NULL);
