@@ -100,6 +100,11 @@ dt_status ops_scalar_overflow(const dt_op_call *c, const char *arg, double v,
  * A double out of int64's range is undefined behaviour in C, so every op
  * that stores a double argument into an integer tensor checks it here.
  * Error: ops_scalar_overflow. */
+/* ops_check_scalar, and for float16/bfloat16/float32 a finite value past
+ * the dtype's largest finite one fails too (PyTorch's check of masked_fill
+ * values and pow exponents; infinities and NaN pass). */
+dt_status ops_check_scalar_exact(const dt_op_call *c, const char *arg, double v,
+                                 dt_dtype d);
 dt_status ops_check_scalar(const dt_op_call *c, const char *arg, double v,
                            dt_dtype d);
 

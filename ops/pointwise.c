@@ -33,10 +33,10 @@ dt_status ops_binary_infer(dt_op_call *c) {
   dt_dtype r = core_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b));
   switch (c->op) {
   case CORE_OP_SUB:
-    if (a->dtype == DT_BOOL && b->dtype == DT_BOOL)
-      return core_error_set(DT_ERR_DTYPE, "%s: subtraction of two bool tensors "
-                          "is not supported; use dt_logical_and/or/not",
-                          c->api);
+    if (a->dtype == DT_BOOL || b->dtype == DT_BOOL) /* either, as PyTorch */
+      return core_error_set(DT_ERR_DTYPE, "%s: subtraction with a bool tensor "
+                          "is not supported (as in PyTorch); cast it to an "
+                          "integer or floating dtype first", c->api);
     break;
   case CORE_OP_POW:
     /* PyTorch has no bool pow kernel ("pow" not implemented for 'Bool');
@@ -86,14 +86,16 @@ dt_status ops_binary_cpu(dt_op_call *c) {
   cpu_view vo = ops_view_of(o), va0 = ops_view_of(a), vb0 = ops_view_of(b);
   cpu_view va = cpu_view_broadcast(&va0, vo.ndim, vo.sizes);
   cpu_view vb = cpu_view_broadcast(&vb0, vo.ndim, vo.sizes);
-  dt_dtype ct;
+  /* the operands meet in the common dtype (comparisons) or the result's
+   * (arithmetic; for true division, float) before the compute type */
+  dt_dtype ct, via = o->dtype;
   if (c->op == CORE_OP_LOGICAL_AND || c->op == CORE_OP_LOGICAL_OR)
-    ct = DT_BOOL;
+    ct = via = DT_BOOL;
   else if (o->dtype == DT_BOOL && c->op >= CORE_OP_EQ)
-    ct = cpu_compute_type(core_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b)));
+    ct = cpu_compute_type(via = core_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b)));
   else
     ct = cpu_compute_type(o->dtype);
-  cpu_binary((cpu_binary_op)(c->op - CORE_OP_ADD), ct, &vo, &va, &vb);
+  cpu_binary((cpu_binary_op)(c->op - CORE_OP_ADD), ct, via, &vo, &va, &vb);
   return DT_OK;
 }
 
@@ -112,14 +114,31 @@ dt_status ops_scalar_infer(dt_op_call *c) {
   if (c->op == CORE_OP_SUB_SCALAR && a->dtype == DT_BOOL)
     return core_error_set(DT_ERR_DTYPE, "%s: subtraction from a bool tensor is "
                         "not supported", c->api);
+  /* PyTorch converts a pow exponent to the result dtype with an overflow
+   * check (pow(uint8, 300), pow(float16, 70000) fail) */
+  if (c->op == CORE_OP_POW_SCALAR) {
+    st = ops_check_scalar_exact(c, "exponent", s, r);
+    if (st != DT_OK) return st;
+  }
   ops_meta_set(&c->meta[0], r, a->local.ndim, a->local.sizes);
   return DT_OK;
 }
 
 dt_status ops_scalar_cpu(dt_op_call *c) {
   cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
+  double s = c->args[1].d;
+  /* add, sub and pow meet a float16/bfloat16 tensor in its own dtype (the
+   * scalar is rounded first: f16 [1] + 2049 adds 2048); mul and div use
+   * the exact scalar, as PyTorch's CPU kernels do */
+  bool half = vo.dtype == DT_FLOAT16 || vo.dtype == DT_BFLOAT16;
+  if (half && (c->op == CORE_OP_ADD_SCALAR || c->op == CORE_OP_SUB_SCALAR ||
+               c->op == CORE_OP_POW_SCALAR)) {
+    _Alignas(8) char v[8];
+    core_store_double(v, vo.dtype, s);
+    s = core_load_double(v, vo.dtype);
+  }
   cpu_binary_scalar((cpu_binary_op)(c->op - CORE_OP_ADD_SCALAR),
-                    cpu_compute_type(vo.dtype), &vo, &va, c->args[1].d);
+                    cpu_compute_type(vo.dtype), &vo, &va, s);
   return DT_OK;
 }
 
@@ -135,8 +154,18 @@ dt_status ops_unary_infer(dt_op_call *c) {
       return core_error_set(DT_ERR_DTYPE, "%s: negation of a bool tensor is not "
                           "supported; use dt_logical_not", c->api);
     break;
-  case CORE_OP_ABS: case CORE_OP_RELU: break;
+  case CORE_OP_ABS: case CORE_OP_RELU:
+    if (a->dtype == DT_BOOL) /* PyTorch has no bool kernel for either */
+      return core_error_set(DT_ERR_DTYPE, "%s: not implemented for bool "
+                            "tensors (as in PyTorch)", c->api);
+    break;
   case CORE_OP_LOGICAL_NOT: r = DT_BOOL; break;
+  case CORE_OP_SILU: case CORE_OP_GELU: case CORE_OP_GELU_TANH:
+    if (!core_dtype_is_float(r)) /* no integer kernels in PyTorch */
+      return core_error_set(DT_ERR_DTYPE, "%s: not implemented for %s tensors "
+                            "(as in PyTorch); cast to a floating dtype first",
+                            c->api, core_dtype_name(r));
+    break;
   default:
     if (!core_dtype_is_float(r)) r = DT_FLOAT32; /* int → float like PyTorch */
     break;
@@ -156,18 +185,16 @@ dt_status ops_unary_cpu(dt_op_call *c) {
 dt_status ops_clamp_infer(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t;
   double lo = c->args[1].d, hi = c->args[2].d;
-  if (isnan(lo) || isnan(hi))
-    return core_error_set(DT_ERR_INVALID_ARGUMENT,
-                        "%s: min %g and max %g must not be NaN", c->api, lo, hi);
+  /* PyTorch promotes with the bounds: a float bound (NaN included) makes
+   * an integer or bool tensor float32, integral ones make bool int64; a
+   * NaN bound gives NaN everywhere */
   dt_dtype r = a->dtype;
   if (!core_dtype_is_float(r)) {
     bool lo_int = isinf(lo) || lo == nearbyint(lo);
     bool hi_int = isinf(hi) || hi == nearbyint(hi);
     if (!lo_int || !hi_int) r = DT_FLOAT32;
+    else if (r == DT_BOOL) r = DT_INT64;
   }
-  if (r == DT_BOOL)
-    return core_error_set(DT_ERR_DTYPE, "%s: clamp is not supported for bool",
-                        c->api);
   /* An integer result keeps integer bounds, compared exactly. A min at or
    * below the dtype's smallest value bounds nothing (min = -inf is the
    * usual way to say "no min"), and so does a max at or above its largest.
@@ -192,9 +219,14 @@ dt_status ops_clamp_cpu(dt_op_call *c) {
 /* ---- where / masked_fill */
 static dt_status check_mask(const dt_op_call *c, const dt_tensor *m,
                             const char *arg) {
-  if (m->dtype != DT_BOOL && m->dtype != DT_UINT8)
-    return core_error_set(DT_ERR_DTYPE, "%s: %s must be bool (or uint8), got %s",
-                        c->api, arg, core_dtype_name(m->dtype));
+  /* PyTorch's where takes bool conditions (uint8 with a deprecation
+   * warning); masked_fill takes bool masks only */
+  bool ok = m->dtype == DT_BOOL ||
+            (m->dtype == DT_UINT8 && c->op != CORE_OP_MASKED_FILL);
+  if (!ok)
+    return core_error_set(DT_ERR_DTYPE, "%s: %s must be bool%s, got %s",
+                        c->api, arg, c->op == CORE_OP_MASKED_FILL ? "" : " (or uint8)",
+                        core_dtype_name(m->dtype));
   return DT_OK;
 }
 
@@ -245,7 +277,7 @@ dt_status ops_masked_fill_infer(dt_op_call *c) {
                         core_shape_str(mask->local.sizes, mask->local.ndim, sm, sizeof sm),
                         core_shape_str(a->local.sizes, a->local.ndim, sa, sizeof sa));
   }
-  st = ops_check_scalar(c, "value", c->args[2].d, a->dtype);
+  st = ops_check_scalar_exact(c, "value", c->args[2].d, a->dtype);
   if (st != DT_OK) return st;
   ops_meta_set(&c->meta[0], a->dtype, a->local.ndim, a->local.sizes);
   return DT_OK;

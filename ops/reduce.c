@@ -96,6 +96,10 @@ dt_status ops_reduce_infer(dt_op_call *c) {
     if (!core_dtype_is_float(r)) r = DT_INT64; /* ints and bool, as PyTorch */
     break;
   case CORE_OP_AMAX: case CORE_OP_AMIN: case CORE_OP_ARGMAX: case CORE_OP_ARGMIN:
+    if ((c->op == CORE_OP_ARGMAX || c->op == CORE_OP_ARGMIN) && r == DT_BOOL)
+      return core_error_set(DT_ERR_DTYPE, "%s: bool input is not supported "
+                            "(as in PyTorch); cast it to an integer dtype "
+                            "first", c->api);
     st = need_nonempty(c, a, mask);
     if (st != DT_OK) return st;
     if (c->op == CORE_OP_ARGMAX || c->op == CORE_OP_ARGMIN) r = DT_INT64;

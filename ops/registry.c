@@ -76,6 +76,25 @@ dt_status ops_scalar_overflow(const dt_op_call *c, const char *arg, double v,
                       "overflow", c->api, arg, v, core_dtype_name(d));
 }
 
+/* the largest finite value of a floating dtype below float64 */
+static double float_max(dt_dtype d) {
+  switch (d) {
+  case DT_FLOAT16: return 65504.0;
+  case DT_BFLOAT16: return 3.3895313892515355e38;
+  case DT_FLOAT32: return 3.4028234663852886e38;
+  default: return INFINITY;
+  }
+}
+
+dt_status ops_check_scalar_exact(const dt_op_call *c, const char *arg, double v,
+                                 dt_dtype d) {
+  /* PyTorch: infinities and NaN pass; a finite value past the largest
+   * finite one fails (f16 65505 fails, 65504 passes) */
+  if (core_dtype_is_float(d) && isfinite(v) && fabs(v) > float_max(d))
+    return ops_scalar_overflow(c, arg, v, d);
+  return ops_check_scalar(c, arg, v, d);
+}
+
 dt_status ops_check_scalar(const dt_op_call *c, const char *arg, double v,
                            dt_dtype d) {
   double lo, hi; /* the range of trunc(v), inclusive */

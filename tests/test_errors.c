@@ -294,11 +294,6 @@ static void test_bad_pointwise_dtypes(void **state) {
                   NULL);
   tu_expect_error(dt_pow_scalar(i, -2), DT_ERR_INVALID_ARGUMENT,
                   "dt_pow_scalar", "int32", "-2", NULL);
-  tu_expect_error(dt_clamp(f, NAN, 1), DT_ERR_INVALID_ARGUMENT, "dt_clamp",
-                  "min nan", NULL);
-  tu_expect_error(dt_clamp(f, 0, NAN), DT_ERR_INVALID_ARGUMENT, "dt_clamp",
-                  "max nan", NULL);
-  tu_expect_error(dt_clamp(p, 0, 1), DT_ERR_DTYPE, "dt_clamp", "bool", NULL);
   tu_expect_error(dt_cast(f, (dt_dtype)99), DT_ERR_DTYPE, "dt_cast", "99", NULL);
   tu_expect_error(dt_cast(f, DT_DTYPE_COUNT), DT_ERR_DTYPE, "dt_cast", "8", NULL);
   /* what is allowed next to those */

@@ -67,22 +67,30 @@ void cpu_load(void *dst, dt_dtype ct, const char *src, dt_dtype sd,
     }                                                                       \
   } while (0)
 
-/* float -> integer casts go through int64 like C (truncation); values out
- * of range are undefined in C, so clamp them to int64's range first */
+/* float -> integer casts truncate toward zero. C leaves NaN and values out
+ * of the target's range undefined; PyTorch's CPU casts give what x86's
+ * truncating conversions give, so do that without UB: NaN and out of range
+ * become INT64_MIN (to int64) or INT32_MIN (to int32: a 32-bit conversion),
+ * and uint8 takes the low byte of the int64 conversion (inf -> 0,
+ * 300 -> 44, -1 -> 255, NaN -> 0). */
 static inline int64_t f2i(double x) {
-  if (x != x) return 0;
-  if (x >= 9.2233720368547758e18) return INT64_MAX;
-  if (x <= -9.2233720368547758e18) return INT64_MIN;
+  if (!(x >= -9.2233720368547758e18 && x < 9.2233720368547758e18))
+    return INT64_MIN;
   return (int64_t)x;
 }
+static inline int32_t f2i32(double x) {
+  if (!(x >= -2147483648.0 && x < 2147483648.0)) return INT32_MIN;
+  return (int32_t)x;
+}
+static inline int32_t i2i32(int64_t x) { return (int32_t)(uint32_t)(uint64_t)x; }
 
-#define STORE_ALL(S, TOINT)                                                 \
+#define STORE_ALL(S, TOINT, TOI32)                                          \
   switch (dd) {                                                             \
   case DT_FLOAT32: STORE_LOOP(float, S, (float)x); break;                   \
   case DT_FLOAT64: STORE_LOOP(double, S, (double)x); break;                 \
   case DT_FLOAT16: STORE_LOOP(uint16_t, S, core_f32_to_f16((float)x)); break; \
   case DT_BFLOAT16: STORE_LOOP(uint16_t, S, core_f32_to_bf16((float)x)); break; \
-  case DT_INT32: STORE_LOOP(int32_t, S, (int32_t)(uint32_t)(uint64_t)TOINT(x)); break; \
+  case DT_INT32: STORE_LOOP(int32_t, S, TOI32(x)); break;                   \
   case DT_INT64: STORE_LOOP(int64_t, S, TOINT(x)); break;                   \
   case DT_UINT8: STORE_LOOP(uint8_t, S, (uint8_t)(uint64_t)TOINT(x)); break; \
   case DT_BOOL: STORE_LOOP(uint8_t, S, (uint8_t)(x != 0)); break;           \
@@ -93,10 +101,10 @@ static inline int64_t f2i(double x) {
 void cpu_store(char *dst, dt_dtype dd, int64_t ds, const void *src,
                dt_dtype ct, int64_t n) {
   switch (ct) {
-  case DT_FLOAT32: STORE_ALL(float, f2i); break;
-  case DT_FLOAT64: STORE_ALL(double, f2i); break;
-  case DT_INT64: STORE_ALL(int64_t, ID); break;
-  case DT_BOOL: STORE_ALL(uint8_t, ID); break;
+  case DT_FLOAT32: STORE_ALL(float, f2i, f2i32); break;
+  case DT_FLOAT64: STORE_ALL(double, f2i, f2i32); break;
+  case DT_INT64: STORE_ALL(int64_t, ID, i2i32); break;
+  case DT_BOOL: STORE_ALL(uint8_t, ID, i2i32); break;
   default: break;
   }
 }

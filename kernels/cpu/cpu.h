@@ -90,9 +90,11 @@ typedef enum cpu_unary_op {
 } cpu_unary_op;
 
 /* out = a op b; out, a, b already broadcast to out's shape; ct = compute
- * type of the inputs (comparisons/logical ops write bool outputs). */
-void cpu_binary(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
-                const cpu_view *a, const cpu_view *b);
+ * type of the inputs (comparisons/logical ops write bool outputs); an
+ * operand whose dtype is not `via` is rounded to via before computing
+ * (PyTorch's common dtype; DT_DTYPE_COUNT: never). */
+void cpu_binary(cpu_binary_op op, dt_dtype ct, dt_dtype via,
+                const cpu_view *out, const cpu_view *a, const cpu_view *b);
 /* contiguous arrays already in the compute type ct (comparisons write
  * bool): the iterator's innermost fast path, callable directly */
 void cpu_binary_flat(cpu_binary_op op, dt_dtype ct, int64_t n, void *out,

@@ -118,7 +118,21 @@ typedef struct bin_ctx {
   cpu_binary_op op;
   dt_dtype ct, out_ct, dt[3]; /* out, a, b storage dtypes */
   const void *scalar;          /* b is this one compute-type value */
+  dt_dtype via;                /* operands of another dtype are rounded to
+                                  it first (DT_DTYPE_COUNT: none) */
 } bin_ctx;
+
+/* operand block x (k compute-type values loaded from dtype d) rounded to
+ * c->via and back, as PyTorch converts inputs to the common dtype before
+ * it computes: f16 [1] + f64 0-d 2049 adds 2048, uint8 vs int32 0-d -5
+ * compares 251 */
+static void round_via(const bin_ctx *c, dt_dtype d, void *x, int64_t k) {
+  if (c->via == DT_DTYPE_COUNT || d == c->via || c->via == c->ct) return;
+  _Alignas(64) char t[CPU_BLOCK * 8];
+  size_t vs = cpu_dtype_size(c->via);
+  cpu_store(t, c->via, (int64_t)vs, x, c->ct, k);
+  cpu_load(x, c->ct, t, c->via, (int64_t)vs, k);
+}
 
 static void bin_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
   const bin_ctx *c = vctx;
@@ -144,16 +158,20 @@ static void bin_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
   for (int64_t s = 0; s < n; s += CPU_BLOCK) {
     int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
     cpu_load(ba, c->ct, p[1] + s * st[1], c->dt[1], st[1], k);
-    if (!c->scalar) cpu_load(bb, c->ct, p[2] + s * st[2], c->dt[2], st[2], k);
+    round_via(c, c->dt[1], ba, k);
+    if (!c->scalar) {
+      cpu_load(bb, c->ct, p[2] + s * st[2], c->dt[2], st[2], k);
+      round_via(c, c->dt[2], bb, k);
+    }
     cpu_binary_flat(c->op, c->ct, k, bo, ba, bb);
     cpu_store(p[0] + s * st[0], c->dt[0], st[0], bo, c->out_ct, k);
   }
 }
 
-void cpu_binary(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
-                const cpu_view *a, const cpu_view *b) {
+void cpu_binary(cpu_binary_op op, dt_dtype ct, dt_dtype via,
+                const cpu_view *out, const cpu_view *a, const cpu_view *b) {
   bin_ctx c = {op, ct, is_compare(op) ? DT_BOOL : ct,
-               {out->dtype, a->dtype, b->dtype}, NULL};
+               {out->dtype, a->dtype, b->dtype}, NULL, via};
   cpu_view ops[3] = {*out, *a, *b};
   cpu_iter it;
   cpu_iter_init(&it, ops, 3);
@@ -170,7 +188,7 @@ void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
   default: *(uint8_t *)sv = s != 0; break;
   }
   bin_ctx c = {op, ct, is_compare(op) ? DT_BOOL : ct,
-               {out->dtype, a->dtype, a->dtype}, sv};
+               {out->dtype, a->dtype, a->dtype}, sv, DT_DTYPE_COUNT};
   cpu_view ops[2] = {*out, *a};
   cpu_iter it;
   cpu_iter_init(&it, ops, 2);
@@ -212,7 +230,8 @@ static inline double gelu_tanh_d(double x) {
     case CPU_COS: for (int64_t i = 0; i < n; i++) o[i] = cos##S(a[i]); break; \
     case CPU_TANH: for (int64_t i = 0; i < n; i++) o[i] = tanh##S(a[i]); break; \
     case CPU_SIGMOID: for (int64_t i = 0; i < n; i++) o[i] = (T)1 / ((T)1 + exp##S(-a[i])); break; \
-    case CPU_RELU: for (int64_t i = 0; i < n; i++) o[i] = a[i] > 0 ? a[i] : (a[i] != a[i] ? a[i] : 0); break; \
+    /* x < 0 ? 0 : x keeps NaN and -0.0, as PyTorch's relu does */       \
+    case CPU_RELU: for (int64_t i = 0; i < n; i++) o[i] = a[i] < 0 ? (T)0 : a[i]; break; \
     case CPU_SILU: for (int64_t i = 0; i < n; i++) o[i] = a[i] / ((T)1 + exp##S(-a[i])); break; \
     case CPU_GELU: for (int64_t i = 0; i < n; i++) o[i] = GELU(a[i]); break; \
     case CPU_GELU_TANH: for (int64_t i = 0; i < n; i++) o[i] = GELU_T(a[i]); break; \
@@ -328,14 +347,23 @@ static void clamp_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
   for (int64_t s = 0; s < n; s += CPU_BLOCK) {
     int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
     cpu_load(b, c->ct, p[1] + s * st[1], c->dt[1], st[1], k);
+    /* min(max(x, lo), hi) as std::max/min do it: x unless a bound is
+     * strictly past it, so NaN and -0.0 stay; a NaN bound gives NaN */
+    bool nan_bound = c->lo != c->lo || c->hi != c->hi;
     if (c->ct == DT_FLOAT32) {
       float *x = (float *)b, lo = (float)c->lo, hi = (float)c->hi;
-      for (int64_t i = 0; i < k; i++) /* min(max(x, lo), hi); NaN stays */
-        if (x[i] == x[i]) x[i] = fminf(fmaxf(x[i], lo), hi);
+      for (int64_t i = 0; i < k; i++) {
+        x[i] = x[i] < lo ? lo : x[i];
+        x[i] = x[i] > hi ? hi : x[i];
+        if (nan_bound) x[i] = NAN;
+      }
     } else if (c->ct == DT_FLOAT64) {
-      double *x = (double *)b;
-      for (int64_t i = 0; i < k; i++)
-        if (x[i] == x[i]) x[i] = fmin(fmax(x[i], c->lo), c->hi);
+      double *x = (double *)b, lo = c->lo, hi = c->hi;
+      for (int64_t i = 0; i < k; i++) {
+        x[i] = x[i] < lo ? lo : x[i];
+        x[i] = x[i] > hi ? hi : x[i];
+        if (nan_bound) x[i] = NAN;
+      }
     } else {
       /* compared as integers: (double)x would round past 2^53 */
       int64_t *x = (int64_t *)b, lo = c->ilo, hi = c->ihi;

@@ -1,0 +1,199 @@
+/* Op semantics equal to PyTorch's, case by case (issue 9). Every expected
+ * value here is PyTorch 2.15's result on CPU for the same inputs (written
+ * down from torch, or worked by hand from its documented rules), never
+ * dtorch's own output. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "testutil.h"
+
+/* t's values equal want (n of them, bit for bit: signed zeros count, NaN
+ * equals NaN) and its dtype is d */
+static void expect(dt_tensor *t, dt_dtype d, const double *want, int n,
+                   const char *what) {
+  if (!t) fail_msg("%s: %s", what, dt_last_error());
+  if (dt_tensor_dtype(t) != d)
+    fail_msg("%s: dtype %s, want %s", what, dt_dtype_name(dt_tensor_dtype(t)),
+             dt_dtype_name(d));
+  double *got = tu_values(t);
+  for (int i = 0; i < n; i++) {
+    bool same = (isnan(got[i]) && isnan(want[i])) ||
+                (got[i] == want[i] && signbit(got[i]) == signbit(want[i]));
+    if (!same)
+      fail_msg("%s: element %d is %.17g, want %.17g", what, i, got[i], want[i]);
+  }
+  free(got);
+  dt_tensor_release(t);
+}
+
+static dt_tensor *T(dt_dtype d, int n, const double *v) {
+  return tu_tensor(v, DT_SHAPE(n), d);
+}
+static dt_tensor *S(dt_dtype d, double v) { /* 0-d */
+  return tu_tensor(&v, DT_SHAPE(), d);
+}
+#define V(...) ((const double[]){__VA_ARGS__})
+
+/* 0-d operands are converted to the common dtype before computing */
+static void test_zero_dim_operands_round(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_tensor *h1 = T(DT_FLOAT16, 1, V(1.0)), *d2049 = S(DT_FLOAT64, 2049.0);
+  expect(dt_add(h1, d2049), DT_FLOAT16, V(2048), 1, "f16 [1] + f64 0-d 2049");
+  dt_tensor *d = S(DT_FLOAT64, 1.0004), *h3 = T(DT_FLOAT16, 1, V(3.0));
+  expect(dt_mul(d, h3), DT_FLOAT16, V(3.0), 1, "f64 0-d 1.0004 * f16 [3]");
+  dt_tensor *b = T(DT_BFLOAT16, 1, V(4.34375)), *e = S(DT_FLOAT64, 4.3493);
+  expect(dt_ge(b, e), DT_BOOL, V(1), 1, "bf16 [4.34375] >= f64 0-d 4.3493");
+  dt_tensor *u = T(DT_UINT8, 1, V(17)), *m5 = S(DT_INT32, -5);
+  expect(dt_maximum(u, m5), DT_UINT8, V(251), 1, "maximum(uint8 [17], int32 0-d -5)");
+  dt_tensor *u3 = T(DT_UINT8, 1, V(3));
+  expect(dt_lt(m5, u3), DT_BOOL, V(0), 1, "int32 0-d -5 < uint8 [3]");
+  /* true division meets in float32: no wrap to uint8 */
+  dt_tensor *u10 = T(DT_UINT8, 1, V(10));
+  expect(dt_div(u10, m5), DT_FLOAT32, V(-2), 1, "uint8 [10] / int32 0-d -5");
+  /* not only 0-d: int64 + f16 tensors meet in f16 */
+  dt_tensor *i = T(DT_INT64, 1, V(2049));
+  expect(dt_add(i, h1), DT_FLOAT16, V(2048), 1, "int64 [2049] + f16 [1]");
+  dt_tensor *h2049 = T(DT_FLOAT16, 1, V(2048)); /* 2049 is not a float16 */
+  expect(dt_eq(h2049, d2049), DT_BOOL, V(1), 1, "f16 [2048] == f64 0-d 2049");
+  dt_tensor *u100 = T(DT_UINT8, 1, V(100)), *i200 = S(DT_INT64, 200);
+  expect(dt_add(u100, i200), DT_UINT8, V(44), 1, "uint8 [100] + int64 0-d 200");
+  TU_RELEASE(h1, d2049, d, h3, b, e, u, m5, u3, u10, i, h2049, u100, i200);
+  tu_leaks_end();
+}
+
+/* add, sub and pow round a scalar to a float16/bfloat16 tensor's dtype
+ * first; mul and div use it exactly */
+static void test_scalars_round_like_torch(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_tensor *h = T(DT_FLOAT16, 2, V(1, 3));
+  expect(dt_add_scalar(h, 2049), DT_FLOAT16, V(2048, 2052), 2, "f16 [1, 3] + 2049");
+  dt_tensor *b = T(DT_BFLOAT16, 1, V(1));
+  expect(dt_sub_scalar(b, 257), DT_BFLOAT16, V(-255), 1, "bf16 [1] - 257");
+  dt_tensor *h02 = T(DT_FLOAT16, 2, V(0, 2));
+  expect(dt_pow_scalar(h02, 1e-45), DT_FLOAT16, V(1, 1), 2, "f16 [0, 2] ** 1e-45");
+  dt_tensor *h0 = T(DT_FLOAT16, 1, V(0.0));
+  expect(dt_sub_scalar(h0, 1e-45), DT_FLOAT16, V(0.0), 1, "f16 [0] - 1e-45 (+0)");
+  dt_tensor *h3 = T(DT_FLOAT16, 1, V(3));
+  expect(dt_mul_scalar(h3, 1.0004), DT_FLOAT16, V(3.001953125), 1, "f16 [3] * 1.0004");
+  expect(dt_div_scalar(h3, 1.0004), DT_FLOAT16, V(2.998046875), 1, "f16 [3] / 1.0004");
+  /* integer tensors: integral scalars wrap like PyTorch's int arithmetic */
+  dt_tensor *u = T(DT_UINT8, 1, V(1));
+  expect(dt_add_scalar(u, 300), DT_UINT8, V(45), 1, "uint8 [1] + 300");
+  dt_tensor *i = T(DT_INT32, 1, V(1));
+  expect(dt_add_scalar(i, 2147483648.0), DT_INT32, V(-2147483647), 1,
+         "int32 [1] + 2^31");
+  TU_RELEASE(h, b, h02, h0, h3, u, i);
+  tu_leaks_end();
+}
+
+/* pow exponents and masked_fill values are converted with an overflow
+ * check ("value cannot be converted to type X without overflow") */
+static void test_scalar_overflow_checks(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  dt_tensor *i = T(DT_INT32, 1, V(2)), *u = T(DT_UINT8, 1, V(2));
+  dt_tensor *h = T(DT_FLOAT16, 1, V(2)), *f = T(DT_FLOAT32, 1, V(2));
+  dt_tensor *m = T(DT_BOOL, 1, V(1));
+  tu_expect_error(dt_pow_scalar(i, 3e9), DT_ERR_INVALID_ARGUMENT, "dt_pow_scalar",
+                  "exponent", "int32", "overflow", NULL);
+  tu_expect_error(dt_pow_scalar(u, 300), DT_ERR_INVALID_ARGUMENT, "dt_pow_scalar",
+                  "exponent 300", "uint8", NULL);
+  tu_expect_error(dt_pow_scalar(h, 1e10), DT_ERR_INVALID_ARGUMENT, "dt_pow_scalar",
+                  "float16", "overflow", NULL);
+  tu_expect_error(dt_masked_fill(h, m, 70000), DT_ERR_INVALID_ARGUMENT,
+                  "dt_masked_fill", "value 70000", "float16", NULL);
+  tu_expect_error(dt_masked_fill(h, m, 65519), DT_ERR_INVALID_ARGUMENT,
+                  "dt_masked_fill", "value 65519", "float16", NULL);
+  tu_expect_error(dt_masked_fill(f, m, 1e39), DT_ERR_INVALID_ARGUMENT,
+                  "dt_masked_fill", "float32", "overflow", NULL);
+  /* what passes next to them */
+  expect(dt_masked_fill(h, m, 65504), DT_FLOAT16, V(65504), 1, "f16 fill 65504");
+  expect(dt_masked_fill(h, m, INFINITY), DT_FLOAT16, V(INFINITY), 1, "f16 fill inf");
+  expect(dt_masked_fill(u, m, -1), DT_UINT8, V(255), 1, "uint8 fill -1");
+  expect(dt_pow_scalar(u, 255), DT_UINT8, V(0), 1, "uint8 [2] ** 255");
+  expect(dt_pow_scalar(h, INFINITY), DT_FLOAT16, V(INFINITY), 1, "f16 [2] ** inf");
+  TU_RELEASE(i, u, h, f, m);
+  tu_leaks_end();
+}
+
+/* float -> integer casts of NaN and values out of range give what
+ * PyTorch's CPU casts give */
+static void test_float_to_int_casts(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_tensor *f = T(DT_FLOAT32, 5, V(1e10, INFINITY, NAN, -1e10, -7.9));
+  expect(dt_cast(f, DT_INT32), DT_INT32,
+         V(-2147483648.0, -2147483648.0, -2147483648.0, -2147483648.0, -7), 5,
+         "f32 -> int32");
+  dt_tensor *d = T(DT_FLOAT64, 4, V(1e19, INFINITY, NAN, -1e300));
+  expect(dt_cast(d, DT_INT64), DT_INT64,
+         V(-9223372036854775808.0, -9223372036854775808.0,
+           -9223372036854775808.0, -9223372036854775808.0), 4, "f64 -> int64");
+  dt_tensor *g = T(DT_FLOAT32, 4, V(INFINITY, 300, -1, NAN));
+  expect(dt_cast(g, DT_UINT8), DT_UINT8, V(0, 44, 255, 0), 4, "f32 -> uint8");
+  dt_tensor *e = T(DT_FLOAT64, 3, V(4294967301.0, -2147483649.0, 1e10));
+  expect(dt_cast(e, DT_UINT8), DT_UINT8, V(5, 255, 0), 3, "f64 -> uint8");
+  dt_tensor *h = T(DT_FLOAT16, 2, V(INFINITY, 65504));
+  expect(dt_cast(h, DT_INT32), DT_INT32, V(-2147483648.0, 65504), 2, "f16 -> int32");
+  TU_RELEASE(f, d, g, e, h);
+  tu_leaks_end();
+}
+
+/* signed zero and NaN bounds */
+static void test_signed_zero_and_nan_bounds(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_tensor *z = T(DT_FLOAT32, 3, V(-0.0, -2, NAN));
+  expect(dt_relu(z), DT_FLOAT32, V(-0.0, 0.0, NAN), 3, "relu keeps -0.0 and NaN");
+  expect(dt_clamp(z, 0, INFINITY), DT_FLOAT32, V(-0.0, 0.0, NAN), 3,
+         "clamp(-0.0, 0, inf)");
+  dt_tensor *x = T(DT_FLOAT64, 2, V(1, 5));
+  expect(dt_clamp(x, NAN, 3), DT_FLOAT64, V(NAN, NAN), 2, "clamp min NaN");
+  expect(dt_clamp(x, 0, NAN), DT_FLOAT64, V(NAN, NAN), 2, "clamp max NaN");
+  dt_tensor *i = T(DT_INT32, 2, V(1, 5));
+  expect(dt_clamp(i, NAN, 3), DT_FLOAT32, V(NAN, NAN), 2, "clamp(int, NaN) is float");
+  dt_tensor *b = T(DT_BOOL, 2, V(1, 0));
+  expect(dt_clamp(b, 0, 1), DT_INT64, V(1, 0), 2, "clamp(bool, 0, 1)");
+  expect(dt_clamp(b, 0.5, 1), DT_FLOAT32, V(1, 0.5), 2, "clamp(bool, 0.5, 1)");
+  TU_RELEASE(z, x, i, b);
+  tu_leaks_end();
+}
+
+/* what PyTorch refuses, refused with its reason */
+static void test_torch_refusals(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  dt_tensor *f = T(DT_FLOAT32, 1, V(1)), *b = T(DT_BOOL, 2, V(1, 0));
+  dt_tensor *b1 = T(DT_BOOL, 1, V(1));
+  dt_tensor *i = T(DT_INT32, 1, V(1)), *l = T(DT_INT64, 1, V(1));
+  dt_tensor *u = T(DT_UINT8, 1, V(1));
+  tu_expect_error(dt_sub(f, b1), DT_ERR_DTYPE, "dt_sub", "bool", NULL);
+  tu_expect_error(dt_sub(b1, f), DT_ERR_DTYPE, "dt_sub", "bool", NULL);
+  tu_expect_error(dt_abs(b), DT_ERR_DTYPE, "dt_abs", "bool", NULL);
+  tu_expect_error(dt_relu(b), DT_ERR_DTYPE, "dt_relu", "bool", NULL);
+  tu_expect_error(dt_silu(i), DT_ERR_DTYPE, "dt_silu", "int32", NULL);
+  tu_expect_error(dt_gelu(l), DT_ERR_DTYPE, "dt_gelu", "int64", NULL);
+  tu_expect_error(dt_gelu_tanh(u), DT_ERR_DTYPE, "dt_gelu_tanh", "uint8", NULL);
+  tu_expect_error(dt_argmax(b, NULL, 0, false), DT_ERR_DTYPE, "dt_argmax",
+                  "bool", NULL);
+  tu_expect_error(dt_argmin(b, NULL, 0, false), DT_ERR_DTYPE, "dt_argmin",
+                  "bool", NULL);
+  tu_expect_error(dt_masked_fill(f, u, 2), DT_ERR_DTYPE, "dt_masked_fill",
+                  "mask", "uint8", NULL);
+  TU_RELEASE(f, b, b1, i, l, u);
+  tu_leaks_end();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_zero_dim_operands_round),
+      cmocka_unit_test(test_scalars_round_like_torch),
+      cmocka_unit_test(test_scalar_overflow_checks),
+      cmocka_unit_test(test_float_to_int_casts),
+      cmocka_unit_test(test_signed_zero_and_nan_bounds),
+      cmocka_unit_test(test_torch_refusals),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
