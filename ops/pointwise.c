@@ -49,6 +49,11 @@ dt_status ops_binary_infer(dt_op_call *c) {
   case CORE_OP_DIV:
     if (!core_dtype_is_float(r)) r = DT_FLOAT32; /* true division */
     break;
+  case CORE_OP_FLOOR_DIVIDE: case CORE_OP_REMAINDER:
+    if (r == DT_BOOL) /* PyTorch has no bool kernel for either */
+      return core_error_set(DT_ERR_DTYPE, "%s: not implemented for two bool "
+                            "tensors (as in PyTorch)", c->api);
+    break;
   case CORE_OP_EQ: case CORE_OP_NE: case CORE_OP_LT: case CORE_OP_LE: case CORE_OP_GT:
   case CORE_OP_GE: case CORE_OP_LOGICAL_AND: case CORE_OP_LOGICAL_OR:
     m->dtype = DT_BOOL;
@@ -65,7 +70,8 @@ dt_status ops_binary_infer(dt_op_call *c) {
 static bool binary_flat(const dt_op_call *c, const dt_tensor *a,
                         const dt_tensor *b, dt_tensor *o) {
   dt_dtype ct = cpu_compute_type(o->dtype);
-  if (a->dtype != ct || b->dtype != ct || o->dtype != ct ||
+  bool divides = c->op == CORE_OP_FLOOR_DIVIDE || c->op == CORE_OP_REMAINDER;
+  if (a->dtype != ct || b->dtype != ct || o->dtype != ct || divides ||
       c->op >= CORE_OP_EQ || a->local.ndim != o->local.ndim ||
       b->local.ndim != o->local.ndim)
     return false;
@@ -95,7 +101,9 @@ dt_status ops_binary_cpu(dt_op_call *c) {
     ct = cpu_compute_type(via = core_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b)));
   else
     ct = cpu_compute_type(o->dtype);
-  cpu_binary((cpu_binary_op)(c->op - CORE_OP_ADD), ct, via, &vo, &va, &vb);
+  if (cpu_binary((cpu_binary_op)(c->op - CORE_OP_ADD), ct, via, &vo, &va, &vb))
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: integer division by "
+                          "zero (PyTorch: ZeroDivisionError)", c->api);
   return DT_OK;
 }
 
@@ -114,6 +122,12 @@ dt_status ops_scalar_infer(dt_op_call *c) {
   if (c->op == CORE_OP_SUB_SCALAR && a->dtype == DT_BOOL)
     return core_error_set(DT_ERR_DTYPE, "%s: subtraction from a bool tensor is "
                         "not supported", c->api);
+  bool divides = c->op == CORE_OP_FLOOR_DIVIDE_SCALAR ||
+                 c->op == CORE_OP_REMAINDER_SCALAR;
+  if (divides && r == DT_BOOL) r = DT_INT64; /* True // 2 is int64 in PyTorch */
+  if (divides && !core_dtype_is_float(r) && s == 0)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: integer division by "
+                          "zero (PyTorch: ZeroDivisionError)", c->api);
   /* PyTorch converts a pow exponent to the result dtype with an overflow
    * check (pow(uint8, 300), pow(float16, 70000) fail) */
   if (c->op == CORE_OP_POW_SCALAR) {
@@ -124,21 +138,30 @@ dt_status ops_scalar_infer(dt_op_call *c) {
   return DT_OK;
 }
 
+/* the kernel op of a scalar form */
+static cpu_binary_op scalar_kernel(core_op_id op) {
+  switch (op) {
+  case CORE_OP_FLOOR_DIVIDE_SCALAR: return CPU_FLOORDIV;
+  case CORE_OP_REMAINDER_SCALAR: return CPU_REM;
+  default: return (cpu_binary_op)(op - CORE_OP_ADD_SCALAR); /* add..pow */
+  }
+}
+
 dt_status ops_scalar_cpu(dt_op_call *c) {
   cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
   double s = c->args[1].d;
-  /* add, sub and pow meet a float16/bfloat16 tensor in its own dtype (the
-   * scalar is rounded first: f16 [1] + 2049 adds 2048); mul and div use
-   * the exact scalar, as PyTorch's CPU kernels do */
+  /* add, sub, pow, floor_divide and remainder meet a float16/bfloat16
+   * tensor in its own dtype (the scalar is rounded first: f16 [1] + 2049
+   * adds 2048); mul and div use the exact scalar, as PyTorch's CPU
+   * kernels do */
   bool half = vo.dtype == DT_FLOAT16 || vo.dtype == DT_BFLOAT16;
-  if (half && (c->op == CORE_OP_ADD_SCALAR || c->op == CORE_OP_SUB_SCALAR ||
-               c->op == CORE_OP_POW_SCALAR)) {
+  if (half && c->op != CORE_OP_MUL_SCALAR && c->op != CORE_OP_DIV_SCALAR) {
     _Alignas(8) char v[8];
     core_store_double(v, vo.dtype, s);
     s = core_load_double(v, vo.dtype);
   }
-  cpu_binary_scalar((cpu_binary_op)(c->op - CORE_OP_ADD_SCALAR),
-                    cpu_compute_type(vo.dtype), &vo, &va, s);
+  cpu_binary_scalar(scalar_kernel(c->op), cpu_compute_type(vo.dtype), &vo,
+                    &va, s);
   return DT_OK;
 }
 

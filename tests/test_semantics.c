@@ -186,6 +186,58 @@ static void test_torch_refusals(void **state) {
   tu_leaks_end();
 }
 
+/* floor_divide and remainder with PyTorch's sign rules */
+static void test_floor_divide_remainder(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  dt_tensor *a = T(DT_INT64, 4, V(7, -7, 7, -7)), *b = T(DT_INT64, 4, V(2, 2, -2, -2));
+  expect(dt_floor_divide(a, b), DT_INT64, V(3, -4, -4, 3), 4, "int64 //");
+  expect(dt_remainder(a, b), DT_INT64, V(1, 1, -1, -1), 4, "int64 %");
+  dt_tensor *x = T(DT_FLOAT32, 8, V(7.5, -7.5, 7.5, -7.5, 1, -1, 0, -0.0));
+  dt_tensor *y = T(DT_FLOAT32, 8, V(2, 2, -2, -2, 0, 0, 3, 3));
+  expect(dt_floor_divide(x, y), DT_FLOAT32,
+         V(3, -4, -4, 3, INFINITY, -INFINITY, 0.0, -0.0), 8, "float32 //");
+  dt_tensor *p = T(DT_FLOAT32, 6, V(7.5, -7.5, 7.5, -7.5, 1, 0));
+  dt_tensor *q = T(DT_FLOAT32, 6, V(2, 2, -2, -2, 0, -3));
+  expect(dt_remainder(p, q), DT_FLOAT32, V(1.5, 0.5, -0.5, -1.5, NAN, 0.0), 6,
+         "float32 %");
+  /* integer division by zero: at the call for a scalar, at the fetch for a
+   * tensor divisor (the kernel runs on the rank) */
+  dt_tensor *one = T(DT_INT64, 1, V(1)), *zero = T(DT_INT64, 1, V(0));
+  tu_expect_error(dt_floor_divide_scalar(one, 0), DT_ERR_INVALID_ARGUMENT,
+                  "dt_floor_divide_scalar", "division by zero", NULL);
+  tu_expect_error(dt_remainder_scalar(one, 0), DT_ERR_INVALID_ARGUMENT,
+                  "dt_remainder_scalar", "division by zero", NULL);
+  int64_t out[1];
+  dt_tensor *fd = dt_floor_divide(one, zero), *rm = dt_remainder(one, zero);
+  assert_true(fd && rm);
+  tu_expect_status(dt_to_host(fd, out, sizeof out), DT_ERR_INVALID_ARGUMENT,
+                   "dt_floor_divide", "division by zero", NULL);
+  tu_expect_status(dt_to_host(rm, out, sizeof out), DT_ERR_INVALID_ARGUMENT,
+                   "dt_remainder", "division by zero", NULL);
+  /* promotion and the common dtype: uint8 7 // int64 0-d -2 is 7 // 254 */
+  dt_tensor *u = T(DT_UINT8, 1, V(7)), *m2 = S(DT_INT64, -2);
+  expect(dt_floor_divide(u, m2), DT_UINT8, V(0), 1, "uint8 [7] // int64 0-d -2");
+  dt_tensor *i = T(DT_INT32, 1, V(7));
+  expect(dt_remainder_scalar(i, 2.5), DT_FLOAT32, V(2), 1, "int32 [7] % 2.5");
+  expect(dt_floor_divide_scalar(i, 2.5), DT_FLOAT32, V(2), 1, "int32 [7] // 2.5");
+  dt_tensor *mn = T(DT_INT64, 1, V(-9223372036854775808.0)), *m1 = T(DT_INT64, 1, V(-1));
+  expect(dt_floor_divide(mn, m1), DT_INT64, V(-9223372036854775808.0), 1,
+         "INT64_MIN // -1 wraps");
+  expect(dt_remainder(mn, m1), DT_INT64, V(0), 1, "INT64_MIN % -1");
+  dt_tensor *h5 = T(DT_FLOAT16, 1, V(5)), *h3 = T(DT_FLOAT16, 1, V(0.3));
+  expect(dt_floor_divide(h5, h3), DT_FLOAT16, V(16), 1, "f16 5 // f16 0.3");
+  expect(dt_remainder_scalar(h5, 0.3), DT_FLOAT16, V(0.19921875), 1,
+         "f16 5 % 0.3 (the scalar rounded to f16 first)");
+  dt_tensor *bt = T(DT_BOOL, 1, V(1));
+  tu_expect_error(dt_floor_divide(bt, bt), DT_ERR_DTYPE, "dt_floor_divide", "bool", NULL);
+  tu_expect_error(dt_remainder(bt, bt), DT_ERR_DTYPE, "dt_remainder", "bool", NULL);
+  expect(dt_floor_divide_scalar(bt, 2), DT_INT64, V(0), 1, "bool // 2");
+  expect(dt_remainder_scalar(bt, 2), DT_INT64, V(1), 1, "bool % 2");
+  TU_RELEASE(a, b, x, y, p, q, one, zero, fd, rm, u, m2, i, mn, m1, h5, h3, bt);
+  tu_leaks_end();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_zero_dim_operands_round),
@@ -194,6 +246,7 @@ int main(void) {
       cmocka_unit_test(test_float_to_int_casts),
       cmocka_unit_test(test_signed_zero_and_nan_bounds),
       cmocka_unit_test(test_torch_refusals),
+      cmocka_unit_test(test_floor_divide_remainder),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -298,6 +298,15 @@ DT_API dt_tensor *dt_sub_scalar(dt_tensor *a, double s);
 DT_API dt_tensor *dt_mul_scalar(dt_tensor *a, double s);
 DT_API dt_tensor *dt_div_scalar(dt_tensor *a, double s);
 DT_API dt_tensor *dt_pow_scalar(dt_tensor *a, double s);
+/* PyTorch's floor_divide and remainder: the quotient rounds toward -inf,
+ * the remainder takes the divisor's sign (7 // -2 = -4, 7 % -2 = -1);
+ * integer division by zero fails (DT_ERR_INVALID_ARGUMENT: at the call for
+ * a scalar, at the fetch for a tensor divisor); floats follow IEEE
+ * (x // 0 = ±inf, x % 0 = NaN). Not for two bool tensors. */
+DT_API dt_tensor *dt_floor_divide(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_remainder(dt_tensor *a, dt_tensor *b);
+DT_API dt_tensor *dt_floor_divide_scalar(dt_tensor *a, double s);
+DT_API dt_tensor *dt_remainder_scalar(dt_tensor *a, double s);
 /* Unary: float results for integer inputs where PyTorch gives them
  * (exp, log, sqrt, ... on int → float32); neg/abs/relu keep the dtype. */
 DT_API dt_tensor *dt_neg(dt_tensor *a);

@@ -80,6 +80,7 @@ void cpu_store(char *dst, dt_dtype dd, int64_t ds, const void *src,
 /* ---- pointwise ops */
 typedef enum cpu_binary_op {
   CPU_ADD, CPU_SUB, CPU_MUL, CPU_DIV, CPU_POW, CPU_MAX, CPU_MIN,
+  CPU_FLOORDIV, CPU_REM, /* PyTorch's floor_divide and remainder */
   CPU_EQ, CPU_NE, CPU_LT, CPU_LE, CPU_GT, CPU_GE, CPU_AND, CPU_OR,
   CPU_BINARY_COUNT
 } cpu_binary_op;
@@ -93,8 +94,10 @@ typedef enum cpu_unary_op {
  * type of the inputs (comparisons/logical ops write bool outputs); an
  * operand whose dtype is not `via` is rounded to via before computing
  * (PyTorch's common dtype; DT_DTYPE_COUNT: never). */
-void cpu_binary(cpu_binary_op op, dt_dtype ct, dt_dtype via,
+bool cpu_binary(cpu_binary_op op, dt_dtype ct, dt_dtype via,
                 const cpu_view *out, const cpu_view *a, const cpu_view *b);
+/* (cpu_binary returns true when an integer floor division or remainder
+ * divided by zero: those elements hold 0 and the op must fail) */
 /* contiguous arrays already in the compute type ct (comparisons write
  * bool): the iterator's innermost fast path, callable directly */
 void cpu_binary_flat(cpu_binary_op op, dt_dtype ct, int64_t n, void *out,

@@ -2,6 +2,7 @@
  * contiguous native-type fast path when it can, else converts blocks of
  * CPU_BLOCK elements through the compute type. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
@@ -23,6 +24,22 @@ static int64_t ipow(int64_t b, int64_t e) {
   return r;
 }
 
+/* PyTorch's integer floor division and remainder: the quotient rounds
+ * toward -inf, the remainder takes the divisor's sign. b == 0 gives 0
+ * (the op fails: see cpu_binary); INT64_MIN / -1 wraps to INT64_MIN
+ * (remainder 0) instead of trapping. */
+static inline int64_t ifloordiv(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
+  int64_t q = a / b, r = a % b;
+  return r != 0 && ((r < 0) != (b < 0)) ? q - 1 : q;
+}
+static inline int64_t irem(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  int64_t r = a % b;
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+
 /* integer arithmetic wraps (two's complement) like PyTorch; do it unsigned */
 #define U(x) ((uint64_t)(x))
 static void bin_i64(cpu_binary_op op, int64_t n, void *ov, const int64_t *a,
@@ -34,6 +51,8 @@ static void bin_i64(cpu_binary_op op, int64_t n, void *ov, const int64_t *a,
   case CPU_SUB: for (int64_t i = 0; i < n; i++) o[i] = (int64_t)(U(a[i]) - U(b[i])); break;
   case CPU_MUL: for (int64_t i = 0; i < n; i++) o[i] = (int64_t)(U(a[i]) * U(b[i])); break;
   case CPU_POW: for (int64_t i = 0; i < n; i++) o[i] = ipow(a[i], b[i]); break;
+  case CPU_FLOORDIV: for (int64_t i = 0; i < n; i++) o[i] = ifloordiv(a[i], b[i]); break;
+  case CPU_REM: for (int64_t i = 0; i < n; i++) o[i] = irem(a[i], b[i]); break;
   case CPU_MAX: for (int64_t i = 0; i < n; i++) o[i] = a[i] > b[i] ? a[i] : b[i]; break;
   case CPU_MIN: for (int64_t i = 0; i < n; i++) o[i] = a[i] < b[i] ? a[i] : b[i]; break;
   case CPU_EQ: for (int64_t i = 0; i < n; i++) ob[i] = a[i] == b[i]; break;
@@ -49,8 +68,30 @@ static void bin_i64(cpu_binary_op op, int64_t n, void *ov, const int64_t *a,
 }
 #undef U
 
+/* PyTorch's floating floor division (div_floor_floating) and remainder:
+ * the quotient from fmod, corrected toward -inf, rounded to the nearest
+ * integer when fmod's error puts it past .5; x / 0 is IEEE's */
+#define FLOAT_FLOORDIV(NAME, T, S)                                          \
+  static inline T NAME(T a, T b) {                                          \
+    if (b == 0) return a / b;                                               \
+    T mod = fmod##S(a, b), div = (a - mod) / b;                             \
+    if (mod != 0 && (b < 0) != (mod < 0)) div -= (T)1;                      \
+    if (div == 0) return copysign##S((T)0, a / b);                          \
+    T f = floor##S(div);                                                    \
+    return div - f > (T)0.5 ? f + (T)1 : f;                                 \
+  }
+#define FLOAT_REM(NAME, T, S)                                               \
+  static inline T NAME(T a, T b) {                                          \
+    T mod = fmod##S(a, b);                                                  \
+    return mod != 0 && (b < 0) != (mod < 0) ? mod + b : mod;                \
+  }
+FLOAT_FLOORDIV(floordiv_f, float, f)
+FLOAT_FLOORDIV(floordiv_d, double, )
+FLOAT_REM(rem_f, float, f)
+FLOAT_REM(rem_d, double, )
+
 /* float kinds: T = float or double, M = math suffix */
-#define BIN_FLOAT(NAME, T, POWF, FMAX)                                      \
+#define BIN_FLOAT(NAME, T, POWF, FMAX, FDIV, FREM)                          \
   static void NAME(cpu_binary_op op, int64_t n, void *ov,                   \
                    const T *restrict a, const T *restrict b) {              \
     T *restrict o = ov;                                                     \
@@ -61,6 +102,8 @@ static void bin_i64(cpu_binary_op op, int64_t n, void *ov, const int64_t *a,
     case CPU_MUL: BIN_ARITH(T, *, o, a, b, n); break;                       \
     case CPU_DIV: BIN_ARITH(T, /, o, a, b, n); break;                       \
     case CPU_POW: for (int64_t i = 0; i < n; i++) o[i] = POWF(a[i], b[i]); break; \
+    case CPU_FLOORDIV: for (int64_t i = 0; i < n; i++) o[i] = FDIV(a[i], b[i]); break; \
+    case CPU_REM: for (int64_t i = 0; i < n; i++) o[i] = FREM(a[i], b[i]); break; \
     /* maximum/minimum propagate NaN like PyTorch */                        \
     case CPU_MAX:                                                           \
       for (int64_t i = 0; i < n; i++)                                       \
@@ -82,8 +125,8 @@ static void bin_i64(cpu_binary_op op, int64_t n, void *ov, const int64_t *a,
     }                                                                       \
   }
 #define MAXOF(x, y) ((x) > (y) ? (x) : (y))
-BIN_FLOAT(bin_f32, float, powf, MAXOF)
-BIN_FLOAT(bin_f64, double, pow, MAXOF)
+BIN_FLOAT(bin_f32, float, powf, MAXOF, floordiv_f, rem_f)
+BIN_FLOAT(bin_f64, double, pow, MAXOF, floordiv_d, rem_d)
 
 static void bin_bool(cpu_binary_op op, int64_t n, uint8_t *o, const uint8_t *a,
                      const uint8_t *b) {
@@ -120,7 +163,20 @@ typedef struct bin_ctx {
   const void *scalar;          /* b is this one compute-type value */
   dt_dtype via;                /* operands of another dtype are rounded to
                                   it first (DT_DTYPE_COUNT: none) */
+  _Atomic bool *zero_div;      /* set when an integer divisor was 0 */
 } bin_ctx;
+
+/* integer floor division / remainder by a block b of k int64 divisors */
+static void note_zero_div(const bin_ctx *c, const int64_t *b, int64_t k) {
+  if (!c->zero_div || c->ct != DT_INT64 ||
+      (c->op != CPU_FLOORDIV && c->op != CPU_REM))
+    return;
+  for (int64_t i = 0; i < k; i++)
+    if (b[i] == 0) { /* relaxed: read after the iterator's join */
+      atomic_store_explicit(c->zero_div, true, memory_order_relaxed);
+      return;
+    }
+}
 
 /* operand block x (k compute-type values loaded from dtype d) rounded to
  * c->via and back, as PyTorch converts inputs to the common dtype before
@@ -142,6 +198,7 @@ static void bin_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
   if (native && st[0] == (int64_t)ocs && st[1] == (int64_t)cs &&
       !c->scalar && st[2] == (int64_t)cs) {
     cpu_binary_flat(c->op, c->ct, n, p[0], p[1], p[2]);
+    note_zero_div(c, (const int64_t *)p[2], n);
     return;
   }
   _Alignas(64) char ba[CPU_BLOCK * 8], bb[CPU_BLOCK * 8], bo[CPU_BLOCK * 8];
@@ -162,20 +219,24 @@ static void bin_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
     if (!c->scalar) {
       cpu_load(bb, c->ct, p[2] + s * st[2], c->dt[2], st[2], k);
       round_via(c, c->dt[2], bb, k);
+      note_zero_div(c, (const int64_t *)bb, k);
     }
     cpu_binary_flat(c->op, c->ct, k, bo, ba, bb);
     cpu_store(p[0] + s * st[0], c->dt[0], st[0], bo, c->out_ct, k);
   }
 }
 
-void cpu_binary(cpu_binary_op op, dt_dtype ct, dt_dtype via,
+bool cpu_binary(cpu_binary_op op, dt_dtype ct, dt_dtype via,
                 const cpu_view *out, const cpu_view *a, const cpu_view *b) {
+  _Atomic bool zero = false;
   bin_ctx c = {op, ct, is_compare(op) ? DT_BOOL : ct,
-               {out->dtype, a->dtype, b->dtype}, NULL, via};
+               {out->dtype, a->dtype, b->dtype}, NULL, via, &zero};
   cpu_view ops[3] = {*out, *a, *b};
   cpu_iter it;
   cpu_iter_init(&it, ops, 3);
   cpu_iter_run_parallel(&it, bin_inner, &c);
+  /* relaxed: the parallel run's join ordered every chunk's store */
+  return atomic_load_explicit(&zero, memory_order_relaxed);
 }
 
 void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
@@ -188,7 +249,7 @@ void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
   default: *(uint8_t *)sv = s != 0; break;
   }
   bin_ctx c = {op, ct, is_compare(op) ? DT_BOOL : ct,
-               {out->dtype, a->dtype, a->dtype}, sv, DT_DTYPE_COUNT};
+               {out->dtype, a->dtype, a->dtype}, sv, DT_DTYPE_COUNT, NULL};
   cpu_view ops[2] = {*out, *a};
   cpu_iter it;
   cpu_iter_init(&it, ops, 2);
