@@ -291,23 +291,17 @@ dt_status ops_masked_fill_infer(dt_op_call *c) {
   st = ops_broadcast_shapes(c, a->local.sizes, a->local.ndim,
                             mask->local.sizes, mask->local.ndim, sh, &n);
   if (st != DT_OK) return st;
-  bool same = n == a->local.ndim;
-  for (int i = 0; same && i < n; i++) same = sh[i] == a->local.sizes[i];
-  if (!same) {
-    char sa[CORE_SHAPE_STR_LEN], sm[CORE_SHAPE_STR_LEN];
-    return core_error_set(DT_ERR_SHAPE, "%s: mask %s must broadcast to a's "
-                        "shape %s without growing it", c->api,
-                        core_shape_str(mask->local.sizes, mask->local.ndim, sm, sizeof sm),
-                        core_shape_str(a->local.sizes, a->local.ndim, sa, sizeof sa));
-  }
+  /* the result has the broadcast shape of a and mask, as PyTorch's
+   * out-of-place masked_fill (0-d a with mask [2] gives [2]) */
   st = ops_check_scalar_exact(c, "value", c->args[2].d, a->dtype);
   if (st != DT_OK) return st;
-  ops_meta_set(&c->meta[0], a->dtype, a->local.ndim, a->local.sizes);
+  ops_meta_set(&c->meta[0], a->dtype, n, sh);
   return DT_OK;
 }
 
 dt_status ops_masked_fill_cpu(dt_op_call *c) {
-  cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
+  cpu_view vo = ops_view_of(c->out[0]), va0 = ops_view_of(c->args[0].t);
+  cpu_view va = cpu_view_broadcast(&va0, vo.ndim, vo.sizes);
   cpu_view vm0 = ops_view_of(c->args[1].t);
   cpu_view vm = cpu_view_broadcast(&vm0, vo.ndim, vo.sizes);
   _Alignas(8) char one[8];

@@ -154,12 +154,15 @@ static void test_broadcast_mismatch(void **state) {
   tu_expect_error(dt_where(m, a, a), DT_ERR_SHAPE, "dt_where", "[7]", NULL);
   tu_expect_error(dt_masked_fill(a, m, 1), DT_ERR_SHAPE, "dt_masked_fill",
                   "[7]", "[2, 3]", NULL);
-  /* a mask may not grow a: [2, 3] masked by [4, 2, 3] */
+  /* a mask may grow a, as in PyTorch: [2, 3] masked by [4, 2, 3] gives
+   * [4, 2, 3] (test_semantics.c checks the values) */
   dt_tensor *big =
       dt_ones(DT_SHAPE(4, 2, 3), &(dt_tensor_options){.dtype = DT_BOOL});
-  tu_expect_error(dt_masked_fill(a, big, 1), DT_ERR_SHAPE, "dt_masked_fill",
-                  "[4, 2, 3]", "[2, 3]", NULL);
-  TU_RELEASE(a, b, c, m, big);
+  dt_tensor *grown = dt_masked_fill(a, big, 1);
+  assert_non_null(grown);
+  dt_shape gs = dt_tensor_shape(grown);
+  assert_true(gs.ndim == 3 && gs.dims[0] == 4 && gs.dims[1] == 2 && gs.dims[2] == 3);
+  TU_RELEASE(a, b, c, m, big, grown);
   tu_leaks_end();
 }
 

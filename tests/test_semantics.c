@@ -186,6 +186,24 @@ static void test_torch_refusals(void **state) {
   tu_leaks_end();
 }
 
+/* masked_fill's result has the broadcast shape of the input and the mask */
+static void test_masked_fill_broadcasts(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_tensor *a = S(DT_FLOAT32, 0.5), *m = T(DT_BOOL, 2, V(0, 1));
+  expect(dt_masked_fill(a, m, 2), DT_FLOAT32, V(0.5, 2), 2, "0-d a, mask [2]");
+  dt_tensor *c = tu_tensor(V(1, 2, 3), DT_SHAPE(3, 1), DT_FLOAT32);
+  dt_tensor *k = tu_tensor(V(1, 0, 1, 0), DT_SHAPE(1, 4), DT_BOOL);
+  dt_tensor *r = dt_masked_fill(c, k, 9);
+  assert_non_null(r);
+  dt_shape rs = dt_tensor_shape(r);
+  assert_true(rs.ndim == 2 && rs.dims[0] == 3 && rs.dims[1] == 4);
+  expect(r, DT_FLOAT32, V(9, 1, 9, 1, 9, 2, 9, 2, 9, 3, 9, 3), 12,
+         "a [3, 1], mask [1, 4]");
+  TU_RELEASE(a, m, c, k);
+  tu_leaks_end();
+}
+
 /* floor_divide and remainder with PyTorch's sign rules */
 static void test_floor_divide_remainder(void **state) {
   (void)state;
@@ -247,6 +265,7 @@ int main(void) {
       cmocka_unit_test(test_signed_zero_and_nan_bounds),
       cmocka_unit_test(test_torch_refusals),
       cmocka_unit_test(test_floor_divide_remainder),
+      cmocka_unit_test(test_masked_fill_broadcasts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
