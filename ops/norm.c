@@ -40,7 +40,9 @@ dt_status ops_softmax_cpu(dt_op_call *c) {
   return DT_OK;
 }
 
-/* weight/bias: NULL, or 1-D of the last dim's size and x's dtype */
+/* weight/bias: NULL, or 1-D of the last dim's size and any floating dtype
+ * (PyTorch: a float16 x with float32 weight gives float16; the kernels
+ * compute in float32 or float64 and round once) */
 static dt_status check_param(const dt_op_call *c, const dt_tensor *x,
                              const dt_tensor *p, const char *arg) {
   if (!p) return DT_OK;
@@ -56,13 +58,7 @@ static dt_status check_param(const dt_op_call *c, const dt_tensor *x,
                         core_shape_str(x->local.sizes, x->local.ndim, sx,
                                      sizeof sx));
   }
-  if (p->dtype != x->dtype)
-    return core_error_set(DT_ERR_DTYPE, "%s: %s is %s but x is %s (they must "
-                        "match)", c->api, arg,
-                        core_dtype_valid(p->dtype) ? core_dtype_name(p->dtype)
-                                                 : "an invalid dtype",
-                        core_dtype_name(x->dtype));
-  return DT_OK;
+  return need_float(c, p, arg);
 }
 
 /* x floating with at least one dim, eps finite and >= 0, params fit */

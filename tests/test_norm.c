@@ -368,8 +368,16 @@ static void test_norm_errors(void **state) {
                   "dt_layer_norm", "eps nan", NULL);
   tu_expect_error(dt_rms_norm(x, NULL, INFINITY), DT_ERR_INVALID_ARGUMENT,
                   "dt_rms_norm", "eps inf", NULL);
-  tu_expect_error(dt_rms_norm(x, w64, 1e-6), DT_ERR_DTYPE, "dt_rms_norm",
-                  "weight", "float64", "float32", NULL);
+  /* a weight of another floating dtype is fine (PyTorch); an integer one
+   * is not */
+  dt_tensor *mixed = dt_rms_norm(x, w64, 1e-6);
+  assert_non_null(mixed);
+  assert_int_equal(dt_tensor_dtype(mixed), DT_FLOAT32);
+  dt_tensor_release(mixed);
+  dt_tensor *wi = dt_ones(DT_SHAPE(4), &(dt_tensor_options){.dtype = DT_INT32});
+  tu_expect_error(dt_rms_norm(x, wi, 1e-6), DT_ERR_DTYPE, "dt_rms_norm",
+                  "weight", "int32", NULL);
+  dt_tensor_release(wi);
   tu_expect_error(dt_rms_norm(il, NULL, 1e-6), DT_ERR_DTYPE, "dt_rms_norm",
                   "int64", NULL);
   tu_expect_error(dt_layer_norm(s, NULL, NULL, 1e-5), DT_ERR_SHAPE,

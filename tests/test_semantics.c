@@ -204,6 +204,23 @@ static void test_masked_fill_broadcasts(void **state) {
   tu_leaks_end();
 }
 
+/* layer_norm / rms_norm with weight and bias of another floating dtype:
+ * the result has x's dtype */
+static void test_norm_mixed_dtypes(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_tensor *x = tu_tensor(V(1, 2, 3, 4), DT_SHAPE(1, 4), DT_FLOAT16);
+  dt_tensor *w = T(DT_FLOAT32, 4, V(1, 0.5, 2, 1)), *b = T(DT_FLOAT32, 4, V(0, 1, 0, -1));
+  expect(dt_layer_norm(x, w, b, 1e-5), DT_FLOAT16,
+         V(-1.341796875, 0.7763671875, 0.89453125, 0.341552734375), 4,
+         "layer_norm f16 x, f32 weight and bias");
+  expect(dt_rms_norm(x, w, 1e-6), DT_FLOAT16,
+         V(0.365234375, 0.365234375, 2.19140625, 1.4609375), 4,
+         "rms_norm f16 x, f32 weight");
+  TU_RELEASE(x, w, b);
+  tu_leaks_end();
+}
+
 /* floor_divide and remainder with PyTorch's sign rules */
 static void test_floor_divide_remainder(void **state) {
   (void)state;
@@ -266,6 +283,7 @@ int main(void) {
       cmocka_unit_test(test_torch_refusals),
       cmocka_unit_test(test_floor_divide_remainder),
       cmocka_unit_test(test_masked_fill_broadcasts),
+      cmocka_unit_test(test_norm_mixed_dtypes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
