@@ -15,6 +15,11 @@ typedef struct mm_shape {
   int64_t batch[DT_MAX_DIMS];
   int64_t m, k, n;
   bool a_vec, b_vec;       /* 1-D operand: the output drops its M / N dim */
+  /* linear's bias: none, fused per output column (1-D [out]; or one value:
+   * 0-d / [1], stride 0), or any other shape broadcast to the output and
+   * added after the product */
+  enum { BIAS_NONE, BIAS_FUSED, BIAS_BROADCAST } bias;
+  int64_t bias_stride;
 } mm_shape;
 
 /* Both operands: valid, the same dtype (PyTorch refuses mixed matmul), and
@@ -138,10 +143,17 @@ static dt_status mm_run(dt_op_call *c, const mm_shape *s, const cpu_view *a2,
   vo.ndim = nd;
   for (int i = 0; i < nd; i++) vo.sizes[i] = sz[i];
   core_contiguous_strides(vo.sizes, nd, vo.strides);
-  const char *bp = bias ? core_tensor_data(bias) : NULL;
-  int64_t bstride = bias ? bias->local.strides[0] : 0;
-  dt_status st = cpu_bmm(&vo, &va, &vb, bp, bstride);
-  return st == DT_OK ? DT_OK : gemm_error(c, st, s);
+  bool fused = bias && s->bias == BIAS_FUSED;
+  const char *bp = fused ? core_tensor_data(bias) : NULL;
+  dt_status st = cpu_bmm(&vo, &va, &vb, bp, fused ? s->bias_stride : 0);
+  if (st != DT_OK) return gemm_error(c, st, s);
+  if (bias && s->bias == BIAS_BROADCAST) { /* out += bias, broadcast */
+    cpu_view o = ops_view_of(c->out[0]), b0 = ops_view_of(bias);
+    cpu_view vbias = cpu_view_broadcast(&b0, o.ndim, o.sizes);
+    dt_dtype ct = cpu_compute_type(o.dtype);
+    cpu_binary(CPU_ADD, ct, o.dtype, &o, &o, &vbias);
+  }
+  return DT_OK;
 }
 
 /* ---- matmul */
@@ -166,42 +178,76 @@ dt_status ops_matmul_cpu(dt_op_call *c) {
   return mm_run(c, &s, &va, &vb, NULL);
 }
 
-/* ---- linear: x [..., in] · weight [out, in]ᵀ + bias [out] */
+/* ---- linear: x [..., in] · weight [out, in]ᵀ (or [in]) + bias */
+/* the bias against the output shape out (nout dims): fused when it is one
+ * value or one per column, else broadcast; an error when it would grow
+ * the output */
+static dt_status linear_bias(const dt_op_call *c, const dt_tensor *bias,
+                             const int64_t *out, int nout, mm_shape *s) {
+  s->bias = BIAS_NONE;
+  s->bias_stride = 0;
+  if (!bias) return DT_OK;
+  int bn = bias->local.ndim;
+  const int64_t *bs = bias->local.sizes;
+  int64_t cols = nout ? out[nout - 1] : 1;
+  if (bn == 0 || (bn == 1 && (bs[0] == 1 || bs[0] == cols))) {
+    s->bias = BIAS_FUSED;
+    s->bias_stride = bn == 1 && bs[0] == cols && cols != 1 ? bias->local.strides[0] : 0;
+    if (nout > 0 || bn == 0) return DT_OK;
+  }
+  int64_t sh[DT_MAX_DIMS];
+  int n;
+  dt_status st = ops_broadcast_shapes(c, bs, bn, out, nout, sh, &n);
+  bool same = st == DT_OK && n == nout;
+  for (int i = 0; same && i < n; i++) same = sh[i] == out[i];
+  if (!same) {
+    char sb[CORE_SHAPE_STR_LEN], so[CORE_SHAPE_STR_LEN];
+    return core_error_set(DT_ERR_SHAPE, "%s: bias shape %s does not broadcast "
+                          "to the output shape %s", c->api,
+                          core_shape_str(bs, bn, sb, sizeof sb),
+                          core_shape_str(out, nout, so, sizeof so));
+  }
+  if (s->bias == BIAS_NONE) s->bias = BIAS_BROADCAST;
+  return DT_OK;
+}
+
 /* the shapes are formatted only when the call fails (this runs per call) */
 static dt_status linear_shape(const dt_op_call *c, mm_shape *s) {
   const dt_tensor *x = c->args[0].t, *w = c->args[1].t, *bias = c->args[2].t;
-  char sx[CORE_SHAPE_STR_LEN], sw[CORE_SHAPE_STR_LEN], sb[CORE_SHAPE_STR_LEN];
-  int nx = x->local.ndim;
+  char sx[CORE_SHAPE_STR_LEN], sw[CORE_SHAPE_STR_LEN];
+  int nx = x->local.ndim, nw = w->local.ndim;
   const int64_t *xs = x->local.sizes, *ws = w->local.sizes;
 #define SX core_shape_str(xs, nx, sx, sizeof sx)
-#define SW core_shape_str(ws, w->local.ndim, sw, sizeof sw)
+#define SW core_shape_str(ws, nw, sw, sizeof sw)
   if (nx == 0)
     return core_error_set(DT_ERR_SHAPE, "%s: x must have at least 1 dim "
                         "[..., in], got shape %s", c->api, SX);
-  if (w->local.ndim != 2)
-    return core_error_set(DT_ERR_SHAPE, "%s: weight must be 2-D [out, in], got "
-                        "shape %s", c->api, SW);
-  if (xs[nx - 1] != ws[1])
+  if (nw != 1 && nw != 2)
+    return core_error_set(DT_ERR_SHAPE, "%s: weight must be 2-D [out, in] or "
+                        "1-D [in], got shape %s", c->api, SW);
+  int64_t in = ws[nw - 1];
+  if (xs[nx - 1] != in)
     return core_error_set(DT_ERR_SHAPE, "%s: x %s and weight %s do not match: "
                         "x's last dim %lld != weight's in-features %lld",
-                        c->api, SX, SW, (long long)xs[nx - 1],
-                        (long long)ws[1]);
-  if (bias && (bias->local.ndim != 1 || bias->local.sizes[0] != ws[0]))
-    return core_error_set(DT_ERR_SHAPE, "%s: bias shape %s does not match "
-                        "weight %s (expected [%lld])", c->api,
-                        core_shape_str(bias->local.sizes, bias->local.ndim, sb,
-                                     sizeof sb),
-                        SW, (long long)ws[0]);
+                        c->api, SX, SW, (long long)xs[nx - 1], (long long)in);
+  if (nw == 1 && bias && nx > 1) /* PyTorch goes through addmm and fails */
+    return core_error_set(DT_ERR_SHAPE, "%s: a 1-D weight %s with a bias "
+                        "needs a 1-D x, got %s (as PyTorch: addmm needs a "
+                        "2-D weight)", c->api, SW, SX);
 #undef SX
 #undef SW
   s->a_vec = nx == 1;
-  s->b_vec = false;
+  s->b_vec = nw == 1;
   s->m = nx == 1 ? 1 : xs[nx - 2];
-  s->k = ws[1];
-  s->n = ws[0];
+  s->k = in;
+  s->n = nw == 1 ? 1 : ws[0];
   s->nbatch = nx > 2 ? nx - 2 : 0;
   for (int i = 0; i < s->nbatch; i++) s->batch[i] = xs[i];
-  return DT_OK;
+  int64_t out[DT_MAX_DIMS];
+  int nout = 0;
+  for (int i = 0; i < nx - 1; i++) out[nout++] = xs[i];
+  if (nw == 2) out[nout++] = ws[0];
+  return linear_bias(c, bias, out, nout, s);
 }
 
 dt_status ops_linear_infer(dt_op_call *c) {
@@ -225,6 +271,10 @@ dt_status ops_linear_cpu(dt_op_call *c) {
   if (st != DT_OK) return st;
   cpu_view vx = ops_view_of(x), vw = ops_view_of(w);
   if (s.a_vec) vx = vec_as_matrix(&vx, true);
+  if (s.b_vec) { /* a 1-D weight [in] is the column [in, 1] */
+    cpu_view col = vec_as_matrix(&vw, false);
+    return mm_run(c, &s, &vx, &col, bias);
+  }
   /* weightᵀ as a view: BLAS reads it with a transpose flag, no copy */
   cpu_view wt = vw;
   wt.sizes[0] = vw.sizes[1];

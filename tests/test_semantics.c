@@ -221,6 +221,35 @@ static void test_norm_mixed_dtypes(void **state) {
   tu_leaks_end();
 }
 
+/* linear with a 1-D weight, and biases that broadcast */
+static void test_linear_shapes(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  dt_tensor *x = tu_tensor(V(1, 2, 3, 4), DT_SHAPE(2, 2), DT_FLOAT32);
+  dt_tensor *w1 = T(DT_FLOAT32, 2, V(1, -1)), *x1 = T(DT_FLOAT32, 2, V(1, 2));
+  dt_tensor *h = S(DT_FLOAT32, 0.5);
+  expect(dt_linear(x, w1, NULL), DT_FLOAT32, V(-1, -1), 2, "x [2, 2] . w [2]");
+  expect(dt_linear(x1, w1, h), DT_FLOAT32, V(-0.5), 1, "x [2] . w [2] + 0.5");
+  tu_expect_error(dt_linear(x, w1, h), DT_ERR_SHAPE, "dt_linear", "1-D weight",
+                  NULL);
+  dt_tensor *w = tu_tensor(V(1, 0, 0, 1, 1, 1), DT_SHAPE(3, 2), DT_FLOAT32);
+  expect(dt_linear(x, w, h), DT_FLOAT32, V(1.5, 2.5, 3.5, 3.5, 4.5, 7.5), 6,
+         "bias 0-d");
+  dt_tensor *b1 = T(DT_FLOAT32, 1, V(0.5));
+  expect(dt_linear(x, w, b1), DT_FLOAT32, V(1.5, 2.5, 3.5, 3.5, 4.5, 7.5), 6,
+         "bias [1]");
+  dt_tensor *b23 = tu_tensor(V(1, 2, 3, 4, 5, 6), DT_SHAPE(2, 3), DT_FLOAT32);
+  expect(dt_linear(x, w, b23), DT_FLOAT32, V(2, 4, 6, 7, 9, 13), 6, "bias [2, 3]");
+  dt_tensor *x3 = dt_ones(DT_SHAPE(2, 2, 2), NULL);
+  expect(dt_linear(x3, w, b23), DT_FLOAT32,
+         V(2, 3, 5, 5, 6, 8, 2, 3, 5, 5, 6, 8), 12, "x [2, 2, 2], bias [2, 3]");
+  dt_tensor *b33 = dt_ones(DT_SHAPE(3, 3), NULL);
+  tu_expect_error(dt_linear(x, w, b33), DT_ERR_SHAPE, "dt_linear", "bias",
+                  "[3, 3]", "[2, 3]", NULL);
+  TU_RELEASE(x, w1, x1, h, w, b1, b23, x3, b33);
+  tu_leaks_end();
+}
+
 /* floor_divide and remainder with PyTorch's sign rules */
 static void test_floor_divide_remainder(void **state) {
   (void)state;
@@ -284,6 +313,7 @@ int main(void) {
       cmocka_unit_test(test_floor_divide_remainder),
       cmocka_unit_test(test_masked_fill_broadcasts),
       cmocka_unit_test(test_norm_mixed_dtypes),
+      cmocka_unit_test(test_linear_shapes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
