@@ -250,6 +250,22 @@ static void test_linear_shapes(void **state) {
   tu_leaks_end();
 }
 
+/* var of constant rows of huge magnitude is 0, along the last dim (row
+ * path) and along a leading dim (tile path); PyTorch gives 0 for two such
+ * rows but 2.97e28 for one (dtorch: 0, the exact value) */
+static void test_var_constant_rows(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_tensor *r = dt_full(DT_SHAPE(2, 3), 1e30, &(dt_tensor_options){.dtype = DT_FLOAT64});
+  expect(dt_var(r, (int[]){1}, 1, 1, false), DT_FLOAT64, V(0, 0), 2, "var rows");
+  dt_tensor *c = dt_full(DT_SHAPE(3, 2), 1e30, &(dt_tensor_options){.dtype = DT_FLOAT64});
+  expect(dt_var(c, (int[]){0}, 1, 1, false), DT_FLOAT64, V(0, 0), 2, "var columns");
+  dt_tensor *one = dt_full(DT_SHAPE(3), 1e30, &(dt_tensor_options){.dtype = DT_FLOAT64});
+  expect(dt_var(one, NULL, 0, 1, false), DT_FLOAT64, V(0), 1, "var of one row");
+  TU_RELEASE(r, c, one);
+  tu_leaks_end();
+}
+
 /* floor_divide and remainder with PyTorch's sign rules */
 static void test_floor_divide_remainder(void **state) {
   (void)state;
@@ -314,6 +330,7 @@ int main(void) {
       cmocka_unit_test(test_masked_fill_broadcasts),
       cmocka_unit_test(test_norm_mixed_dtypes),
       cmocka_unit_test(test_linear_shapes),
+      cmocka_unit_test(test_var_constant_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

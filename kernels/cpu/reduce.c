@@ -197,10 +197,25 @@ static double row_prod(const cpu_rows *r, const char *base) {
   return lanes_prod_total(lanes);
 }
 
+/* sum of x - c over the row, in double */
+static double row_dev(const cpu_rows *r, const char *base, double c) {
+  double s = 0, buf[BLOCK];
+  for (int64_t j = 0; j < r->rowlen; j += BLOCK) {
+    int64_t n = r->rowlen - j < BLOCK ? r->rowlen - j : BLOCK;
+    cpu_rows_load(r, base, j, n, buf, DT_FLOAT64);
+    for (int64_t i = 0; i < n; i++) s += buf[i] - c;
+  }
+  return s;
+}
+
+/* Two passes (mean, then squared deviations), the mean refined once by
+ * the mean deviation from it: the rounding of sum / N no longer shows as a
+ * variance (a constant row of 1e30 gives 0, not 2e28) */
 static double row_var(const cpu_rows *r, const char *base, int64_t corr) {
   int64_t len = r->rowlen;
   if (len - corr <= 0) return NAN; /* N = 0, or N = 1 unbiased */
   double mean = row_sum(r, base) / (double)len;
+  mean += row_dev(r, base, mean) / (double)len;
   double lanes[LANES] = {0}, buf[BLOCK];
   switch (dense_width(r)) {
   case 4: cpu_lanes_sqdev_f32((const float *)base, len, mean, lanes); break;
@@ -304,7 +319,7 @@ static double row_double(const cpu_rows *r, const char *base,
  * its element j into lane j % 8 in order of j, so the bits are those of
  * the row path. Used for the lane reductions (sum, mean, prod, var). */
 #define TILE CPU_ROW_TILE
-typedef enum tile_kind { TILE_SUM, TILE_PROD, TILE_SQDEV } tile_kind;
+typedef enum tile_kind { TILE_SUM, TILE_PROD, TILE_DEV, TILE_SQDEV } tile_kind;
 
 static bool tiles_apply(const cpu_rows *r, cpu_reduce_op op) {
   /* empty rows (a reduced dim of size 0) never start the row walk, so the
@@ -333,6 +348,8 @@ static void tile_pass(const cpu_rows *r, const char *base, int64_t nc,
       for (int64_t c = 0; c < nc; c++) acc[c] += x[c];
     else if (kind == TILE_PROD)
       for (int64_t c = 0; c < nc; c++) acc[c] *= x[c];
+    else if (kind == TILE_DEV)
+      for (int64_t c = 0; c < nc; c++) acc[c] += x[c] - center[c];
     else
       for (int64_t c = 0; c < nc; c++) {
         double d = x[c] - center[c];
@@ -371,6 +388,9 @@ static void tile_reduce(const cpu_rows *r, const char *base, int64_t nc,
     for (int64_t c = 0; c < nc; c++) res[c] = NAN;
     return;
   }
+  for (int k = 0; k < LANES * TILE; k++) lanes[k] = 0; /* refine (row_var) */
+  tile_pass(r, base, nc, TILE_DEV, mean, lanes);
+  for (int64_t c = 0; c < nc; c++) mean[c] += tile_total(lanes, c, false) / len;
   for (int k = 0; k < LANES * TILE; k++) lanes[k] = 0;
   tile_pass(r, base, nc, TILE_SQDEV, mean, lanes);
   for (int64_t c = 0; c < nc; c++)
