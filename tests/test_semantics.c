@@ -266,6 +266,32 @@ static void test_var_constant_rows(void **state) {
   tu_leaks_end();
 }
 
+/* numerics where dtorch keeps the exact value and PyTorch does not (the
+ * README lists them); and gelu at the infinities, where both agree */
+static void test_numerics_kept(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  /* mean accumulates in double: 3e38 (PyTorch float32: inf) */
+  dt_tensor *m = T(DT_FLOAT32, 2, V(3e38, 3e38));
+  expect(dt_mean(m, NULL, 0, false), DT_FLOAT32, V((double)3e38f), 1, "mean f32 3e38");
+  /* float16 log_softmax rounds once, from float32 (PyTorch: -1.439453125,
+   * -0.43994140625 for the last two) */
+  dt_tensor *h = tu_tensor(V(1, 2, 3, 4), DT_SHAPE(1, 4), DT_FLOAT16);
+  expect(dt_log_softmax(h, 1), DT_FLOAT16,
+         V(-3.439453125, -2.439453125, -1.4404296875, -0.440185546875), 4,
+         "log_softmax f16");
+  /* layer_norm of a constant float16 row is 0 (PyTorch: 9.5e-7 for 0.1) */
+  dt_tensor *c = tu_tensor(V(0.1, 0.1, 0.1, 0.1), DT_SHAPE(1, 4), DT_FLOAT16);
+  expect(dt_layer_norm(c, NULL, NULL, 1e-5), DT_FLOAT16, V(0, 0, 0, 0), 4,
+         "layer_norm constant f16 row");
+  /* gelu(inf) = inf, gelu(-inf) = NaN in both (the exact limit is 0) */
+  dt_tensor *g = T(DT_FLOAT32, 2, V(INFINITY, -INFINITY));
+  expect(dt_gelu(g), DT_FLOAT32, V(INFINITY, NAN), 2, "gelu at the infinities");
+  expect(dt_gelu_tanh(g), DT_FLOAT32, V(INFINITY, NAN), 2, "gelu_tanh at the infinities");
+  TU_RELEASE(m, h, c, g);
+  tu_leaks_end();
+}
+
 /* floor_divide and remainder with PyTorch's sign rules */
 static void test_floor_divide_remainder(void **state) {
   (void)state;
@@ -331,6 +357,7 @@ int main(void) {
       cmocka_unit_test(test_norm_mixed_dtypes),
       cmocka_unit_test(test_linear_shapes),
       cmocka_unit_test(test_var_constant_rows),
+      cmocka_unit_test(test_numerics_kept),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
