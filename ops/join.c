@@ -52,14 +52,15 @@ dt_status ops_cat_infer(dt_op_call *c) {
   for (int i = 0; i < n && ref < 0; i++)
     if (!cat_skipped(v[i])) ref = i;
   core_meta *m = &c->meta[0];
-  int nd = ref >= 0 ? v[ref]->local.ndim : 1, d;
-  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, nd, &d);
-  if (st != DT_OK) return st;
-  if (ref < 0) { /* every input is an empty [0]: so is the result */
+  if (ref < 0) { /* every input is an empty [0]: so is the result, whatever
+                  * dim says (PyTorch's legacy rule skips them all) */
     int64_t zero = 0;
     ops_meta_set(m, promoted(c), 1, &zero);
     return DT_OK;
   }
+  int nd = v[ref]->local.ndim, d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, nd, &d);
+  if (st != DT_OK) return st;
   const dt_tensor *r = v[ref];
   int64_t sizes[DT_MAX_DIMS], total = 0;
   memcpy(sizes, r->local.sizes, sizeof sizes);

@@ -35,7 +35,10 @@ static dt_status check_dtypes(const dt_op_call *c, const char *an,
     return core_error_set(DT_ERR_DTYPE, "%s: %s (%s) and %s (%s) must have the "
                         "same dtype; cast one of them first", c->api, an,
                         core_dtype_name(a->dtype), bn, core_dtype_name(b->dtype));
-  if (a->dtype == DT_BOOL)
+  /* PyTorch has no bool GEMM, but an empty inner dim needs none: the
+   * result is all false (matmul of bool [2, 0] and [0, 3]) */
+  bool inner_empty = a->local.ndim > 0 && a->local.sizes[a->local.ndim - 1] == 0;
+  if (a->dtype == DT_BOOL && !inner_empty)
     return core_error_set(DT_ERR_DTYPE, "%s: %s and %s are bool; matrix "
                         "products need a numeric dtype", c->api, an, bn);
   return DT_OK;

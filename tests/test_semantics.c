@@ -292,6 +292,29 @@ static void test_numerics_kept(void **state) {
   tu_leaks_end();
 }
 
+/* empty inputs PyTorch accepts */
+static void test_empty_inputs(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_tensor *e = dt_zeros(DT_SHAPE(0, 3), &(dt_tensor_options){.dtype = DT_INT64});
+  dt_tensor *s = dt_softmax(e, 1), *l = dt_log_softmax(e, 0);
+  assert_true(s && l);
+  assert_int_equal(dt_tensor_dtype(s), DT_INT64);
+  assert_int_equal(dt_tensor_numel(l), 0);
+  dt_tensor *a = dt_zeros(DT_SHAPE(2, 0), &(dt_tensor_options){.dtype = DT_BOOL});
+  dt_tensor *b = dt_zeros(DT_SHAPE(0, 3), &(dt_tensor_options){.dtype = DT_BOOL});
+  expect(dt_matmul(a, b), DT_BOOL, V(0, 0, 0, 0, 0, 0), 6, "bool [2, 0] @ [0, 3]");
+  dt_tensor *z = dt_zeros(DT_SHAPE(0), NULL);
+  dt_tensor *c = dt_cat((dt_tensor *[]){z, z}, 2, 1); /* legacy: [0]s skipped */
+  assert_non_null(c);
+  assert_int_equal(dt_tensor_numel(c), 0);
+  dt_tensor *o = dt_ones(DT_SHAPE(2, 3), NULL);
+  expect(dt_cat((dt_tensor *[]){z, o}, 2, 1), DT_FLOAT32, V(1, 1, 1, 1, 1, 1), 6,
+         "cat [0] and [2, 3] along dim 1");
+  TU_RELEASE(e, s, l, a, b, z, c, o);
+  tu_leaks_end();
+}
+
 /* floor_divide and remainder with PyTorch's sign rules */
 static void test_floor_divide_remainder(void **state) {
   (void)state;
@@ -358,6 +381,7 @@ int main(void) {
       cmocka_unit_test(test_linear_shapes),
       cmocka_unit_test(test_var_constant_rows),
       cmocka_unit_test(test_numerics_kept),
+      cmocka_unit_test(test_empty_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

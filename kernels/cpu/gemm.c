@@ -178,6 +178,11 @@ dt_status cpu_gemm(dt_dtype d, const cpu_matrix *a, const cpu_matrix *b,
                    const cpu_matrix *c, const char *bias, int64_t bias_stride) {
   int64_t m = a->rows, k = a->cols, n = b->cols;
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX) return DT_ERR_UNSUPPORTED;
+  if (d == DT_BOOL && k == 0) { /* an empty sum: all false, no GEMM needed */
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) c->data[i * c->rs + j * c->cs] = 0;
+    return DT_OK;
+  }
   switch (d) {
   case DT_FLOAT32: case DT_FLOAT64: case DT_FLOAT16: case DT_BFLOAT16:
   case DT_INT32: case DT_INT64: case DT_UINT8: break;
