@@ -58,17 +58,33 @@ dt_tensor *dt_index_select(dt_tensor *a, int dim, dt_tensor *index) {
   return dispatch_run1(&c);
 }
 
-dt_tensor *dt_cross_entropy(dt_tensor *logits, dt_tensor *target,
-                            dt_reduction reduction, int64_t ignore_index) {
-  API_CHECK_TENSOR(logits, "dt_cross_entropy", "logits");
-  API_CHECK_TENSOR(target, "dt_cross_entropy", "target");
+static dt_tensor *cross_entropy(const char *fn, dt_tensor *logits,
+                                dt_tensor *target, dt_reduction reduction,
+                                int64_t ignore_index, double label_smoothing) {
+  API_CHECK_TENSOR(logits, fn, "logits");
+  API_CHECK_TENSOR(target, fn, "target");
   dt_op_call c;
-  core_call_init(&c, CORE_OP_CROSS_ENTROPY, "dt_cross_entropy");
+  core_call_init(&c, CORE_OP_CROSS_ENTROPY, fn);
   core_call_tensor(&c, logits);
   core_call_tensor(&c, target);
   core_call_int(&c, (int64_t)reduction);
   core_call_int(&c, ignore_index);
+  core_call_double(&c, label_smoothing);
   return dispatch_run1(&c);
+}
+
+dt_tensor *dt_cross_entropy(dt_tensor *logits, dt_tensor *target,
+                            dt_reduction reduction, int64_t ignore_index) {
+  return cross_entropy("dt_cross_entropy", logits, target, reduction,
+                       ignore_index, 0.0);
+}
+
+dt_tensor *dt_cross_entropy_smoothed(dt_tensor *logits, dt_tensor *target,
+                                     dt_reduction reduction,
+                                     int64_t ignore_index,
+                                     double label_smoothing) {
+  return cross_entropy("dt_cross_entropy_smoothed", logits, target, reduction,
+                       ignore_index, label_smoothing);
 }
 
 dt_tensor *dt_dropout(dt_tensor *a, double p, bool train) {

@@ -95,7 +95,7 @@ CORE_OP(MATMUL,       "matmul",       "TT",    ops_matmul_infer,    ops_matmul_c
 CORE_OP(LINEAR,       "linear",       "TTt",   ops_linear_infer,    ops_linear_cpu)
 CORE_OP(EMBEDDING,    "embedding",    "TT",    ops_embedding_infer, ops_embedding_cpu)
 CORE_OP(INDEX_SELECT, "index_select", "TiT",   ops_index_select_infer, ops_index_select_cpu)
-CORE_OP(CROSS_ENTROPY,"cross_entropy","TTii",  ops_cross_entropy_infer, ops_cross_entropy_cpu)
+CORE_OP(CROSS_ENTROPY,"cross_entropy","TTiis",  ops_cross_entropy_infer, ops_cross_entropy_cpu)
 CORE_OP(DROPOUT,      "dropout",      "Tdbnn", ops_dropout_infer,   ops_dropout_cpu)
 
 /* joining (ops/join.c); split/chunk are composites of narrow */

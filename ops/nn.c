@@ -113,62 +113,89 @@ dt_status ops_index_select_cpu(dt_op_call *c) {
   return DT_OK;
 }
 
-/* ---- cross_entropy(logits [N, C] | [C], target [N] | [], reduction,
- * ignore_index) */
+/* ---- cross_entropy(logits [N, C, d...] | [C], target, reduction,
+ * ignore_index, label_smoothing): target class indices [N, d...] (for [C]
+ * logits: [] or [1]) or class probabilities of the logits' shape */
+static dt_status ce_shapes(const dt_op_call *c, const dt_tensor *x,
+                           const dt_tensor *t, bool probs) {
+  int nx = x->local.ndim, nt = t->local.ndim;
+  const int64_t *xs = x->local.sizes, *ts = t->local.sizes;
+  bool ok;
+  if (probs) {
+    ok = nt == nx;
+    for (int i = 0; ok && i < nx; i++) ok = ts[i] == xs[i];
+  } else if (nx == 1) {
+    ok = nt == 0 || (nt == 1 && ts[0] == 1);
+  } else {
+    ok = nt == nx - 1 && ts[0] == xs[0];
+    for (int i = 2; ok && i < nx; i++) ok = ts[i - 1] == xs[i];
+  }
+  if (ok) return DT_OK;
+  int64_t want[DT_MAX_DIMS];
+  int nw = 0;
+  for (int i = 0; i < nx; i++)
+    if (probs || (i != 1 && nx > 1)) want[nw++] = xs[i];
+  char sx[CORE_SHAPE_STR_LEN], st[CORE_SHAPE_STR_LEN], sw[CORE_SHAPE_STR_LEN];
+  return core_error_set(DT_ERR_SHAPE, "%s: target shape %s does not match "
+                        "logits %s (expected %s: %s)", c->api,
+                        core_shape_str(ts, nt, st, sizeof st),
+                        core_shape_str(xs, nx, sx, sizeof sx),
+                        core_shape_str(want, nw, sw, sizeof sw),
+                        probs ? "probabilities have the logits' shape"
+                              : "class indices drop the class dim 1");
+}
+
 dt_status ops_cross_entropy_infer(dt_op_call *c) {
   const dt_tensor *x = c->args[0].t, *t = c->args[1].t;
   int64_t red = c->args[2].i;
+  double eps = c->args[4].d;
   if (!core_dtype_is_float(x->dtype))
     return core_error_set(DT_ERR_DTYPE, "%s: logits must have a floating dtype, "
                         "got %s", c->api, core_dtype_name(x->dtype));
-  dt_status st = check_index_dtype(c, "target", t);
+  bool probs = core_dtype_is_float(t->dtype);
+  dt_status st = probs ? DT_OK : check_index_dtype(c, "target", t);
   if (st != DT_OK) return st;
   if (red != DT_REDUCTION_MEAN && red != DT_REDUCTION_SUM &&
       red != DT_REDUCTION_NONE)
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: reduction %lld is not a "
                         "dt_reduction (MEAN, SUM or NONE)", c->api,
                         (long long)red);
-  /* the logits shape is formatted only on the error paths */
-  char sx[CORE_SHAPE_STR_LEN], st_[CORE_SHAPE_STR_LEN];
-  int nx = x->local.ndim;
-#define SX core_shape_str(x->local.sizes, nx, sx, sizeof sx)
-  if (nx != 1 && nx != 2)
-    return core_error_set(DT_ERR_SHAPE, "%s: logits must be [N, C] or [C], got "
-                        "shape %s", c->api, SX);
-  /* target: [N] for [N, C] logits, [] for [C] */
-  bool ok = t->local.ndim == nx - 1 &&
-            (nx == 1 || t->local.sizes[0] == x->local.sizes[0]);
-  if (!ok) {
-    char se[CORE_SHAPE_STR_LEN];
-    return core_error_set(DT_ERR_SHAPE, "%s: target shape %s does not match "
-                        "logits %s (expected %s)", c->api,
-                        core_shape_str(t->local.sizes, t->local.ndim, st_,
-                                     sizeof st_),
-                        SX, core_shape_str(x->local.sizes, nx - 1, se, sizeof se));
-  }
-#undef SX
-  int64_t n = nx == 2 ? x->local.sizes[0] : 1;
-  int no = red == DT_REDUCTION_NONE && nx == 2 ? 1 : 0;
-  ops_meta_set(&c->meta[0], x->dtype, no, &n);
+  if (!(eps >= 0 && eps <= 1))
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: label_smoothing %g is "
+                          "outside [0, 1]", c->api, eps);
+  if (x->local.ndim == 0)
+    return core_error_set(DT_ERR_SHAPE, "%s: logits are 0-d; expected [C] or "
+                          "[N, C, d1, ...]", c->api);
+  if ((st = ce_shapes(c, x, t, probs)) != DT_OK) return st;
+  /* NONE: one loss per position ([N, d...]; [] for [C] logits) */
+  int64_t sz[DT_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; x->local.ndim > 1 && i < x->local.ndim; i++)
+    if (i != 1) sz[n++] = x->local.sizes[i];
+  ops_meta_set(&c->meta[0], x->dtype, red == DT_REDUCTION_NONE ? n : 0, sz);
   return DT_OK;
 }
 
 dt_status ops_cross_entropy_cpu(dt_op_call *c) {
   const dt_tensor *x = c->args[0].t, *t = c->args[1].t;
   cpu_view vx = ops_view_of(x), vt = ops_view_of(t);
-  at_least_1d(&vt);
-  if (vx.ndim == 1) { /* [C] as [1, C] */
+  bool probs = core_dtype_is_float(t->dtype);
+  if (vx.ndim == 1) { /* [C] as [1, C]: its target [] / [1] or [C] alike */
     vx.ndim = 2;
     vx.sizes[1] = vx.sizes[0];
     vx.strides[1] = vx.strides[0];
     vx.sizes[0] = 1;
     vx.strides[0] = 0;
+    if (probs) vt = vx.data == vt.data ? vx : (cpu_view){
+        .data = vt.data, .dtype = vt.dtype, .ndim = 2,
+        .sizes = {1, vt.sizes[0]}, .strides = {0, vt.strides[0]}};
   }
+  if (!probs) at_least_1d(&vt);
   dt_tensor *o = c->out[0];
+  cpu_ce_args a = {&vx, &vt, probs, (dt_reduction)c->args[2].i, c->args[3].i,
+                   c->args[4].d};
   int64_t pos, val;
-  if (cpu_cross_entropy(core_tensor_data(o), o->dtype, 1, &vx, &vt,
-                        (dt_reduction)c->args[2].i, c->args[3].i, &pos,
-                        &val) != DT_OK)
+  if (cpu_cross_entropy(core_tensor_data(o), o->dtype, &a, &pos, &val) != DT_OK)
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: target %lld (position "
                         "%lld) is out of range for %lld classes (expected "
                         "[0, %lld) or ignore_index %lld)", c->api,

@@ -428,8 +428,10 @@ static void test_errors(void **state) {
                   NULL);
   tu_expect_error(dt_cross_entropy(logits, t4, DT_REDUCTION_NONE, -100),
                   DT_ERR_INVALID_ARGUMENT, "dt_cross_entropy", "7", NULL);
+  /* a float target means class probabilities: of the logits' shape */
   tu_expect_error(dt_cross_entropy(logits, t4f, DT_REDUCTION_MEAN, -100),
-                  DT_ERR_DTYPE, "dt_cross_entropy", "target", NULL);
+                  DT_ERR_SHAPE, "dt_cross_entropy", "target", "probabilities",
+                  NULL);
   tu_expect_error(dt_cross_entropy(ilogits, t4ok, DT_REDUCTION_MEAN, -100),
                   DT_ERR_DTYPE, "dt_cross_entropy", "logits", "int64", NULL);
   tu_expect_error(dt_cross_entropy(logits, t4ok, (dt_reduction)7, -100),

@@ -26,6 +26,18 @@ static void expect(dt_tensor *t, dt_dtype d, const double *want, int n,
   dt_tensor_release(t);
 }
 
+/* t's float64 values within 1e-12 relative of want */
+static void expect_close(dt_tensor *t, const double *want, int n,
+                         const char *what) {
+  if (!t) fail_msg("%s: %s", what, dt_last_error());
+  double *got = tu_values(t);
+  for (int i = 0; i < n; i++)
+    if (!(fabs(got[i] - want[i]) <= 1e-12 * fabs(want[i])))
+      fail_msg("%s: element %d is %.17g, want %.17g", what, i, got[i], want[i]);
+  free(got);
+  dt_tensor_release(t);
+}
+
 static dt_tensor *T(dt_dtype d, int n, const double *v) {
   return tu_tensor(v, DT_SHAPE(n), d);
 }
@@ -315,6 +327,53 @@ static void test_empty_inputs(void **state) {
   tu_leaks_end();
 }
 
+/* cross_entropy as F.cross_entropy: [C] logits, K-dimensional logits,
+ * probability targets, label smoothing (PyTorch's float64 results) */
+static void test_cross_entropy_forms(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  dt_tensor *x = T(DT_FLOAT64, 3, V(1, 2, 3)), *t0 = S(DT_INT64, 2);
+  dt_tensor *t1 = T(DT_INT64, 1, V(2));
+  expect_close(dt_cross_entropy(x, t0, DT_REDUCTION_MEAN, -100),
+               V(0.4076059644443804), 1, "[C] logits, 0-d target");
+  dt_tensor *l1 = dt_cross_entropy(x, t1, DT_REDUCTION_NONE, -100);
+  assert_non_null(l1);
+  assert_int_equal(dt_tensor_ndim(l1), 0);
+  expect_close(l1, V(0.4076059644443804), 1, "[C] logits, [1] target");
+  dt_tensor *X = tu_tensor(V(1, 2, 0, 1, 3, -1, 0.5, 0, 1, 1, 2, 2),
+                           DT_SHAPE(2, 3, 2), DT_FLOAT64);
+  dt_tensor *K = tu_tensor(V(0, 2, 1, 0), DT_SHAPE(2, 2), DT_INT64);
+  dt_tensor *kn = dt_cross_entropy(X, K, DT_REDUCTION_NONE, -100);
+  assert_non_null(kn);
+  assert_true(dt_tensor_ndim(kn) == 2);
+  expect_close(kn, V(2.1698460195562856, 3.349012216768186, 1.464368784107945,
+                     2.4076059644443806), 4, "[N, C, d] none");
+  expect_close(dt_cross_entropy(X, K, DT_REDUCTION_MEAN, -100),
+               V(2.347708246219199), 1, "[N, C, d] mean");
+  expect_close(dt_cross_entropy(X, K, DT_REDUCTION_SUM, -100),
+               V(9.390832984876797), 1, "[N, C, d] sum");
+  dt_tensor *Ki = tu_tensor(V(0, -100, 1, 0), DT_SHAPE(2, 2), DT_INT64);
+  expect_close(dt_cross_entropy(X, Ki, DT_REDUCTION_MEAN, -100),
+               V(2.0139402560362036), 1, "[N, C, d] ignore_index");
+  dt_tensor *L = tu_tensor(V(1, 2, 3, 0, 0, 1), DT_SHAPE(2, 3), DT_FLOAT64);
+  dt_tensor *P = tu_tensor(V(0.2, 0.3, 0.5, 1, 0, 0), DT_SHAPE(2, 3), DT_FLOAT64);
+  expect_close(dt_cross_entropy(L, P, DT_REDUCTION_MEAN, -100),
+               V(1.3295253391882158), 1, "probabilities mean");
+  expect_close(dt_cross_entropy(L, P, DT_REDUCTION_NONE, -100),
+               V(1.1076059644443805, 1.551444713932051), 2, "probabilities none");
+  dt_tensor *I = T(DT_INT64, 2, V(2, 0)), *Ii = T(DT_INT64, 2, V(2, -100));
+  expect_close(dt_cross_entropy_smoothed(L, I, DT_REDUCTION_MEAN, -100, 0.1),
+               V(1.0128586725215492), 1, "label_smoothing 0.1");
+  expect_close(dt_cross_entropy_smoothed(L, I, DT_REDUCTION_NONE, -100, 0.1),
+               V(0.5076059644443804, 1.5181113805987176), 2, "smoothing none");
+  expect_close(dt_cross_entropy_smoothed(L, P, DT_REDUCTION_MEAN, -100, 0.1),
+               V(1.327858672521549), 1, "smoothing with probabilities");
+  expect_close(dt_cross_entropy_smoothed(L, Ii, DT_REDUCTION_MEAN, -100, 0.1),
+               V(0.5076059644443804), 1, "smoothing with ignore_index");
+  TU_RELEASE(x, t0, t1, X, K, Ki, L, P, I, Ii);
+  tu_leaks_end();
+}
+
 /* floor_divide and remainder with PyTorch's sign rules */
 static void test_floor_divide_remainder(void **state) {
   (void)state;
@@ -382,6 +441,7 @@ int main(void) {
       cmocka_unit_test(test_var_constant_rows),
       cmocka_unit_test(test_numerics_kept),
       cmocka_unit_test(test_empty_inputs),
+      cmocka_unit_test(test_cross_entropy_forms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -404,12 +404,22 @@ DT_API dt_tensor *dt_embedding(dt_tensor *indices, dt_tensor *weight);
 DT_API dt_tensor *dt_index_select(dt_tensor *a, int dim, dt_tensor *index);
 typedef enum dt_reduction { DT_REDUCTION_MEAN, DT_REDUCTION_SUM,
   DT_REDUCTION_NONE } dt_reduction;
-/* logits [N, C] (or [C]), target int64/int32 class indices [N] (or []);
- * targets equal to ignore_index contribute nothing (mean divides by the
- * number of non-ignored targets). */
+/* As PyTorch's F.cross_entropy: logits [N, C, d1, ...] or [C]; target
+ * either int64/int32 class indices of the logits' shape without dim 1
+ * ([N, d1, ...]; [] or [1] for [C] logits) — targets equal to
+ * ignore_index contribute nothing and mean divides by the others — or
+ * float class probabilities of the logits' shape (mean divides by the
+ * number of positions). NONE returns one loss per position. */
 DT_API dt_tensor *dt_cross_entropy(dt_tensor *logits, dt_tensor *target,
                                    dt_reduction reduction,
                                    int64_t ignore_index);
+/* The same with label_smoothing in [0, 1] (PyTorch's definition: the
+ * target mixed with the uniform distribution over the C classes). */
+DT_API dt_tensor *dt_cross_entropy_smoothed(dt_tensor *logits,
+                                            dt_tensor *target,
+                                            dt_reduction reduction,
+                                            int64_t ignore_index,
+                                            double label_smoothing);
 /* Seeded: the mask comes from the Philox stream like dt_rand. train=false
  * or p=0 returns a copy. Kept values are scaled by 1/(1-p). */
 DT_API dt_tensor *dt_dropout(dt_tensor *a, double p, bool train);

@@ -92,38 +92,80 @@ static double row_logsumexp(const char *p, dt_dtype d, int64_t stride_b,
   return mx + log(sum);
 }
 
-dt_status cpu_cross_entropy(char *out, dt_dtype od, int64_t ostride,
-                            const cpu_view *logits, const cpu_view *target,
-                            dt_reduction reduction, int64_t ignore_index,
+/* the offset (elements) of position p's class row in logits [N, C, d...]:
+ * p runs row-major over [N, d...] */
+static int64_t ce_row(const cpu_view *x, int64_t p) {
+  int64_t off = 0;
+  for (int d = x->ndim - 1; d >= 0; d--) {
+    if (d == 1) continue; /* the class dim */
+    off += (p % x->sizes[d]) * x->strides[d];
+    p /= x->sizes[d];
+  }
+  return off;
+}
+
+/* sum of a strided row of n values weighted by w (NULL: 1), in double */
+static double row_dot(const char *p, dt_dtype d, int64_t stride_b, int64_t n,
+                      const char *w, dt_dtype wd, int64_t wstride_b) {
+  double buf[NN_BLOCK], wb[NN_BLOCK], s = 0;
+  for (int64_t k0 = 0; k0 < n; k0 += NN_BLOCK) {
+    int64_t k = n - k0 < NN_BLOCK ? n - k0 : NN_BLOCK;
+    cpu_load(buf, DT_FLOAT64, p + k0 * stride_b, d, stride_b, k);
+    if (w) cpu_load(wb, DT_FLOAT64, w + k0 * wstride_b, wd, wstride_b, k);
+    for (int64_t i = 0; i < k; i++) s += w ? wb[i] * buf[i] : buf[i];
+  }
+  return s;
+}
+
+dt_status cpu_cross_entropy(char *out, dt_dtype od, const cpu_ce_args *a,
                             int64_t *bad_pos, int64_t *bad_val) {
-  int64_t n = logits->sizes[0], nc = logits->sizes[1];
-  dt_dtype d = logits->dtype;
+  const cpu_view *x = a->logits, *t = a->target;
+  int64_t nc = x->sizes[1], m = 1;
+  for (int d = 0; d < x->ndim; d++) if (d != 1) m *= x->sizes[d];
+  dt_dtype d = x->dtype;
   int64_t es = (int64_t)cpu_dtype_size(d), oes = (int64_t)cpu_dtype_size(od);
-  double total = 0;
+  int64_t cs = x->strides[1] * es;
+  bool probs = a->probabilities;
+  int64_t tes = (int64_t)cpu_dtype_size(t->dtype);
+  double eps = a->label_smoothing, total = 0;
   int64_t count = 0;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t t = index_at(target, i);
+  for (int64_t p = 0; p < m; p++) {
+    const char *row = x->data + ce_row(x, p) * es;
     double loss = 0;
-    if (t != ignore_index) {
-      if (t < 0 || t >= nc) {
-        *bad_pos = i;
-        *bad_val = t;
-        return DT_ERR_INVALID_ARGUMENT;
-      }
-      const char *row = logits->data + i * logits->strides[0] * es;
-      double xt;
-      cpu_load(&xt, DT_FLOAT64, row + t * logits->strides[1] * es, d, es, 1);
-      loss = row_logsumexp(row, d, logits->strides[1] * es, nc) - xt;
+    if (probs) { /* q = (1 - eps) P + eps / C: sum_c q_c (lse - x_c) */
+      const char *trow = t->data + ce_row(t, p) * tes;
+      int64_t tcs = t->strides[1] * tes;
+      double lse = row_logsumexp(row, d, cs, nc);
+      double sq = row_dot(trow, t->dtype, tcs, nc, NULL, d, 0);
+      double qx = row_dot(row, d, cs, nc, trow, t->dtype, tcs);
+      double sx = row_dot(row, d, cs, nc, NULL, d, 0);
+      double wsum = (1 - eps) * sq + eps, wx = (1 - eps) * qx + eps * sx / (double)nc;
+      loss = lse * wsum - wx;
       total += loss;
       count++;
+    } else {
+      int64_t c = index_at(t, p);
+      if (c != a->ignore_index) {
+        if (c < 0 || c >= nc) {
+          *bad_pos = p;
+          *bad_val = c;
+          return DT_ERR_INVALID_ARGUMENT;
+        }
+        double xt;
+        cpu_load(&xt, DT_FLOAT64, row + c * cs, d, es, 1);
+        loss = row_logsumexp(row, d, cs, nc) - (1 - eps) * xt;
+        if (eps != 0) loss -= eps * row_dot(row, d, cs, nc, NULL, d, 0) / (double)nc;
+        total += loss;
+        count++;
+      }
     }
-    if (reduction == DT_REDUCTION_NONE)
-      cpu_store(out + i * ostride * oes, od, oes, &loss, DT_FLOAT64, 1);
+    if (a->reduction == DT_REDUCTION_NONE)
+      cpu_store(out + p * oes, od, oes, &loss, DT_FLOAT64, 1);
   }
-  if (reduction != DT_REDUCTION_NONE) {
+  if (a->reduction != DT_REDUCTION_NONE) {
     /* mean over no targets is 0/0 = NaN, as PyTorch; said without a
      * division by zero */
-    double r = reduction == DT_REDUCTION_SUM ? total
+    double r = a->reduction == DT_REDUCTION_SUM ? total
                : count ? total / (double)count : NAN;
     cpu_store(out, od, oes, &r, DT_FLOAT64, 1);
   }

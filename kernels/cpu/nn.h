@@ -16,16 +16,24 @@ dt_status cpu_index_select(const cpu_view *out, const cpu_view *a, int dim,
                            const cpu_view *idx, int64_t *bad_pos,
                            int64_t *bad_val);
 
-/* Cross-entropy of logits [N, C] (a float dtype, any strides) against class
- * indices target [N] (int32/int64), computed in double. NONE writes N losses
- * to out (dtype od, stride ostride elements), with 0 for ignored targets;
- * SUM and MEAN write one value, MEAN dividing by the number of targets not
- * equal to ignore_index (NaN when there are none). Returns DT_OK, or
- * DT_ERR_INVALID_ARGUMENT for the first target outside [0, C) that is not
- * ignore_index (position and value in *bad_pos / *bad_val). */
-dt_status cpu_cross_entropy(char *out, dt_dtype od, int64_t ostride,
-                            const cpu_view *logits, const cpu_view *target,
-                            dt_reduction reduction, int64_t ignore_index,
+/* Cross entropy of logits [N, C, d1, ...] (a [C] row is [1, C]) against
+ * class indices (int32/int64, shape [N, d1, ...]; ignore_index contributes
+ * nothing) or class probabilities (float, logits' shape), with PyTorch's
+ * label smoothing, computed in double. NONE writes one loss per position
+ * to out (contiguous [N, d1, ...], dtype od), 0 for ignored targets; SUM
+ * and MEAN write one value, MEAN dividing by the number of targets not
+ * ignored (all positions for probabilities; NaN when there are none).
+ * Returns DT_OK, or DT_ERR_INVALID_ARGUMENT for the first index outside
+ * [0, C) that is not ignore_index (its position and value in *bad_pos /
+ * *bad_val). */
+typedef struct cpu_ce_args {
+  const cpu_view *logits, *target;
+  bool probabilities;
+  dt_reduction reduction;
+  int64_t ignore_index;
+  double label_smoothing;
+} cpu_ce_args;
+dt_status cpu_cross_entropy(char *out, dt_dtype od, const cpu_ce_args *a,
                             int64_t *bad_pos, int64_t *bad_val);
 
 /* out (contiguous, a's shape, a float dtype) = a[i] / (1 - p) where
