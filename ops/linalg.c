@@ -154,7 +154,7 @@ static dt_status mm_run(dt_op_call *c, const mm_shape *s, const cpu_view *a2,
     cpu_view o = ops_view_of(c->out[0]), b0 = ops_view_of(bias);
     cpu_view vbias = cpu_view_broadcast(&b0, o.ndim, o.sizes);
     dt_dtype ct = cpu_compute_type(o.dtype);
-    cpu_binary(CPU_ADD, ct, o.dtype, &o, &o, &vbias);
+    cpu_binary(CPU_ADD, ct, o.dtype, true, &o, &o, &vbias);
   }
   return DT_OK;
 }

@@ -101,7 +101,15 @@ dt_status ops_binary_cpu(dt_op_call *c) {
     ct = cpu_compute_type(via = core_result_type(a->dtype, is_0d(a), b->dtype, is_0d(b)));
   else
     ct = cpu_compute_type(o->dtype);
-  if (cpu_binary((cpu_binary_op)(c->op - CORE_OP_ADD), ct, via, &vo, &va, &vb))
+  /* PyTorch's mul and div take a one-element second operand of a
+   * float16/bfloat16 result at its exact value (their scalar fast path):
+   * bf16 [66] * int32 [-702] is -46332 rounded once; a one-element first
+   * operand, or a longer second one, is rounded to the result dtype */
+  bool half = o->dtype == DT_FLOAT16 || o->dtype == DT_BFLOAT16;
+  bool exact_b = half && core_numel(b) == 1 &&
+                 (c->op == CORE_OP_MUL || c->op == CORE_OP_DIV);
+  if (cpu_binary((cpu_binary_op)(c->op - CORE_OP_ADD), ct, via, !exact_b, &vo,
+                 &va, &vb))
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: integer division by "
                           "zero (PyTorch: ZeroDivisionError)", c->api);
   return DT_OK;
@@ -150,12 +158,23 @@ static cpu_binary_op scalar_kernel(core_op_id op) {
 dt_status ops_scalar_cpu(dt_op_call *c) {
   cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
   double s = c->args[1].d;
-  /* add, sub, pow, floor_divide and remainder meet a float16/bfloat16
-   * tensor in its own dtype (the scalar is rounded first: f16 [1] + 2049
-   * adds 2048); mul and div use the exact scalar, as PyTorch's CPU
-   * kernels do */
+  /* add, sub, pow and remainder meet a float16/bfloat16 tensor in its own
+   * dtype (the scalar is rounded first: f16 [1] + 2049 adds 2048); mul,
+   * div and floor_divide use the exact scalar, as PyTorch's CPU kernels
+   * do (f16 2048 // 1.0004 is 2047) */
   bool half = vo.dtype == DT_FLOAT16 || vo.dtype == DT_BFLOAT16;
-  if (half && c->op != CORE_OP_MUL_SCALAR && c->op != CORE_OP_DIV_SCALAR) {
+  /* an integral scalar meets a uint8/int32 result in that dtype, wrapped
+   * (uint8 // 257 divides by 1, uint8 % -2 by 254), as PyTorch converts
+   * it; pow keeps its exponent (checked in infer) */
+  bool narrow_int = vo.dtype == DT_UINT8 || vo.dtype == DT_INT32;
+  if (narrow_int && c->op != CORE_OP_POW_SCALAR) {
+    double w = trunc(s);
+    int64_t i = w >= 9.2233720368547758e18 || w < -9.2233720368547758e18 ? 0 : (int64_t)w;
+    s = vo.dtype == DT_UINT8 ? (double)(uint8_t)(uint64_t)i
+                             : (double)(int32_t)(uint32_t)(uint64_t)i;
+  }
+  if (half && c->op != CORE_OP_MUL_SCALAR && c->op != CORE_OP_DIV_SCALAR &&
+      c->op != CORE_OP_FLOOR_DIVIDE_SCALAR) {
     _Alignas(8) char v[8];
     core_store_double(v, vo.dtype, s);
     s = core_load_double(v, vo.dtype);

@@ -70,7 +70,17 @@ static void test_zero_dim_operands_round(void **state) {
   expect(dt_eq(h2049, d2049), DT_BOOL, V(1), 1, "f16 [2048] == f64 0-d 2049");
   dt_tensor *u100 = T(DT_UINT8, 1, V(100)), *i200 = S(DT_INT64, 200);
   expect(dt_add(u100, i200), DT_UINT8, V(44), 1, "uint8 [100] + int64 0-d 200");
-  TU_RELEASE(h1, d2049, d, h3, b, e, u, m5, u3, u10, i, h2049, u100, i200);
+  /* mul/div take a one-element second operand exactly (PyTorch's scalar
+   * fast path), a first one rounded */
+  dt_tensor *b66 = T(DT_BFLOAT16, 1, V(66)), *i702 = T(DT_INT32, 1, V(-702));
+  expect(dt_mul(b66, i702), DT_BFLOAT16, V(-46336), 1, "bf16 [66] * int32 [-702]");
+  dt_tensor *b33 = T(DT_BFLOAT16, 1, V(-33)), *i530 = T(DT_INT32, 1, V(530));
+  expect(dt_div(b33, i530), DT_BFLOAT16, V(-0.062255859375), 1, "bf16 [-33] / int32 [530]");
+  expect(dt_div(h3, d), DT_FLOAT16, V(2.998046875), 1, "f16 [3] / f64 0-d 1.0004");
+  dt_tensor *b1 = T(DT_BFLOAT16, 1, V(1)), *i257 = T(DT_INT32, 1, V(257));
+  expect(dt_add(b1, i257), DT_BFLOAT16, V(256), 1, "bf16 [1] + int32 [257] (rounded)");
+  TU_RELEASE(h1, d2049, d, h3, b, e, u, m5, u3, u10, i, h2049, u100, i200,
+             b66, i702, b33, i530, b1, i257);
   tu_leaks_end();
 }
 
@@ -90,7 +100,17 @@ static void test_scalars_round_like_torch(void **state) {
   dt_tensor *h3 = T(DT_FLOAT16, 1, V(3));
   expect(dt_mul_scalar(h3, 1.0004), DT_FLOAT16, V(3.001953125), 1, "f16 [3] * 1.0004");
   expect(dt_div_scalar(h3, 1.0004), DT_FLOAT16, V(2.998046875), 1, "f16 [3] / 1.0004");
-  /* integer tensors: integral scalars wrap like PyTorch's int arithmetic */
+  /* floor_divide keeps the scalar exact, remainder rounds it */
+  dt_tensor *h2048 = T(DT_FLOAT16, 1, V(2048));
+  expect(dt_floor_divide_scalar(h2048, 1.0004), DT_FLOAT16, V(2047), 1,
+         "f16 [2048] // 1.0004");
+  dt_tensor_release(h2048);
+  /* integer tensors: integral scalars wrap like PyTorch's int arithmetic,
+   * also as divisors (uint8 // 257 divides by 1) */
+  dt_tensor *u34 = T(DT_UINT8, 1, V(34));
+  expect(dt_floor_divide_scalar(u34, 257), DT_UINT8, V(34), 1, "uint8 [34] // 257");
+  expect(dt_remainder_scalar(u34, 2049), DT_UINT8, V(0), 1, "uint8 [34] % 2049");
+  dt_tensor_release(u34);
   dt_tensor *u = T(DT_UINT8, 1, V(1));
   expect(dt_add_scalar(u, 300), DT_UINT8, V(45), 1, "uint8 [1] + 300");
   dt_tensor *i = T(DT_INT32, 1, V(1));

@@ -93,8 +93,8 @@ typedef enum cpu_unary_op {
 /* out = a op b; out, a, b already broadcast to out's shape; ct = compute
  * type of the inputs (comparisons/logical ops write bool outputs); an
  * operand whose dtype is not `via` is rounded to via before computing
- * (PyTorch's common dtype; DT_DTYPE_COUNT: never). */
-bool cpu_binary(cpu_binary_op op, dt_dtype ct, dt_dtype via,
+ * (PyTorch's common dtype; DT_DTYPE_COUNT: never), b only if round_b. */
+bool cpu_binary(cpu_binary_op op, dt_dtype ct, dt_dtype via, bool round_b,
                 const cpu_view *out, const cpu_view *a, const cpu_view *b);
 /* (cpu_binary returns true when an integer floor division or remainder
  * divided by zero: those elements hold 0 and the op must fail) */

@@ -91,7 +91,7 @@ FLOAT_REM(rem_f, float, f)
 FLOAT_REM(rem_d, double, )
 
 /* float kinds: T = float or double, M = math suffix */
-#define BIN_FLOAT(NAME, T, POWF, FMAX, FDIV, FREM)                          \
+#define BIN_FLOAT(NAME, T, POWF, FDIV, FREM)                                \
   static void NAME(cpu_binary_op op, int64_t n, void *ov,                   \
                    const T *restrict a, const T *restrict b) {              \
     T *restrict o = ov;                                                     \
@@ -104,14 +104,15 @@ FLOAT_REM(rem_d, double, )
     case CPU_POW: for (int64_t i = 0; i < n; i++) o[i] = POWF(a[i], b[i]); break; \
     case CPU_FLOORDIV: for (int64_t i = 0; i < n; i++) o[i] = FDIV(a[i], b[i]); break; \
     case CPU_REM: for (int64_t i = 0; i < n; i++) o[i] = FREM(a[i], b[i]); break; \
-    /* maximum/minimum propagate NaN like PyTorch */                        \
+    /* maximum/minimum propagate NaN and, on ties (0 vs -0), keep a, as  \
+     * PyTorch's std::max / std::min do */                                 \
     case CPU_MAX:                                                           \
       for (int64_t i = 0; i < n; i++)                                       \
-        o[i] = a[i] != a[i] ? a[i] : b[i] != b[i] ? b[i] : FMAX(a[i], b[i]);  \
+        o[i] = a[i] != a[i] ? a[i] : b[i] != b[i] ? b[i] : (a[i] < b[i] ? b[i] : a[i]); \
       break;                                                                \
     case CPU_MIN:                                                           \
       for (int64_t i = 0; i < n; i++)                                       \
-        o[i] = a[i] != a[i] ? a[i] : b[i] != b[i] ? b[i] : (a[i] < b[i] ? a[i] : b[i]); \
+        o[i] = a[i] != a[i] ? a[i] : b[i] != b[i] ? b[i] : (b[i] < a[i] ? b[i] : a[i]); \
       break;                                                                \
     case CPU_EQ: for (int64_t i = 0; i < n; i++) ob[i] = a[i] == b[i]; break; \
     case CPU_NE: for (int64_t i = 0; i < n; i++) ob[i] = a[i] != b[i]; break; \
@@ -124,9 +125,8 @@ FLOAT_REM(rem_d, double, )
     default: break;                                                         \
     }                                                                       \
   }
-#define MAXOF(x, y) ((x) > (y) ? (x) : (y))
-BIN_FLOAT(bin_f32, float, powf, MAXOF, floordiv_f, rem_f)
-BIN_FLOAT(bin_f64, double, pow, MAXOF, floordiv_d, rem_d)
+BIN_FLOAT(bin_f32, float, powf, floordiv_f, rem_f)
+BIN_FLOAT(bin_f64, double, pow, floordiv_d, rem_d)
 
 static void bin_bool(cpu_binary_op op, int64_t n, uint8_t *o, const uint8_t *a,
                      const uint8_t *b) {
@@ -164,6 +164,7 @@ typedef struct bin_ctx {
   dt_dtype via;                /* operands of another dtype are rounded to
                                   it first (DT_DTYPE_COUNT: none) */
   _Atomic bool *zero_div;      /* set when an integer divisor was 0 */
+  bool round_b;                /* b is rounded to via too */
 } bin_ctx;
 
 /* integer floor division / remainder by a block b of k int64 divisors */
@@ -218,7 +219,7 @@ static void bin_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
     round_via(c, c->dt[1], ba, k);
     if (!c->scalar) {
       cpu_load(bb, c->ct, p[2] + s * st[2], c->dt[2], st[2], k);
-      round_via(c, c->dt[2], bb, k);
+      if (c->round_b) round_via(c, c->dt[2], bb, k);
       note_zero_div(c, (const int64_t *)bb, k);
     }
     cpu_binary_flat(c->op, c->ct, k, bo, ba, bb);
@@ -226,11 +227,11 @@ static void bin_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
   }
 }
 
-bool cpu_binary(cpu_binary_op op, dt_dtype ct, dt_dtype via,
+bool cpu_binary(cpu_binary_op op, dt_dtype ct, dt_dtype via, bool round_b,
                 const cpu_view *out, const cpu_view *a, const cpu_view *b) {
   _Atomic bool zero = false;
   bin_ctx c = {op, ct, is_compare(op) ? DT_BOOL : ct,
-               {out->dtype, a->dtype, b->dtype}, NULL, via, &zero};
+               {out->dtype, a->dtype, b->dtype}, NULL, via, &zero, round_b};
   cpu_view ops[3] = {*out, *a, *b};
   cpu_iter it;
   cpu_iter_init(&it, ops, 3);
@@ -249,7 +250,7 @@ void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
   default: *(uint8_t *)sv = s != 0; break;
   }
   bin_ctx c = {op, ct, is_compare(op) ? DT_BOOL : ct,
-               {out->dtype, a->dtype, a->dtype}, sv, DT_DTYPE_COUNT, NULL};
+               {out->dtype, a->dtype, a->dtype}, sv, DT_DTYPE_COUNT, NULL, false};
   cpu_view ops[2] = {*out, *a};
   cpu_iter it;
   cpu_iter_init(&it, ops, 2);
