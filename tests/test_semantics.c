@@ -181,6 +181,11 @@ static void test_signed_zero_and_nan_bounds(void **state) {
   expect(dt_relu(z), DT_FLOAT32, V(-0.0, 0.0, NAN), 3, "relu keeps -0.0 and NaN");
   expect(dt_clamp(z, 0, INFINITY), DT_FLOAT32, V(-0.0, 0.0, NAN), 3,
          "clamp(-0.0, 0, inf)");
+  /* maximum/minimum keep the first operand on a tie of zeros */
+  dt_tensor *za = T(DT_FLOAT32, 2, V(0.0, -0.0)), *zb = T(DT_FLOAT32, 2, V(-0.0, 0.0));
+  expect(dt_maximum(za, zb), DT_FLOAT32, V(0.0, -0.0), 2, "maximum(0, -0)");
+  expect(dt_minimum(za, zb), DT_FLOAT32, V(0.0, -0.0), 2, "minimum(0, -0)");
+  TU_RELEASE(za, zb);
   dt_tensor *x = T(DT_FLOAT64, 2, V(1, 5));
   expect(dt_clamp(x, NAN, 3), DT_FLOAT64, V(NAN, NAN), 2, "clamp min NaN");
   expect(dt_clamp(x, 0, NAN), DT_FLOAT64, V(NAN, NAN), 2, "clamp max NaN");
