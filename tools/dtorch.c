@@ -11,7 +11,7 @@ static int usage(FILE *out) {
           "usage: dtorch <command> [args]\n"
           "  demo             the main job: an MLP forward, printed op by op\n"
           "  bench core       tensor-core benchmarks (JSON lines)\n"
-          "  bench sched      scheduler benchmarks: deque, queue, wake, publish\n"
+          "  bench sched      scheduler benchmarks: deque, queue, spawn_pool, wake, publish\n"
           "  bench collectives  emulated collectives: 2/4/8 ranks, 8 B .. 256 MiB\n"
           "  ops              list the registered ops and their schemas\n"
           "  help             this text\n");
