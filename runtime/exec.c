@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -154,10 +155,30 @@ static void exec_to_host(exec_record *r) {
 
 bool runtime_exec_pending(void *ctx, int rank) {
   dt_runtime *rt = ctx;
-  /* acquire: pairs with the drain's release decrement, so a caller that
-   * sees 0 (dt_runtime_synchronize) sees the frees done and counted */
-  return atomic_load_explicit(&rt->ranks[rank].remote_pending,
-                              memory_order_acquire) != 0;
+  /* relaxed: a hint; the drain's acquire exchange reads the stack */
+  return atomic_load_explicit(&rt->ranks[rank].remote_free,
+                              memory_order_relaxed) != NULL;
+}
+
+void runtime_wait_remote_frees(dt_runtime *rt) {
+  long sleep_ns = 1000;
+  for (int r = 0, round = 0; r < rt->nranks;) {
+    /* acquire: pairs with the drain's release decrement (the frees and
+     * their memory counts are done when the count reads 0) */
+    if (atomic_load_explicit(&rt->ranks[r].remote_pending,
+                             memory_order_acquire) == 0) {
+      r++;
+      continue;
+    }
+    /* the owner was woken by whoever handed it the storage: give it time */
+    if (round++ < 64) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, sleep_ns};
+      nanosleep(&ts, NULL);
+      if (sleep_ns < 100000) sleep_ns *= 2;
+    }
+  }
 }
 
 void runtime_exec_idle(void *ctx, int rank) {

@@ -53,5 +53,9 @@ bool runtime_exec_pending(void *ctx, int rank);
 void runtime_exec_idle(void *ctx, int rank);
 /* Frees storages other rank threads handed to `rank` (rank thread only). */
 void runtime_drain_remote_frees(dt_runtime *rt, int rank);
+/* Waits (yield, then short sleeps) until every storage a rank handed to
+ * its owner has been freed there and counted (dt_runtime_synchronize: a
+ * rank's last record may hand frees to a rank that already ran its own). */
+void runtime_wait_remote_frees(dt_runtime *rt);
 
 #endif

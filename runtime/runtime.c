@@ -410,13 +410,15 @@ dt_status runtime_synchronize(dt_runtime *rt) {
                         "dt_runtime_synchronize: the runtime was destroyed");
   /* the fast way: watch the queues drain (no record, no wake-up); then
    * a barrier record every rank runs, whose future parks this thread */
-  if (sched_pool_try_drain(rt->pool, SYNC_WATCH_NS)) return DT_OK;
-  dt_future *f = runtime_publish_barrier(rt, -1);
-  if (!f) return core_last_status();
-  dt_status st = sched_future_wait(f, -1);
-  sched_future_release(f);
-  /* frees one rank handed another after that one ran the barrier */
-  sched_pool_wait_side_work(rt->pool);
+  dt_status st = DT_OK;
+  if (!sched_pool_try_drain(rt->pool, SYNC_WATCH_NS)) {
+    dt_future *f = runtime_publish_barrier(rt, -1);
+    if (!f) return core_last_status();
+    st = sched_future_wait(f, -1);
+    sched_future_release(f);
+  }
+  /* and the frees a rank's last records handed to other ranks */
+  runtime_wait_remote_frees(rt);
   return st;
 }
 

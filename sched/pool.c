@@ -470,37 +470,13 @@ bool sched_pool_try_drain(sched_pool *p, int64_t budget_ns) {
   int64_t until = now_ns() + budget_ns;
   int next = 0; /* ranks below are done */
   for (unsigned spin = 0;; spin++) {
-    /* then each rank's side work (frees other ranks handed it), which a
-     * record run before the mark may have made for any rank */
-    while (next < 2 * n &&
-           (next < n ? sched_queue_done_through(p->ranks[next].queue, mark[next])
-                     : !p->cfg.pending || !p->cfg.pending(p->cfg.ctx, next - n)))
+    while (next < n && sched_queue_done_through(p->ranks[next].queue, mark[next]))
       next++;
-    if (next == 2 * n) return true;
+    if (next == n) return true;
     if ((spin & 15) == 15 && now_ns() > until) return false;
     /* crowded: the ranks we wait for may need this CPU */
     if (p->crowded) sched_yield();
     else cpu_relax();
-  }
-}
-
-void sched_pool_wait_side_work(sched_pool *p) {
-  if (!p->cfg.pending) return;
-  long sleep_ns = 1000;
-  for (int r = 0, round = 0; r < p->cfg.ranks;) {
-    if (!p->cfg.pending(p->cfg.ctx, r)) {
-      r++;
-      continue;
-    }
-    /* the owner was woken by whoever handed it the work: wait for it */
-    if (round++ < 64) {
-      if (p->crowded) sched_yield();
-      else cpu_relax();
-    } else {
-      struct timespec ts = {0, sleep_ns};
-      nanosleep(&ts, NULL);
-      if (sleep_ns < 100000) sleep_ns *= 2;
-    }
   }
 }
 

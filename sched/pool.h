@@ -65,18 +65,11 @@ void sched_pool_commit(sched_pool *p, const sched_claim *c);
 
 /* Any thread but the pool's: waits up to budget_ns (spinning, yielding
  * the CPU when ranks and caller outnumber the CPUs) until every rank ran
- * every record claimed for it before the call, and then until no rank has
- * work cfg.pending reports; true if so, false
+ * every record claimed for it before the call; true if so, false
  * when the budget ran out (or the pool has more than 64 ranks): the
  * caller then waits its slow way (a barrier record). The ranks' work for
  * those records happens-before the return of true. */
 bool sched_pool_try_drain(sched_pool *p, int64_t budget_ns);
-/* Any thread but the pool's: waits (spin, yield, then short sleeps) until
- * no rank has work cfg.pending reports. After a barrier record every rank
- * ran: a rank that ran it early may have been handed work later by one
- * that ran the barrier after its previous record. */
-void sched_pool_wait_side_work(sched_pool *p);
-
 /* Wakes `rank` if it is parked, after the caller made work for it visible
  * that only cfg.pending sees (a release store; this issues the fence). */
 void sched_pool_wake(sched_pool *p, int rank);
