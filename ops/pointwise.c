@@ -51,8 +51,8 @@ dt_status ops_binary_infer(dt_op_call *c) {
     break;
   case CORE_OP_FLOOR_DIVIDE: case CORE_OP_REMAINDER:
     if (r == DT_BOOL) /* PyTorch has no bool kernel for either */
-      return core_error_set(DT_ERR_DTYPE, "%s: not implemented for two bool "
-                            "tensors (as in PyTorch)", c->api);
+      return core_error_set(DT_ERR_DTYPE, "%s: PyTorch has no kernel for two "
+                            "bool tensors; cast them first", c->api);
     break;
   case CORE_OP_EQ: case CORE_OP_NE: case CORE_OP_LT: case CORE_OP_LE: case CORE_OP_GT:
   case CORE_OP_GE: case CORE_OP_LOGICAL_AND: case CORE_OP_LOGICAL_OR:
@@ -198,14 +198,14 @@ dt_status ops_unary_infer(dt_op_call *c) {
     break;
   case CORE_OP_ABS: case CORE_OP_RELU:
     if (a->dtype == DT_BOOL) /* PyTorch has no bool kernel for either */
-      return core_error_set(DT_ERR_DTYPE, "%s: not implemented for bool "
-                            "tensors (as in PyTorch)", c->api);
+      return core_error_set(DT_ERR_DTYPE, "%s: PyTorch has no kernel for bool "
+                            "tensors; cast first", c->api);
     break;
   case CORE_OP_LOGICAL_NOT: r = DT_BOOL; break;
   case CORE_OP_SILU: case CORE_OP_GELU: case CORE_OP_GELU_TANH:
     if (!core_dtype_is_float(r)) /* no integer kernels in PyTorch */
-      return core_error_set(DT_ERR_DTYPE, "%s: not implemented for %s tensors "
-                            "(as in PyTorch); cast to a floating dtype first",
+      return core_error_set(DT_ERR_DTYPE, "%s: PyTorch has no kernel for %s "
+                            "tensors; cast to a floating dtype first",
                             c->api, core_dtype_name(r));
     break;
   default:

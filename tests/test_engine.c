@@ -6,6 +6,7 @@
  * figure is checked against values computed here, not read back from the
  * engine's state. */
 #include <dirent.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,6 +228,25 @@ static void every_api(dt_future *f, dt_status st, void *user) {
                                                      .device = "cpu:0"});
   dt_tensor *sel = dt_index_select(acc, 0, idx);
   CB_CHECK(x, sel != NULL);
+  /* the ops added for PyTorch's semantics */
+  dt_tensor *fd = dt_floor_divide_scalar(acc, -3), *rm = dt_remainder(acc, one);
+  dt_tensor *lg = dt_from_host((float[]){1, 2, 3}, DT_SHAPE(3), &o);
+  int64_t tv = 2;
+  dt_tensor *tg = dt_from_host(&tv, DT_SHAPE(), &(dt_tensor_options){
+                                   .dtype = DT_INT64, .device = "cpu:0"});
+  dt_tensor *ce = dt_cross_entropy_smoothed(lg, tg, DT_REDUCTION_MEAN, -100, 0.1);
+  float fv[3] = {0}, cv = 0;
+  CB_CHECK(x, fd && dt_to_host(fd, fv, sizeof fv) == DT_OK && fv[0] == -34.0f);
+  CB_CHECK(x, rm && dt_to_host(rm, fv, sizeof fv) == DT_OK && fv[2] == 0.0f);
+  /* (1 - 0.1)(lse - 3) + 0.1 (lse - 2): lse = log(e + e^2 + e^3) */
+  double lse = log(exp(1.0) + exp(2.0) + exp(3.0));
+  CB_CHECK(x, ce && dt_to_host(ce, &cv, sizeof cv) == DT_OK &&
+                  fabs(cv - (0.9 * (lse - 3) + 0.1 * (lse - 2))) < 1e-5);
+  dt_tensor_release(fd);
+  dt_tensor_release(rm);
+  dt_tensor_release(lg);
+  dt_tensor_release(tg);
+  dt_tensor_release(ce);
   CB_CHECK(x, dt_runtime_empty_cache(x->rt) == DT_OK);
   dt_future *ev = dt_event_record(x->rt, 1);
   CB_CHECK(x, ev && dt_stream_wait_event(x->rt, 0, ev) == DT_OK);

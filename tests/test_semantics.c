@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "testutil.h"
+#include "threads.h"
 
 /* t's values equal want (n of them, bit for bit: signed zeros count, NaN
  * equals NaN) and its dtype is d */
@@ -451,6 +452,39 @@ static void test_floor_divide_remainder(void **state) {
   tu_leaks_end();
 }
 
+/* the new ops from several threads at once, each checking its values */
+static void new_ops_body(void *arg, int i) {
+  (void)arg;
+  for (int k = 0; k < 200; k++) {
+    double a = 7 + i + k, q = floor(a / -2.0), r = a - q * -2.0;
+    dt_tensor *x = tu_tensor(&a, DT_SHAPE(1), DT_INT64);
+    dt_tensor *fd = dt_floor_divide_scalar(x, -2), *rm = dt_remainder_scalar(x, -2);
+    dt_tensor *ff = dt_floor_divide(x, x);
+    int64_t v[3] = {0};
+    TU_CHECK(fd && dt_to_host(fd, &v[0], 8) == DT_OK && v[0] == (int64_t)q,
+             "thread %d: %g // -2 = %lld", i, a, (long long)v[0]);
+    TU_CHECK(rm && dt_to_host(rm, &v[1], 8) == DT_OK && v[1] == (int64_t)r,
+             "thread %d: %g %% -2 = %lld", i, a, (long long)v[1]);
+    TU_CHECK(ff && dt_to_host(ff, &v[2], 8) == DT_OK && v[2] == 1,
+             "thread %d: x // x = %lld", i, (long long)v[2]);
+    double l[3] = {1, 2, 3};
+    dt_tensor *lg = tu_tensor(l, DT_SHAPE(3), DT_FLOAT64);
+    dt_tensor *tg = tu_tensor((double[]){(double)(k % 3)}, DT_SHAPE(), DT_INT64);
+    dt_tensor *ce = dt_cross_entropy_smoothed(lg, tg, DT_REDUCTION_SUM, -100, 0.2);
+    double lse = log(exp(1.0) + exp(2.0) + exp(3.0)), got = 0;
+    double want = 0.8 * (lse - l[k % 3]) + 0.2 * (lse - 2);
+    TU_CHECK(ce && dt_to_host(ce, &got, 8) == DT_OK && fabs(got - want) < 1e-12,
+             "thread %d: cross_entropy %.17g, want %.17g", i, got, want);
+    TU_RELEASE(x, fd, rm, ff, lg, tg, ce);
+  }
+}
+
+static void test_new_ops_from_threads(void **state) {
+  (void)state;
+  tu_run_threads(4, new_ops_body, NULL);
+  TU_ASSERT_NO_THREAD_FAILURES();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_zero_dim_operands_round),
@@ -467,6 +501,7 @@ int main(void) {
       cmocka_unit_test(test_numerics_kept),
       cmocka_unit_test(test_empty_inputs),
       cmocka_unit_test(test_cross_entropy_forms),
+      cmocka_unit_test(test_new_ops_from_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
