@@ -36,6 +36,8 @@ BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "floor_divide",
           "remainder", "eq", "ne", "lt", "le", "gt", "ge"]
 SCALAR = ["add", "sub", "mul", "div", "pow", "floor_divide", "remainder"]
 UNARY = ["neg", "abs", "exp", "log", "sqrt", "sin", "tanh", "sigmoid", "relu"]
+REDUCE = ["sum", "mean", "amax", "amin", "prod", "argmax", "argmin"]
+SOFTMAX = ["softmax", "log_softmax"]
 
 
 class Shape(ctypes.Structure):
@@ -68,6 +70,13 @@ def load(path):
     for op in UNARY:
         f = getattr(lib, "dt_" + op)
         f.restype, f.argtypes = p, [p]
+    for op in REDUCE:
+        f = getattr(lib, "dt_" + op)
+        f.restype = p
+        f.argtypes = [p, ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_bool]
+    for op in SOFTMAX:
+        f = getattr(lib, "dt_" + op)
+        f.restype, f.argtypes = p, [p, ctypes.c_int]
     return lib
 
 
@@ -158,7 +167,7 @@ def shapes(rng):
 
 
 def run_case(lib, rng, kind):
-    keep = []
+    keep = keep_refs = []
     if kind == "binary":
         op = rng.choice(BINARY)
         da, db = rng.choice(DTYPES), rng.choice(DTYPES)
@@ -179,6 +188,37 @@ def run_case(lib, rng, kind):
         desc = "%s_scalar(%s%s, %r) a=%s" % (op, da, sa, s, a.flatten().tolist()[:12])
         tf = lambda: getattr(torch, op)(a, s)
         df = lambda: getattr(lib, "dt_%s_scalar" % op)(to_dtorch(lib, a, keep), float(s))
+    elif kind == "reduce":
+        op = rng.choice(REDUCE)
+        da = rng.choice(DTYPES)
+        sa = [rng.choice([1, 2, 3, 5]) for _ in range(rng.choice([1, 2, 3]))]
+        a = torch_tensor(draw_values(rng, da, int(np.prod(sa))), sa, da)
+        nd = rng.choice([0, 1]) if op.startswith("arg") else rng.choice([0, 1, 2])
+        dims = sorted(rng.sample(range(len(sa)), min(nd, len(sa))))
+        keep = rng.random() < 0.5
+        desc = "%s(%s%s, dims=%s, keep=%s) a=%s" % (op, da, sa, dims, keep, a.flatten().tolist()[:8])
+        def tf():
+            if op.startswith("arg"):
+                return getattr(torch, op)(a, dim=dims[0] if dims else None, keepdim=keep if dims else False)
+            if op == "prod":
+                if not dims:
+                    return torch.prod(a)
+                r = a
+                for d in reversed(dims):
+                    r = torch.prod(r, dim=d, keepdim=keep)
+                return r
+            return getattr(torch, op)(a, dim=dims if dims else None, keepdim=keep) if dims else getattr(torch, op)(a)
+        arr = (ctypes.c_int * max(len(dims), 1))(*dims) if dims else None
+        df = lambda: getattr(lib, "dt_" + op)(to_dtorch(lib, a, keep_refs), arr, len(dims), keep if dims else False)
+    elif kind == "softmax":
+        op = rng.choice(SOFTMAX)
+        da = rng.choice(["float32", "float64", "float16", "bfloat16"])
+        sa = [rng.choice([1, 2, 3, 7]) for _ in range(rng.choice([1, 2]))]
+        a = torch_tensor(draw_values(rng, da, int(np.prod(sa))), sa, da)
+        dim = rng.randrange(-len(sa), len(sa))
+        desc = "%s(%s%s, dim=%d) a=%s" % (op, da, sa, dim, a.flatten().tolist()[:8])
+        tf = lambda: getattr(torch, op)(a, dim)
+        df = lambda: getattr(lib, "dt_" + op)(to_dtorch(lib, a, keep_refs), dim)
     else:
         op = rng.choice(UNARY)
         da = rng.choice(DTYPES)
@@ -217,7 +257,7 @@ def main():
     rng = random.Random(args.seed)
     stats, bad = {}, []
     for i in range(args.cases):
-        kind = rng.choice(["binary", "binary", "scalar", "unary"])
+        kind = rng.choice(["binary", "binary", "scalar", "unary", "reduce", "softmax"])
         op, ok, desc, want, got = run_case(lib, rng, kind)
         n, m = stats.get(op, (0, 0))
         stats[op] = (n + 1, m + (not ok))
