@@ -61,6 +61,8 @@
 #define COPY_BYTES (256 * MIB)
 
 enum { B_ALL_REDUCE, B_ALL_GATHER, B_REDUCE_SCATTER, B_ALL_TO_ALL, B_KINDS };
+_Static_assert(B_ALL_TO_ALL == (int)BENCH_ALL_TO_ALL && B_ALL_GATHER == (int)BENCH_ALL_GATHER,
+               "the kinds in bench_coll's order");
 static const char *const kind_names[B_KINDS] = {
   "all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
 static const int64_t sizes[] = {8, 4 << 10, 64 << 10, MIB, 16 * MIB,
@@ -246,23 +248,8 @@ static double plain_seconds(bench_run *b, int kind, int64_t S) {
     ins[j] = (const float *)b->in[j];
     outs[j] = (float *)b->out[j];
   }
-  bench_mix t[8];
-  int nt = 1;
-  int64_t len = S / 4;
-  switch (kind) {
-  case B_ALL_REDUCE: t[0] = (bench_mix){ins, n, outs, n, len}; break;
-  case B_ALL_GATHER: t[0] = (bench_mix){ins, 1, outs, n, len}; break;
-  case B_REDUCE_SCATTER: t[0] = (bench_mix){ins, n, outs, 1, len}; break;
-  default:
-    nt = n;
-    for (int j = 0; j < n; j++) t[j] = (bench_mix){ins + j, 1, outs + j, 1, len};
-  }
-  double best = 1e300;
-  for (int r = 0; r < b->reps; r++) {
-    double sec = bench_stream_mix(t, nt);
-    if (sec < best) best = sec;
-  }
-  return best;
+  /* the kinds are listed in bench_coll's order */
+  return bench_plain_best((bench_coll)kind, n, ins, outs, S / 4, b->reps);
 }
 
 static double busbw_of(int kind, int n, int64_t bytes, double t) {

@@ -46,6 +46,8 @@
  * fresh pages, which a training step reusing freed blocks never does) */
 #define API_BATCH ((int64_t)4096)
 enum { K_AR, K_AG, K_RS, K_A2A, K_KINDS };
+_Static_assert(K_A2A == (int)BENCH_ALL_TO_ALL && K_RS == (int)BENCH_REDUCE_SCATTER,
+               "the kinds in bench_coll's order");
 static const char *const api_names[K_KINDS] = {
   "api_all_reduce", "api_all_gather", "api_reduce_scatter", "api_all_to_all"};
 enum { P_ISSUE, P_WAKE, P_ALLOC, P_PACK, P_RDV, P_MOVE, P_FINISH, P_COMPLETE,
@@ -174,22 +176,11 @@ static double plain_of(const api_cfg *c, int reps) {
     ok = ok && in[j] && out[j];
     if (ok) memset(in[j], 0, (size_t)c->bytes), memset(out[j], 0, (size_t)c->bytes);
   }
-  const float *const *ins = (const float *const *)in;
-  bench_mix t[8];
-  int nt = 1;
-  int64_t len = c->bytes / 4;
-  if (c->kind == K_AR) t[0] = (bench_mix){ins, n, out, n, len};
-  else if (c->kind == K_AG) t[0] = (bench_mix){ins, 1, out, n, len};
-  else if (c->kind == K_RS) t[0] = (bench_mix){ins, n, out, 1, len};
-  else {
-    nt = n;
-    for (int j = 0; j < n; j++) t[j] = (bench_mix){ins + j, 1, out + j, 1, len};
-  }
-  double best = ok ? 1e300 : 0;
-  for (int r = 0; ok && r < reps; r++) {
-    double s = bench_stream_mix(t, nt);
-    if (s < best) best = s;
-  }
+  /* the kinds are listed in bench_coll's order */
+  double best = ok ? bench_plain_best((bench_coll)c->kind, n,
+                                      (const float *const *)in, out,
+                                      c->bytes / 4, reps)
+                   : 0;
   for (int j = 0; j < n; j++) {
     free(in[j]);
     free(out[j]);

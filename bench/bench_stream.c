@@ -153,6 +153,26 @@ double bench_stream_mix(const bench_mix *tasks, int ntasks) {
   return bench_now() - t0;
 }
 
+double bench_plain_best(bench_coll k, int n, const float *const *ins,
+                        float *const *outs, int64_t len, int reps) {
+  bench_mix t[8];
+  int nt = 1;
+  switch (k) {
+  case BENCH_ALL_REDUCE: t[0] = (bench_mix){ins, n, outs, n, len}; break;
+  case BENCH_ALL_GATHER: t[0] = (bench_mix){ins, 1, outs, n, len}; break;
+  case BENCH_REDUCE_SCATTER: t[0] = (bench_mix){ins, n, outs, 1, len}; break;
+  default:
+    nt = n;
+    for (int j = 0; j < n; j++) t[j] = (bench_mix){ins + j, 1, outs + j, 1, len};
+  }
+  double best = 1e300;
+  for (int r = 0; r < reps; r++) {
+    double sec = bench_stream_mix(t, nt);
+    if (sec < best) best = sec;
+  }
+  return best;
+}
+
 /* ---- read and streaming-write bandwidth */
 typedef struct rw_part {
   float *data;

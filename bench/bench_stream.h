@@ -41,6 +41,18 @@ typedef struct bench_mix {
  * collective's wake-ups are). */
 double bench_stream_mix(const bench_mix *tasks, int ntasks);
 
+/* The collectives the plain baseline stands for, in the benchmarks' order */
+typedef enum bench_coll {
+  BENCH_ALL_REDUCE, BENCH_ALL_GATHER, BENCH_REDUCE_SCATTER, BENCH_ALL_TO_ALL
+} bench_coll;
+/* Best of reps seconds of collective k's minimum traffic over n ranks'
+ * buffers ins/outs (n <= 8, len floats each): all_reduce reads the n
+ * inputs and writes the n outputs, all_gather reads one and writes n,
+ * reduce_scatter reads n and writes one, all_to_all copies each input to
+ * its output. */
+double bench_plain_best(bench_coll k, int n, const float *const *ins,
+                        float *const *outs, int64_t len, int reps);
+
 /* The all-core bandwidths of the two halves of any data movement, bytes
  * per second over n floats on as many threads as CPUs, best of 10: reading
  * (sums that keep every load) and writing with streaming stores. For
