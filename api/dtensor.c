@@ -2,6 +2,7 @@
  * communication counting (mesh/dtensor.c, mesh/redistribute.c).
  * Each forwards to the layer that implements it; the messages those
  * raise name the public function. */
+#include "dispatch/dtensor.h"
 #include "mesh/dtensor.h"
 
 dt_status dt_local_to_host(dt_tensor *t, int rank, void *dst,
@@ -40,3 +41,9 @@ void dt_comm_count_begin(void) {
 dt_comm_counts dt_comm_count_end(void) {
   return mesh_comm_count_end();
 }
+
+dt_cache_stats dt_sharding_cache_stats(void) { return dispatch_cache_stats(); }
+
+int64_t dt_sharding_cache_evictions(void) { return dispatch_cache_evictions(); }
+
+void dt_sharding_cache_clear(void) { dispatch_cache_clear(); }

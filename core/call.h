@@ -30,7 +30,7 @@ typedef uint32_t core_keyset;
 
 /* ---- the op list */
 typedef enum core_op_id {
-#define CORE_OP(id, name, schema, infer, cpu) CORE_OP_##id,
+#define CORE_OP(id, name, schema, infer, cpu, rule) CORE_OP_##id,
 #include "core/op_list.h"
 #undef CORE_OP
   CORE_OP_COUNT
@@ -38,10 +38,15 @@ typedef enum core_op_id {
 
 /* Schema characters, one per argument:
  *   T tensor      t optional tensor (may be NULL)     L tensor list
- *   s scalar double, not static (does not enter the sharding cache key)
- *   d static double    i static int    n non-static int (seeds, offsets)
- *   b static bool      I static int list (dt_shape)   D static dtype
- *   P host pointer (from_host) */
+ *   s scalar double     d double (eps, p)      n int (seeds, offsets)
+ *   i int (dims)        b bool (keepdim, train)
+ *   I int list (dt_shape: dims or a shape)     D dtype
+ *   P host pointer (from_host)
+ * The sharding cache (issue language, docs/sharding.md): the values of
+ * `i`, `b`, `I` and `D` decide the sharding and enter the cache key
+ * ("non-static" arguments); `s`, `d`, `n` and `P` never change it and stay
+ * out of the key ("static" arguments), so add_scalar(x, 1) and
+ * add_scalar(x, 2) share one entry. Tensors enter as their specs. */
 #define CORE_CALL_MAX_ARGS 8
 #define CORE_CALL_MAX_OUTS 4
 
@@ -69,6 +74,21 @@ typedef struct core_meta {
   int alias;                     /* -1: fresh storage */
 } core_meta;
 
+/* What a rank's kernel knows of the global tensors while it runs its part
+ * of a DTensor op (dispatch/dtensor_exec.c); NULL for a single-device op.
+ * Per argument position (tensor arguments only): the global shape, the
+ * global offset of the local view the kernel gets, and the rank's whole
+ * local tensor of that argument before it was narrowed to the view (a
+ * Replicate input holds the whole tensor). Kernels that need global
+ * positions read it: dropout (the random stream follows the global
+ * index), mean and cross_entropy (global counts), embedding (a row shard
+ * looks up only its rows). */
+typedef struct core_shard_ctx {
+  dt_shape global[CORE_CALL_MAX_ARGS];
+  int64_t off[CORE_CALL_MAX_ARGS][DT_MAX_DIMS];
+  const struct dt_tensor *whole[CORE_CALL_MAX_ARGS];
+} core_shard_ctx;
+
 struct dt_op_call {
   core_op_id op;
   int nargs;
@@ -85,6 +105,7 @@ struct dt_op_call {
   int rank;
   dt_status (*kernel)(dt_op_call *c); /* what the rank runs: set by the
                                          backend layer before publishing */
+  const core_shard_ctx *shard;  /* a rank's part of a DTensor op, else NULL */
 };
 
 /* infer: validate arguments (errors name c->api) and fill c->meta / c->nout.
@@ -109,6 +130,7 @@ static inline void core_call_init(dt_op_call *c, core_op_id op, const char *api)
   c->rt = NULL;
   c->rank = 0;
   c->kernel = NULL;
+  c->shard = NULL;
 }
 static inline void core_call_tensor(dt_op_call *c, dt_tensor *t) {
   c->args[c->nargs++].t = t;

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "dispatch/dtensor.h"
 #include "dispatch/intercept.h"
 #include "ops/ops.h"
 #include "runtime/exec.h"
@@ -20,16 +21,6 @@ void dispatch_tls_set_exclude(core_keyset ks) { tls_exclude = ks; }
 /* A layer that has nothing to do yet passes the call down. */
 static dt_status layer_fallthrough(dt_op_call *c) { return dispatch_next(c); }
 
-/* The DTensor layer: ops on DTensors need sharding propagation (the next
- * piece of the roadmap); until then a clear error. */
-static dt_status layer_dtensor(dt_op_call *c) {
-  return core_error_set(DT_ERR_UNSUPPORTED,
-                      "%s: op %s on a distributed tensor needs sharding "
-                      "propagation, which this build does not have yet; use "
-                      "dt_redistribute, dt_to_host or dt_local_to_host",
-                      c->api, core_op_name(c->op));
-}
-
 static dt_status layer_cuda(dt_op_call *c) {
   return core_error_set(DT_ERR_DEVICE,
                       "%s: the CUDA backend is not built into this dtorch",
@@ -40,7 +31,7 @@ typedef dt_status (*dispatch_layer_fn)(dt_op_call *c);
 static const dispatch_layer_fn layers[CORE_KEY_COUNT] = {
     [CORE_KEY_CPU] = dispatch_backend,
     [CORE_KEY_CUDA] = layer_cuda,
-    [CORE_KEY_DTENSOR] = layer_dtensor,
+    [CORE_KEY_DTENSOR] = dispatch_dtensor_layer,
     [CORE_KEY_AUTOGRAD] = layer_fallthrough,
     [CORE_KEY_INTERCEPT] = dispatch_intercept_layer,
 };

@@ -167,3 +167,31 @@ dt_status ops_stack_infer(dt_op_call *c) {
 }
 
 dt_status ops_stack_cpu(dt_op_call *c) { return join_cpu(c, true); }
+
+/* ---- sharding rules (docs/sharding.md): every input sharded on one dim
+ * other than the joined one keeps it (the inputs agree on its size);
+ * stack moves dims at or after `dim` right by one; every Partial kind
+ * passes through. An input skipped by cat's legacy rule (an empty [0])
+ * has other dims than the rest: then only Replicate. */
+static void join_rule(const dt_op_call *c, ops_rule_set *rs, bool stack) {
+  dt_tensor *const *v = c->args[0].list.v;
+  int n = c->args[0].list.n, nd = v[0]->local.ndim;
+  ops_rule_add(c, rs);
+  for (int i = 1; i < n; i++)
+    if (v[i]->local.ndim != nd) return;
+  if (nd == 0 && !stack) return;
+  int64_t dim = c->args[1].i;
+  dim = dim < 0 ? dim + nd + (stack ? 1 : 0) : dim;
+  for (int d = 0; d < nd; d++) {
+    if (!stack && d == dim) continue;
+    ops_strategy *s = ops_rule_add(c, rs);
+    if (!s) return;
+    s->in[0] = ops_shard(d);
+    s->out[0] = ops_shard(stack && d >= dim ? d + 1 : d);
+  }
+  for (int r = DT_REDUCE_SUM; r <= DT_REDUCE_PROD; r++)
+    ops_rule_partial(c, rs, 1u, 0, (dt_reduce_op)r, (dt_reduce_op)r);
+}
+
+void ops_cat_rule(const dt_op_call *c, ops_rule_set *rs) { join_rule(c, rs, false); }
+void ops_stack_rule(const dt_op_call *c, ops_rule_set *rs) { join_rule(c, rs, true); }

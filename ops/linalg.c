@@ -286,3 +286,97 @@ dt_status ops_linear_cpu(dt_op_call *c) {
   wt.strides[1] = vw.strides[0];
   return mm_run(c, &s, &vx, &wt, bias);
 }
+
+/* ---- sharding rules (docs/sharding.md)
+ * out [batch..., M, N] = a [batch..., M, K] · b [batch..., K, N]:
+ *   a S(M), b R → S(M);  a R, b S(N) → S(N);  a S(K), b S(K) → P(sum);
+ *   a batch dim sharded (b's matching dim too, unless broadcast) → S(batch);
+ *   P(sum|avg) times R on either side stays that Partial. */
+static void add_strategy(const dt_op_call *c, ops_rule_set *rs, int ia,
+                         dt_placement pa, int ib, dt_placement pb,
+                         dt_placement out) {
+  ops_strategy *s = ops_rule_add(c, rs);
+  if (!s) return;
+  if (ia >= 0) s->in[ia] = pa;
+  if (ib >= 0) s->in[ib] = pb;
+  s->out[0] = out;
+}
+
+static void partial_through(const dt_op_call *c, ops_rule_set *rs,
+                            unsigned args, unsigned extra) {
+  for (int r = DT_REDUCE_SUM; r <= DT_REDUCE_AVG; r++)
+    for (int i = 0; i < 2; i++)
+      if (args >> i & 1) {
+        ops_strategy *s = ops_rule_add(c, rs);
+        if (!s) return;
+        s->in[i] = ops_partial((dt_reduce_op)r);
+        if (extra) s->in[2] = ops_partial((dt_reduce_op)r); /* linear's bias */
+        s->out[0] = ops_partial((dt_reduce_op)r);
+      }
+}
+
+void ops_matmul_rule(const dt_op_call *c, ops_rule_set *rs) {
+  const dt_tensor *a = c->args[0].t, *b = c->args[1].t;
+  int na = a->local.ndim, nb = b->local.ndim, no = c->meta[0].ndim;
+  int am = na >= 2 ? na - 2 : -1, bn = nb >= 2 ? nb - 1 : -1;
+  int om = na == 1 ? -1 : (nb == 1 ? no - 1 : no - 2), on = nb == 1 ? -1 : no - 1;
+  ops_rule_add(c, rs);
+  if (am >= 0) add_strategy(c, rs, 0, ops_shard(am), -1, DT_REPLICATE, ops_shard(om));
+  if (bn >= 0) add_strategy(c, rs, -1, DT_REPLICATE, 1, ops_shard(bn), ops_shard(on));
+  add_strategy(c, rs, 0, ops_shard(na - 1), 1, ops_shard(nb >= 2 ? nb - 2 : 0),
+               ops_partial(DT_REDUCE_SUM));
+  int ba = na > 2 ? na - 2 : 0, bb = nb > 2 ? nb - 2 : 0;
+  int nbatch = ba > bb ? ba : bb;
+  for (int i = 0; i < nbatch; i++) {
+    int ia = i - (nbatch - ba), ib = i - (nbatch - bb);
+    int64_t size = c->meta[0].sizes[i];
+    bool sa = ia >= 0 && a->local.sizes[ia] == size;
+    bool sb = ib >= 0 && b->local.sizes[ib] == size;
+    ops_strategy *s = ops_rule_add(c, rs);
+    if (!s) return;
+    if (sa) s->in[0] = ops_shard(ia);
+    if (sb) s->in[1] = ops_shard(ib);
+    s->out[0] = ops_shard(i);
+  }
+  if (a->dtype != DT_BOOL) partial_through(c, rs, 3u, 0);
+}
+
+/* linear(x [..., in], w [out, in] | [in], bias): batch dims of x; w S(0)
+ * (column parallel) → S(last); x S(last), w S(in) → P(sum) with the bias
+ * as P(sum) too (added once: a Replicate bias counts on coordinate 0
+ * only, a communication-free adjustment). The bias follows the output
+ * dims it is aligned with. */
+static void bias_like_output(const dt_op_call *c, ops_strategy *s, int od) {
+  const dt_tensor *bias = c->args[2].t;
+  if (!bias || od < 0) return;
+  int bd = od - (c->meta[0].ndim - bias->local.ndim);
+  if (bd >= 0 && bias->local.sizes[bd] == c->meta[0].sizes[od])
+    s->in[2] = ops_shard(bd);
+}
+
+void ops_linear_rule(const dt_op_call *c, ops_rule_set *rs) {
+  const dt_tensor *x = c->args[0].t, *w = c->args[1].t;
+  int nx = x->local.ndim, nw = w->local.ndim, no = c->meta[0].ndim;
+  ops_rule_add(c, rs);
+  for (int d = 0; d < nx - 1; d++) {
+    ops_strategy *s = ops_rule_add(c, rs);
+    if (!s) return;
+    s->in[0] = ops_shard(d);
+    s->out[0] = ops_shard(d);
+    bias_like_output(c, s, d);
+  }
+  if (nw == 2) {
+    ops_strategy *s = ops_rule_add(c, rs);
+    if (!s) return;
+    s->in[1] = ops_shard(0);
+    s->out[0] = ops_shard(no - 1);
+    bias_like_output(c, s, no - 1);
+  }
+  ops_strategy *s = ops_rule_add(c, rs);
+  if (!s) return;
+  s->in[0] = ops_shard(nx - 1);
+  s->in[1] = ops_shard(nw - 1);
+  s->in[2] = ops_partial(DT_REDUCE_SUM);
+  s->out[0] = ops_partial(DT_REDUCE_SUM);
+  if (x->dtype != DT_BOOL) partial_through(c, rs, 3u, 1u);
+}

@@ -2,6 +2,8 @@
  * shapes and dtypes; indices and targets are data, so their range is
  * checked by the kernels (kernels/cpu/nn.c) while they run, and a bad one
  * fails the call (the dispatcher releases the half-written output). */
+#include <string.h>
+
 #include "kernels/cpu/nn.h"
 #include "ops/ops.h"
 
@@ -46,8 +48,51 @@ dt_status ops_embedding_infer(dt_op_call *c) {
   return DT_OK;
 }
 
+/* A rank's part of a DTensor embedding whose table is row-sharded: it
+ * looks up the indices that fall in its rows [lo, lo + rows) and writes
+ * zeros for the others (the output is P(sum): the owner's row is the
+ * only non-zero term). Indices are checked against the global table. */
+static dt_status embedding_rows(dt_op_call *c, const dt_tensor *idx,
+                                const dt_tensor *w) {
+  int64_t lo = c->shard->off[1][0], rows = w->local.sizes[0];
+  int64_t num = c->shard->global[1].dims[0], dim = w->local.sizes[1];
+  int64_t n = core_numel(idx);
+  size_t es = core_dtype_size(w->dtype), row = (size_t)dim * es;
+  cpu_view vi = ops_view_of(idx);
+  char *out = core_tensor_data(c->out[0]);
+  const char *tab = core_tensor_data(w);
+  for (int64_t p = 0; p < n; p++) {
+    int64_t k = 0, rem = p, off = 0; /* index p of a possibly strided view */
+    for (int d = vi.ndim - 1; d >= 0; d--) {
+      int64_t at = rem % vi.sizes[d];
+      rem /= vi.sizes[d];
+      off += at * vi.strides[d];
+    }
+    k = vi.dtype == DT_INT32 ? ((const int32_t *)vi.data)[off]
+                             : ((const int64_t *)vi.data)[off];
+    if (k < 0 || k >= num)
+      return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
+                            "%lld of indices) is out of range for a table of "
+                            "%lld rows (expected [0, %lld))", c->api,
+                            (long long)k, (long long)p, (long long)num,
+                            (long long)num);
+    char *o = out + (size_t)p * row;
+    if (k >= lo && k < lo + rows) {
+      const char *src = tab + (size_t)(k - lo) * (size_t)w->local.strides[0] * es;
+      if (w->local.strides[1] == 1) memcpy(o, src, row);
+      else for (int64_t j = 0; j < dim; j++)
+        memcpy(o + j * es, src + (size_t)(j * w->local.strides[1]) * es, es);
+    } else {
+      memset(o, 0, row); /* 0.0 in every float dtype and 0 in the ints */
+    }
+  }
+  return DT_OK;
+}
+
 dt_status ops_embedding_cpu(dt_op_call *c) {
   const dt_tensor *idx = c->args[0].t, *w = c->args[1].t;
+  if (c->shard && w->local.sizes[0] != c->shard->global[1].dims[0])
+    return embedding_rows(c, idx, w);
   cpu_view vi = ops_view_of(idx), vw = ops_view_of(w);
   cpu_view vo = ops_view_of(c->out[0]); /* [..., dim] seen as [n, dim] */
   vo.ndim = 2;
@@ -176,10 +221,61 @@ dt_status ops_cross_entropy_infer(dt_op_call *c) {
   return DT_OK;
 }
 
+/* A Replicate class-index target of a rank whose logits hold only some
+ * positions: its rows of the target (the logits' offsets, dims past the
+ * class dim shifted left by one) */
+static void narrow_target(const dt_op_call *c, cpu_view *vt, const cpu_view *vx) {
+  const int64_t *off = c->shard->off[0];
+  int64_t at = 0;
+  for (int d = 0; d < vx->ndim; d++) {
+    if (d == 1) continue;
+    int td = d == 0 ? 0 : d - 1;
+    at += off[d] * vt->strides[td];
+    vt->sizes[td] = vx->sizes[d];
+  }
+  vt->data = (char *)vt->data + at * (int64_t)core_dtype_size(vt->dtype);
+}
+
+/* A rank's part of a DTensor cross_entropy with reduction MEAN whose
+ * positions are sharded: it sums its own losses and divides by the
+ * global count (the output is P(sum)), which is the number of targets
+ * that are not ignore_index in the whole target (Replicate: the rank holds
+ * all of it), or the global number of positions for probability targets.
+ * -1: not that case. */
+static double ce_global_denominator(const dt_op_call *c, const cpu_view *vx,
+                                    bool probs) {
+  if (!c->shard || c->args[2].i != DT_REDUCTION_MEAN) return -1;
+  const dt_shape *g = &c->shard->global[0];
+  int64_t local = 1, global = 1;
+  for (int d = 0; d < g->ndim; d++)
+    if (d != 1 || g->ndim == 1) {
+      local *= vx->sizes[d];
+      global *= g->dims[d];
+    }
+  if (g->ndim == 1) return -1; /* [C] logits: one position, never sharded */
+  if (local == global) return -1;
+  if (probs) return (double)global;
+  const dt_tensor *t = c->shard->whole[1];
+  cpu_view vt = ops_view_of(t);
+  int64_t n = core_numel(t), count = 0, ignore = c->args[3].i;
+  for (int64_t p = 0; p < n; p++) {
+    int64_t v = vt.dtype == DT_INT32 ? ((const int32_t *)vt.data)[p]
+                                     : ((const int64_t *)vt.data)[p];
+    count += v != ignore;
+  }
+  return (double)count;
+}
+
 dt_status ops_cross_entropy_cpu(dt_op_call *c) {
   const dt_tensor *x = c->args[0].t, *t = c->args[1].t;
   cpu_view vx = ops_view_of(x), vt = ops_view_of(t);
   bool probs = core_dtype_is_float(t->dtype);
+  if (c->shard && !probs && vx.ndim > 1) {
+    bool same = true;
+    for (int d = 0; d < vx.ndim; d++)
+      if (d != 1) same &= vt.sizes[d == 0 ? 0 : d - 1] == vx.sizes[d];
+    if (!same) narrow_target(c, &vt, &vx);
+  }
   if (vx.ndim == 1) { /* [C] as [1, C]: its target [] / [1] or [C] alike */
     vx.ndim = 2;
     vx.sizes[1] = vx.sizes[0];
@@ -192,8 +288,10 @@ dt_status ops_cross_entropy_cpu(dt_op_call *c) {
   }
   if (!probs) at_least_1d(&vt);
   dt_tensor *o = c->out[0];
-  cpu_ce_args a = {&vx, &vt, probs, (dt_reduction)c->args[2].i, c->args[3].i,
-                   c->args[4].d};
+  dt_reduction red = (dt_reduction)c->args[2].i;
+  double denom = ce_global_denominator(c, &vx, probs);
+  if (denom >= 0) red = DT_REDUCTION_SUM; /* then / the global count */
+  cpu_ce_args a = {&vx, &vt, probs, red, c->args[3].i, c->args[4].d};
   int64_t pos, val;
   if (cpu_cross_entropy(core_tensor_data(o), o->dtype, &a, &pos, &val) != DT_OK)
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: target %lld (position "
@@ -201,6 +299,10 @@ dt_status ops_cross_entropy_cpu(dt_op_call *c) {
                         "[0, %lld) or ignore_index %lld)", c->api,
                         (long long)val, (long long)pos, (long long)vx.sizes[1],
                         (long long)vx.sizes[1], (long long)c->args[3].i);
+  if (denom >= 0) {
+    cpu_view vo = ops_view_of(o);
+    cpu_binary_scalar(CPU_DIV, cpu_compute_type(vo.dtype), &vo, &vo, denom);
+  }
   return DT_OK;
 }
 
@@ -218,6 +320,47 @@ dt_status ops_dropout_infer(dt_op_call *c) {
   return DT_OK;
 }
 
+/* A rank's part of a DTensor dropout: element (i0, ..., in) of its box
+ * draws the random number of its GLOBAL index, so the mask equals the
+ * single-device run's however the tensor is sharded. One run per row of
+ * the box (its last dim is contiguous in the global order). */
+static void dropout_shard(const dt_op_call *c, const cpu_view *vo,
+                          const cpu_view *va, double p) {
+  const dt_shape *g = &c->shard->global[0];
+  const int64_t *off = c->shard->off[0];
+  int n = vo->ndim;
+  if (n == 0) {
+    cpu_dropout(vo, va, p, (uint64_t)c->args[3].i, (uint64_t)c->args[4].i);
+    return;
+  }
+  int64_t gstride[DT_MAX_DIMS], s = 1, idx[DT_MAX_DIMS] = {0};
+  for (int d = n - 1; d >= 0; d--) {
+    gstride[d] = s;
+    s *= g->dims[d];
+  }
+  int64_t rows = core_numel_of(vo->sizes, n - 1);
+  if (vo->sizes[n - 1] == 0) rows = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t first = 0, oo = 0, ao = 0;
+    for (int d = 0; d < n - 1; d++) {
+      first += (off[d] + idx[d]) * gstride[d];
+      oo += idx[d] * vo->strides[d];
+      ao += idx[d] * va->strides[d];
+    }
+    first += off[n - 1];
+    size_t eo = core_dtype_size(vo->dtype), ea = core_dtype_size(va->dtype);
+    cpu_view ro = {.data = (char *)vo->data + oo * (int64_t)eo, .dtype = vo->dtype,
+                   .ndim = 1, .sizes = {vo->sizes[n - 1]},
+                   .strides = {vo->strides[n - 1]}};
+    cpu_view ra = {.data = (char *)va->data + ao * (int64_t)ea, .dtype = va->dtype,
+                   .ndim = 1, .sizes = {va->sizes[n - 1]},
+                   .strides = {va->strides[n - 1]}};
+    cpu_dropout(&ro, &ra, p, (uint64_t)c->args[3].i,
+                (uint64_t)c->args[4].i + (uint64_t)first);
+    for (int d = n - 2; d >= 0 && ++idx[d] == vo->sizes[d]; d--) idx[d] = 0;
+  }
+}
+
 dt_status ops_dropout_cpu(dt_op_call *c) {
   dt_tensor *o = c->out[0];
   double p = c->args[1].d;
@@ -227,7 +370,80 @@ dt_status ops_dropout_cpu(dt_op_call *c) {
     cpu_unary(CPU_COPY, cpu_compute_type(vo.dtype), &vo, &va);
   else if (p == 1.0)
     cpu_fill(vo.data, vo.dtype, core_numel(o), 0.0);
+  else if (c->shard)
+    dropout_shard(c, &vo, &va, p);
   else
     cpu_dropout(&vo, &va, p, (uint64_t)c->args[3].i, (uint64_t)c->args[4].i);
   return DT_OK;
+}
+
+/* ---- sharding rules (docs/sharding.md) */
+/* embedding(indices, weight [num, dim]): indices sharded anyhow → the
+ * output likewise; weight S(1) (column-wise) → S(last); weight S(0)
+ * (row-wise) → P(sum): each rank looks up only its rows, zeros elsewhere */
+void ops_embedding_rule(const dt_op_call *c, ops_rule_set *rs) {
+  const dt_tensor *idx = c->args[0].t;
+  int n = idx->local.ndim;
+  ops_rule_add(c, rs);
+  for (int d = 0; d < n; d++) {
+    ops_strategy *s = ops_rule_add(c, rs);
+    if (!s) return;
+    s->in[0] = ops_shard(d);
+    s->out[0] = ops_shard(d);
+  }
+  ops_strategy *s = ops_rule_add(c, rs);
+  if (!s) return;
+  s->in[1] = ops_shard(1);
+  s->out[0] = ops_shard(n);
+  if (!(s = ops_rule_add(c, rs))) return;
+  s->in[1] = ops_shard(0);
+  s->out[0] = ops_partial(DT_REDUCE_SUM);
+}
+
+/* index_select(a, dim, index): a sharded off `dim` keeps it; a 1-D index
+ * sharded → the output sharded on `dim` */
+void ops_index_select_rule(const dt_op_call *c, ops_rule_set *rs) {
+  const dt_tensor *a = c->args[0].t, *idx = c->args[2].t;
+  int n = a->local.ndim;
+  int64_t dim = c->args[1].i < 0 ? c->args[1].i + n : c->args[1].i;
+  ops_rule_add(c, rs);
+  for (int d = 0; d < n; d++) {
+    if (d == dim) continue;
+    ops_strategy *s = ops_rule_add(c, rs);
+    if (!s) return;
+    s->in[0] = ops_shard(d);
+    s->out[0] = ops_shard(d);
+  }
+  if (idx->local.ndim == 1 && n > 0) {
+    ops_strategy *s = ops_rule_add(c, rs);
+    if (!s) return;
+    s->in[2] = ops_shard(0);
+    s->out[0] = ops_shard((int)dim);
+  }
+}
+
+/* cross_entropy(logits [N, C, d...], target, reduction, ...): positions
+ * (N and the d dims, never the class dim) may be sharded, the target
+ * sharded alike. NONE → the losses sharded alike; SUM → P(sum); MEAN →
+ * P(sum) too, each rank dividing its sum by the global count: class-index
+ * targets must then be Replicate (the count of non-ignored targets needs
+ * all of them; the rank reads its rows from its copy). [C] logits: only
+ * Replicate. */
+void ops_cross_entropy_rule(const dt_op_call *c, ops_rule_set *rs) {
+  const dt_tensor *x = c->args[0].t, *t = c->args[1].t;
+  int n = x->local.ndim;
+  bool probs = core_dtype_is_float(t->dtype);
+  int64_t red = c->args[2].i;
+  ops_rule_add(c, rs);
+  if (n < 2) return;
+  for (int d = 0; d < n; d++) {
+    if (d == 1) continue;
+    int td = probs ? d : (d == 0 ? 0 : d - 1);
+    ops_strategy *s = ops_rule_add(c, rs);
+    if (!s) return;
+    s->in[0] = ops_shard(d);
+    s->in[1] = red == DT_REDUCTION_MEAN && !probs ? DT_REPLICATE : ops_shard(td);
+    s->out[0] = red == DT_REDUCTION_NONE ? ops_shard(d == 0 ? 0 : d - 1)
+                                         : ops_partial(DT_REDUCE_SUM);
+  }
 }

@@ -107,3 +107,32 @@ dt_status ops_rms_norm_cpu(dt_op_call *c) {
   cpu_rms_norm(&vo, &vx, c->args[1].t ? &vw : NULL, c->args[2].d);
   return DT_OK;
 }
+
+/* ---- sharding rules (docs/sharding.md): the normalised dim (softmax's
+ * dim; the norms' last dim) must be whole on a rank, every other dim may
+ * be sharded; the affine weight and bias stay Replicate. No Partial:
+ * these ops are not linear. */
+void ops_softmax_rule(const dt_op_call *c, ops_rule_set *rs) {
+  const dt_tensor *a = c->args[0].t;
+  int n = a->local.ndim;
+  int64_t dim = c->args[1].i < 0 ? c->args[1].i + n : c->args[1].i;
+  ops_rule_add(c, rs);
+  for (int d = 0; d < n; d++) {
+    if (d == dim) continue;
+    ops_strategy *s = ops_rule_add(c, rs);
+    if (!s) return;
+    s->in[0] = ops_shard(d);
+    s->out[0] = ops_shard(d);
+  }
+}
+
+void ops_norm_rule(const dt_op_call *c, ops_rule_set *rs) {
+  const dt_tensor *x = c->args[0].t;
+  ops_rule_add(c, rs);
+  for (int d = 0; d < x->local.ndim - 1; d++) {
+    ops_strategy *s = ops_rule_add(c, rs);
+    if (!s) return;
+    s->in[0] = ops_shard(d);
+    s->out[0] = ops_shard(d);
+  }
+}

@@ -8,17 +8,65 @@
 #include "core/tensor.h"
 #include "kernels/cpu/cpu.h"
 
-#define CORE_OP(id, name, schema, infer, cpu)                                 \
+/* ---- sharding rules (docs/sharding.md)
+ * A rule lists the single-mesh-dim strategies of one call: each says, for
+ * ONE mesh dim, the placement every tensor argument must have there and
+ * the placement each output then has. The DTensor layer (dispatch/) runs
+ * the rule once per call shape and expands it to n-D meshes: per mesh
+ * dim it takes the strategy whose input redistributions cost least
+ * (alpha-beta), the earliest listed on a tie. A rule sees the global
+ * shapes (a DTensor handle's local.sizes are its global sizes) and the
+ * outputs' global metas from infer, which ran first. A list argument's
+ * entry applies to every element. Placements in a strategy never name a
+ * Shard dim out of range. */
+#define OPS_MAX_STRATEGIES 48
+typedef struct ops_strategy {
+  dt_placement out[CORE_CALL_MAX_OUTS];
+  dt_placement in[CORE_CALL_MAX_ARGS];   /* by argument position */
+} ops_strategy;
+typedef struct ops_rule_set {
+  int64_t mesh_size;   /* ranks along the mesh dim being decided */
+  int n;
+  ops_strategy s[OPS_MAX_STRATEGIES];
+} ops_rule_set;
+typedef void (*ops_rule_fn)(const dt_op_call *c, ops_rule_set *rs);
+
+#define CORE_OP(id, name, schema, infer, cpu, rule)                                 \
   dt_status infer(dt_op_call *c);                                           \
-  dt_status cpu(dt_op_call *c);
+  dt_status cpu(dt_op_call *c);                                              \
+  void rule(const dt_op_call *c, ops_rule_set *rs);
 #include "core/op_list.h"
 #undef CORE_OP
 
-/* what ops/ provides per op: validation and the CPU kernel (ops/registry.c) */
+/* what ops/ provides per op: validation, the CPU kernel and the sharding
+ * rule (ops/registry.c) */
 typedef struct ops_def {
   core_infer_fn infer;
   core_kernel_fn cpu;
+  ops_rule_fn rule;
 } ops_def;
+
+/* ---- rule building blocks (ops/rule.c) */
+/* Appends a strategy with every tensor argument and output Replicate;
+ * NULL when the set is full (the rule stops adding). */
+ops_strategy *ops_rule_add(const dt_op_call *c, ops_rule_set *rs);
+/* Pointwise with broadcasting over the tensor arguments in `args` (a bit
+ * per argument position): all Replicate, then for each output dim d the
+ * strategy sharding d of the output and of every argument whose aligned
+ * dim has the output's size (a broadcast dim stays Replicate). */
+void ops_rule_pointwise(const dt_op_call *c, ops_rule_set *rs, unsigned args);
+/* Partial kinds: every argument in `args` P(in), the others in `repl`
+ * Replicate, the output P(out). */
+void ops_rule_partial(const dt_op_call *c, ops_rule_set *rs, unsigned args,
+                      unsigned repl, dt_reduce_op in, dt_reduce_op out);
+static inline dt_placement ops_shard(int dim) {
+  return (dt_placement){.kind = DT_PLACEMENT_SHARD, .dim = dim};
+}
+static inline dt_placement ops_partial(dt_reduce_op op) {
+  return (dt_placement){.kind = DT_PLACEMENT_PARTIAL, .reduce = op};
+}
+/* [lo, hi) chunking of n over k shards (torch.chunk): the chunk size */
+static inline int64_t ops_chunk(int64_t n, int64_t k) { return (n + k - 1) / k; }
 
 extern const ops_def ops_defs[CORE_OP_COUNT];
 

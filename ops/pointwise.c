@@ -366,3 +366,94 @@ dt_status ops_copy_cpu(dt_op_call *c) {
   cpu_unary(CPU_COPY, cpu_compute_type(vo.dtype), &vo, &va);
   return DT_OK;
 }
+
+/* ---- sharding rules (docs/sharding.md)
+ * Pointwise ops shard any output dim (a broadcast operand stays
+ * Replicate there). Partial passes through only where the op commutes
+ * with the reduction: sums through add/sub and scaling, max/min through
+ * monotone non-decreasing ops, avg through affine ones. A bool result
+ * (add of bools is a logical or) never keeps a Partial. */
+static bool partial_ok(const dt_op_call *c) { return c->meta[0].dtype != DT_BOOL; }
+
+void ops_binary_rule(const dt_op_call *c, ops_rule_set *rs) {
+  ops_rule_pointwise(c, rs, 3u);
+  if (!partial_ok(c)) return;
+  switch (c->op) {
+  case CORE_OP_ADD: case CORE_OP_SUB:
+    ops_rule_partial(c, rs, 3u, 0, DT_REDUCE_SUM, DT_REDUCE_SUM);
+    ops_rule_partial(c, rs, 3u, 0, DT_REDUCE_AVG, DT_REDUCE_AVG);
+    break;
+  case CORE_OP_MUL:
+    for (int r = DT_REDUCE_SUM; r <= DT_REDUCE_AVG; r++) {
+      ops_rule_partial(c, rs, 1u, 2u, (dt_reduce_op)r, (dt_reduce_op)r);
+      ops_rule_partial(c, rs, 2u, 1u, (dt_reduce_op)r, (dt_reduce_op)r);
+    }
+    break;
+  case CORE_OP_DIV:
+    ops_rule_partial(c, rs, 1u, 2u, DT_REDUCE_SUM, DT_REDUCE_SUM);
+    ops_rule_partial(c, rs, 1u, 2u, DT_REDUCE_AVG, DT_REDUCE_AVG);
+    break;
+  case CORE_OP_MAXIMUM:
+    ops_rule_partial(c, rs, 3u, 0, DT_REDUCE_MAX, DT_REDUCE_MAX);
+    break;
+  case CORE_OP_MINIMUM:
+    ops_rule_partial(c, rs, 3u, 0, DT_REDUCE_MIN, DT_REDUCE_MIN);
+    break;
+  default: break;
+  }
+}
+
+void ops_scalar_rule(const dt_op_call *c, ops_rule_set *rs) {
+  ops_rule_pointwise(c, rs, 1u);
+  if (!partial_ok(c)) return;
+  switch (c->op) {
+  case CORE_OP_MUL_SCALAR: case CORE_OP_DIV_SCALAR:
+    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_SUM, DT_REDUCE_SUM);
+    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_AVG, DT_REDUCE_AVG);
+    break;
+  case CORE_OP_ADD_SCALAR: case CORE_OP_SUB_SCALAR:
+    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_AVG, DT_REDUCE_AVG);
+    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_MAX, DT_REDUCE_MAX);
+    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_MIN, DT_REDUCE_MIN);
+    break;
+  default: break;
+  }
+}
+
+/* also clamp and dropout (same argument 0; the rest are not tensors) */
+void ops_unary_rule(const dt_op_call *c, ops_rule_set *rs) {
+  ops_rule_pointwise(c, rs, 1u);
+  if (!partial_ok(c) || c->args[0].t->dtype == DT_BOOL) return;
+  switch (c->op) {
+  case CORE_OP_NEG:
+    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_SUM, DT_REDUCE_SUM);
+    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_AVG, DT_REDUCE_AVG);
+    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_MAX, DT_REDUCE_MIN);
+    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_MIN, DT_REDUCE_MAX);
+    break;
+  case CORE_OP_RELU: case CORE_OP_EXP: case CORE_OP_SIGMOID:
+  case CORE_OP_TANH: case CORE_OP_CLAMP:
+    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_MAX, DT_REDUCE_MAX);
+    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_MIN, DT_REDUCE_MIN);
+    break;
+  default: break;
+  }
+}
+
+void ops_where_rule(const dt_op_call *c, ops_rule_set *rs) {
+  ops_rule_pointwise(c, rs, 7u);
+}
+
+void ops_masked_fill_rule(const dt_op_call *c, ops_rule_set *rs) {
+  ops_rule_pointwise(c, rs, 3u);
+}
+
+/* a float-to-float cast is monotone and (up to rounding) linear */
+void ops_cast_rule(const dt_op_call *c, ops_rule_set *rs) {
+  ops_rule_pointwise(c, rs, 1u);
+  if (!core_dtype_is_float(c->args[0].t->dtype) ||
+      !core_dtype_is_float(c->meta[0].dtype))
+    return;
+  for (int r = DT_REDUCE_SUM; r <= DT_REDUCE_MIN; r++)
+    ops_rule_partial(c, rs, 1u, 0, (dt_reduce_op)r, (dt_reduce_op)r);
+}

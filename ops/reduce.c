@@ -126,9 +126,23 @@ dt_status ops_reduce_cpu(dt_op_call *c) {
   uint32_t mask;
   cpu_view vo, va;
   dt_status st = reduce_views(c, &mask, &vo, &va);
-  if (st == DT_OK)
-    cpu_reduce((cpu_reduce_op)(c->op - CORE_OP_SUM), &vo, &va, mask);
-  return st;
+  if (st != DT_OK) return st;
+  cpu_reduce((cpu_reduce_op)(c->op - CORE_OP_SUM), &vo, &va, mask);
+  if (c->op == CORE_OP_MEAN && c->shard) {
+    /* a rank's part of a DTensor mean over a sharded dim: its local mean
+     * times (local count / global count) is its share of the global
+     * mean, and the shares sum to it (the output is P(sum)) */
+    double local = 1, global = 1;
+    for (int d = 0; d < va.ndim; d++)
+      if (mask >> d & 1) {
+        local *= (double)va.sizes[d];
+        global *= (double)c->shard->global[0].dims[d];
+      }
+    if (local != global && global > 0)
+      cpu_binary_scalar(CPU_MUL, cpu_compute_type(vo.dtype), &vo, &vo,
+                        local / global);
+  }
+  return DT_OK;
 }
 
 dt_status ops_var_infer(dt_op_call *c) {
@@ -147,4 +161,47 @@ dt_status ops_var_cpu(dt_op_call *c) {
   dt_status st = reduce_views(c, &mask, &vo, &va);
   if (st == DT_OK) cpu_var(&vo, &va, mask, c->args[2].b ? 1 : 0);
   return st;
+}
+
+/* ---- sharding rule (docs/sharding.md)
+ * A kept dim keeps its Shard (moved left past the reduced dims unless
+ * keepdim). A reduced dim may be sharded when the reduction is one a
+ * Partial can finish: sum and mean → P(sum) (mean's rank kernel divides
+ * by the global count, so uneven shards stay exact), amax → P(max), amin
+ * → P(min), prod → P(prod); argmax/argmin/var over a sharded dim need
+ * communication, so that dim must be Replicate. Partial inputs pass
+ * through the reductions they commute with. */
+static int reduce_partial(core_op_id op) {
+  switch (op) {
+  case CORE_OP_SUM: case CORE_OP_MEAN: return DT_REDUCE_SUM;
+  case CORE_OP_AMAX: return DT_REDUCE_MAX;
+  case CORE_OP_AMIN: return DT_REDUCE_MIN;
+  case CORE_OP_PROD: return DT_REDUCE_PROD;
+  default: return -1;
+  }
+}
+
+void ops_reduce_rule(const dt_op_call *c, ops_rule_set *rs) {
+  const dt_tensor *a = c->args[0].t;
+  uint32_t mask;
+  if (dims_mask(c, a, c->args[1].ints, &mask) != DT_OK) return;
+  bool keep = c->op == CORE_OP_VAR ? c->args[3].b : c->args[2].b;
+  int kind = reduce_partial(c->op);
+  ops_rule_add(c, rs);
+  for (int d = 0; d < a->local.ndim; d++) {
+    bool reduced = mask >> d & 1;
+    if (reduced && kind < 0) continue;
+    ops_strategy *s = ops_rule_add(c, rs);
+    if (!s) return;
+    s->in[0] = ops_shard(d);
+    s->out[0] = reduced ? ops_partial((dt_reduce_op)kind)
+                        : ops_shard(keep ? d : d - __builtin_popcount(mask & ((1u << d) - 1)));
+  }
+  if (a->dtype == DT_BOOL) return;
+  if (c->op == CORE_OP_SUM || c->op == CORE_OP_MEAN) {
+    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_SUM, DT_REDUCE_SUM);
+    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_AVG, DT_REDUCE_AVG);
+  } else if (c->op == CORE_OP_AMAX || c->op == CORE_OP_AMIN) {
+    ops_rule_partial(c, rs, 1u, 0, (dt_reduce_op)kind, (dt_reduce_op)kind);
+  }
 }

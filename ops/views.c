@@ -396,3 +396,130 @@ dt_status ops_clone_infer(dt_op_call *c) {
   set_copy(c, a->local.ndim, a->local.sizes);
   return DT_OK;
 }
+
+/* ---- sharding rules (docs/sharding.md)
+ * A view moves data without changing it: each input dim that survives as
+ * one output dim keeps its Shard (map[d] >= 0); a dim that is sliced,
+ * selected, squeezed, expanded or merged non-uniformly must be Replicate.
+ * Every Partial kind passes through. The DTensor layer runs the view on
+ * each rank's box and makes the result contiguous (its shards are boxes). */
+static void rule_from_map(const dt_op_call *c, ops_rule_set *rs,
+                          const int *map) {
+  ops_rule_add(c, rs);
+  for (int d = 0; d < c->args[0].t->local.ndim; d++) {
+    if (map[d] < 0) continue;
+    ops_strategy *s = ops_rule_add(c, rs);
+    if (!s) return;
+    s->in[0] = ops_shard(d);
+    s->out[0] = ops_shard(map[d]);
+  }
+  for (int r = DT_REDUCE_SUM; r <= DT_REDUCE_PROD; r++)
+    ops_rule_partial(c, rs, 1u, 0, (dt_reduce_op)r, (dt_reduce_op)r);
+}
+
+static void identity_map(int n, int *map) {
+  for (int d = 0; d < n; d++) map[d] = d;
+}
+
+void ops_same_rule(const dt_op_call *c, ops_rule_set *rs) {
+  int map[DT_MAX_DIMS];
+  identity_map(c->args[0].t->local.ndim, map);
+  rule_from_map(c, rs, map);
+}
+
+void ops_transpose_rule(const dt_op_call *c, ops_rule_set *rs) {
+  int n = c->args[0].t->local.ndim, map[DT_MAX_DIMS];
+  identity_map(n, map);
+  if (n > 0) {
+    int d0 = (int)(c->args[1].i < 0 ? c->args[1].i + n : c->args[1].i);
+    int d1 = (int)(c->args[2].i < 0 ? c->args[2].i + n : c->args[2].i);
+    map[d0] = d1;
+    map[d1] = d0;
+  }
+  rule_from_map(c, rs, map);
+}
+
+void ops_permute_rule(const dt_op_call *c, ops_rule_set *rs) {
+  int n = c->args[0].t->local.ndim, map[DT_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    int64_t p = c->args[1].ints.dims[i];
+    map[p < 0 ? p + n : p] = i;
+  }
+  rule_from_map(c, rs, map);
+}
+
+/* slice and narrow: the cut dim must be whole on every rank */
+void ops_slice_rule(const dt_op_call *c, ops_rule_set *rs) {
+  int n = c->args[0].t->local.ndim, map[DT_MAX_DIMS];
+  identity_map(n, map);
+  int64_t d = c->args[1].i < 0 ? c->args[1].i + n : c->args[1].i;
+  map[d] = -1;
+  rule_from_map(c, rs, map);
+}
+
+void ops_select_rule(const dt_op_call *c, ops_rule_set *rs) {
+  int n = c->args[0].t->local.ndim, map[DT_MAX_DIMS];
+  int64_t sel = c->args[1].i < 0 ? c->args[1].i + n : c->args[1].i;
+  for (int d = 0; d < n; d++) map[d] = d == sel ? -1 : d - (d > sel);
+  rule_from_map(c, rs, map);
+}
+
+void ops_expand_rule(const dt_op_call *c, ops_rule_set *rs) {
+  const dt_tensor *a = c->args[0].t;
+  int n = a->local.ndim, lead = c->meta[0].ndim - n, map[DT_MAX_DIMS];
+  for (int d = 0; d < n; d++)
+    map[d] = a->local.sizes[d] == c->meta[0].sizes[d + lead] ? d + lead : -1;
+  rule_from_map(c, rs, map);
+}
+
+/* squeeze(dim) and squeeze_all: a removed size-1 dim must be Replicate */
+void ops_squeeze_rule(const dt_op_call *c, ops_rule_set *rs) {
+  const dt_tensor *a = c->args[0].t;
+  int n = a->local.ndim, map[DT_MAX_DIMS], k = 0;
+  int64_t only = c->op == CORE_OP_SQUEEZE
+                     ? (c->args[1].i < 0 ? c->args[1].i + n : c->args[1].i)
+                     : -1;
+  for (int d = 0; d < n; d++) {
+    bool gone = a->local.sizes[d] == 1 && (only < 0 || only == d);
+    map[d] = gone ? -1 : k++;
+  }
+  rule_from_map(c, rs, map);
+}
+
+void ops_unsqueeze_rule(const dt_op_call *c, ops_rule_set *rs) {
+  int n = c->args[0].t->local.ndim, map[DT_MAX_DIMS];
+  int64_t u = c->args[1].i < 0 ? c->args[1].i + n + 1 : c->args[1].i;
+  for (int d = 0; d < n; d++) map[d] = d >= u ? d + 1 : d;
+  rule_from_map(c, rs, map);
+}
+
+/* view, reshape, flatten: walk the input and output shapes in groups of
+ * equal products. The leading dim of an input group keeps its Shard on
+ * the leading dim of the output group when the shard boundaries land on
+ * the same flat positions: chunk(n_in, k) * rest_in == chunk(n_out, k) *
+ * rest_out (k = the mesh dim's size; with uneven shards that often
+ * fails, and the dim must be Replicate). The DTensor layer checks every
+ * rank's box once more on n-D meshes. */
+void ops_reshape_rule(const dt_op_call *c, ops_rule_set *rs) {
+  const dt_tensor *a = c->args[0].t;
+  const int64_t *is = a->local.sizes, *os = c->meta[0].sizes;
+  int ni = a->local.ndim, no = c->meta[0].ndim, map[DT_MAX_DIMS];
+  for (int d = 0; d < ni; d++) map[d] = -1;
+  int64_t numel = core_numel_of(is, ni), k = rs->mesh_size;
+  for (int i = 0, j = 0; numel > 0 && i < ni && j < no;) {
+    int i0 = i, j0 = j;
+    int64_t pi = is[i++], po = os[j++];
+    while (pi != po) {
+      if (pi < po) pi *= is[i++];
+      else po *= os[j++];
+    }
+    /* absorb trailing size-1 dims into the group */
+    while (i < ni && is[i] == 1 && (j >= no || os[j] != 1)) i++;
+    while (j < no && os[j] == 1 && (i >= ni || is[i] != 1)) j++;
+    int64_t rin = pi / is[i0], rout = po / os[j0];
+    if (is[i0] > 1 && os[j0] > 1 &&
+        ops_chunk(is[i0], k) * rin == ops_chunk(os[j0], k) * rout)
+      map[i0] = j0;
+  }
+  rule_from_map(c, rs, map);
+}

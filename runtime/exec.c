@@ -287,6 +287,7 @@ static void call_copy(dt_op_call *d, const dt_op_call *c) {
   d->rt = c->rt;
   d->rank = c->rank;
   d->kernel = c->kernel;
+  d->shard = c->shard;
 }
 
 dt_status runtime_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {

@@ -75,6 +75,7 @@ typedef struct settings {
   uint32_t spin_ns;      /* 0 = the pool's default */
   int64_t timeout_ns;    /* collective watchdog, 0 = none */
   bool pin;              /* bind rank threads to CPUs */
+  bool auto_redistribute; /* insert redistributions (else strict) */
 } settings;
 
 /* records in flight over all ranks: queue memory is reserved (not touched)
@@ -196,6 +197,10 @@ static dt_status resolve(const dt_runtime_options *o, settings *s) {
                           o->spin_us);
   s->spin_ns = o ? (uint32_t)o->spin_us * 1000u : 0;
   if ((st = resolve_pin(o, &s->pin)) != DT_OK) return st;
+  /* auto redistribution: the option, else DTORCH_AUTO_REDISTRIBUTE=1 */
+  int64_t a = env_int("DTORCH_AUTO_REDISTRIBUTE", 0, 1);
+  if (a < 0) return DT_ERR_INVALID_ARGUMENT;
+  s->auto_redistribute = (o && o->auto_redistribute) || a == 1;
   return resolve_timeout(o, &s->timeout_ns);
 }
 
@@ -222,7 +227,7 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
   atomic_init(&rt->refcount, 1);
   rt->nranks = n;
   rt->device_memory = memory;
-  rt->auto_redistribute = o && o->auto_redistribute;
+  rt->auto_redistribute = set.auto_redistribute;
   rt->pin_ranks = set.pin;
   rt->ranks = slots;
   for (int i = 0; i < n; i++) sim_device_init(&slots[i].dev, i, memory);

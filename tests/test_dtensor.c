@@ -381,7 +381,10 @@ static void test_errors(void **state) {
   assert_int_equal(dt_tensor_placement(x, 0).dim, 1); /* -1 normalised */
   tu_expect_error(dt_redistribute(x, NULL, DT_PLACEMENTS(DT_PARTIAL(DT_REDUCE_SUM))),
                   DT_ERR_PLACEMENT, "dt_redistribute", NULL);
-  tu_expect_error(dt_relu(x), DT_ERR_UNSUPPORTED, "dt_relu", "sharding propagation", NULL);
+  dt_tensor *plain = dt_ones(DT_SHAPE(4, 4), NULL);
+  tu_expect_error(dt_add(x, plain), DT_ERR_MESH, "dt_add: argument 1 is a "
+                  "single-device tensor and argument 0 a DTensor", NULL);
+  dt_tensor_release(plain);
   tu_expect_error(dt_redistribute(NULL, m, DT_PLACEMENTS(DT_REPLICATE)),
                   DT_ERR_INVALID_ARGUMENT, "dt_redistribute", NULL);
   dt_tensor *single = dt_ones(DT_SHAPE(3), NULL);

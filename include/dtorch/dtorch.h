@@ -388,6 +388,19 @@ typedef struct dt_comm_counts { int64_t all_reduce, all_gather,
 DT_API void           dt_comm_count_begin(void);
 DT_API dt_comm_counts dt_comm_count_end(void);
 
+/* This thread's sharding cache (docs/sharding.md): every thread that
+ * issues ops on DTensors keeps its own table of propagation results, keyed
+ * by (op, input specs, the arguments that decide sharding), bounded (1,024
+ * entries) with eviction. Counts since the thread's first DTensor op or
+ * the last dt_sharding_cache_clear. */
+typedef struct dt_cache_stats { int64_t hits, misses, entries; }
+  dt_cache_stats;
+DT_API dt_cache_stats dt_sharding_cache_stats(void);
+/* entries this thread's cache evicted to make room */
+DT_API int64_t dt_sharding_cache_evictions(void);
+/* empties this thread's cache and zeroes its counts */
+DT_API void dt_sharding_cache_clear(void);
+
 /* ---------------------------------------------------------------- nn / math */
 DT_API dt_tensor *dt_softmax(dt_tensor *a, int dim);
 DT_API dt_tensor *dt_log_softmax(dt_tensor *a, int dim);

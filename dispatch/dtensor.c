@@ -1,0 +1,571 @@
+/* The DTensor layer on the issuing thread (dtensor.h, docs/sharding.md):
+ *   B. the key of (op, input specs, sharding-deciding args) and this
+ *      thread's cache;
+ *   C. on a miss: the op's infer on the global shapes, its rule per mesh
+ *      dim, the cheapest strategy (alpha-beta cost of each input's
+ *      redistribution), checks of the result; cached;
+ *   D. inputs whose placements differ from the strategy's: narrowing a
+ *      Replicate into a Shard or a Partial is done by the ranks with no
+ *      communication; anything else is an error naming the op, the
+ *      placements, the legal ones and the cheapest fix (strict, default)
+ *      or a redistribution (auto_redistribute);
+ *   E. output handles from the plan and ONE record every rank runs.
+ * (Stage A, custom handlers, has no user yet: every op has a rule.) */
+#include "dispatch/dtensor.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "mesh/dtensor.h"
+#include "mesh/dtensor_exec.h"
+#include "mesh/mesh.h"
+#include "mesh/plan.h"
+#include "mesh/shard.h"
+#include "ops/ops.h"
+#include "runtime/exec.h"
+#include "runtime/runtime.h"
+#include "sched/future.h"
+
+#define FREE_COST 1e-6   /* a local narrowing: free, but not nothing */
+
+/* ---- walking the tensor arguments */
+typedef void (*arg_fn)(int pos, dt_tensor *t, void *ctx);
+static void each_tensor(const dt_op_call *c, arg_fn fn, void *ctx) {
+  const char *s = core_op_schema(c->op);
+  for (int i = 0; s[i]; i++) {
+    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t) fn(i, c->args[i].t, ctx);
+    else if (s[i] == 'L')
+      for (int j = 0; j < c->args[i].list.n; j++) fn(i, c->args[i].list.v[j], ctx);
+  }
+}
+
+typedef struct mesh_check { dt_mesh *mesh; int mesh_arg, plain_arg; bool other; } mesh_check;
+static bool same_mesh(const dt_mesh *a, const dt_mesh *b) {
+  if (a == b) return true;
+  if (a->rt != b->rt || a->ndim != b->ndim || a->size != b->size) return false;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return false;
+  return !memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->size);
+}
+static void note_mesh(int pos, dt_tensor *t, void *ctx) {
+  mesh_check *k = ctx;
+  if (!t->spec) {
+    if (k->plain_arg < 0) k->plain_arg = pos;
+  } else if (!k->mesh) {
+    k->mesh = t->spec->mesh;
+    k->mesh_arg = pos;
+  } else if (!same_mesh(k->mesh, t->spec->mesh)) {
+    k->other = true;
+  }
+}
+
+static dt_status check_inputs(dt_op_call *c, dt_mesh **mesh) {
+  mesh_check k = {NULL, -1, -1, false};
+  each_tensor(c, note_mesh, &k);
+  if (!k.mesh)
+    return core_error_set(DT_ERR_INTERNAL, "%s: the DTensor layer ran for op %s "
+                          "with no DTensor argument", c->api, core_op_name(c->op));
+  if (k.plain_arg >= 0)
+    return core_error_set(DT_ERR_MESH, "%s: argument %d is a single-device "
+                          "tensor and argument %d a DTensor; an op takes both "
+                          "kinds only as PyTorch does neither: make argument %d "
+                          "a DTensor on the same mesh (dt_from_host or a "
+                          "factory with options.mesh)", c->api, k.plain_arg,
+                          k.mesh_arg, k.plain_arg);
+  if (k.other)
+    return core_error_set(DT_ERR_MESH, "%s: the DTensor arguments live on "
+                          "different meshes; redistribute them onto one mesh "
+                          "first (dt_redistribute with a mesh)", c->api);
+  if (atomic_load_explicit(&k.mesh->rt->dead, memory_order_acquire))
+    return core_error_set(DT_ERR_DEVICE, "%s: the tensors' runtime was "
+                          "destroyed", c->api);
+  *mesh = k.mesh;
+  return DT_OK;
+}
+
+/* ---- costs of one input on one mesh dim */
+/* R -> S(d) on mesh dim md is a local narrowing when no later mesh dim
+ * already shards d (nesting goes left to right) */
+static bool narrowing(const dt_tensor *t, int md, dt_placement to) {
+  const core_spec *s = t->spec;
+  if (s->placements[md].kind != DT_PLACEMENT_REPLICATE) return false;
+  if (to.kind == DT_PLACEMENT_PARTIAL) return true;
+  if (to.kind != DT_PLACEMENT_SHARD) return false;
+  for (int k = md + 1; k < s->mesh->ndim; k++)
+    if (s->placements[k].kind == DT_PLACEMENT_SHARD && s->placements[k].dim == to.dim)
+      return false;
+  return true;
+}
+
+/* the redistribution of t from its placements to `to` (its steps in
+ * *steps, their count returned; -1 when impossible) */
+static int plan_to(const dt_tensor *t, const dt_placement *to,
+                   mesh_plan_step *steps) {
+  const core_spec *s = t->spec;
+  return mesh_plan(s->mesh, &s->shape, core_dtype_size(t->dtype),
+                   s->placements, to, steps, "dt_redistribute");
+}
+
+static double step_cost(const dt_tensor *t, int md, dt_placement to) {
+  const core_spec *s = t->spec;
+  if (mesh_placement_equal(s->placements[md], to)) return 0;
+  if (narrowing(t, md, to)) return FREE_COST;
+  dt_placement dst[DT_MAX_DIMS];
+  memcpy(dst, s->placements, sizeof dst);
+  dst[md] = to;
+  mesh_plan_step steps[MESH_PLAN_MAX_STEPS];
+  int n = plan_to(t, dst, steps);
+  if (n < 0) return INFINITY;
+  double us = 1e-3; /* communication, however small, loses to narrowing */
+  for (int i = 0; i < n; i++) us += steps[i].cost_us;
+  return us;
+}
+
+typedef struct cost_ctx { const ops_strategy *s; int md; double cost; } cost_ctx;
+static void add_cost(int pos, dt_tensor *t, void *ctx) {
+  cost_ctx *k = ctx;
+  k->cost += step_cost(t, k->md, k->s->in[pos]);
+}
+
+/* ---- propagation (a miss) */
+static bool is_reshape(core_op_id op) {
+  return op == CORE_OP_VIEW || op == CORE_OP_RESHAPE || op == CORE_OP_FLATTEN;
+}
+
+/* the flat range [lo, hi) a box covers in row-major order, false when it
+ * is not one range */
+static bool flat_range(const mesh_box *b, const dt_shape *g, int64_t *lo,
+                       int64_t *hi) {
+  int64_t n = mesh_box_numel(b), stride = 1, at = 0;
+  int last = -1;
+  for (int d = 0; d < b->n; d++)
+    if (b->len[d] != g->dims[d]) last = d;
+  for (int d = 0; d < last; d++)
+    if (b->len[d] > 1 && n > 0) return false;
+  for (int d = b->n - 1; d >= 0; d--) {
+    at += b->off[d] * stride;
+    stride *= g->dims[d];
+  }
+  *lo = n ? at : 0;
+  *hi = *lo + n;
+  return true;
+}
+
+/* view/reshape/flatten: every rank's input box must hold exactly the flat
+ * range of its output box (n-D meshes nest shards; the rule checked one
+ * mesh dim at a time) */
+static bool reshape_boxes_match(const dt_op_call *c, const dt_mesh *m,
+                                const dispatch_plan *p) {
+  const dt_tensor *a = c->args[0].t;
+  dt_shape gi = a->spec->shape, go = {.ndim = p->meta[0].ndim};
+  memcpy(go.dims, p->meta[0].sizes, sizeof(int64_t) * (size_t)go.ndim);
+  for (int i = 0; i < m->size; i++) {
+    mesh_box bi = mesh_box_of(m, p->in[0], &gi, i), bo = mesh_box_of(m, p->out[0], &go, i);
+    int64_t l0, h0, l1, h1;
+    if (!flat_range(&bi, &gi, &l0, &h0) || !flat_range(&bo, &go, &l1, &h1) ||
+        l0 != l1 || h0 != h1)
+      return false;
+  }
+  return true;
+}
+
+static void drop_shards(dt_placement *pl, int n) {
+  for (int i = 0; i < n; i++)
+    if (pl[i].kind == DT_PLACEMENT_SHARD) pl[i] = DT_REPLICATE;
+}
+
+/* every Partial of strategy s (inputs and outputs) is of kind `kind` */
+static bool partials_of(const ops_strategy *s, int kind) {
+  for (int a = 0; a < CORE_CALL_MAX_ARGS; a++)
+    if (s->in[a].kind == DT_PLACEMENT_PARTIAL && (int)s->in[a].reduce != kind)
+      return false;
+  for (int o = 0; o < CORE_CALL_MAX_OUTS; o++)
+    if (s->out[o].kind == DT_PLACEMENT_PARTIAL && (int)s->out[o].reduce != kind)
+      return false;
+  return true;
+}
+
+/* the cheapest strategy on mesh dim md into p (only_kind >= 0: among
+ * those whose Partials are all of that kind); false: none is possible */
+static bool choose(const dt_op_call *c, const dt_mesh *m, int md,
+                   ops_rule_set *rs, dispatch_plan *p, int only_kind) {
+  rs->mesh_size = m->shape[md];
+  rs->n = 0;
+  ops_defs[c->op].rule(c, rs);
+  int best = -1;
+  double best_cost = INFINITY;
+  for (int i = 0; i < rs->n; i++) {
+    if (only_kind >= 0 && !partials_of(&rs->s[i], only_kind)) continue;
+    cost_ctx k = {&rs->s[i], md, 0};
+    each_tensor(c, add_cost, &k);
+    if (k.cost < best_cost) {
+      best_cost = k.cost;
+      best = i;
+    }
+  }
+  if (best < 0) return false;
+  for (int a = 0; a < CORE_CALL_MAX_ARGS; a++) p->in[a][md] = rs->s[best].in[a];
+  for (int o = 0; o < p->nmeta; o++) p->out[o][md] = rs->s[best].out[o];
+  p->cost_us += best_cost;
+  return true;
+}
+
+typedef struct flags_ctx { const dispatch_plan *p; bool comm, adjust; } flags_ctx;
+static void note_flags(int pos, dt_tensor *t, void *ctx) {
+  flags_ctx *k = ctx;
+  const core_spec *s = t->spec;
+  for (int md = 0; md < s->mesh->ndim; md++) {
+    dt_placement to = k->p->in[pos][md];
+    if (mesh_placement_equal(s->placements[md], to)) continue;
+    if (narrowing(t, md, to)) k->adjust = true;
+    else k->comm = true;
+  }
+}
+
+static dt_status no_strategy(const dt_op_call *c, const dt_mesh *m, int md);
+
+/* some input target or output of p holds two Partial kinds */
+static bool mixes_partials(const dispatch_plan *p, int nd) {
+  const dt_placement *lists[CORE_CALL_MAX_ARGS + CORE_CALL_MAX_OUTS];
+  int n = 0;
+  for (int a = 0; a < CORE_CALL_MAX_ARGS; a++) lists[n++] = p->in[a];
+  for (int o = 0; o < p->nmeta; o++) lists[n++] = p->out[o];
+  for (int l = 0; l < n; l++) {
+    int kind = -1;
+    for (int md = 0; md < nd; md++) {
+      if (lists[l][md].kind != DT_PLACEMENT_PARTIAL) continue;
+      if (kind >= 0 && kind != (int)lists[l][md].reduce) return true;
+      kind = (int)lists[l][md].reduce;
+    }
+  }
+  return false;
+}
+
+static dt_status propagate(dt_op_call *c, const dt_mesh *m, dispatch_plan *p) {
+  c->nmeta = 1;
+  c->meta[0].alias = -1;
+  c->meta[0].offset = 0;
+  dt_status st = ops_defs[c->op].infer(c);
+  if (st != DT_OK) return st;
+  memset(p, 0, sizeof *p);
+  p->nmeta = c->nmeta;
+  for (int o = 0; o < c->nmeta; o++) {
+    p->meta[o] = c->meta[o];
+    p->meta[o].alias = -1; /* a DTensor view is a fresh, contiguous shard */
+    p->meta[o].offset = 0;
+  }
+  ops_rule_set *rs = malloc(sizeof *rs);
+  if (!rs) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory",
+                                 c->api);
+  for (int md = 0; md < m->ndim; md++)
+    if (!choose(c, m, md, rs, p, -1)) {
+      free(rs);
+      return no_strategy(c, m, md);
+    }
+  if (mixes_partials(p, m->ndim)) { /* one Partial kind per tensor */
+    dispatch_plan best, trial = *p;
+    best.cost_us = INFINITY;
+    for (int kind = DT_REDUCE_SUM; kind <= DT_REDUCE_PROD; kind++) {
+      trial.cost_us = 0;
+      bool ok = true;
+      for (int md = 0; md < m->ndim && ok; md++) ok = choose(c, m, md, rs, &trial, kind);
+      if (ok && trial.cost_us < best.cost_us) best = trial;
+    }
+    if (isinf(best.cost_us)) {
+      free(rs);
+      return no_strategy(c, m, 0);
+    }
+    *p = best;
+  }
+  free(rs);
+  if (is_reshape(c->op) && !reshape_boxes_match(c, m, p)) {
+    drop_shards(p->in[0], m->ndim);
+    drop_shards(p->out[0], m->ndim);
+  }
+  for (int o = 0; o < p->nmeta; o++) {
+    dt_shape g = {.ndim = p->meta[o].ndim};
+    memcpy(g.dims, p->meta[o].sizes, sizeof(int64_t) * (size_t)g.ndim);
+    st = mesh_check_placements(m, p->out[o], &g, c->api);
+    if (st != DT_OK) return st;
+  }
+  flags_ctx k = {p, false, false};
+  each_tensor(c, note_flags, &k);
+  p->comm = k.comm;
+  p->adjust = k.adjust;
+  return DT_OK;
+}
+
+/* ---- messages: what strict mode refuses, what would fix it */
+static void mesh_str(const dt_mesh *m, char *buf, size_t len) {
+  size_t at = (size_t)snprintf(buf, len, "(");
+  for (int d = 0; d < m->ndim && at < len; d++)
+    at += (size_t)snprintf(buf + at, len - at, m->names[d] ? "%s%s=%lld" : "%s%.0s%lld",
+                           d ? ", " : "", m->names[d] ? m->names[d] : "",
+                           (long long)m->shape[d]);
+  if (at < len) snprintf(buf + at, len - at, ")");
+}
+
+static void bytes_str(int64_t b, char *buf, size_t len) {
+  if (b < 1024) snprintf(buf, len, "%lld B", (long long)b);
+  else if (b < 1024 * 1024) snprintf(buf, len, "%.3g KiB", (double)b / 1024);
+  else if (b < 1024LL * 1024 * 1024) snprintf(buf, len, "%.3g MiB", (double)b / 1048576);
+  else snprintf(buf, len, "%.3g GiB", (double)b / 1073741824.0);
+}
+
+typedef struct msg { char *buf; size_t len, at; } msg;
+static void put(msg *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(msg *s, const char *fmt, ...) {
+  if (s->at >= s->len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(s->buf + s->at, s->len - s->at, fmt, ap);
+  va_end(ap);
+  if (n > 0) s->at += (size_t)n;
+}
+
+typedef struct input_ctx { msg *s; int n; const dispatch_plan *p; const dt_mesh *m; } input_ctx;
+static void put_input(int pos, dt_tensor *t, void *ctx) {
+  input_ctx *k = ctx;
+  char pl[96];
+  put(k->s, "%s%s", k->n++ ? " and " : "",
+      mesh_placements_str(t->spec->placements, k->m->ndim, pl, sizeof pl));
+  (void)pos;
+}
+
+/* the fix of one input: its collectives and the bytes they move */
+static void put_fix(int pos, dt_tensor *t, void *ctx) {
+  input_ctx *k = ctx;
+  const dt_placement *to = k->p->in[pos];
+  mesh_plan_step steps[MESH_PLAN_MAX_STEPS];
+  int n = plan_to(t, to, steps);
+  bool comm = false;
+  for (int i = 0; i < n; i++) comm |= mesh_plan_step_communicates(k->m, &steps[i]);
+  if (!comm) return;
+  char pl[96], bs[32];
+  put(k->s, "%sredistribute input %d to %s (", k->n++ ? ", " : "", pos,
+      mesh_placements_str(to, k->m->ndim, pl, sizeof pl));
+  int64_t bytes = 0, off[DT_MAX_DIMS], len[DT_MAX_DIMS];
+  for (int i = 0, first = 1; i < n; i++) {
+    if (!mesh_plan_step_communicates(k->m, &steps[i])) continue;
+    put(k->s, "%s%s", first ? "" : " + ", mesh_plan_kind_name(steps[i].kind));
+    first = 0;
+    for (int r = 0; r < k->m->size; r++) {
+      mesh_local_box(k->m, steps[i].before, &t->spec->shape, r, off, len);
+      bytes += core_numel_of(len, t->spec->shape.ndim) * (int64_t)core_dtype_size(t->dtype);
+    }
+  }
+  bytes_str(bytes, bs, sizeof bs);
+  put(k->s, ", %s)", bs);
+}
+
+/* the input placements of every strategy on mesh dim md, once each */
+__attribute__((noinline)) static void put_legal(msg *s, const dt_op_call *c, const dt_mesh *m, int md) {
+  ops_rule_set *rs = malloc(sizeof *rs);
+  if (!rs) return;
+  rs->mesh_size = m->shape[md];
+  rs->n = 0;
+  ops_defs[c->op].rule(c, rs);
+  const char *sch = core_op_schema(c->op);
+  int shown = 0;
+  for (int i = 0; i < rs->n; i++) {
+    char one[256];
+    msg o = {one, sizeof one, 0};
+    int nin = 0;
+    for (int a = 0; sch[a]; a++) {
+      if (!((sch[a] == 'T' || sch[a] == 't') && c->args[a].t) && sch[a] != 'L') continue;
+      char pl[32];
+      put(&o, "%s%s", nin++ ? ", " : "",
+          mesh_placements_str(&rs->s[i].in[a], 1, pl, sizeof pl));
+    }
+    bool dup = false;
+    for (int j = 0; j < i && !dup; j++)
+      dup = !memcmp(rs->s[j].in, rs->s[i].in, sizeof rs->s[i].in);
+    if (dup) continue;
+    put(s, "%s%s%s%s", shown++ ? ", " : "", nin > 1 ? "(" : "", one, nin > 1 ? ")" : "");
+  }
+  free(rs);
+}
+
+typedef struct dim_ctx { const dispatch_plan *p; int md; bool comm; } dim_ctx;
+static void dim_comm(int pos, dt_tensor *t, void *ctx) {
+  dim_ctx *k = ctx;
+  dt_placement to = k->p->in[pos][k->md];
+  if (!mesh_placement_equal(t->spec->placements[k->md], to) &&
+      !narrowing(t, k->md, to))
+    k->comm = true;
+}
+
+static dt_status strict_error(const dt_op_call *c, const dt_mesh *m,
+                              const dispatch_plan *p) {
+  char buf[1024], ms[96];
+  msg s = {buf, sizeof buf, 0};
+  input_ctx k = {&s, 0, p, m};
+  mesh_str(m, ms, sizeof ms);
+  put(&s, "%s: input placements ", c->api);
+  each_tensor(c, put_input, &k);
+  put(&s, " on mesh %s are not supported by %s without communication; legal",
+      ms, core_op_name(c->op));
+  for (int md = 0; md < m->ndim; md++) {
+    dim_ctx d = {p, md, false};
+    each_tensor(c, dim_comm, &d);
+    if (!d.comm) continue;
+    if (m->ndim > 1) put(&s, " on mesh dim %d", md);
+    put(&s, ": ");
+    put_legal(&s, c, m, md);
+    break;
+  }
+  put(&s, "; cheapest fix: ");
+  k.n = 0;
+  each_tensor(c, put_fix, &k);
+  put(&s, "; or enable auto_redistribute");
+  return core_error_set(DT_ERR_PLACEMENT, "%s", buf);
+}
+
+static dt_status no_strategy(const dt_op_call *c, const dt_mesh *m, int md) {
+  char buf[512], ms[96];
+  msg s = {buf, sizeof buf, 0};
+  input_ctx k = {&s, 0, NULL, m};
+  mesh_str(m, ms, sizeof ms);
+  put(&s, "%s: op %s has no sharding strategy for input placements ", c->api,
+      core_op_name(c->op));
+  each_tensor(c, put_input, &k);
+  put(&s, " on mesh %s (mesh dim %d): no redistribution of them reaches a "
+      "legal one", ms, md);
+  return core_error_set(DT_ERR_PLACEMENT, "%s", buf);
+}
+
+/* ---- stage E: outputs and the record */
+/* the job's reference to an input: the input itself, or (auto mode) its
+ * redistribution to the strategy's placements; NULL + error */
+static dt_tensor *job_input(dt_tensor *t, const dt_placement *to,
+                            dt_mesh *m, const char *api) {
+  const core_spec *s = t->spec;
+  bool comm = false;
+  for (int md = 0; md < m->ndim && !comm; md++)
+    comm = !mesh_placement_equal(s->placements[md], to[md]) && !narrowing(t, md, to[md]);
+  if (!comm) return core_tensor_retain(t);
+  return mesh_redistribute_to(t, m, to, true, api);
+}
+
+/* the job takes references on its inputs: 0 ok, else the position that
+ * failed (references taken so far are dropped by dispatch_dtensor_done) */
+static dt_status job_inputs(dispatch_dtensor_job *j, dt_op_call *c,
+                            dt_mesh *m) {
+  const char *s = core_op_schema(c->op);
+  for (int i = 0; s[i]; i++) {
+    if ((s[i] == 'T' || s[i] == 't')) {
+      j->call.args[i].t = NULL;
+      if (!c->args[i].t) continue;
+      j->call.args[i].t = job_input(c->args[i].t, j->plan.in[i], m, c->api);
+      if (!j->call.args[i].t) return core_last_status();
+    } else if (s[i] == 'L') {
+      int n = c->args[i].list.n;
+      j->list = calloc((size_t)(n ? n : 1), sizeof *j->list);
+      j->list_arg = i;
+      j->call.args[i].list.v = j->list;
+      j->call.args[i].list.n = 0;
+      if (!j->list) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of "
+                                          "host memory", c->api);
+      for (int e = 0; e < n; e++) {
+        j->list[e] = job_input(c->args[i].list.v[e], j->plan.in[i], m, c->api);
+        if (!j->list[e]) return core_last_status();
+        j->call.args[i].list.n = e + 1;
+      }
+    }
+  }
+  return DT_OK;
+}
+
+static dt_status job_outputs(dispatch_dtensor_job *j, dt_op_call *c, dt_mesh *m) {
+  const dispatch_plan *p = &j->plan;
+  for (int o = 0; o < p->nmeta; o++) {
+    dt_shape g = {.ndim = p->meta[o].ndim};
+    memcpy(g.dims, p->meta[o].sizes, sizeof(int64_t) * (size_t)g.ndim);
+    dt_tensor *t = mesh_dtensor_make(m, p->out[o], g, p->meta[o].dtype, c->api);
+    if (!t) return core_last_status();
+    c->out[c->nout++] = t;
+    j->call.out[j->call.nout++] = core_tensor_retain(t);
+  }
+  return DT_OK;
+}
+
+/* embedding, index_select and cross_entropy check indices while they run:
+ * the call waits so that a bad one fails it, as on a single device */
+static bool checks_data(core_op_id op) {
+  return op == CORE_OP_EMBEDDING || op == CORE_OP_INDEX_SELECT ||
+         op == CORE_OP_CROSS_ENTROPY;
+}
+
+static dt_status wait_outputs(dt_op_call *c, dt_runtime *rt) {
+  dt_future *f = runtime_publish_barrier(rt, -1);
+  if (!f) return core_last_status();
+  dt_status st = sched_future_wait(f, -1);
+  sched_future_release(f);
+  for (int o = 0; st == DT_OK && o < c->nout; o++) {
+    const core_poison *p = mesh_tensor_poison(c->out[o]);
+    if (p) st = core_error_set(p->status, "%s", p->message);
+  }
+  return st;
+}
+
+static void release_outs(dt_op_call *c) {
+  for (int i = 0; i < c->nout; i++) core_tensor_release(c->out[i]);
+  c->nout = 0;
+}
+
+static dt_status publish(dt_op_call *c, dt_mesh *m, const dispatch_plan *p) {
+  dispatch_dtensor_job *j = malloc(sizeof *j);
+  if (!j) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory",
+                                c->api);
+  j->call = *c;
+  j->call.nout = 0;
+  const char *sch = core_op_schema(c->op);
+  for (int i = 0; sch[i]; i++) /* filled below, as references are taken */
+    if (sch[i] == 'T' || sch[i] == 't') j->call.args[i].t = NULL;
+    else if (sch[i] == 'L') j->call.args[i].list.n = 0;
+  j->list = NULL;
+  j->list_arg = -1;
+  j->mesh = mesh_retain(m);
+  j->plan = *p;
+  dt_status st = job_inputs(j, c, m);
+  if (st == DT_OK) st = job_outputs(j, c, m);
+  if (st == DT_OK &&
+      runtime_publish_call(m->rt, -1, dispatch_dtensor_exec,
+                           dispatch_dtensor_done, j) != DT_OK)
+    st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
+                        "record to every rank", c->api);
+  if (st != DT_OK) {
+    dt_status keep = st;
+    dispatch_dtensor_done(j);
+    release_outs(c);
+    return keep;
+  }
+  if (checks_data(c->op) && (st = wait_outputs(c, m->rt)) != DT_OK)
+    release_outs(c);
+  return st;
+}
+
+dt_status dispatch_dtensor_layer(dt_op_call *c) {
+  if (c->nout)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: op %s was already run "
+                          "for this call", c->api, core_op_name(c->op));
+  dt_mesh *m = NULL;
+  dt_status st = check_inputs(c, &m);
+  if (st != DT_OK) return st;
+  dispatch_key k;
+  dispatch_key_build(c, &k);
+  const dispatch_plan *p = dispatch_cache_find(&k);
+  dispatch_plan fresh;
+  if (!p) {
+    if ((st = propagate(c, m, &fresh)) != DT_OK) return st;
+    dispatch_cache_insert(&k, &fresh);
+    p = &fresh;
+  }
+  if (p->comm && !m->rt->auto_redistribute) return strict_error(c, m, p);
+  return publish(c, m, p);
+}

@@ -1,0 +1,180 @@
+/* The per-thread sharding cache (dtensor.h): a set-associative table of
+ * SETS x WAYS entries per thread, each a malloc'd (key words, plan). A
+ * lookup hashes the key words, reads one set of this thread's table and
+ * compares words: no lock, no atomic, no shared cache line. A full set
+ * evicts round-robin. Entries name meshes by their process-unique id
+ * (never reused), so a mesh made after another was destroyed cannot
+ * match the dead one's entries; they age out. The table is freed when
+ * the thread exits (a pthread key destructor). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tensor.h"
+#include "dispatch/dtensor.h"
+#include "mesh/mesh.h"
+
+#define SETS 256
+#define WAYS 4
+
+typedef struct entry {
+  dispatch_plan plan;
+  uint64_t hash;
+  int n;
+  int64_t w[]; /* n key words */
+} entry;
+
+typedef struct table {
+  entry *e[SETS][WAYS];
+  uint8_t next[SETS];          /* round-robin victim per set */
+  int64_t hits, misses, entries, evictions;
+} table;
+
+static _Thread_local table *tls_table;
+static pthread_key_t table_key;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void table_free(void *p) {
+  table *t = p;
+  for (int s = 0; s < SETS; s++)
+    for (int w = 0; w < WAYS; w++) free(t->e[s][w]);
+  free(t);
+}
+static void make_key(void) { pthread_key_create(&table_key, table_free); }
+
+static table *mine(void) {
+  if (tls_table) return tls_table;
+  pthread_once(&table_once, make_key);
+  table *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  pthread_setspecific(table_key, t);
+  return tls_table = t;
+}
+
+/* ---- keys */
+static inline uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
+static int put(dispatch_key *k, int64_t v) {
+  if (k->n < 0 || k->n >= DISPATCH_KEY_WORDS) return k->n = -1;
+  k->w[k->n++] = v;
+  return 0;
+}
+
+static void put_tensor(dispatch_key *k, const dt_tensor *t) {
+  if (!t) {
+    put(k, -1);
+    return;
+  }
+  const core_spec *s = t->spec;
+  int md = s->mesh->ndim;
+  put(k, (int64_t)t->dtype << 16 | (int64_t)s->shape.ndim << 8 | md);
+  put(k, (int64_t)s->mesh->id);
+  for (int i = 0; i < s->shape.ndim; i++) put(k, s->shape.dims[i]);
+  for (int i = 0; i < md; i++) {
+    const dt_placement *p = &s->placements[i];
+    put(k, (int64_t)p->kind << 32 | (int64_t)(p->kind == DT_PLACEMENT_SHARD ? p->dim : 0) << 8 |
+               (p->kind == DT_PLACEMENT_PARTIAL ? p->reduce : 0));
+  }
+}
+
+void dispatch_key_build(const dt_op_call *c, dispatch_key *k) {
+  const char *s = core_op_schema(c->op);
+  k->n = 0;
+  put(k, (int64_t)c->op << 8 | c->nargs);
+  for (int i = 0; s[i] && k->n >= 0; i++) {
+    const core_value *v = &c->args[i];
+    switch (s[i]) {
+    case 'T': case 't': put_tensor(k, v->t); break;
+    case 'L':
+      put(k, v->list.n);
+      for (int j = 0; j < v->list.n && k->n >= 0; j++) put_tensor(k, v->list.v[j]);
+      break;
+    case 'i': put(k, v->i); break;
+    case 'b': put(k, v->b); break;
+    case 'D': put(k, v->dtype); break;
+    case 'I':
+      put(k, v->ints.ndim);
+      for (int j = 0; j < v->ints.ndim && j < DT_MAX_DIMS; j++) put(k, v->ints.dims[j]);
+      break;
+    default: break; /* s d n P: do not decide sharding */
+    }
+  }
+  if (k->n < 0) return;
+  uint64_t h = 0x243f6a8885a308d3ull;
+  for (int i = 0; i < k->n; i++) h = mix(h, (uint64_t)k->w[i]);
+  k->hash = h;
+}
+
+/* ---- lookup and insert */
+const dispatch_plan *dispatch_cache_find(const dispatch_key *k) {
+  table *t = mine();
+  if (!t) return NULL;
+  if (k->n >= 0) {
+    entry *const *set = t->e[k->hash % SETS];
+    for (int w = 0; w < WAYS; w++) {
+      const entry *e = set[w];
+      if (e && e->hash == k->hash && e->n == k->n &&
+          !memcmp(e->w, k->w, sizeof(int64_t) * (size_t)k->n)) {
+        t->hits++;
+        return &e->plan;
+      }
+    }
+  }
+  t->misses++;
+  return NULL;
+}
+
+bool dispatch_cache_insert(const dispatch_key *k, const dispatch_plan *p) {
+  table *t = mine();
+  if (!t || k->n < 0) return false;
+  entry *e = malloc(sizeof *e + sizeof(int64_t) * (size_t)k->n);
+  if (!e) return false;
+  e->plan = *p;
+  e->hash = k->hash;
+  e->n = k->n;
+  memcpy(e->w, k->w, sizeof(int64_t) * (size_t)k->n);
+  size_t s = k->hash % SETS;
+  int way = -1;
+  for (int w = 0; w < WAYS && way < 0; w++)
+    if (!t->e[s][w]) way = w;
+  if (way < 0) {
+    way = t->next[s];
+    t->next[s] = (uint8_t)((way + 1) % WAYS);
+    free(t->e[s][way]);
+    t->evictions++;
+    t->entries--;
+  }
+  t->e[s][way] = e;
+  t->entries++;
+  return true;
+}
+
+dt_cache_stats dispatch_cache_stats(void) {
+  table *t = tls_table;
+  dt_cache_stats st = {0};
+  if (t) {
+    st.hits = t->hits;
+    st.misses = t->misses;
+    st.entries = t->entries;
+  }
+  return st;
+}
+
+int64_t dispatch_cache_evictions(void) {
+  return tls_table ? tls_table->evictions : 0;
+}
+
+void dispatch_cache_clear(void) {
+  table *t = tls_table;
+  if (!t) return;
+  for (int s = 0; s < SETS; s++)
+    for (int w = 0; w < WAYS; w++) {
+      free(t->e[s][w]);
+      t->e[s][w] = NULL;
+    }
+  memset(t->next, 0, sizeof t->next);
+  t->hits = t->misses = t->entries = t->evictions = 0;
+}
