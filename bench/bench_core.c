@@ -122,7 +122,7 @@ static void bench_matmul(int reps) {
   dt_tensor_release(m.b);
 }
 
-static void bench_dispatch(int reps) {
+static void bench_dispatch_tiny(int reps) {
   add_arg a = {dt_ones(DT_SHAPE(4), NULL), dt_ones(DT_SHAPE(4), NULL)};
   for (int i = 0; i < 10000; i++) run_add(&a);
   sync_default();
@@ -156,7 +156,7 @@ static void bench_dispatch(int reps) {
 int bench_core(int argc, char **argv) {
   static const bench_figure figs[] = {{"add", bench_add},
                                       {"matmul", bench_matmul},
-                                      {"dispatch", bench_dispatch}};
+                                      {"dispatch", bench_dispatch_tiny}};
   return bench_main(argc, argv, "core", figs,
                     (int)(sizeof figs / sizeof *figs));
 }

@@ -13,6 +13,7 @@ static int usage(FILE *out) {
           "  bench core       tensor-core benchmarks (JSON lines)\n"
           "  bench sched      scheduler benchmarks: deque, queue, spawn_pool, wake, publish\n"
           "  bench collectives  emulated collectives: 2/4/8 ranks, 8 B .. 256 MiB\n"
+          "  bench dispatch   DTensor dispatch: cache lookup, cached add (8/64 ranks), matmul miss\n"
           "  ops              list the registered ops and their schemas\n"
           "  help             this text\n");
   return out == stdout ? 0 : 2;
@@ -29,8 +30,10 @@ int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[2], "sched")) return bench_sched(argc - 3, argv + 3);
     if (argc >= 3 && !strcmp(argv[2], "collectives"))
       return bench_collectives(argc - 3, argv + 3);
+    if (argc >= 3 && !strcmp(argv[2], "dispatch"))
+      return bench_dispatch(argc - 3, argv + 3);
     fprintf(stderr, "dtorch bench: unknown suite '%s' (available: core, sched, "
-            "collectives)\n",
+            "collectives, dispatch)\n",
             argc >= 3 ? argv[2] : "");
     return 2;
   }
