@@ -115,9 +115,18 @@ static double step_cost(const dt_tensor *t, int md, dt_placement to) {
   const core_spec *s = t->spec;
   if (mesh_placement_equal(s->placements[md], to)) return 0;
   if (narrowing(t, md, to)) return FREE_COST;
+  /* what the planner refuses, found without it (its messages cost more
+   * than the plan): Shard -> Partial, and two Partial kinds at once */
+  if (to.kind == DT_PLACEMENT_PARTIAL &&
+      s->placements[md].kind == DT_PLACEMENT_SHARD)
+    return INFINITY;
   dt_placement dst[DT_MAX_DIMS];
   memcpy(dst, s->placements, sizeof dst);
   dst[md] = to;
+  for (int k = 0; k < s->mesh->ndim; k++)
+    if (k != md && to.kind == DT_PLACEMENT_PARTIAL &&
+        dst[k].kind == DT_PLACEMENT_PARTIAL && dst[k].reduce != to.reduce)
+      return INFINITY;
   mesh_plan_step steps[MESH_PLAN_MAX_STEPS];
   int n = plan_to(t, dst, steps);
   if (n < 0) return INFINITY;
@@ -126,10 +135,27 @@ static double step_cost(const dt_tensor *t, int md, dt_placement to) {
   return us;
 }
 
-typedef struct cost_ctx { const ops_strategy *s; int md; double cost; } cost_ctx;
+/* the costs of one mesh dim's strategies, each (input, target) planned
+ * once: strategies share most of their targets */
+#define MEMO 48
+typedef struct cost_memo { int n; const dt_tensor *t[MEMO]; dt_placement to[MEMO]; double cost[MEMO]; } cost_memo;
+typedef struct cost_ctx { const ops_strategy *s; int md; double cost; cost_memo *memo; } cost_ctx;
 static void add_cost(int pos, dt_tensor *t, void *ctx) {
   cost_ctx *k = ctx;
-  k->cost += step_cost(t, k->md, k->s->in[pos]);
+  cost_memo *m = k->memo;
+  dt_placement to = k->s->in[pos];
+  for (int i = 0; i < m->n; i++)
+    if (m->t[i] == t && mesh_placement_equal(m->to[i], to)) {
+      k->cost += m->cost[i];
+      return;
+    }
+  double c = step_cost(t, k->md, to);
+  if (m->n < MEMO) {
+    m->t[m->n] = t;
+    m->to[m->n] = to;
+    m->cost[m->n++] = c;
+  }
+  k->cost += c;
 }
 
 /* ---- propagation (a miss) */
@@ -199,9 +225,10 @@ static bool choose(const dt_op_call *c, const dt_mesh *m, int md,
   ops_defs[c->op].rule(c, rs);
   int best = -1;
   double best_cost = INFINITY;
+  cost_memo memo = {.n = 0};
   for (int i = 0; i < rs->n; i++) {
     if (only_kind >= 0 && !partials_of(&rs->s[i], only_kind)) continue;
-    cost_ctx k = {&rs->s[i], md, 0};
+    cost_ctx k = {&rs->s[i], md, 0, &memo};
     each_tensor(c, add_cost, &k);
     if (k.cost < best_cost) {
       best_cost = k.cost;
