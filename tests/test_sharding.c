@@ -289,7 +289,8 @@ static void test_dp_tp_forward(void **state) {
   dt_tensor *tw2 = from(w2, DT_SHAPE(D, H), DT_PLACEMENTS(DT_REPLICATE, DT_SHARD(1)));
   dt_tensor *tb2 = from(b2, DT_SHAPE(D), DT_PLACEMENTS(DT_REPLICATE, DT_REPLICATE));
   dt_comm_count_begin();
-  dt_tensor *h = dt_relu(dt_linear(tx, tw1, tb1));
+  dt_tensor *z = dt_linear(tx, tw1, tb1);
+  dt_tensor *h = dt_relu(z);
   dt_tensor *y = dt_linear(h, tw2, tb2);
   dt_tensor *loss = dt_sum(y, NULL, 0, false);
   dt_comm_counts cc = dt_comm_count_end();
@@ -302,7 +303,7 @@ static void test_dp_tp_forward(void **state) {
   assert_int_equal(dt_to_host(loss, &got, sizeof got), DT_OK);
   if (!(fabs(got - want) <= 1e-4 * fabs(want) + 1e-4))
     fail_msg("loss %.9g, naive double loop %.9g", (double)got, want);
-  dt_tensor *all[] = {tx, tw1, tb1, tw2, tb2, h, y, loss};
+  dt_tensor *all[] = {tx, tw1, tb1, tw2, tb2, z, h, y, loss};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) dt_tensor_release(all[i]);
 }
 
