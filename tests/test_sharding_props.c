@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/call.h"
 #include "testutil.h"
 
 enum { V_ANY, V_POS, V_NONZERO, V_INDEX, V_BOOL, V_SMALLINT };
@@ -295,6 +296,15 @@ static int64_t collectives(dt_comm_counts c) {
 
 typedef struct totals { int64_t cases, strict_ok, strict_refused; } totals;
 
+/* the ops that ran on DTensors (counted on the first mesh): every op of
+ * the library but the factories must be among them */
+static bool counting;
+static bool seen[CORE_OP_COUNT];
+static bool is_factory(core_op_id op) {
+  return op == CORE_OP_EMPTY || op == CORE_OP_FULL || op == CORE_OP_ARANGE ||
+         op == CORE_OP_RAND || op == CORE_OP_RANDN || op == CORE_OP_FROM_HOST;
+}
+
 /* runs case oc with placements pl[input][mesh dim] on the world: strict,
  * then (when refused) auto */
 static void run_combo(const op_case *oc, double **vals, const ref *r,
@@ -322,9 +332,16 @@ static void run_combo(const op_case *oc, double **vals, const ref *r,
     dt_tensor *in[3] = {NULL, NULL, NULL};
     for (int i = 0; i < oc->nin; i++)
       in[i] = dtensor_of(vals[i], &oc->in[i], w->mesh[k], pl[i]);
+    dt_op_counter *cnt = k == 0 && counting ? dt_op_counter_push() : NULL;
     dt_comm_count_begin();
     dt_tensor *out = oc->fn(in);
     dt_comm_counts cc = dt_comm_count_end();
+    if (cnt) {
+      dt_op_counter_pop(cnt);
+      for (int op = 0; op < CORE_OP_COUNT; op++)
+        if (dt_op_counter_get(cnt, core_op_name((core_op_id)op)) > 0) seen[op] = true;
+      dt_op_counter_free(cnt);
+    }
     dt_status st = dt_last_status();
     char err[600];
     snprintf(err, sizeof err, "%s", out ? "" : dt_last_error());
@@ -413,9 +430,14 @@ static void test_every_op_every_placement(void **state) {
   totals t = {0};
   for (size_t k = 0; k < sizeof configs / sizeof *configs; k++) {
     world w = world_make(&configs[k]);
+    counting = k == 0;
     for (int c = 0; c < NCASES; c++) run_case(&cases[c], c, &w, &configs[k], &t);
     world_free(&w);
   }
+  for (int op = 0; op < CORE_OP_COUNT; op++)
+    if (!is_factory((core_op_id)op) && !seen[op])
+      fail_msg("op %s never ran on DTensors in this test: add a case",
+               core_op_name((core_op_id)op));
   printf("sharding property: %lld cases, %lld accepted in strict mode, %lld "
          "refused (auto mode redistributed them)\n", (long long)t.cases,
          (long long)t.strict_ok, (long long)t.strict_refused);
