@@ -127,8 +127,7 @@ bool core_tensor_is_contiguous(const dt_tensor *t) {
 }
 bool core_tensor_shares_storage(const dt_tensor *a, const dt_tensor *b) {
   if (a && b && a->spec && b->spec)
-    return a->spec->storages == b->spec->storages || (a->spec->mesh == b->spec->mesh &&
-           a->spec->storages[0] == b->spec->storages[0]);
+    return a->spec == b->spec; /* a DTensor's shards belong to its spec */
   return a && b && a->local.storage && a->local.storage == b->local.storage;
 }
 bool core_tensor_requires_grad(const dt_tensor *t) {

@@ -50,13 +50,19 @@ typedef struct core_local {
 
 /* A DTensor's distribution: the mesh, one placement per mesh dim, the
  * global shape and one storage per mesh rank (each rank's local tensor is
- * contiguous with the sizes of its box, mesh/mesh.h). Immutable once made;
- * freed through `free`, which the mesh layer that made it set. */
+ * contiguous with the sizes of its box, mesh/mesh.h). Entry i of
+ * `storages` is made by mesh rank i's own thread when the record that
+ * produces the tensor runs there (NULL until then; written once with a
+ * release store, read with an acquire load off that thread, or plainly
+ * after something that orders it: the rank's own later records, a
+ * collective, a future); so making a DTensor costs the issuing thread
+ * nothing per rank. Otherwise immutable; freed through `free`, which the
+ * mesh layer that made it set. */
 typedef struct core_spec {
   dt_mesh *mesh;                       /* retained */
   dt_placement placements[DT_MAX_DIMS];
   dt_shape shape;                      /* global */
-  core_storage **storages;               /* mesh size entries */
+  core_storage **storages;   /* mesh size entries, made by the ranks */
   void (*free)(struct core_spec *s);
 } core_spec;
 

@@ -146,7 +146,7 @@ static void make_outputs(rank_call *r, mesh_rank_mem *rm,
   const dt_op_call *c = &j->call;
   for (int o = 0; o < c->nout; o++) {
     const core_spec *s = c->out[o]->spec;
-    core_storage *st = s->storages[idx];
+    core_storage *st = mesh_rank_storage(rm, c->out[o], idx);
     mesh_buf b = mesh_rank_alloc(rm, st->nbytes);
     mesh_rank_finish(rm, st, b);
     mesh_box box = mesh_box_of(j->mesh, s->placements, &s->shape, idx);
@@ -240,7 +240,7 @@ void dispatch_dtensor_exec(void *arg, dt_runtime *rt, int rank) {
     mesh_rank_note(&rm, DT_ERR_OUT_OF_MEMORY, "out of host memory for a "
                    "rank's call");
     for (int o = 0; o < j->call.nout; o++)
-      mesh_rank_finish(&rm, j->call.out[o]->spec->storages[idx], (mesh_buf){NULL});
+      mesh_rank_finish(&rm, mesh_rank_storage(&rm, j->call.out[o], idx), (mesh_buf){NULL});
     return;
   }
   memset(r, 0, offsetof(rank_call, in));

@@ -13,6 +13,7 @@
 #include "mesh/shard.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
+#include "sched/pool.h"
 #include "sched/future.h"
 
 /* ---- handles */
@@ -49,17 +50,7 @@ dt_tensor *mesh_dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
     core_tensor_release(t);
     return NULL;
   }
-  for (int i = 0; i < m->size; i++) {
-    int64_t off[DT_MAX_DIMS], len[DT_MAX_DIMS];
-    mesh_local_box(m, pl, &shape, i, off, len);
-    st[i] = runtime_storage_new(m->rt, m->ranks[i],
-                                (size_t)core_numel_of(len, shape.ndim) *
-                                    core_dtype_size(dtype), fn);
-    if (!st[i]) {
-      core_tensor_release(t);
-      return NULL;
-    }
-  }
+  /* the storages: each rank makes its own (mesh_rank_storage) */
   return t;
 }
 
@@ -103,12 +94,46 @@ bool mesh_spec_equal(const core_spec *a, dt_dtype da, const core_spec *b,
   return memcmp(x->ranks, y->ranks, sizeof(int) * (size_t)x->size) == 0;
 }
 
-void mesh_dtensor_free_spec(core_spec *s) {
-  for (int i = 0; i < s->mesh->size; i++)
-    if (s->storages[i]) core_storage_release(s->storages[i]);
+/* Freeing a spec's shards. Off the rank threads: ONE record to every
+ * rank, each releasing its own storage on its own thread (in stream order,
+ * after every record that used it: those held the handle). On a rank
+ * thread (a record's done dropped the last handle; every rank has run
+ * the records that made the shards) or once the runtime is gone: each
+ * storage is released here (a rank hands it to its owner's remote-free
+ * stack; a dead runtime's storage has no data left). */
+static void release_shards(core_spec *s) {
+  for (int i = 0; i < s->mesh->size; i++) {
+    core_storage *st = mesh_spec_storage(s, i);
+    if (st) core_storage_release(st);
+  }
+}
+
+static void spec_dealloc(core_spec *s) {
   free(s->storages);
   mesh_release(s->mesh);
   free(s);
+}
+
+static void free_on_rank(void *arg, dt_runtime *rt, int rank) {
+  (void)rt;
+  core_spec *s = arg;
+  const dt_mesh *m = s->mesh;
+  int idx = rank < m->rt_ranks ? m->pos[rank] : -1;
+  if (idx < 0) return;
+  core_storage *st = s->storages[idx]; /* made by this thread, or NULL */
+  if (st) core_storage_release(st);
+}
+
+static void free_done(void *arg) { spec_dealloc(arg); }
+
+void mesh_dtensor_free_spec(core_spec *s) {
+  dt_runtime *rt = s->mesh->rt;
+  if (!sched_current_pool() &&
+      !atomic_load_explicit(&rt->dead, memory_order_acquire) &&
+      runtime_publish_call(rt, -1, free_on_rank, free_done, s) == DT_OK)
+    return;
+  release_shards(s);
+  spec_dealloc(s);
 }
 
 dt_status mesh_dtensor_check_placements(const dt_mesh *m, const dt_placement *in,

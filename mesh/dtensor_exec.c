@@ -16,8 +16,9 @@
 #include "sched/future.h"
 #include "sim/collectives.h"
 
-/* the rank's storage of s gets data (device memory, or poison) */
-static void *materialise(mesh_rank_mem *rm, core_storage *s) {
+/* the rank's storage of t gets data (device memory, or poison) */
+static void *materialise(mesh_rank_mem *rm, const dt_tensor *t, int idx) {
+  core_storage *s = mesh_rank_storage(rm, t, idx);
   mesh_buf b = mesh_rank_alloc(rm, s->nbytes);
   mesh_rank_finish(rm, s, b);
   return rm->st == DT_OK ? b.p : NULL;
@@ -51,7 +52,7 @@ void mesh_exec_fill(void *arg, dt_runtime *rt, int rank) {
   if (idx < 0) return;
   mesh_rank_mem rm;
   mesh_rank_mem_init(&rm, rt, rank, j->api);
-  void *data = materialise(&rm, s->storages[idx]);
+  void *data = materialise(&rm, j->t, idx);
   if (!data) return;
   mesh_box b = mesh_box_of(s->mesh, s->placements, &s->shape, idx);
   dt_dtype d = j->t->dtype;

@@ -315,7 +315,7 @@ void mesh_exec_redistribute(void *arg, dt_runtime *rt, int rank) {
     cur = next;
     b = box_at(&c, j->steps[k].after, idx);
   }
-  mesh_rank_finish(&c.mem, j->dst->spec->storages[idx], cur);
+  mesh_rank_finish(&c.mem, mesh_rank_storage(&c.mem, j->dst, idx), cur);
   if (c.probe) c.probe->end = probe_now();
 }
 
@@ -395,7 +395,7 @@ static void pull(ctx *c, const mesh_xmesh_job *j) {
   double id;
   if (!failed(c) && mesh_partial_identity(bm, j->dst->spec->placements, c->idx, &id))
     cpu_fill(out.p, c->d, mesh_box_numel(&b), id);
-  mesh_rank_finish(&c->mem, j->dst->spec->storages[c->idx], out);
+  mesh_rank_finish(&c->mem, mesh_rank_storage(&c->mem, j->dst, c->idx), out);
 }
 
 void mesh_exec_cross_mesh(void *arg, dt_runtime *rt, int rank) {

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "mesh/dtensor_exec.h"
+#include "mesh/shard.h"
 #include "runtime/exec.h"
 #include "sim/collectives.h"
 
@@ -202,9 +203,7 @@ static dt_tensor *redistribute_checked(dt_tensor *t, dt_mesh *mesh,
   if (mesh_dtensor_check_placements(target, pl, &shape, norm, fn) != DT_OK)
     return NULL;
   if (t->spec) {
-    const core_poison *p = NULL;
-    for (int i = 0; !p && i < t->spec->mesh->size; i++)
-      p = core_storage_poison(t->spec->storages[i]);
+    const core_poison *p = mesh_tensor_poison(t);
     if (p) {
       core_error_set(p->status, "%s", p->message);
       return NULL;

@@ -67,10 +67,33 @@ bool mesh_partial_identity(const dt_mesh *m, const dt_placement *pl, int idx,
 const core_poison *mesh_tensor_poison(const dt_tensor *t) {
   if (!t->spec) return core_storage_poison(t->local.storage);
   for (int i = 0; i < t->spec->mesh->size; i++) {
-    const core_poison *p = core_storage_poison(t->spec->storages[i]);
+    const core_storage *s = mesh_spec_storage(t->spec, i);
+    const core_poison *p = s ? core_storage_poison(s) : NULL;
     if (p) return p;
   }
   return NULL;
+}
+
+/* the stand-in for a storage a rank had no host memory to make: poisoned
+ * from the start, never freed (its count never reaches 0) */
+static core_storage no_memory_storage = {
+    .refcount = INT64_MAX / 2, .poison = &core_poison_no_memory};
+
+core_storage *mesh_rank_storage(mesh_rank_mem *rm, const dt_tensor *t, int idx) {
+  const core_spec *s = t->spec;
+  mesh_box b = mesh_box_of(s->mesh, s->placements, &s->shape, idx);
+  size_t bytes = (size_t)mesh_box_numel(&b) * core_dtype_size(t->dtype);
+  core_storage *st = runtime_storage_new(rm->rt, rm->rank, bytes, rm->api);
+  if (!st) {
+    mesh_rank_note(rm, DT_ERR_OUT_OF_MEMORY, "out of host memory for a "
+                   "shard's storage");
+    st = &no_memory_storage;
+    core_storage_retain(st);
+  }
+  /* release: the struct's fields before the pointer, for other threads'
+   * acquire loads (mesh_spec_storage) */
+  __atomic_store_n(&s->storages[idx], st, __ATOMIC_RELEASE);
+  return st;
 }
 
 void mesh_rank_mem_init(mesh_rank_mem *rm, dt_runtime *rt, int rank,

@@ -68,5 +68,16 @@ mesh_buf mesh_rank_alloc(mesh_rank_mem *rm, size_t bytes);
 void mesh_rank_free(mesh_rank_mem *rm, mesh_buf b);
 /* The output storage takes buffer b, or the first error (b is freed). */
 void mesh_rank_finish(mesh_rank_mem *rm, core_storage *out, mesh_buf b);
+/* Mesh index idx's storage of DTensor t, made now by the calling rank
+ * (its thread owns it): the bytes of its box, published into
+ * t->spec->storages[idx] with a release store. When the host has no memory
+ * for the struct, the error is noted in rm and a static poisoned storage
+ * stands in (never freed), so callers need no NULL check. */
+core_storage *mesh_rank_storage(mesh_rank_mem *rm, const dt_tensor *t, int idx);
+/* Entry idx of a spec's storages from any thread: NULL while the rank has
+ * not made it (an acquire load; pairs with mesh_rank_storage). */
+static inline core_storage *mesh_spec_storage(const core_spec *s, int idx) {
+  return __atomic_load_n(&s->storages[idx], __ATOMIC_ACQUIRE);
+}
 
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/tensor.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
@@ -28,7 +29,7 @@ core_storage *runtime_storage_new(dt_runtime *rt, int rank, size_t nbytes,
                  "device holds", fn, nbytes);
     return NULL;
   }
-  core_storage *s = malloc(sizeof *s);
+  core_storage *s = core_host_malloc(sizeof *s); /* ranks make DTensor shards */
   if (!s) {
     core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return NULL;
