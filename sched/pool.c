@@ -4,12 +4,34 @@
  *
  * Queues. Each rank has a bounded many-producer queue of records
  * (sched/queue.c). A record for one rank lives in place in a cell of that
- * rank's queue; a record for every rank is allocated once, refcounted, and
- * a pointer to it goes into every rank's queue. Commits of all-rank records
- * hold `order`, so every rank sees them in one order (collectives match by
- * that order); one-rank records need no lock. A producer waits only while
- * the queue of the rank it addresses is full: a slow or blocked rank holds
- * up its own stream, never another's.
+ * rank's queue. A producer waits only while the queue of the rank it
+ * addresses is full: a slow or blocked rank holds up its own stream.
+ *
+ * Broadcast. A record for every rank is written ONCE, in place, into the
+ * pool's broadcast ring (Disruptor style: one writer per cell, a cursor
+ * per reader), so publishing it costs the same for 2 ranks or 1,000:
+ *   claim: t = fetch_add(btail, 1) (relaxed: only arbitrates producers);
+ *     wait until cell[t % cap].seq == t (acquire; the previous lap's last
+ *     reader freed it);
+ *   commit: remaining = ranks; seq = t + 1 (release);
+ *   a rank reads ticket bnext when seq == bnext + 1 (acquire), runs it,
+ *     bnext += 1, and the last of the ranks (remaining reaches 0, acq_rel,
+ *     so every rank's reads come first) sets seq = t + cap (release):
+ *     free for ticket t + cap.
+ * Every rank runs every ticket in ticket order, so all-rank records keep
+ * one order across ranks (collectives match by it). A rank stops at a
+ * claimed ticket until it is published (bounded: producers never block
+ * between claim and commit).
+ * Merging the two streams. A one-rank record stores bseq = btail read
+ * after its claim. Rank r runs its queue's head m when m.bseq <= bnext
+ * (every ticket below m.bseq has run), else ticket bnext first. Records
+ * ordered by happens-before keep their order on every rank: a ticket t
+ * claimed before m's claim gives m.bseq > t (coherence of btail); m
+ * claimed before t gives m.bseq <= t, and m is visible to r once t is
+ * (r loads ticket bnext's seq with acquire before it peeks its queue).
+ *
+ * Waking for a broadcast: only the parked ranks caught up to it (see
+ * wake_caught_up), so a stream of broadcasts wakes each rank once.
  *
  * Parking (no lost wake-ups). A rank with nothing to do spins for
  * cfg.spin_ns, then:
@@ -48,18 +70,23 @@
 #define POOL_PREFAULT_MAX ((size_t)64 << 20) /* queue bytes faulted in at once */
 #define STEAL_TRIES 4
 
-/* what a queue cell holds: a record in place, a pointer to a shared
- * all-rank record, or the stop order */
-typedef enum msg_kind { MSG_INLINE, MSG_SHARED, MSG_STOP } msg_kind;
+/* what a queue cell holds: a record in place or the stop order; bseq is
+ * the broadcast ring's tail when it was claimed (every broadcast ticket
+ * below it runs first on this rank) */
+typedef enum msg_kind { MSG_INLINE, MSG_STOP } msg_kind;
 typedef struct msg_head {
   msg_kind kind;
-  struct shared_rec *shared;      /* MSG_SHARED */
+  uint64_t bseq;
   _Alignas(16) char record[];     /* MSG_INLINE */
 } msg_head;
-typedef struct shared_rec {
-  _Atomic int refs;               /* ranks that have not run it yet */
+
+/* a cell of the broadcast ring (see "Broadcast" above) */
+typedef struct bcast_cell {
+  _Atomic uint64_t seq;     /* t: free for ticket t; t + 1: ticket t published */
+  _Atomic int remaining;    /* ranks that have not run ticket seq - 1 */
+  msg_kind kind;
   _Alignas(16) char record[];
-} shared_rec;
+} bcast_cell;
 
 /* ---- ck_ec glue: futex wait/wake and a monotonic clock */
 static int ec_gettime(const struct ck_ec_ops *ops, struct timespec *out) {
@@ -102,6 +129,8 @@ typedef struct chunk_task {
 
 typedef struct rank_state {
   _Alignas(64) struct ck_ec32 ec;
+  uint64_t bnext;                /* next broadcast ticket (rank thread only) */
+  _Atomic uint64_t bdone;        /* tickets run: bnext, published for drains */
   sched_queue *queue;
   sched_deque *deque;
   struct sched_pool *pool;
@@ -113,8 +142,12 @@ typedef struct rank_state {
 
 struct sched_pool {
   sched_pool_config cfg;
-  pthread_mutex_t order;   /* held while an all-rank record is committed */
   rank_state *ranks;
+  char *bcells;            /* the broadcast ring: bcap cells of bcell bytes */
+  size_t bcell;
+  uint64_t bcap;
+  _Alignas(64) _Atomic uint64_t btail;    /* next broadcast ticket */
+
   int nwords;
   _Alignas(64) _Atomic uint64_t *parked;   /* bitmap, one bit per rank */
   _Atomic int64_t wakes;
@@ -175,6 +208,53 @@ static void wake_parked(sched_pool *p, int rank, int limit) {
   }
 }
 
+/* ---- the broadcast ring */
+static bcast_cell *bcast_at(const sched_pool *p, uint64_t t) {
+  return (bcast_cell *)(p->bcells + (t & (p->bcap - 1)) * p->bcell);
+}
+
+/* ticket rs->bnext if published, else NULL (rank thread only) */
+static bcast_cell *bcast_peek(rank_state *rs) {
+  bcast_cell *c = bcast_at(rs->pool, rs->bnext);
+  /* acquire: pairs with the commit's release (the record is written) */
+  return atomic_load_explicit(&c->seq, memory_order_acquire) == rs->bnext + 1
+             ? c : NULL;
+}
+
+static void bcast_pop(rank_state *rs, bcast_cell *c) {
+  sched_pool *p = rs->pool;
+  uint64_t t = rs->bnext++;
+  /* release: the run happens-before a drain that sees bdone past t */
+  atomic_store_explicit(&rs->bdone, rs->bnext, memory_order_release);
+  /* acq_rel: every rank's run happens-before the last one frees the cell */
+  if (atomic_fetch_sub_explicit(&c->remaining, 1, memory_order_acq_rel) == 1)
+    /* release: pairs with the claim's acquire of seq */
+    atomic_store_explicit(&c->seq, t + p->bcap, memory_order_release);
+}
+
+/* The issuer after committing ticket t: wake the parked ranks that wait
+ * exactly at t. A parked rank whose cursor is behind t waits at an earlier
+ * ticket, whose committer woke it (or it saw that ticket in its re-check,
+ * see park()); waking it again would only cost this thread a syscall. So
+ * in a stream of broadcasts each parked rank is woken once, not once per
+ * record. bdone is read after the fence that orders the commit before the
+ * loads of `parked`: if a rank's parked bit is seen, its bdone store
+ * (before its bit and its fence) is seen too; if not, its re-check sees t.
+ * Relaxed: a hint ordered by those fences. */
+static void wake_caught_up(sched_pool *p, uint64_t t) {
+  /* seq_cst: the commit before the loads of `parked`; pairs with park() */
+  SCHED_FENCE_SEQ_CST();
+  for (int i = 0; i < p->nwords; i++) {
+    uint64_t w = atomic_load_explicit(&p->parked[i], memory_order_relaxed);
+    while (w) {
+      int r = i * 64 + __builtin_ctzll(w);
+      w &= w - 1;
+      if (atomic_load_explicit(&p->ranks[r].bdone, memory_order_relaxed) == t)
+        wake_rank(p, r);
+    }
+  }
+}
+
 /* ---- chunks and stealing */
 static void run_chunk(chunk_task *t) {
   _Atomic int64_t *rem = t->remaining; /* t may die once rem hits 0 */
@@ -211,7 +291,8 @@ static bool any_deque_work(const sched_pool *p) {
 
 static bool has_work(rank_state *rs) {
   sched_pool *p = rs->pool;
-  return sched_queue_peek(rs->queue) != NULL || any_deque_work(p) ||
+  return bcast_peek(rs) != NULL || sched_queue_peek(rs->queue) != NULL ||
+         any_deque_work(p) ||
          (p->cfg.pending && p->cfg.pending(p->cfg.ctx, rs->id));
 }
 
@@ -262,11 +343,6 @@ static void park(rank_state *rs, bool spin) {
 }
 
 /* ---- the rank thread */
-static void shared_release(shared_rec *r) {
-  /* acq_rel: every rank's run happens-before the free by the last one */
-  if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1)
-    free(r);
-}
 
 static void *rank_main(void *arg) {
   rank_state *rs = arg;
@@ -276,18 +352,33 @@ static void *rank_main(void *arg) {
   if (p->cfg.init) p->cfg.init(p->cfg.ctx, rs->id);
   bool worked = false; /* ran something since it parked */
   for (;;) {
+    /* the ticket first (acquire), then the queue: see "Merging" */
+    bcast_cell *b = bcast_peek(rs);
     msg_head *m = sched_queue_peek(rs->queue);
-    if (m) {
+    if (m && m->bseq <= rs->bnext) {
       if (m->kind == MSG_STOP) {
         sched_queue_pop(rs->queue);
         break;
       }
-      bool shared = m->kind == MSG_SHARED;
-      p->cfg.exec(p->cfg.ctx, shared ? m->shared->record : m->record, rs->id);
+      p->cfg.exec(p->cfg.ctx, m->record, rs->id);
       atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
-      if (shared) shared_release(m->shared);
       sched_queue_pop(rs->queue);
       worked = true;
+      continue;
+    }
+    if (b) {
+      if (b->kind == MSG_STOP) {
+        bcast_pop(rs, b);
+        break;
+      }
+      p->cfg.exec(p->cfg.ctx, b->record, rs->id);
+      atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
+      bcast_pop(rs, b);
+      worked = true;
+      continue;
+    }
+    if (m) { /* it waits for a claimed ticket that is being written */
+      cpu_relax();
       continue;
     }
     if (try_steal(rs)) {
@@ -307,38 +398,51 @@ static void *rank_main(void *arg) {
 }
 
 /* ---- producer side */
+/* a broadcast ticket's cell, once free (spin, yield, then short sleeps) */
+static bcast_cell *bcast_claim(sched_pool *p, uint64_t *t) {
+  *t = atomic_fetch_add_explicit(&p->btail, 1, memory_order_relaxed);
+  bcast_cell *c = bcast_at(p, *t);
+  long sleep_ns = 1000;
+  /* acquire: pairs with the last reader's release (it is done reading) */
+  for (int i = 0; atomic_load_explicit(&c->seq, memory_order_acquire) != *t; i++) {
+    if (i < 64) {
+      cpu_relax();
+    } else if (i < 128) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, sleep_ns};
+      nanosleep(&ts, NULL);
+      if (sleep_ns < 50000) sleep_ns *= 2;
+    }
+  }
+  return c;
+}
+
+static void bcast_commit(sched_pool *p, bcast_cell *c, uint64_t t) {
+  atomic_store_explicit(&c->remaining, p->cfg.ranks, memory_order_relaxed);
+  /* release: the record (and remaining) before the ranks' acquire */
+  atomic_store_explicit(&c->seq, t + 1, memory_order_release);
+  wake_caught_up(p, t);
+}
+
 void *sched_pool_claim(sched_pool *p, int rank, sched_claim *c) {
   c->rank = rank;
-  c->shared = NULL;
   if (rank == SCHED_ALL) {
-    shared_rec *r = malloc(sizeof *r + p->cfg.record_size);
-    if (!r) return NULL;
-    atomic_init(&r->refs, p->cfg.ranks);
-    c->shared = r;
-    return r->record;
+    bcast_cell *b = bcast_claim(p, &c->pos);
+    b->kind = MSG_INLINE;
+    return b->record;
   }
   msg_head *m = sched_queue_claim(p->ranks[rank].queue, &c->pos);
   m->kind = MSG_INLINE;
+  /* after the claim: every ticket claimed before this happens-after
+   * is below it (relaxed: coherence of btail suffices) */
+  m->bseq = atomic_load_explicit(&p->btail, memory_order_relaxed);
   return m->record;
-}
-
-/* every rank's queue gets the message, in one order across ranks */
-static void commit_all(sched_pool *p, msg_kind kind, shared_rec *r) {
-  pthread_mutex_lock(&p->order);
-  for (int i = 0; i < p->cfg.ranks; i++) {
-    uint64_t pos;
-    msg_head *m = sched_queue_claim(p->ranks[i].queue, &pos);
-    m->kind = kind;
-    m->shared = r;
-    sched_queue_commit(p->ranks[i].queue, pos);
-  }
-  pthread_mutex_unlock(&p->order);
-  wake_parked(p, TARGET_ALL, 0);
 }
 
 void sched_pool_commit(sched_pool *p, const sched_claim *c) {
   if (c->rank == SCHED_ALL) {
-    commit_all(p, MSG_SHARED, c->shared);
+    bcast_commit(p, bcast_at(p, c->pos), c->pos);
     return;
   }
   sched_queue_commit(p->ranks[c->rank].queue, c->pos);
@@ -391,7 +495,7 @@ static void free_pool(sched_pool *p) {
     sched_deque_destroy(p->ranks[i].deque);
     sched_queue_destroy(p->ranks[i].queue);
   }
-  pthread_mutex_destroy(&p->order);
+  free(p->bcells);
   free((void *)p->parked);
   free(p->ranks);
   free(p);
@@ -408,7 +512,6 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
   if (!p) { *why = "out of memory"; return NULL; }
   p->cfg = *cfg;
   if (!p->cfg.spin_ns) p->cfg.spin_ns = 20000;
-  pthread_mutex_init(&p->order, NULL);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   /* one spinner per CPU; crowded: the ranks and one issuing thread
    * outnumber the CPUs, so spinners yield (see park) */
@@ -417,7 +520,16 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
   p->nwords = (cfg->ranks + 63) / 64;
   p->parked = calloc((size_t)p->nwords, sizeof *p->parked);
   p->ranks = calloc((size_t)cfg->ranks, sizeof *p->ranks);
-  bool ok = p->parked && p->ranks;
+  /* the broadcast ring: as many cells as a rank's queue */
+  p->bcap = cfg->queue_capacity;
+  p->bcell = (sizeof(bcast_cell) + cfg->record_size + 63) & ~(size_t)63;
+  p->bcells = aligned_alloc(64, p->bcell * p->bcap);
+  bool ok = p->parked && p->ranks && p->bcells;
+  for (uint64_t t = 0; ok && t < p->bcap; t++) {
+    bcast_cell *c = bcast_at(p, t);
+    atomic_init(&c->seq, t); /* free for ticket t */
+    atomic_init(&c->remaining, 0);
+  }
   size_t cell = sizeof(msg_head) + cfg->record_size;
   for (int i = 0; ok && i < cfg->ranks; i++) {
     rank_state *rs = &p->ranks[i];
@@ -451,6 +563,7 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
       uint64_t pos;
       msg_head *m = sched_queue_claim(p->ranks[i].queue, &pos);
       m->kind = MSG_STOP;
+      m->bseq = 0; /* no broadcast was ever published */
       sched_queue_commit(p->ranks[i].queue, pos);
       wake_parked(p, i, 0);
     }
@@ -467,10 +580,13 @@ bool sched_pool_try_drain(sched_pool *p, int64_t budget_ns) {
   if (n > MAX || budget_ns <= 0) return false;
   uint64_t mark[MAX];
   for (int i = 0; i < n; i++) mark[i] = sched_queue_claimed(p->ranks[i].queue);
+  uint64_t bmark = atomic_load_explicit(&p->btail, memory_order_relaxed);
   int64_t until = now_ns() + budget_ns;
   int next = 0; /* ranks below are done */
   for (unsigned spin = 0;; spin++) {
-    while (next < n && sched_queue_done_through(p->ranks[next].queue, mark[next]))
+    /* acquire (bdone): the rank's runs happen-before the return */
+    while (next < n && sched_queue_done_through(p->ranks[next].queue, mark[next]) &&
+           atomic_load_explicit(&p->ranks[next].bdone, memory_order_acquire) >= bmark)
       next++;
     if (next == n) return true;
     if ((spin & 15) == 15 && now_ns() > until) return false;
@@ -482,7 +598,10 @@ bool sched_pool_try_drain(sched_pool *p, int64_t budget_ns) {
 
 void sched_pool_destroy(sched_pool *p) {
   if (!p) return;
-  commit_all(p, MSG_STOP, NULL);
+  uint64_t t;
+  bcast_cell *c = bcast_claim(p, &t);
+  c->kind = MSG_STOP;
+  bcast_commit(p, c, t);
   for (int i = 0; i < p->cfg.ranks; i++) pthread_join(p->ranks[i].thread, NULL);
   free_pool(p);
 }

@@ -8,9 +8,12 @@
  *
  * A record for one rank lives in place in a cell of that rank's queue
  * (claimed, filled, committed: no malloc); a record for every rank is
- * allocated once and reaches every queue, and all-rank records reach every
- * rank in the same order. Issuing to one rank waits only while that rank's
- * queue is full. */
+ * written once into the pool's broadcast ring, which every rank reads with
+ * its own cursor, so it costs the issuer the same whatever the number of
+ * ranks; all-rank records reach every rank in the same order, and each
+ * rank runs its two streams in the order they were issued. Issuing to one
+ * rank waits only while that rank's queue is full; to every rank, while
+ * the broadcast ring is full. */
 #ifndef SCHED_POOL_H
 #define SCHED_POOL_H
 
@@ -50,15 +53,14 @@ void sched_pool_destroy(sched_pool *p);
 int sched_pool_ranks(const sched_pool *p);
 
 /* Producer side (any thread that is not one of p's ranks): claim a record
- * for `rank` (SCHED_ALL: every rank), fill it, commit it. A one-rank claim
- * blocks while that rank's queue is full and cannot fail; an all-rank claim
- * returns NULL when its record cannot be allocated (nothing to commit).
+ * for `rank` (SCHED_ALL: every rank), fill it, commit it. A claim blocks
+ * while the queue it needs (the rank's, or the broadcast ring) is full and
+ * never fails.
  * Every successful claim must be committed, soon: the rank stops at it. */
 #define SCHED_ALL (-1)
 typedef struct sched_claim {
   int rank;
-  uint64_t pos;
-  struct shared_rec *shared;
+  uint64_t pos;       /* queue position, or broadcast ticket */
 } sched_claim;
 void *sched_pool_claim(sched_pool *p, int rank, sched_claim *c);
 void sched_pool_commit(sched_pool *p, const sched_claim *c);
