@@ -473,8 +473,13 @@ static dt_tensor *job_input(dt_tensor *t, const dt_placement *to,
                             dt_mesh *m, const char *api) {
   const core_spec *s = t->spec;
   bool comm = false;
-  for (int md = 0; md < m->ndim && !comm; md++)
-    comm = !mesh_placement_equal(s->placements[md], to[md]) && !narrowing(t, md, to[md]);
+  for (int md = 0; md < m->ndim && !comm; md++) {
+    const dt_placement *a = &s->placements[md], *b = &to[md];
+    bool same = a->kind == b->kind &&
+                (a->kind != DT_PLACEMENT_SHARD || a->dim == b->dim) &&
+                (a->kind != DT_PLACEMENT_PARTIAL || a->reduce == b->reduce);
+    comm = !same && !narrowing(t, md, to[md]);
+  }
   if (!comm) return core_tensor_retain(t);
   return mesh_redistribute_to(t, m, to, true, api);
 }

@@ -22,11 +22,11 @@ dt_tensor *mesh_dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
   int64_t strides[DT_MAX_DIMS];
   core_contiguous_strides(shape.dims, shape.ndim, strides);
   dt_tensor *t = core_tensor_make(dtype, shape.ndim, shape.dims, strides, 0, NULL);
-  core_spec *s = calloc(1, sizeof *s);
-  core_storage **st = calloc((size_t)m->size, sizeof *st);
-  if (!t || !s || !st) {
+  /* the spec and its storage pointers in one allocation */
+  core_spec *s = calloc(1, sizeof *s + sizeof(core_storage *) * (size_t)m->size);
+  core_storage **st = s ? (core_storage **)(s + 1) : NULL;
+  if (!t || !s) {
     free(s);
-    free(st);
     core_tensor_release(t);
     core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return NULL;
@@ -109,8 +109,7 @@ static void release_shards(core_spec *s) {
 }
 
 static void spec_dealloc(core_spec *s) {
-  free(s->storages);
-  mesh_release(s->mesh);
+  mesh_release(s->mesh); /* the storage pointers live in s's allocation */
   free(s);
 }
 
