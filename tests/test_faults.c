@@ -117,6 +117,20 @@ static void program(dt_runtime *rt, dt_mesh *line, dt_mesh *grid,
                 dt_redistribute(l, right, DT_PLACEMENTS(DT_SHARD(1))), x);
   dt_tensor_release(l);
 
+  /* ops on DTensors: each rank allocates its call, its shards' storage
+   * structs and their data; a failure poisons that rank's shard */
+  dt_tensor *g = dt_from_host(x, DT_SHAPE(N, N), &(dt_tensor_options){
+      .mesh = grid, .placements = DT_PLACEMENTS(DT_SHARD(0), DT_SHARD(1))});
+  assert_non_null(g);
+  float twice[N * N], tx[N * N];
+  for (int i = 0; i < N * N; i++) twice[i] = 2 * x[i];
+  for (int i = 0; i < N; i++)
+    for (int j = 0; j < N; j++) tx[i * N + j] = x[j * N + i];
+  check_dtensor(t, "DTensor add on a 2-D mesh", dt_add(g, g), twice);
+  check_dtensor(t, "DTensor transpose (a view made contiguous on the ranks)",
+                dt_transpose(g, 0, 1), tx);
+  dt_tensor_release(g);
+
   /* int32 matmul: the kernel packs both operands into host scratch */
   int32_t a[N * N], b[N * N];
   float want[N * N], got[N * N] = {0};
