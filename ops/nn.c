@@ -385,12 +385,7 @@ void ops_embedding_rule(const dt_op_call *c, ops_rule_set *rs) {
   const dt_tensor *idx = c->args[0].t;
   int n = idx->local.ndim;
   ops_rule_add(c, rs);
-  for (int d = 0; d < n; d++) {
-    ops_strategy *s = ops_rule_add(c, rs);
-    if (!s) return;
-    s->in[0] = ops_shard(d);
-    s->out[0] = ops_shard(d);
-  }
+  ops_rule_shard_dims(c, rs, 0, n, -1, 0);
   ops_strategy *s = ops_rule_add(c, rs);
   if (!s) return;
   s->in[1] = ops_shard(1);
@@ -407,13 +402,7 @@ void ops_index_select_rule(const dt_op_call *c, ops_rule_set *rs) {
   int n = a->local.ndim;
   int64_t dim = c->args[1].i < 0 ? c->args[1].i + n : c->args[1].i;
   ops_rule_add(c, rs);
-  for (int d = 0; d < n; d++) {
-    if (d == dim) continue;
-    ops_strategy *s = ops_rule_add(c, rs);
-    if (!s) return;
-    s->in[0] = ops_shard(d);
-    s->out[0] = ops_shard(d);
-  }
+  ops_rule_shard_dims(c, rs, 0, n, (int)dim, 0);
   if (idx->local.ndim == 1 && n > 0) {
     ops_strategy *s = ops_rule_add(c, rs);
     if (!s) return;

@@ -117,22 +117,10 @@ void ops_softmax_rule(const dt_op_call *c, ops_rule_set *rs) {
   int n = a->local.ndim;
   int64_t dim = c->args[1].i < 0 ? c->args[1].i + n : c->args[1].i;
   ops_rule_add(c, rs);
-  for (int d = 0; d < n; d++) {
-    if (d == dim) continue;
-    ops_strategy *s = ops_rule_add(c, rs);
-    if (!s) return;
-    s->in[0] = ops_shard(d);
-    s->out[0] = ops_shard(d);
-  }
+  ops_rule_shard_dims(c, rs, 0, n, (int)dim, 0);
 }
 
 void ops_norm_rule(const dt_op_call *c, ops_rule_set *rs) {
-  const dt_tensor *x = c->args[0].t;
   ops_rule_add(c, rs);
-  for (int d = 0; d < x->local.ndim - 1; d++) {
-    ops_strategy *s = ops_rule_add(c, rs);
-    if (!s) return;
-    s->in[0] = ops_shard(d);
-    s->out[0] = ops_shard(d);
-  }
+  ops_rule_shard_dims(c, rs, 0, c->args[0].t->local.ndim - 1, -1, 0);
 }

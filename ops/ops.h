@@ -55,6 +55,10 @@ ops_strategy *ops_rule_add(const dt_op_call *c, ops_rule_set *rs);
  * strategy sharding d of the output and of every argument whose aligned
  * dim has the output's size (a broadcast dim stays Replicate). */
 void ops_rule_pointwise(const dt_op_call *c, ops_rule_set *rs, unsigned args);
+/* For each dim d < ndim but `skip` (-1: none): argument `arg` S(d), the
+ * output S(d + shift) — ops whose output keeps the argument's dims. */
+void ops_rule_shard_dims(const dt_op_call *c, ops_rule_set *rs, int arg,
+                         int ndim, int skip, int shift);
 /* Partial kinds: every argument in `args` P(in), the others in `repl`
  * Replicate, the output P(out). */
 void ops_rule_partial(const dt_op_call *c, ops_rule_set *rs, unsigned args,

@@ -45,6 +45,17 @@ void ops_rule_partial(const dt_op_call *c, ops_rule_set *rs, unsigned args,
   s->out[0] = ops_partial(out);
 }
 
+void ops_rule_shard_dims(const dt_op_call *c, ops_rule_set *rs, int arg,
+                         int ndim, int skip, int shift) {
+  for (int d = 0; d < ndim; d++) {
+    if (d == skip) continue;
+    ops_strategy *s = ops_rule_add(c, rs);
+    if (!s) return;
+    s->in[arg] = ops_shard(d);
+    s->out[0] = ops_shard(d + shift);
+  }
+}
+
 /* factories make DTensors through the mesh layer (dt_zeros with a mesh),
  * never through a rule: no strategy */
 void ops_factory_rule(const dt_op_call *c, ops_rule_set *rs) {
