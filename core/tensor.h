@@ -64,6 +64,12 @@ typedef struct core_spec {
   dt_shape shape;                      /* global */
   core_storage **storages;   /* mesh size entries, made by the ranks */
   void (*free)(struct core_spec *s);
+  /* the spec as words of a sharding-cache key (mesh id, dtype and ranks,
+   * shape, placements) and their hash, made once with the spec
+   * (mesh_dtensor_make), so a lookup copies them instead of encoding */
+  int key_n;
+  uint64_t key_hash;
+  int64_t key[2 + 2 * DT_MAX_DIMS];
 } core_spec;
 
 struct dt_tensor {

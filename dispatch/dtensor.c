@@ -484,46 +484,74 @@ static dt_tensor *job_input(dt_tensor *t, const dt_placement *to,
   return mesh_redistribute_to(t, m, to, true, api);
 }
 
-/* the job takes references on its inputs: 0 ok, else the position that
- * failed (references taken so far are dropped by dispatch_dtensor_done) */
+/* the job takes references on its inputs (references taken so far are
+ * dropped by dispatch_dtensor_done when one fails) */
 static dt_status job_inputs(dispatch_dtensor_job *j, dt_op_call *c,
                             dt_mesh *m) {
   const char *s = core_op_schema(c->op);
   for (int i = 0; s[i]; i++) {
     if ((s[i] == 'T' || s[i] == 't')) {
-      j->call.args[i].t = NULL;
       if (!c->args[i].t) continue;
-      j->call.args[i].t = job_input(c->args[i].t, j->plan.in[i], m, c->api);
-      if (!j->call.args[i].t) return core_last_status();
+      j->args[i].t = job_input(c->args[i].t, dispatch_job_in(j, i), m, c->api);
+      if (!j->args[i].t) return core_last_status();
     } else if (s[i] == 'L') {
       int n = c->args[i].list.n;
       j->list = calloc((size_t)(n ? n : 1), sizeof *j->list);
       j->list_arg = i;
-      j->call.args[i].list.v = j->list;
-      j->call.args[i].list.n = 0;
+      j->args[i].list.v = j->list;
       if (!j->list) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of "
                                           "host memory", c->api);
       for (int e = 0; e < n; e++) {
-        j->list[e] = job_input(c->args[i].list.v[e], j->plan.in[i], m, c->api);
+        j->list[e] = job_input(c->args[i].list.v[e], dispatch_job_in(j, i), m, c->api);
         if (!j->list[e]) return core_last_status();
-        j->call.args[i].list.n = e + 1;
+        j->args[i].list.n = e + 1;
       }
     }
   }
   return DT_OK;
 }
 
-static dt_status job_outputs(dispatch_dtensor_job *j, dt_op_call *c, dt_mesh *m) {
-  const dispatch_plan *p = &j->plan;
+static dt_status job_outputs(dispatch_dtensor_job *j, dt_op_call *c,
+                             const dispatch_plan *p, dt_mesh *m) {
   for (int o = 0; o < p->nmeta; o++) {
     dt_shape g = {.ndim = p->meta[o].ndim};
     memcpy(g.dims, p->meta[o].sizes, sizeof(int64_t) * (size_t)g.ndim);
     dt_tensor *t = mesh_dtensor_make(m, p->out[o], g, p->meta[o].dtype, c->api);
     if (!t) return core_last_status();
     c->out[c->nout++] = t;
-    j->call.out[j->call.nout++] = core_tensor_retain(t);
+    j->out[j->nout++] = core_tensor_retain(t);
   }
   return DT_OK;
+}
+
+/* a job sized for c: its arguments (tensor entries cleared: filled as
+ * references are taken) and the plan's targets, mesh ndim each */
+static dispatch_dtensor_job *job_new(const dt_op_call *c, const dispatch_plan *p,
+                                     dt_mesh *m) {
+  int nd = m->ndim, rows = c->nargs + p->nmeta;
+  size_t args = sizeof(core_value) * (size_t)c->nargs;
+  dispatch_dtensor_job *j = malloc(sizeof *j + args +
+                                   sizeof(dt_placement) * (size_t)(rows * nd));
+  if (!j) return NULL;
+  j->op = c->op;
+  j->nargs = c->nargs;
+  j->nout = 0;
+  j->nd = nd;
+  j->list_arg = -1;
+  j->api = c->api;
+  j->mesh = mesh_retain(m);
+  j->list = NULL;
+  memcpy(j->args, c->args, args);
+  j->pl = (dt_placement *)((char *)j->args + args);
+  for (int i = 0; i < c->nargs; i++)
+    memcpy(j->pl + i * nd, p->in[i], sizeof(dt_placement) * (size_t)nd);
+  for (int o = 0; o < p->nmeta; o++)
+    memcpy(j->pl + (c->nargs + o) * nd, p->out[o], sizeof(dt_placement) * (size_t)nd);
+  const char *sch = core_op_schema(c->op);
+  for (int i = 0; sch[i]; i++)
+    if (sch[i] == 'T' || sch[i] == 't') j->args[i].t = NULL;
+    else if (sch[i] == 'L') j->args[i].list.n = 0;
+  return j;
 }
 
 /* embedding, index_select and cross_entropy check indices while they run:
@@ -551,21 +579,11 @@ static void release_outs(dt_op_call *c) {
 }
 
 static dt_status publish(dt_op_call *c, dt_mesh *m, const dispatch_plan *p) {
-  dispatch_dtensor_job *j = malloc(sizeof *j);
+  dispatch_dtensor_job *j = job_new(c, p, m);
   if (!j) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory",
                                 c->api);
-  j->call = *c;
-  j->call.nout = 0;
-  const char *sch = core_op_schema(c->op);
-  for (int i = 0; sch[i]; i++) /* filled below, as references are taken */
-    if (sch[i] == 'T' || sch[i] == 't') j->call.args[i].t = NULL;
-    else if (sch[i] == 'L') j->call.args[i].list.n = 0;
-  j->list = NULL;
-  j->list_arg = -1;
-  j->mesh = mesh_retain(m);
-  j->plan = *p;
   dt_status st = job_inputs(j, c, m);
-  if (st == DT_OK) st = job_outputs(j, c, m);
+  if (st == DT_OK) st = job_outputs(j, c, p, m);
   if (st == DT_OK &&
       runtime_publish_call(m->rt, -1, dispatch_dtensor_exec,
                            dispatch_dtensor_done, j) != DT_OK)

@@ -50,13 +50,29 @@ int64_t dispatch_cache_evictions(void);
 void dispatch_cache_clear(void);
 
 /* ---- the ranks' side (dtensor_exec.c) */
+/* One op for every rank, as small as the call (a few hundred bytes for a
+ * binary op, so the allocator's fast path serves it): the arguments, the
+ * outputs, and each argument's / output's target placements (mesh ndim
+ * each) in the bytes after args. Tensor args, list elements and outputs
+ * are retained by the job. */
 typedef struct dispatch_dtensor_job {
-  dt_op_call call;        /* tensor args and outputs retained */
-  dt_tensor **list;       /* the list argument's elements (retained) */
-  int list_arg;           /* its position, -1: none */
-  struct dt_mesh *mesh;   /* retained */
-  dispatch_plan plan;
+  core_op_id op;
+  int nargs, nout, nd;          /* nd: the mesh's ndim */
+  int list_arg;                 /* position of the list argument, -1: none */
+  const char *api;
+  struct dt_mesh *mesh;         /* retained */
+  dt_tensor **list;             /* the list argument's elements */
+  dt_tensor *out[CORE_CALL_MAX_OUTS];
+  dt_placement *pl;             /* nargs rows, then nout rows, of nd */
+  core_value args[];            /* nargs entries, then the placements */
 } dispatch_dtensor_job;
+/* the target placements of argument a / output o */
+static inline const dt_placement *dispatch_job_in(const dispatch_dtensor_job *j, int a) {
+  return j->pl + a * j->nd;
+}
+static inline const dt_placement *dispatch_job_out(const dispatch_dtensor_job *j, int o) {
+  return j->pl + (j->nargs + o) * j->nd;
+}
 void dispatch_dtensor_exec(void *arg, struct dt_runtime *rt, int rank);
 void dispatch_dtensor_done(void *arg);
 

@@ -109,15 +109,14 @@ static void make_input(rank_call *r, mesh_rank_mem *rm, int pos, bool ctx,
 
 static bool make_inputs(rank_call *r, mesh_rank_mem *rm,
                         const dispatch_dtensor_job *j, int idx) {
-  const dt_op_call *c = &j->call;
-  const char *s = core_op_schema(c->op);
+  const char *s = core_op_schema(j->op);
   for (int i = 0; s[i]; i++) {
-    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t) {
-      make_input(r, rm, i, true, c->args[i].t, j->plan.in[i], j->mesh, idx,
+    if ((s[i] == 'T' || s[i] == 't') && j->args[i].t) {
+      make_input(r, rm, i, true, j->args[i].t, dispatch_job_in(j, i), j->mesh, idx,
                  &r->in[i], &r->whole[i], &r->zero_st[i], &r->zero_buf[i]);
       r->c.args[i].t = &r->in[i];
     } else if (s[i] == 'L') {
-      int n = c->args[i].list.n;
+      int n = j->args[i].list.n;
       r->list_locals = core_host_malloc(sizeof(dt_tensor) * 2 * (size_t)(n ? n : 1));
       r->list_ptrs = core_host_malloc(sizeof(dt_tensor *) * (size_t)(n ? n : 1));
       r->list_zero_st = core_host_malloc(sizeof(core_storage) * (size_t)(n ? n : 1));
@@ -128,7 +127,7 @@ static bool make_inputs(rank_call *r, mesh_rank_mem *rm,
         return false;
       }
       for (int e = 0; e < n; e++) {
-        make_input(r, rm, i, false, c->args[i].list.v[e], j->plan.in[i], j->mesh,
+        make_input(r, rm, i, false, j->args[i].list.v[e], dispatch_job_in(j, i), j->mesh,
                    idx, &r->list_locals[e], &r->list_locals[n + e],
                    &r->list_zero_st[e], &r->list_zero_buf[e]);
         r->list_n = e + 1;
@@ -143,19 +142,18 @@ static bool make_inputs(rank_call *r, mesh_rank_mem *rm,
 /* the outputs' shards: allocated now (or poisoned with the first error) */
 static void make_outputs(rank_call *r, mesh_rank_mem *rm,
                          const dispatch_dtensor_job *j, int idx) {
-  const dt_op_call *c = &j->call;
-  for (int o = 0; o < c->nout; o++) {
-    const core_spec *s = c->out[o]->spec;
-    core_storage *st = mesh_rank_storage(rm, c->out[o], idx);
+  for (int o = 0; o < j->nout; o++) {
+    const core_spec *s = j->out[o]->spec;
+    core_storage *st = mesh_rank_storage(rm, j->out[o], idx);
     mesh_buf b = mesh_rank_alloc(rm, st->nbytes);
     mesh_rank_finish(rm, st, b);
     mesh_box box = mesh_box_of(j->mesh, s->placements, &s->shape, idx);
     int64_t strides[DT_MAX_DIMS];
     core_contiguous_strides(box.len, box.n, strides);
-    local_init(&r->out[o], c->out[o]->dtype, st, box.n, box.len, strides, 0);
+    local_init(&r->out[o], j->out[o]->dtype, st, box.n, box.len, strides, 0);
     r->c.out[o] = &r->out[o];
     core_meta *m = &r->c.meta[o];
-    m->dtype = c->out[o]->dtype;
+    m->dtype = j->out[o]->dtype;
     m->ndim = box.n;
     memcpy(m->sizes, box.len, sizeof box.len);
     m->alias = -1;
@@ -213,13 +211,13 @@ static dt_status run_view(rank_call *r) {
 
 static dt_status run_kernel(rank_call *r, const dispatch_dtensor_job *j) {
   dt_op_call *c = &r->c;
-  const dispatch_plan *p = &j->plan;
+  const dt_placement *out = dispatch_job_out(j, 0);
   if (r->empty_input && is_reduction(c->op)) { /* nothing to reduce here */
-    for (int md = 0; md < j->mesh->ndim; md++)
-      if (p->out[0][md].kind == DT_PLACEMENT_PARTIAL) {
+    for (int md = 0; md < j->nd; md++)
+      if (out[md].kind == DT_PLACEMENT_PARTIAL) {
         dt_tensor *o = c->out[0];
         cpu_fill(core_tensor_data(o), o->dtype, core_numel(o),
-                 partial_identity(p->out[0][md].reduce, o->dtype));
+                 partial_identity(out[md].reduce, o->dtype));
         return DT_OK;
       }
   }
@@ -235,16 +233,20 @@ void dispatch_dtensor_exec(void *arg, dt_runtime *rt, int rank) {
   if (idx < 0) return;
   rank_call *r = core_host_malloc(sizeof *r);
   mesh_rank_mem rm;
-  mesh_rank_mem_init(&rm, rt, rank, j->call.api);
+  mesh_rank_mem_init(&rm, rt, rank, j->api);
   if (!r) {
     mesh_rank_note(&rm, DT_ERR_OUT_OF_MEMORY, "out of host memory for a "
                    "rank's call");
-    for (int o = 0; o < j->call.nout; o++)
-      mesh_rank_finish(&rm, mesh_rank_storage(&rm, j->call.out[o], idx), (mesh_buf){NULL});
+    for (int o = 0; o < j->nout; o++)
+      mesh_rank_finish(&rm, mesh_rank_storage(&rm, j->out[o], idx), (mesh_buf){NULL});
     return;
   }
   memset(r, 0, offsetof(rank_call, in));
-  r->c = j->call;
+  core_call_init(&r->c, j->op, j->api);
+  r->c.nargs = j->nargs;
+  memcpy(r->c.args, j->args, sizeof(core_value) * (size_t)j->nargs);
+  r->c.nout = j->nout;
+  r->c.nmeta = j->nout;
   r->c.shard = &r->ctx;
   r->list_locals = NULL;
   r->list_ptrs = NULL;
@@ -258,8 +260,8 @@ void dispatch_dtensor_exec(void *arg, dt_runtime *rt, int rank) {
   if (ok && rm.st == DT_OK) {
     dt_status st = run_kernel(r, j);
     if (st != DT_OK)
-      for (int o = 0; o < j->call.nout; o++)
-        core_storage_set_poison(j->call.out[o]->spec->storages[idx], st,
+      for (int o = 0; o < j->nout; o++)
+        core_storage_set_poison(j->out[o]->spec->storages[idx], st,
                                 core_last_error());
   }
   for (int i = 0; i < CORE_CALL_MAX_ARGS; i++) mesh_rank_free(&rm, r->zero_buf[i]);
@@ -273,12 +275,12 @@ void dispatch_dtensor_exec(void *arg, dt_runtime *rt, int rank) {
 
 void dispatch_dtensor_done(void *arg) {
   dispatch_dtensor_job *j = arg;
-  const char *s = core_op_schema(j->call.op);
+  const char *s = core_op_schema(j->op);
   for (int i = 0; s[i]; i++)
-    if (s[i] == 'T' || s[i] == 't') core_tensor_release(j->call.args[i].t);
-  for (int e = 0; j->list && e < j->call.args[j->list_arg].list.n; e++)
+    if (s[i] == 'T' || s[i] == 't') core_tensor_release(j->args[i].t);
+  for (int e = 0; j->list && e < j->args[j->list_arg].list.n; e++)
     core_tensor_release(j->list[e]);
-  for (int o = 0; o < j->call.nout; o++) core_tensor_release(j->call.out[o]);
+  for (int o = 0; o < j->nout; o++) core_tensor_release(j->out[o]);
   free(j->list);
   mesh_release(j->mesh);
   free(j);

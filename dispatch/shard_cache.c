@@ -57,32 +57,37 @@ static inline uint64_t mix(uint64_t h, uint64_t v) {
   return h * 0xff51afd7ed558ccdull;
 }
 
-static int put(dispatch_key *k, int64_t v) {
-  if (k->n < 0 || k->n >= DISPATCH_KEY_WORDS) return k->n = -1;
+/* appends v to the key's words and its running hash (n = -1: too long) */
+static void put(dispatch_key *k, int64_t v) {
+  if (k->n < 0 || k->n >= DISPATCH_KEY_WORDS) {
+    k->n = -1;
+    return;
+  }
   k->w[k->n++] = v;
-  return 0;
+  k->hash = mix(k->hash, (uint64_t)v);
 }
 
+/* a DTensor's words come ready-made with its spec (core_spec.key): copied,
+ * and its precomputed hash mixed in once */
 static void put_tensor(dispatch_key *k, const dt_tensor *t) {
   if (!t) {
     put(k, -1);
     return;
   }
   const core_spec *s = t->spec;
-  int md = s->mesh->ndim;
-  put(k, (int64_t)t->dtype << 16 | (int64_t)s->shape.ndim << 8 | md);
-  put(k, (int64_t)s->mesh->id);
-  for (int i = 0; i < s->shape.ndim; i++) put(k, s->shape.dims[i]);
-  for (int i = 0; i < md; i++) {
-    const dt_placement *p = &s->placements[i];
-    put(k, (int64_t)p->kind << 32 | (int64_t)(p->kind == DT_PLACEMENT_SHARD ? p->dim : 0) << 8 |
-               (p->kind == DT_PLACEMENT_PARTIAL ? p->reduce : 0));
+  if (k->n < 0 || k->n + s->key_n > DISPATCH_KEY_WORDS) {
+    k->n = -1;
+    return;
   }
+  memcpy(k->w + k->n, s->key, sizeof(int64_t) * (size_t)s->key_n);
+  k->n += s->key_n;
+  k->hash = mix(k->hash, s->key_hash);
 }
 
 void dispatch_key_build(const dt_op_call *c, dispatch_key *k) {
   const char *s = core_op_schema(c->op);
   k->n = 0;
+  k->hash = 0x243f6a8885a308d3ull;
   put(k, (int64_t)c->op << 8 | c->nargs);
   for (int i = 0; s[i] && k->n >= 0; i++) {
     const core_value *v = &c->args[i];
@@ -102,10 +107,6 @@ void dispatch_key_build(const dt_op_call *c, dispatch_key *k) {
     default: break; /* s d n P: do not decide sharding */
     }
   }
-  if (k->n < 0) return;
-  uint64_t h = 0x243f6a8885a308d3ull;
-  for (int i = 0; i < k->n; i++) h = mix(h, (uint64_t)k->w[i]);
-  k->hash = h;
 }
 
 /* ---- lookup and insert */

@@ -17,6 +17,28 @@
 #include "sched/future.h"
 
 /* ---- handles */
+/* the spec's cache-key words and hash (core_spec.key) */
+static void spec_key(core_spec *s, dt_dtype dtype) {
+  const dt_mesh *m = s->mesh;
+  int n = 0;
+  s->key[n++] = (int64_t)dtype << 16 | (int64_t)s->shape.ndim << 8 | m->ndim;
+  s->key[n++] = (int64_t)m->id;
+  for (int i = 0; i < s->shape.ndim; i++) s->key[n++] = s->shape.dims[i];
+  for (int i = 0; i < m->ndim; i++) {
+    const dt_placement *p = &s->placements[i];
+    s->key[n++] = (int64_t)p->kind << 32 |
+                  (int64_t)(p->kind == DT_PLACEMENT_SHARD ? p->dim : 0) << 8 |
+                  (p->kind == DT_PLACEMENT_PARTIAL ? p->reduce : 0);
+  }
+  uint64_t h = 0x9ae16a3b2f90404full;
+  for (int i = 0; i < n; i++) {
+    h ^= (uint64_t)s->key[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+  }
+  s->key_n = n;
+  s->key_hash = h;
+}
+
 dt_tensor *mesh_dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
                         dt_dtype dtype, const char *fn) {
   int64_t strides[DT_MAX_DIMS];
@@ -36,6 +58,7 @@ dt_tensor *mesh_dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
   memcpy(s->placements, pl, sizeof(dt_placement) * (size_t)m->ndim);
   s->shape = shape;
   s->storages = st;
+  spec_key(s, dtype);
   t->spec = s;
   t->keys |= CORE_KEYSET(CORE_KEY_DTENSOR);
   int64_t n;
