@@ -111,10 +111,46 @@ static int plan_to(const dt_tensor *t, const dt_placement *to,
                    s->placements, to, steps, "dt_redistribute");
 }
 
+/* tensor dim d is sharded by a mesh dim other than md */
+static bool shard_elsewhere(const core_spec *s, int md, int d) {
+  for (int k = 0; k < s->mesh->ndim; k++)
+    if (k != md && s->placements[k].kind == DT_PLACEMENT_SHARD &&
+        s->placements[k].dim == d)
+      return true;
+  return false;
+}
+
+/* The cost of changing mesh dim md alone when it is one collective with
+ * no nesting to undo (what mesh_plan would find, without planning): S->R
+ * all_gather, P->R all_reduce, P->S reduce_scatter, S(i)->S(j)
+ * all_to_all. -1: ask the planner. */
+static double direct_cost(const dt_tensor *t, int md, dt_placement to) {
+  const core_spec *s = t->spec;
+  dt_placement from = s->placements[md];
+  mesh_plan_kind kind;
+  if (from.kind == DT_PLACEMENT_SHARD && to.kind == DT_PLACEMENT_REPLICATE &&
+      !shard_elsewhere(s, md, from.dim))
+    kind = MESH_PLAN_ALL_GATHER;
+  else if (from.kind == DT_PLACEMENT_PARTIAL && to.kind == DT_PLACEMENT_REPLICATE)
+    kind = MESH_PLAN_ALL_REDUCE;
+  else if (from.kind == DT_PLACEMENT_PARTIAL && to.kind == DT_PLACEMENT_SHARD &&
+           !shard_elsewhere(s, md, to.dim))
+    kind = MESH_PLAN_REDUCE_SCATTER;
+  else if (from.kind == DT_PLACEMENT_SHARD && to.kind == DT_PLACEMENT_SHARD &&
+           !shard_elsewhere(s, md, from.dim) && !shard_elsewhere(s, md, to.dim))
+    kind = MESH_PLAN_ALL_TO_ALL;
+  else
+    return -1;
+  return 1e-3 + mesh_plan_cost_us(s->mesh, &s->shape, core_dtype_size(t->dtype),
+                                  s->placements, kind, md);
+}
+
 static double step_cost(const dt_tensor *t, int md, dt_placement to) {
   const core_spec *s = t->spec;
   if (mesh_placement_equal(s->placements[md], to)) return 0;
   if (narrowing(t, md, to)) return FREE_COST;
+    double direct = direct_cost(t, md, to);
+  if (direct >= 0) return direct;
   /* what the planner refuses, found without it (its messages cost more
    * than the plan): Shard -> Partial, and two Partial kinds at once */
   if (to.kind == DT_PLACEMENT_PARTIAL &&

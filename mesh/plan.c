@@ -224,6 +224,8 @@ static bool outer_pending_touches(const planner *p, int md, int d) {
 
 /* bytes of the largest local piece under pl (torch.chunk: coordinate 0's
  * piece is the largest; collectives pad to it) */
+static double step_cost(const planner *p, mesh_plan_kind kind, int md);
+
 static double local_bytes(const planner *p, const dt_placement *pl) {
   int64_t len[DT_MAX_DIMS];
   for (int d = 0; d < p->global->ndim; d++) len[d] = p->global->dims[d];
@@ -233,6 +235,14 @@ static double local_bytes(const planner *p, const dt_placement *pl) {
   double b = (double)p->esize;
   for (int d = 0; d < p->global->ndim; d++) b *= (double)len[d];
   return b;
+}
+
+double mesh_plan_cost_us(const dt_mesh *m, const dt_shape *global,
+                         size_t esize, const dt_placement *cur,
+                         mesh_plan_kind kind, int mesh_dim) {
+  planner p = {.m = m, .global = global, .esize = esize};
+  memcpy(p.cur, cur, sizeof(dt_placement) * (size_t)m->ndim);
+  return step_cost(&p, kind, mesh_dim);
 }
 
 /* alpha-beta: latency 6.6 + hops x 0.6 us, plus the bytes each rank moves

@@ -53,6 +53,12 @@ typedef struct mesh_plan_step {
 int mesh_plan(const dt_mesh *m, const dt_shape *global, size_t esize,
               const dt_placement *src, const dt_placement *dst,
               mesh_plan_step *steps, const char *fn);
+/* The alpha-beta cost of one step of `kind` on mesh dim mesh_dim from
+ * placements cur (what mesh_plan gives that step), for callers that know
+ * the step without planning (the DTensor layer's strategy costs). */
+double mesh_plan_cost_us(const dt_mesh *m, const dt_shape *global,
+                         size_t esize, const dt_placement *cur,
+                         mesh_plan_kind kind, int mesh_dim);
 /* true if the step runs a collective (counted by dt_comm_count) */
 bool mesh_plan_is_collective(mesh_plan_kind k);
 const char *mesh_plan_kind_name(mesh_plan_kind k);
