@@ -109,8 +109,10 @@ typedef struct dt_tensor dt_tensor;     /* a (global) tensor handle */
  * DTORCH_DEVICE_MEMORY, DTORCH_RING_CAPACITY; README). */
 typedef struct dt_runtime_options { const char *device; /* "cpu" | "cuda" */
   int num_ranks; /* 0 = from env, else 8 */ bool auto_redistribute;
-  /* auto_redistribute: for sharding propagation, which this build does not
-     have yet (ops on DTensors fail with DT_ERR_UNSUPPORTED); stored only */
+  /* auto_redistribute: ops on DTensors insert the redistributions their
+     inputs need (counted by dt_comm_count); false = DTORCH_AUTO_REDISTRIBUTE
+     (1) or strict: an op that would need a collective fails with
+     DT_ERR_PLACEMENT and a message naming the cheapest fix */
   int64_t device_memory;  /* bytes per rank; 0 = DTORCH_DEVICE_MEMORY or
                              unlimited */
   int ring_capacity;      /* op records in flight (power of two); 0 = 1024 */
