@@ -403,18 +403,30 @@ void ops_binary_rule(const dt_op_call *c, ops_rule_set *rs) {
   }
 }
 
+/* Partial passthrough of a one-tensor op: pairs of (input kind, output
+ * kind), a bit per input kind (SUM=1 AVG=2 MAX=4 MIN=8), the output kind
+ * the same except where `swap` exchanges max and min (neg) */
+static void unary_partials(const dt_op_call *c, ops_rule_set *rs, unsigned kinds,
+                           bool swap) {
+  for (int r = DT_REDUCE_SUM; r <= DT_REDUCE_MIN; r++) {
+    if (!(kinds >> r & 1)) continue;
+    int out = swap && r == DT_REDUCE_MAX ? DT_REDUCE_MIN
+              : swap && r == DT_REDUCE_MIN ? DT_REDUCE_MAX : r;
+    ops_rule_partial(c, rs, 1u, 0, (dt_reduce_op)r, (dt_reduce_op)out);
+  }
+}
+
+enum { P_SUM = 1, P_AVG = 2, P_MAX = 4, P_MIN = 8 };
+
 void ops_scalar_rule(const dt_op_call *c, ops_rule_set *rs) {
   ops_rule_pointwise(c, rs, 1u);
   if (!partial_ok(c)) return;
   switch (c->op) {
-  case CORE_OP_MUL_SCALAR: case CORE_OP_DIV_SCALAR:
-    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_SUM, DT_REDUCE_SUM);
-    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_AVG, DT_REDUCE_AVG);
+  case CORE_OP_MUL_SCALAR: case CORE_OP_DIV_SCALAR: /* linear */
+    unary_partials(c, rs, P_SUM | P_AVG, false);
     break;
-  case CORE_OP_ADD_SCALAR: case CORE_OP_SUB_SCALAR:
-    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_AVG, DT_REDUCE_AVG);
-    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_MAX, DT_REDUCE_MAX);
-    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_MIN, DT_REDUCE_MIN);
+  case CORE_OP_ADD_SCALAR: case CORE_OP_SUB_SCALAR: /* a shift */
+    unary_partials(c, rs, P_AVG | P_MAX | P_MIN, false);
     break;
   default: break;
   }
@@ -425,16 +437,12 @@ void ops_unary_rule(const dt_op_call *c, ops_rule_set *rs) {
   ops_rule_pointwise(c, rs, 1u);
   if (!partial_ok(c) || c->args[0].t->dtype == DT_BOOL) return;
   switch (c->op) {
-  case CORE_OP_NEG:
-    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_SUM, DT_REDUCE_SUM);
-    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_AVG, DT_REDUCE_AVG);
-    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_MAX, DT_REDUCE_MIN);
-    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_MIN, DT_REDUCE_MAX);
+  case CORE_OP_NEG: /* linear, and order-reversing */
+    unary_partials(c, rs, P_SUM | P_AVG | P_MAX | P_MIN, true);
     break;
   case CORE_OP_RELU: case CORE_OP_EXP: case CORE_OP_SIGMOID:
-  case CORE_OP_TANH: case CORE_OP_CLAMP:
-    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_MAX, DT_REDUCE_MAX);
-    ops_rule_partial(c, rs, 1u, 0, DT_REDUCE_MIN, DT_REDUCE_MIN);
+  case CORE_OP_TANH: case CORE_OP_CLAMP: /* monotone non-decreasing */
+    unary_partials(c, rs, P_MAX | P_MIN, false);
     break;
   default: break;
   }
