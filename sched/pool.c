@@ -30,8 +30,9 @@
  * claimed before t gives m.bseq <= t, and m is visible to r once t is
  * (r loads ticket bnext's seq with acquire before it peeks its queue).
  *
- * Waking for a broadcast: only the parked ranks caught up to it (see
- * wake_caught_up), so a stream of broadcasts wakes each rank once.
+ * Waking for a broadcast: only the parked ranks caught up to it, and by a
+ * hand-over (see wake_caught_up): the issuer wakes one, the woken ranks
+ * wake the rest two at a time.
  *
  * Parking (no lost wake-ups). A rank with nothing to do spins for
  * cfg.spin_ns, then:
@@ -69,6 +70,7 @@
 #define TARGET_ALL SCHED_ALL
 #define POOL_PREFAULT_MAX ((size_t)64 << 20) /* queue bytes faulted in at once */
 #define STEAL_TRIES 4
+#define SCHED_MAX_WORDS 1024 /* ranks / 64: 65,536 ranks at most */
 
 /* what a queue cell holds: a record in place or the stop order; bseq is
  * the broadcast ring's tail when it was claimed (every broadcast ticket
@@ -147,6 +149,7 @@ struct sched_pool {
   size_t bcell;
   uint64_t bcap;
   _Alignas(64) _Atomic uint64_t btail;    /* next broadcast ticket */
+  _Alignas(64) _Atomic uint64_t *to_wake; /* ranks handed over to be woken */
 
   int nwords;
   _Alignas(64) _Atomic uint64_t *parked;   /* bitmap, one bit per rank */
@@ -232,27 +235,76 @@ static void bcast_pop(rank_state *rs, bcast_cell *c) {
     atomic_store_explicit(&c->seq, t + p->bcap, memory_order_release);
 }
 
-/* The issuer after committing ticket t: wake the parked ranks that wait
- * exactly at t. A parked rank whose cursor is behind t waits at an earlier
- * ticket, whose committer woke it (or it saw that ticket in its re-check,
- * see park()); waking it again would only cost this thread a syscall. So
- * in a stream of broadcasts each parked rank is woken once, not once per
- * record. bdone is read after the fence that orders the commit before the
- * loads of `parked`: if a rank's parked bit is seen, its bdone store
- * (before its bit and its fence) is seen too; if not, its re-check sees t.
- * Relaxed: a hint ordered by those fences. */
+/* Claims a parked rank for a wake-up: clears its parked bit (seq_cst
+ * RMW). True if the bit was set: the rank is still inside park() and,
+ * finding its bit already cleared when it leaves, will pass the hand-over
+ * on (pass_wakes). False: it is leaving park by itself (awake). */
+static bool claim_parked(sched_pool *p, int r) {
+  uint64_t bit = 1ull << (r % 64);
+  return atomic_fetch_and_explicit(&p->parked[r / 64], ~bit,
+                                   memory_order_seq_cst) & bit;
+}
+
+/* A rank that found itself claimed: wake up to two more of the ranks
+ * handed over in to_wake. It takes the whole hand-over, claims ranks from
+ * it until two are claimed (a rank that cannot be claimed is awake and
+ * needs nothing), puts the rest back, and only then wakes the claimed
+ * ones, so every bit left in to_wake is followed by the wake of a claimed
+ * rank that will look at it again. */
+static void pass_wakes(sched_pool *p) {
+  int take[2], n = 0;
+  for (int i = 0; i < p->nwords && n < 2; i++) {
+    uint64_t w = atomic_exchange_explicit(&p->to_wake[i], 0, memory_order_seq_cst);
+    while (w && n < 2) {
+      int r = i * 64 + __builtin_ctzll(w);
+      w &= w - 1;
+      if (claim_parked(p, r)) take[n++] = r;
+    }
+    if (w) atomic_fetch_or_explicit(&p->to_wake[i], w, memory_order_seq_cst);
+  }
+  for (int k = 0; k < n; k++) wake_rank(p, take[k]);
+}
+
+/* The issuer after committing ticket t (see "Waking for a broadcast"):
+ * the parked ranks caught up to t need a wake-up (one behind t waits at an
+ * earlier ticket, whose committer woke it, or its re-check saw it; so a
+ * stream of broadcasts wakes each rank once). The issuer hands them all
+ * over in to_wake and wakes ONE of them that it claimed; the ranks pass
+ * the rest on two at a time (pass_wakes), so the issuing thread makes one
+ * futex call, not one per rank. Order (all seq_cst): the hand-over before
+ * the claim; the claimed rank's own clear of its bit comes after the
+ * claim in `parked`'s order, and its exchange of to_wake after that, so
+ * it sees the hand-over. bdone is read after the fence that orders the
+ * commit before the loads of `parked` (relaxed: a hint those fences
+ * order, see park()). */
 static void wake_caught_up(sched_pool *p, uint64_t t) {
   /* seq_cst: the commit before the loads of `parked`; pairs with park() */
   SCHED_FENCE_SEQ_CST();
+  uint64_t due[(SCHED_MAX_WORDS)];
+  bool any = false;
   for (int i = 0; i < p->nwords; i++) {
-    uint64_t w = atomic_load_explicit(&p->parked[i], memory_order_relaxed);
+    uint64_t w = atomic_load_explicit(&p->parked[i], memory_order_relaxed), d = 0;
     while (w) {
-      int r = i * 64 + __builtin_ctzll(w);
+      int b = __builtin_ctzll(w);
       w &= w - 1;
-      if (atomic_load_explicit(&p->ranks[r].bdone, memory_order_relaxed) == t)
-        wake_rank(p, r);
+      if (atomic_load_explicit(&p->ranks[i * 64 + b].bdone, memory_order_relaxed) == t)
+        d |= 1ull << b;
     }
+    due[i] = d;
+    any |= d != 0;
   }
+  if (!any) return;
+  for (int i = 0; i < p->nwords; i++)
+    if (due[i]) atomic_fetch_or_explicit(&p->to_wake[i], due[i], memory_order_seq_cst);
+  /* claim one of them and wake it; ranks that cannot be claimed are awake */
+  for (int i = 0; i < p->nwords; i++)
+    for (uint64_t d = due[i]; d; d &= d - 1) {
+      int r = i * 64 + __builtin_ctzll(d);
+      if (claim_parked(p, r)) {
+        wake_rank(p, r);
+        return;
+      }
+    }
 }
 
 /* ---- chunks and stealing */
@@ -339,7 +391,11 @@ static void park(rank_state *rs, bool spin) {
     atomic_fetch_add_explicit(&rs->parks, 1, memory_order_relaxed);
     ck_ec32_wait(&rs->ec, &ec_mode, v, NULL);
   }
-  atomic_fetch_and_explicit(&p->parked[rs->id / 64], ~bit, memory_order_relaxed);
+  /* seq_cst: if a waker claimed this rank (cleared the bit first), its
+   * hand-over comes before this in the order, and passing it on is ours */
+  uint64_t old = atomic_fetch_and_explicit(&p->parked[rs->id / 64], ~bit,
+                                           memory_order_seq_cst);
+  if (!(old & bit)) pass_wakes(p);
 }
 
 /* ---- the rank thread */
@@ -496,6 +552,7 @@ static void free_pool(sched_pool *p) {
     sched_queue_destroy(p->ranks[i].queue);
   }
   free(p->bcells);
+  free((void *)p->to_wake);
   free((void *)p->parked);
   free(p->ranks);
   free(p);
@@ -520,11 +577,13 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
   p->nwords = (cfg->ranks + 63) / 64;
   p->parked = calloc((size_t)p->nwords, sizeof *p->parked);
   p->ranks = calloc((size_t)cfg->ranks, sizeof *p->ranks);
+  p->to_wake = calloc((size_t)p->nwords, sizeof *p->to_wake);
   /* the broadcast ring: as many cells as a rank's queue */
   p->bcap = cfg->queue_capacity;
   p->bcell = (sizeof(bcast_cell) + cfg->record_size + 63) & ~(size_t)63;
   p->bcells = aligned_alloc(64, p->bcell * p->bcap);
-  bool ok = p->parked && p->ranks && p->bcells;
+  bool ok = p->parked && p->ranks && p->bcells && p->to_wake &&
+            p->nwords <= SCHED_MAX_WORDS;
   for (uint64_t t = 0; ok && t < p->bcap; t++) {
     bcast_cell *c = bcast_at(p, t);
     atomic_init(&c->seq, t); /* free for ticket t */
