@@ -45,13 +45,6 @@ static void each_tensor(const dt_op_call *c, arg_fn fn, void *ctx) {
 }
 
 typedef struct mesh_check { dt_mesh *mesh; int mesh_arg, plain_arg; bool other; } mesh_check;
-static bool same_mesh(const dt_mesh *a, const dt_mesh *b) {
-  if (a == b) return true;
-  if (a->rt != b->rt || a->ndim != b->ndim || a->size != b->size) return false;
-  for (int i = 0; i < a->ndim; i++)
-    if (a->shape[i] != b->shape[i]) return false;
-  return !memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->size);
-}
 static void note_mesh(int pos, dt_tensor *t, void *ctx) {
   mesh_check *k = ctx;
   if (!t->spec) {
@@ -59,7 +52,7 @@ static void note_mesh(int pos, dt_tensor *t, void *ctx) {
   } else if (!k->mesh) {
     k->mesh = t->spec->mesh;
     k->mesh_arg = pos;
-  } else if (!same_mesh(k->mesh, t->spec->mesh)) {
+  } else if (!mesh_same(k->mesh, t->spec->mesh)) {
     k->other = true;
   }
 }
@@ -509,13 +502,9 @@ static dt_tensor *job_input(dt_tensor *t, const dt_placement *to,
                             dt_mesh *m, const char *api) {
   const core_spec *s = t->spec;
   bool comm = false;
-  for (int md = 0; md < m->ndim && !comm; md++) {
-    const dt_placement *a = &s->placements[md], *b = &to[md];
-    bool same = a->kind == b->kind &&
-                (a->kind != DT_PLACEMENT_SHARD || a->dim == b->dim) &&
-                (a->kind != DT_PLACEMENT_PARTIAL || a->reduce == b->reduce);
-    comm = !same && !narrowing(t, md, to[md]);
-  }
+  for (int md = 0; md < m->ndim && !comm; md++)
+    comm = !mesh_placement_equal(s->placements[md], to[md]) &&
+           !narrowing(t, md, to[md]);
   if (!comm) return core_tensor_retain(t);
   return mesh_redistribute_to(t, m, to, true, api);
 }

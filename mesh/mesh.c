@@ -679,9 +679,10 @@ char *mesh_placements_str(const dt_placement *pl, int n, char *buf,
   return buf;
 }
 
-bool mesh_placement_equal(dt_placement a, dt_placement b) {
-  if (a.kind != b.kind) return false;
-  if (a.kind == DT_PLACEMENT_SHARD) return a.dim == b.dim;
-  if (a.kind == DT_PLACEMENT_PARTIAL) return a.reduce == b.reduce;
-  return true;
+bool mesh_same(const dt_mesh *a, const dt_mesh *b) {
+  if (a == b) return true;
+  if (a->rt != b->rt || a->ndim != b->ndim || a->size != b->size) return false;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return false;
+  return memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->size) == 0;
 }

@@ -77,7 +77,15 @@ dt_status mesh_check_placements(const dt_mesh *m, const dt_placement *pl,
 /* "[S(0), R, P(sum)]" */
 char *mesh_placements_str(const dt_placement *pl, int n, char *buf,
                           size_t len);
-bool mesh_placement_equal(dt_placement a, dt_placement b);
+static inline bool mesh_placement_equal(dt_placement a, dt_placement b) {
+  if (a.kind != b.kind) return false;
+  if (a.kind == DT_PLACEMENT_SHARD) return a.dim == b.dim;
+  if (a.kind == DT_PLACEMENT_PARTIAL) return a.reduce == b.reduce;
+  return true;
+}
+/* the same runtime, shape and ranks (two handles of one mesh, or equal
+ * meshes made twice) */
+bool mesh_same(const dt_mesh *a, const dt_mesh *b);
 
 /* ---- the implementations behind public entry points (api/) */
 /* dt_mesh_init (dtorch.h) */

@@ -53,14 +53,6 @@ static void count_steps(const dt_mesh *m, const dt_shape *shape, size_t es,
   }
 }
 
-static bool same_mesh(const dt_mesh *a, const dt_mesh *b) {
-  if (a == b) return true;
-  if (a->rt != b->rt || a->ndim != b->ndim || a->size != b->size) return false;
-  for (int i = 0; i < a->ndim; i++)
-    if (a->shape[i] != b->shape[i]) return false;
-  return memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->size) == 0;
-}
-
 static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
                                          const dt_placement *pl, bool count,
                                          const char *fn) {
@@ -178,7 +170,7 @@ static dt_tensor *cross_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
 dt_tensor *mesh_redistribute_to(dt_tensor *t, dt_mesh *mesh,
                                 const dt_placement *pl, bool count,
                                 const char *fn) {
-  if (t->spec && same_mesh(t->spec->mesh, mesh))
+  if (t->spec && mesh_same(t->spec->mesh, mesh))
     return same_mesh_redistribute(t, mesh, pl, count, fn);
   return cross_mesh_redistribute(t, mesh, pl, count, fn);
 }

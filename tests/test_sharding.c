@@ -149,6 +149,10 @@ static void client(void *arg, int i) {
   dt_cache_stats s = dt_sharding_cache_stats();
   TU_CHECK(s.hits == 19 && s.misses == 1 && s.entries == 1,
            "thread %d: hits %lld misses %lld", i, (long long)s.hits, (long long)s.misses);
+  TU_CHECK(dt_sharding_cache_evictions() == 0, "thread %d: evictions", i);
+  dt_sharding_cache_clear(); /* this thread's only */
+  s = dt_sharding_cache_stats();
+  TU_CHECK(s.hits == 0 && s.entries == 0, "thread %d: clear", i);
   dt_tensor_release(a);
   dt_tensor_release(w);
 }
@@ -160,7 +164,10 @@ static void on_ready(dt_future *f, dt_status st, void *user) {
   dt_tensor *y = st == DT_OK ? dt_mul(s->a, s->a) : NULL;
   float v[8];
   dt_cache_stats c = dt_sharding_cache_stats(); /* the callback thread's own */
-  s->ok = y && dt_to_host(y, v, sizeof v) == DT_OK && v[7] == 4.0f && c.misses >= 1;
+  s->ok = y && dt_to_host(y, v, sizeof v) == DT_OK && v[7] == 4.0f && c.misses >= 1 &&
+          dt_sharding_cache_evictions() == 0;
+  dt_sharding_cache_clear();
+  s->ok = s->ok && dt_sharding_cache_stats().entries == 0;
   dt_tensor_release(y);
   atomic_store(&s->done, 1);
 }
