@@ -10,7 +10,9 @@
  *                     `single_device_ns` = the same 4x4 add on single-device
  *                     tensors of the same runtime in the same run, `ratio`
  *                     = ns / single_device_ns; `wall_ns` for reference
- *                     (wall time includes the ranks' time on 2 cores)
+ *                     (wall time includes the ranks' time on 2 cores);
+ *                     the 64-rank line's `vs_8_ranks` = its ns / the
+ *                     8-rank ns (both runtimes' bursts alternate)
  *   matmul_miss       a [64, 32] x [32, 16] matmul on a 2x4 mesh with the
  *                     cache cleared before each call: the full first-time
  *                     propagation (infer, rule per mesh dim, costs, checks)
@@ -49,39 +51,75 @@ static void add_burst(dt_runtime *rt, dt_tensor *a, dt_tensor *b, burst *best) {
   dt_runtime_synchronize(rt);
 }
 
-static void bench_add_hit(int ranks, int reps) {
-  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = ranks});
-  if (!rt) die("dt_runtime_create");
-  int64_t rows = ranks == 8 ? 2 : 8;
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(rows, ranks / rows), NULL);
-  dt_tensor_options o = {.mesh = m, .placements = DT_PLACEMENTS(DT_SHARD(0), DT_REPLICATE)};
-  dt_tensor *a = dt_ones(DT_SHAPE(4, 4), &o), *b = dt_ones(DT_SHAPE(4, 4), &o);
-  dt_runtime_set_current(rt);
-  dt_tensor *sa = dt_ones(DT_SHAPE(4, 4), NULL), *sb = dt_ones(DT_SHAPE(4, 4), NULL);
-  if (!a || !b || !sa || !sb) die("inputs");
-  /* the DTensor and the single-device bursts alternate, so both see the
-   * same machine (a noisy neighbour slows both, not one) */
-  burst d = {1e300, 1e300}, s = {1e300, 1e300};
-  for (int r = 0; r < reps * 20; r++) {
-    add_burst(rt, a, b, &d);
-    add_burst(rt, sa, sb, &s);
-  }
-  printf("{\"bench\":\"dtensor_add_hit\",\"ranks\":%d,\"mesh\":\"%lldx%lld\","
-         "\"ns\":%.0f,\"single_device_ns\":%.0f,\"ratio\":%.2f,\"wall_ns\":%.0f,"
-         "\"single_device_wall_ns\":%.0f}\n", ranks, (long long)rows,
-         (long long)(ranks / rows), d.cpu, s.cpu, d.cpu / s.cpu, d.wall, s.wall);
-  dt_tensor_release(a);
-  dt_tensor_release(b);
-  dt_tensor_release(sa);
-  dt_tensor_release(sb);
+/* one runtime's inputs: a 4x4 [S(0), R] pair on a rows x (ranks/rows)
+ * mesh and a single-device pair */
+typedef struct add_setup {
+  int ranks;
+  int64_t rows;
+  dt_runtime *rt;
+  dt_mesh *m;
+  dt_tensor *a, *b, *sa, *sb;
+  burst d, s; /* best DTensor and single-device bursts */
+} add_setup;
+
+static void add_setup_init(add_setup *x, int ranks) {
+  *x = (add_setup){.ranks = ranks, .rows = ranks == 8 ? 2 : 8,
+                   .d = {1e300, 1e300}, .s = {1e300, 1e300}};
+  x->rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = ranks});
+  if (!x->rt) die("dt_runtime_create");
+  x->m = dt_mesh_init(x->rt, "cpu", DT_SHAPE(x->rows, ranks / x->rows), NULL);
+  dt_tensor_options o = {.mesh = x->m,
+                         .placements = DT_PLACEMENTS(DT_SHARD(0), DT_REPLICATE)};
+  x->a = dt_ones(DT_SHAPE(4, 4), &o);
+  x->b = dt_ones(DT_SHAPE(4, 4), &o);
+  dt_runtime_set_current(x->rt);
+  x->sa = dt_ones(DT_SHAPE(4, 4), NULL);
+  x->sb = dt_ones(DT_SHAPE(4, 4), NULL);
   dt_runtime_set_current(NULL);
-  dt_mesh_release(m);
-  dt_runtime_destroy(rt);
+  if (!x->a || !x->b || !x->sa || !x->sb) die("inputs");
 }
 
+static void add_setup_run(add_setup *x) {
+  dt_runtime_set_current(x->rt);
+  add_burst(x->rt, x->a, x->b, &x->d);
+  add_burst(x->rt, x->sa, x->sb, &x->s);
+  dt_runtime_set_current(NULL);
+}
+
+static void add_setup_print(const add_setup *x, const add_setup *base) {
+  printf("{\"bench\":\"dtensor_add_hit\",\"ranks\":%d,\"mesh\":\"%lldx%lld\","
+         "\"ns\":%.0f,\"single_device_ns\":%.0f,\"ratio\":%.2f,\"wall_ns\":%.0f,"
+         "\"single_device_wall_ns\":%.0f", x->ranks, (long long)x->rows,
+         (long long)(x->ranks / x->rows), x->d.cpu, x->s.cpu, x->d.cpu / x->s.cpu,
+         x->d.wall, x->s.wall);
+  if (base) printf(",\"vs_%d_ranks\":%.2f", base->ranks, x->d.cpu / base->d.cpu);
+  printf("}\n");
+}
+
+static void add_setup_free(add_setup *x) {
+  dt_tensor_release(x->a);
+  dt_tensor_release(x->b);
+  dt_tensor_release(x->sa);
+  dt_tensor_release(x->sb);
+  dt_mesh_release(x->m);
+  dt_runtime_destroy(x->rt);
+}
+
+/* 8 and 64 ranks, each DTensor burst beside a single-device one on the
+ * same runtime; the two runtimes alternate too, so vs_8_ranks compares
+ * figures taken on the same machine at the same time */
 static void bench_add(int reps) {
-  bench_add_hit(8, reps);
-  bench_add_hit(64, reps);
+  add_setup x8, x64;
+  add_setup_init(&x8, 8);
+  add_setup_init(&x64, 64);
+  for (int r = 0; r < reps * 20; r++) {
+    add_setup_run(&x8);
+    add_setup_run(&x64);
+  }
+  add_setup_print(&x8, NULL);
+  add_setup_print(&x64, &x8);
+  add_setup_free(&x8);
+  add_setup_free(&x64);
 }
 
 static void bench_lookup(int reps) {

@@ -10,7 +10,9 @@
  *      placements, the legal ones and the cheapest fix (strict, default)
  *      or a redistribution (auto_redistribute);
  *   E. output handles from the plan and ONE record every rank runs.
- * (Stage A, custom handlers, has no user yet: every op has a rule.) */
+ * Stage A of the seed (custom handlers, decompositions) has no user: every
+ * op of the library has a rule, and an op without one is refused with
+ * DT_ERR_UNSUPPORTED naming it (propagate). */
 #include "dispatch/dtensor.h"
 
 #include <math.h>
@@ -303,6 +305,12 @@ static bool mixes_partials(const dispatch_plan *p, int nd) {
 }
 
 static dt_status propagate(dt_op_call *c, const dt_mesh *m, dispatch_plan *p) {
+  if (!ops_defs[c->op].rule) /* an op added without one: say so, never guess */
+    return core_error_set(DT_ERR_UNSUPPORTED,
+                          "%s: op '%s' has no sharding rule, so it cannot run on "
+                          "DTensors; redistribute its inputs to [R] and call it on "
+                          "dt_to_host() copies",
+                          c->api, core_op_name(c->op));
   c->nmeta = 1;
   c->meta[0].alias = -1;
   c->meta[0].offset = 0;

@@ -30,18 +30,21 @@
  * claimed before t gives m.bseq <= t, and m is visible to r once t is
  * (r loads ticket bnext's seq with acquire before it peeks its queue).
  *
- * Waking for a broadcast: only the parked ranks caught up to it, and by a
- * hand-over (see wake_caught_up): the issuer wakes one, the woken ranks
+ * Waking for a broadcast: only the ranks parked waiting for it (each
+ * parking rank sets its bit in its ticket's cell's waiter bitmap), and by
+ * a hand-over (see wake_caught_up): the issuer wakes one, the woken ranks
  * wake the rest two at a time.
  *
  * Parking (no lost wake-ups). A rank with nothing to do spins for
  * cfg.spin_ns, then:
  *   (1) v = ck_ec_value(ec)              (its own event count)
- *   (2) set its bit in `parked` (seq_cst RMW), then a seq_cst fence
- *   (3) re-check for work (the cell at its queue's head; any deque)
+ *   (2) set its bit in `parked`, then in the waiter bitmap of ticket
+ *       bnext's cell (seq_cst RMWs), then a seq_cst fence
+ *   (3) re-check for work (ticket bnext; its queue's head; any deque)
  *   (4) ck_ec_wait(ec, v): sleeps only while ec still equals v
  * A producer, after making work visible (queue commit / deque push, both
- * release stores), issues a seq_cst fence and loads `parked`; for each
+ * release stores), issues a seq_cst fence and loads `parked` (a broadcast:
+ * the ticket's waiter bitmap); for each
  * relevant set bit it ck_ec_inc's that rank's event count. The two fences
  * order (2) before (3) and the publication before the load of `parked`,
  * so either the rank's re-check (3) sees the work, or the producer sees the
@@ -153,6 +156,7 @@ struct sched_pool {
 
   int nwords;
   _Alignas(64) _Atomic uint64_t *parked;   /* bitmap, one bit per rank */
+  _Atomic uint64_t *bwait; /* per ring cell: ranks parked waiting for it */
   _Atomic int64_t wakes;
   _Atomic int spinning;    /* ranks spinning before parking */
   int max_spinners;
@@ -216,6 +220,11 @@ static bcast_cell *bcast_at(const sched_pool *p, uint64_t t) {
   return (bcast_cell *)(p->bcells + (t & (p->bcap - 1)) * p->bcell);
 }
 
+/* the waiters of ticket t's cell: nwords words, one bit per rank */
+static _Atomic uint64_t *bwait_at(const sched_pool *p, uint64_t t) {
+  return p->bwait + (t & (p->bcap - 1)) * (uint64_t)p->nwords;
+}
+
 /* ticket rs->bnext if published, else NULL (rank thread only) */
 static bcast_cell *bcast_peek(rank_state *rs) {
   bcast_cell *c = bcast_at(rs->pool, rs->bnext);
@@ -266,32 +275,36 @@ static void pass_wakes(sched_pool *p) {
 }
 
 /* The issuer after committing ticket t (see "Waking for a broadcast"):
- * the parked ranks caught up to t need a wake-up (one behind t waits at an
- * earlier ticket, whose committer woke it, or its re-check saw it; so a
- * stream of broadcasts wakes each rank once). The issuer hands them all
- * over in to_wake and wakes ONE of them that it claimed; the ranks pass
- * the rest on two at a time (pass_wakes), so the issuing thread makes one
- * futex call, not one per rank. Order (all seq_cst): the hand-over before
- * the claim; the claimed rank's own clear of its bit comes after the
- * claim in `parked`'s order, and its exchange of to_wake after that, so
- * it sees the hand-over. bdone is read after the fence that orders the
- * commit before the loads of `parked` (relaxed: a hint those fences
- * order, see park()). */
+ * the ranks parked waiting for t need a wake-up (one parked at an earlier
+ * ticket was woken by that ticket's committer, or its re-check saw it; so
+ * a stream of broadcasts wakes each rank once). A rank parking at t sets
+ * its bit in t's cell's waiter bitmap (bwait), so the issuer takes them
+ * with one exchange per 64 ranks, whatever the number of ranks, instead
+ * of reading every parked rank's progress. It hands them all over in
+ * to_wake and wakes ONE of them that it claimed; the ranks pass the rest
+ * on two at a time (pass_wakes), so the issuing thread makes one futex
+ * call, not one per rank. Order (all seq_cst): the hand-over before the
+ * claim; the claimed rank's own clear of its bit comes after the claim in
+ * `parked`'s order, and its exchange of to_wake after that, so it sees the
+ * hand-over. A waiter bit can be stale (its rank saw the ticket in its
+ * re-check and left; or a slow issuer of ticket t - cap takes the bit of a
+ * rank parking at t): then a rank is claimed or woken for nothing, parks
+ * again and sets its bit again; never a lost wake-up, since whoever takes
+ * a bit wakes that rank (directly or by the hand-over). */
 static void wake_caught_up(sched_pool *p, uint64_t t) {
-  /* seq_cst: the commit before the loads of `parked`; pairs with park() */
+  /* seq_cst: the commit before the exchanges of the waiters; pairs with
+   * the fence in park() */
   SCHED_FENCE_SEQ_CST();
   uint64_t due[(SCHED_MAX_WORDS)];
+  _Atomic uint64_t *wait = bwait_at(p, t);
   bool any = false;
   for (int i = 0; i < p->nwords; i++) {
-    uint64_t w = atomic_load_explicit(&p->parked[i], memory_order_relaxed), d = 0;
-    while (w) {
-      int b = __builtin_ctzll(w);
-      w &= w - 1;
-      if (atomic_load_explicit(&p->ranks[i * 64 + b].bdone, memory_order_relaxed) == t)
-        d |= 1ull << b;
-    }
-    due[i] = d;
-    any |= d != 0;
+    /* relaxed load first: most commits find nobody waiting, and a load
+     * does not take the line from the ranks that read it; the fence
+     * above orders it like the exchange (seq_cst) */
+    due[i] = atomic_load_explicit(&wait[i], memory_order_relaxed)
+                 ? atomic_exchange_explicit(&wait[i], 0, memory_order_seq_cst) : 0;
+    any |= due[i] != 0;
   }
   if (!any) return;
   for (int i = 0; i < p->nwords; i++)
@@ -383,14 +396,23 @@ static void park(rank_state *rs, bool spin) {
   if (has_work(rs)) return;
   uint32_t v = ck_ec32_value(&rs->ec);
   uint64_t bit = 1ull << (rs->id % 64);
+  _Atomic uint64_t *wait = bwait_at(p, rs->bnext) + rs->id / 64;
   atomic_fetch_or_explicit(&p->parked[rs->id / 64], bit, memory_order_seq_cst);
-  /* seq_cst: the bit is visible before the re-check reads the queue and the
-   * deques; pairs with the fence in wake_parked() */
+  /* seq_cst: after the parked bit (a waker that finds this waiter bit
+   * finds the parked bit too, unless this rank cleared it leaving) */
+  atomic_fetch_or_explicit(wait, bit, memory_order_seq_cst);
+  /* seq_cst: both bits are visible before the re-check reads the ticket,
+   * the queue and the deques; pairs with the fences in wake_parked() and
+   * wake_caught_up() */
   SCHED_FENCE_SEQ_CST();
   if (!has_work(rs)) {
     atomic_fetch_add_explicit(&rs->parks, 1, memory_order_relaxed);
     ck_ec32_wait(&rs->ec, &ec_mode, v, NULL);
   }
+  /* relaxed: a hint; a waker that still finds the bit makes one spurious
+   * claim (harmless, see wake_caught_up) */
+  if (atomic_load_explicit(wait, memory_order_relaxed) & bit)
+    atomic_fetch_and_explicit(wait, ~bit, memory_order_relaxed);
   /* seq_cst: if a waker claimed this rank (cleared the bit first), its
    * hand-over comes before this in the order, and passing it on is ours */
   uint64_t old = atomic_fetch_and_explicit(&p->parked[rs->id / 64], ~bit,
@@ -554,6 +576,7 @@ static void free_pool(sched_pool *p) {
   free(p->bcells);
   free((void *)p->to_wake);
   free((void *)p->parked);
+  free((void *)p->bwait);
   free(p->ranks);
   free(p);
 }
@@ -582,7 +605,8 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
   p->bcap = cfg->queue_capacity;
   p->bcell = (sizeof(bcast_cell) + cfg->record_size + 63) & ~(size_t)63;
   p->bcells = aligned_alloc(64, p->bcell * p->bcap);
-  bool ok = p->parked && p->ranks && p->bcells && p->to_wake &&
+  p->bwait = calloc(p->bcap * (size_t)p->nwords, sizeof *p->bwait);
+  bool ok = p->parked && p->ranks && p->bcells && p->to_wake && p->bwait &&
             p->nwords <= SCHED_MAX_WORDS;
   for (uint64_t t = 0; ok && t < p->bcap; t++) {
     bcast_cell *c = bcast_at(p, t);
