@@ -2,8 +2,21 @@
  * communication counting (mesh/dtensor.c, mesh/redistribute.c).
  * Each forwards to the layer that implements it; the messages those
  * raise name the public function. */
+#include "core/error.h"
+#include "dispatch/autograd.h"
 #include "dispatch/dtensor.h"
 #include "mesh/dtensor.h"
+
+/* a redistribute of a tensor that requires grad is a graph node */
+static dt_tensor *recorded(dt_tensor *in, dt_tensor *out, const char *fn) {
+  if (out && !dispatch_autograd_redistributed(in, out)) {
+    core_tensor_release(out);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the "
+                   "autograd graph", fn);
+    return NULL;
+  }
+  return out;
+}
 
 dt_status dt_local_to_host(dt_tensor *t, int rank, void *dst,
                            size_t dst_bytes) {
@@ -20,18 +33,19 @@ dt_placement dt_tensor_placement(const dt_tensor *t, int mesh_dim) {
 
 dt_tensor *dt_redistribute(dt_tensor *t, dt_mesh *mesh,
                            const dt_placement *placements) {
-  return mesh_redistribute(t, mesh, placements);
+  return recorded(t, mesh_redistribute(t, mesh, placements), "dt_redistribute");
 }
 
 dt_tensor *dt_redistribute_like(dt_tensor *t, const dt_tensor *like) {
-  return mesh_redistribute_like(t, like);
+  return recorded(t, mesh_redistribute_like(t, like), "dt_redistribute_like");
 }
 
 dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
                                    const char *const *dim_names,
                                    const dt_placement *placements, int n,
                                    dt_default_placement mode) {
-  return mesh_redistribute_by_dict(t, mesh, dim_names, placements, n, mode);
+  return recorded(t, mesh_redistribute_by_dict(t, mesh, dim_names, placements, n, mode),
+                  "dt_redistribute_by_dict");
 }
 
 void dt_comm_count_begin(void) {

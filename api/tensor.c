@@ -53,6 +53,15 @@ dt_status api_resolve_options(const dt_tensor_options *o, const char *fn,
   return DT_OK;
 }
 
+/* a DTensor made by a factory: the option's requires_grad (a leaf) */
+static dt_tensor *leaf(dt_tensor *t, bool requires_grad) {
+  if (t && requires_grad) {
+    t->requires_grad = true;
+    t->keys |= CORE_KEYSET(CORE_KEY_AUTOGRAD);
+  }
+  return t;
+}
+
 /* A factory on a mesh: the op's own infer validates it exactly as on one
  * device (shape, dtype, the value's range), then each rank makes its shard */
 static dt_tensor *mesh_factory(core_op_id op, const char *api, dt_shape shape,
@@ -78,8 +87,8 @@ static dt_tensor *factory(core_op_id op, const char *api, dt_shape shape,
   api_resolved_opts r;
   if (api_resolve_options(o, api, &r) != DT_OK) return NULL;
   if (r.mesh) /* a DTensor: each rank makes its shard */
-    return mesh_factory(op, api, shape, r.dtype, r.mesh, r.placements, value,
-                        NULL);
+    return leaf(mesh_factory(op, api, shape, r.dtype, r.mesh, r.placements, value,
+                             NULL), r.requires_grad);
   dt_op_call c;
   core_call_init(&c, op, api);
   core_call_ints(&c, shape);
@@ -151,7 +160,7 @@ dt_tensor *dt_arange(double start, double end, double step,
                      const dt_tensor_options *o) {
   api_resolved_opts r;
   if (api_resolve_options(o, "dt_arange", &r) != DT_OK) return NULL;
-  if (r.mesh) return mesh_arange(start, end, step, &r);
+  if (r.mesh) return leaf(mesh_arange(start, end, step, &r), r.requires_grad);
   dt_op_call c;
   core_call_init(&c, CORE_OP_ARANGE, "dt_arange");
   core_call_double(&c, start);
@@ -195,8 +204,8 @@ dt_tensor *dt_from_host(const void *data, dt_shape shape,
       core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_from_host: data is NULL");
       return NULL;
     }
-    return mesh_factory(CORE_OP_FROM_HOST, "dt_from_host", shape, r.dtype,
-                        r.mesh, r.placements, 0, data);
+    return leaf(mesh_factory(CORE_OP_FROM_HOST, "dt_from_host", shape, r.dtype,
+                             r.mesh, r.placements, 0, data), r.requires_grad);
   }
   int64_t n = 1;
   if (!data && shape.ndim >= 0 && shape.ndim <= DT_MAX_DIMS &&

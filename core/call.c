@@ -3,18 +3,18 @@
 #include "core/call.h"
 
 static const char *const op_names[CORE_OP_COUNT] = {
-#define CORE_OP(id, name, schema, infer, cpu, rule) [CORE_OP_##id] = name,
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad) [CORE_OP_##id] = name,
 #include "core/op_list.h"
 #undef CORE_OP
 };
 static const char *const op_schemas[CORE_OP_COUNT] = {
-#define CORE_OP(id, name, schema, infer, cpu, rule) [CORE_OP_##id] = schema,
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad) [CORE_OP_##id] = schema,
 #include "core/op_list.h"
 #undef CORE_OP
 };
 
 /* one entry per enum value, and every schema fits a call */
-#define CORE_OP(id, name, schema, infer, cpu, rule)                                 \
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad)                                 \
   _Static_assert(sizeof(schema) - 1 <= CORE_CALL_MAX_ARGS, "schema of " name);
 #include "core/op_list.h"
 #undef CORE_OP

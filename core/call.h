@@ -30,7 +30,7 @@ typedef uint32_t core_keyset;
 
 /* ---- the op list */
 typedef enum core_op_id {
-#define CORE_OP(id, name, schema, infer, cpu, rule) CORE_OP_##id,
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad) CORE_OP_##id,
 #include "core/op_list.h"
 #undef CORE_OP
   CORE_OP_COUNT

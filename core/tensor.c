@@ -57,6 +57,7 @@ dt_tensor *core_tensor_make(dt_dtype dtype, int ndim, const int64_t *sizes,
   t->dtype = dtype;
   t->requires_grad = false;
   t->spec = NULL;
+  t->ag = NULL;
   t->local.storage = storage;
   if (storage) core_storage_retain(storage);
   t->local.offset = offset;
@@ -80,6 +81,7 @@ void core_tensor_release(dt_tensor *t) {
   /* acq_rel: our writes happen-before the free done by the last releaser */
   if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
     return;
+  if (t->ag) t->ag->release(t->ag);
   if (t->local.storage) core_storage_release(t->local.storage);
   if (t->spec) t->spec->free(t->spec);
   atomic_fetch_sub_explicit(&core_stat_mine()->tensors, 1, memory_order_relaxed);

@@ -72,6 +72,13 @@ typedef struct core_spec {
   int64_t key[2 + 2 * DT_MAX_DIMS];
 } core_spec;
 
+/* A tensor's autograd state (dispatch/autograd.c owns what follows this
+ * header): the tensor's last release calls `release`. core/ knows nothing
+ * else of it. */
+typedef struct core_autograd {
+  void (*release)(struct core_autograd *a);
+} core_autograd;
+
 struct dt_tensor {
   _Atomic int64_t refcount;
   uint32_t keys;           /* dispatch keys this tensor lights (dispatch.h) */
@@ -80,6 +87,7 @@ struct dt_tensor {
   core_local local;          /* single device; a DTensor: the global shape
                               with contiguous strides and no storage */
   struct core_spec *spec;   /* DTensor: mesh, placements, shards (mesh/) */
+  core_autograd *ag;        /* grad_fn / grad (autograd), else NULL */
 };
 
 /* storage refcounts and poison (core/storage.c) */

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "dispatch/autograd.h"
 #include "dispatch/dtensor.h"
 #include "dispatch/intercept.h"
 #include "ops/ops.h"
@@ -18,8 +19,6 @@ core_keyset dispatch_tls_exclude(void) { return tls_exclude; }
 void dispatch_tls_set_include(core_keyset ks) { tls_include = ks; }
 void dispatch_tls_set_exclude(core_keyset ks) { tls_exclude = ks; }
 
-/* A layer that has nothing to do yet passes the call down. */
-static dt_status layer_fallthrough(dt_op_call *c) { return dispatch_next(c); }
 
 static dt_status layer_cuda(dt_op_call *c) {
   return core_error_set(DT_ERR_DEVICE,
@@ -32,7 +31,7 @@ static const dispatch_layer_fn layers[CORE_KEY_COUNT] = {
     [CORE_KEY_CPU] = dispatch_backend,
     [CORE_KEY_CUDA] = layer_cuda,
     [CORE_KEY_DTENSOR] = dispatch_dtensor_layer,
-    [CORE_KEY_AUTOGRAD] = layer_fallthrough,
+    [CORE_KEY_AUTOGRAD] = dispatch_autograd_layer,
     [CORE_KEY_INTERCEPT] = dispatch_intercept_layer,
 };
 _Static_assert(sizeof layers / sizeof *layers == CORE_KEY_COUNT, "layer table");

@@ -633,6 +633,13 @@ static dt_status publish(dt_op_call *c, dt_mesh *m, const dispatch_plan *p) {
   return st;
 }
 
+static _Thread_local bool tls_force_auto;
+bool dispatch_dtensor_force_auto(bool on) {
+  bool was = tls_force_auto;
+  tls_force_auto = on;
+  return was;
+}
+
 dt_status dispatch_dtensor_layer(dt_op_call *c) {
   if (c->nout)
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: op %s was already run "
@@ -649,6 +656,7 @@ dt_status dispatch_dtensor_layer(dt_op_call *c) {
     dispatch_cache_insert(&k, &fresh);
     p = &fresh;
   }
-  if (p->comm && !m->rt->auto_redistribute) return strict_error(c, m, p);
+  if (p->comm && !m->rt->auto_redistribute && !tls_force_auto)
+    return strict_error(c, m, p);
   return publish(c, m, p);
 }

@@ -25,6 +25,11 @@ typedef struct dispatch_plan {
 
 /* the DTensor key's layer */
 dt_status dispatch_dtensor_layer(dt_op_call *c);
+/* This thread inserts redistributions as auto_redistribute does, whatever
+ * the runtime's mode, while `on` (autograd's backward: a gradient's
+ * placements are the rules' choice, not the user's); returns the previous
+ * value. */
+bool dispatch_dtensor_force_auto(bool on);
 
 /* ---- the per-thread sharding cache (shard_cache.c)
  * Key: the op, each tensor argument's spec (mesh id, placements, global

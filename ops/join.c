@@ -195,3 +195,24 @@ static void join_rule(const dt_op_call *c, ops_rule_set *rs, bool stack) {
 
 void ops_cat_rule(const dt_op_call *c, ops_rule_set *rs) { join_rule(c, rs, false); }
 void ops_stack_rule(const dt_op_call *c, ops_rule_set *rs) { join_rule(c, rs, true); }
+
+/* ---- backward formulas (ops.h, "backward formulas"): each input gets its
+ * slab of the gradient */
+dt_status ops_join_grad(ops_grad_env *e, const dt_op_call *f,
+                        dt_tensor *const *gout, dt_tensor **gin) {
+  dt_tensor *g = gout[0];
+  int n = f->args[0].list.n, nd = g->local.ndim;
+  int64_t dim = f->args[1].i < 0 ? f->args[1].i + nd : f->args[1].i, off = 0;
+  for (int k = 0; k < n; k++) {
+    const dt_tensor *x = f->args[0].list.v[k];
+    if (f->op == CORE_OP_STACK) {
+      if (e->needs[k]) gin[k] = ops_g_tii(e, CORE_OP_SELECT, g, dim, k);
+      continue;
+    }
+    int64_t len = x->local.ndim ? x->local.sizes[dim] : 0;
+    int64_t args[3] = {dim, off, len};
+    if (e->needs[k]) gin[k] = ops_g_tn(e, CORE_OP_NARROW, g, 3, args);
+    off += len;
+  }
+  return e->st;
+}

@@ -380,3 +380,60 @@ void ops_linear_rule(const dt_op_call *c, ops_rule_set *rs) {
   s->out[0] = ops_partial(DT_REDUCE_SUM);
   if (x->dtype != DT_BOOL) partial_through(c, rs, 3u, 1u);
 }
+
+/* ---- backward formulas (ops.h, "backward formulas") */
+#define MM(a, b) ops_g_tt(e, CORE_OP_MATMUL, a, b)
+#define T_(a) ops_g_tii(e, CORE_OP_TRANSPOSE, a, -2, -1)
+
+static dt_tensor *reshape_to(ops_grad_env *e, dt_tensor *g, const dt_tensor *x) {
+  return ops_g_sum_to(e, g, x->local.sizes, x->local.ndim);
+}
+
+/* a [.., M, K] @ b [K, N] with a batched: gb = flat(a)^T flat(g), one
+ * matmul (no [.., K, N] intermediate to sum) */
+static dt_tensor *flat_rows(ops_grad_env *e, dt_tensor *x) {
+  return x && x->local.ndim > 2 ? ops_g_tii(e, CORE_OP_FLATTEN, x, 0, x->local.ndim - 2) : x;
+}
+
+static void matmul_grads(ops_grad_env *e, dt_tensor *a, dt_tensor *b, dt_tensor *g,
+                         dt_tensor **ga, dt_tensor **gb) {
+  int na = a->local.ndim, nb = b->local.ndim;
+  if (na == 1 && nb == 1) { /* dot: g is 0-d */
+    *ga = ops_g_tt(e, CORE_OP_MUL, g, b);
+    *gb = ops_g_tt(e, CORE_OP_MUL, g, a);
+    return;
+  }
+  dt_tensor *a2 = na == 1 ? ops_g_ti(e, CORE_OP_UNSQUEEZE, a, 0) : a;
+  dt_tensor *b2 = nb == 1 ? ops_g_ti(e, CORE_OP_UNSQUEEZE, b, -1) : b;
+  dt_tensor *g2 = na == 1 ? ops_g_ti(e, CORE_OP_UNSQUEEZE, g, -2) : g;
+  if (nb == 1) g2 = ops_g_ti(e, CORE_OP_UNSQUEEZE, g2, -1);
+  if (e->needs[0]) *ga = reshape_to(e, MM(g2, T_(b2)), a2);
+  if (e->needs[1]) {
+    if (na > 2 && nb == 2) *gb = MM(T_(flat_rows(e, a2)), flat_rows(e, g2));
+    else *gb = reshape_to(e, MM(T_(a2), g2), b2);
+  }
+  if (*ga && na == 1) *ga = ops_g_tI(e, CORE_OP_RESHAPE, *ga, ops_g_shape(a));
+  if (*gb && nb == 1) *gb = ops_g_tI(e, CORE_OP_RESHAPE, *gb, ops_g_shape(b));
+}
+
+dt_status ops_linalg_grad(ops_grad_env *e, const dt_op_call *f,
+                          dt_tensor *const *gout, dt_tensor **gin) {
+  dt_tensor *g = gout[0], *a = f->args[0].t, *b = f->args[1].t;
+  if (f->op == CORE_OP_MATMUL) {
+    matmul_grads(e, a, b, g, &gin[0], &gin[1]);
+    return e->st;
+  }
+  /* linear: y = x W^T + bias; x [.., in] (or [in]), W [out, in] */
+  dt_tensor *bias = f->args[2].t;
+  if (e->needs[0]) gin[0] = MM(g, b);
+  if (e->needs[1]) {
+    if (a->local.ndim == 1)
+      gin[1] = MM(ops_g_ti(e, CORE_OP_UNSQUEEZE, g, -1), ops_g_ti(e, CORE_OP_UNSQUEEZE, a, 0));
+    else
+      gin[1] = MM(T_(flat_rows(e, g)), flat_rows(e, a));
+  }
+  if (bias && e->needs[2]) gin[2] = reshape_to(e, g, bias);
+  return e->st;
+}
+#undef MM
+#undef T_

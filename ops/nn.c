@@ -436,3 +436,87 @@ void ops_cross_entropy_rule(const dt_op_call *c, ops_rule_set *rs) {
                                          : ops_partial(DT_REDUCE_SUM);
   }
 }
+
+/* ---- backward formulas (ops.h, "backward formulas") */
+static dt_tensor *index_add_back(ops_grad_env *e, dt_tensor *g, int64_t dim,
+                                 dt_tensor *idx, int64_t size) {
+  if (!g || !idx) return NULL;
+  dt_op_call c;
+  core_call_init(&c, CORE_OP_INDEX_SELECT_BACKWARD, "dt_backward");
+  core_call_tensor(&c, g);
+  core_call_int(&c, dim);
+  core_call_tensor(&c, idx);
+  core_call_int(&c, size);
+  return e->st == DT_OK ? e->run(e, &c) : NULL;
+}
+
+/* the weight of an embedding: rows gathered back, duplicates summed */
+static dt_tensor *embedding_grad(ops_grad_env *e, dt_tensor *g, dt_tensor *idx,
+                                 const dt_tensor *w) {
+  int64_t n = 1;
+  for (int d = 0; d < idx->local.ndim; d++) n *= idx->local.sizes[d];
+  dt_tensor *g2 = ops_g_tI(e, CORE_OP_RESHAPE, g, (dt_shape){2, {n, w->local.sizes[1]}});
+  dt_tensor *i1 = ops_g_tI(e, CORE_OP_RESHAPE, idx, (dt_shape){1, {n}});
+  return index_add_back(e, g2, 0, i1, w->local.sizes[0]);
+}
+
+/* cross_entropy: the logits' gradient is one kernel; probability targets
+ * get -(1 - smoothing) log_softmax(x) times g (per position) */
+static void cross_entropy_grad(ops_grad_env *e, const dt_op_call *f, dt_tensor *g,
+                               dt_tensor **gin) {
+  dt_tensor *x = f->args[0].t, *t = f->args[1].t;
+  dt_reduction red = (dt_reduction)f->args[2].i;
+  if (e->needs[0] && e->st == DT_OK) {
+    dt_op_call c;
+    core_call_init(&c, CORE_OP_CROSS_ENTROPY_BACKWARD, "dt_backward");
+    core_call_tensor(&c, g);
+    core_call_tensor(&c, x);
+    core_call_tensor(&c, t);
+    core_call_int(&c, f->args[2].i);
+    core_call_int(&c, f->args[3].i);
+    core_call_double(&c, f->args[4].d);
+    gin[0] = e->run(e, &c);
+    if (!gin[0]) e->st = core_last_status();
+  }
+  if (!e->needs[1]) return;
+  int64_t cd = x->local.ndim == 1 ? 0 : 1, pos = 1;
+  for (int d = 0; d < x->local.ndim; d++)
+    if (d != cd) pos *= x->local.sizes[d];
+  dt_tensor *gb = g;
+  if (red == DT_REDUCTION_NONE) gb = ops_g_ti(e, CORE_OP_UNSQUEEZE, g, cd);
+  if (red == DT_REDUCTION_MEAN) gb = ops_g_ts(e, CORE_OP_DIV_SCALAR, g, (double)pos);
+  dt_tensor *lsm = ops_g_ti(e, CORE_OP_LOG_SOFTMAX, x, cd);
+  gin[1] = ops_g_tt(e, CORE_OP_MUL, ops_g_ts(e, CORE_OP_MUL_SCALAR, lsm, -(1 - f->args[4].d)), gb);
+}
+
+dt_status ops_nn_grad(ops_grad_env *e, const dt_op_call *f,
+                      dt_tensor *const *gout, dt_tensor **gin) {
+  dt_tensor *g = gout[0];
+  switch (f->op) {
+  case CORE_OP_EMBEDDING:
+    if (e->needs[1]) gin[1] = embedding_grad(e, g, f->args[0].t, f->args[1].t);
+    break;
+  case CORE_OP_INDEX_SELECT: {
+    dt_tensor *a = f->args[0].t;
+    int64_t dim = f->args[1].i < 0 ? f->args[1].i + a->local.ndim : f->args[1].i;
+    int64_t size = a->local.ndim ? a->local.sizes[dim] : 1;
+    gin[0] = index_add_back(e, g, f->args[1].i, f->args[2].t, size);
+    break;
+  }
+  case CORE_OP_CROSS_ENTROPY: cross_entropy_grad(e, f, g, gin); break;
+  default: { /* dropout: the same mask (the same random stream) on g */
+    if (!f->args[2].b) {
+      gin[0] = g;
+      break;
+    }
+    dt_op_call c = *f;
+    c.args[0].t = g;
+    c.api = "dt_backward";
+    c.nout = 0;
+    gin[0] = e->st == DT_OK ? e->run(e, &c) : NULL;
+    if (!gin[0]) e->st = core_last_status();
+    break;
+  }
+  }
+  return e->st;
+}

@@ -124,3 +124,61 @@ void ops_norm_rule(const dt_op_call *c, ops_rule_set *rs) {
   ops_rule_add(c, rs);
   ops_rule_shard_dims(c, rs, 0, c->args[0].t->local.ndim - 1, -1, 0);
 }
+
+/* ---- backward formulas (ops.h, "backward formulas") */
+static const dt_shape last_dim = {1, {-1}};
+
+/* (gxhat - mean(gxhat) [layer_norm only] - xhat mean(gxhat xhat)) rstd */
+static dt_tensor *norm_input_grad(ops_grad_env *e, dt_tensor *gxhat,
+                                  dt_tensor *xhat, dt_tensor *rstd, bool centre) {
+  dt_tensor *d = gxhat;
+  if (centre)
+    d = ops_g_tt(e, CORE_OP_SUB, d, ops_g_reduce(e, CORE_OP_MEAN, gxhat, last_dim, true));
+  dt_tensor *proj = ops_g_reduce(e, CORE_OP_MEAN, ops_g_tt(e, CORE_OP_MUL, gxhat, xhat),
+                                 last_dim, true);
+  d = ops_g_tt(e, CORE_OP_SUB, d, ops_g_tt(e, CORE_OP_MUL, xhat, proj));
+  return ops_g_tt(e, CORE_OP_MUL, d, rstd);
+}
+
+static dt_status layer_norm_grad(ops_grad_env *e, const dt_op_call *f, dt_tensor *g,
+                                 dt_tensor **gin, bool rms) {
+  dt_tensor *x = f->args[0].t, *w = f->args[1].t, *b = rms ? NULL : f->args[2].t;
+  double eps = rms ? f->args[2].d : f->args[3].d;
+  dt_tensor *xc = x;
+  if (!rms) xc = ops_g_tt(e, CORE_OP_SUB, x, ops_g_reduce(e, CORE_OP_MEAN, x, last_dim, true));
+  dt_tensor *ms = ops_g_reduce(e, CORE_OP_MEAN, ops_g_tt(e, CORE_OP_MUL, xc, xc), last_dim, true);
+  dt_tensor *rstd = ops_g_t(e, CORE_OP_RSQRT, ops_g_ts(e, CORE_OP_ADD_SCALAR, ms, eps));
+  dt_tensor *xhat = ops_g_tt(e, CORE_OP_MUL, xc, rstd);
+  if (w && e->needs[1])
+    gin[1] = ops_g_sum_to(e, ops_g_tt(e, CORE_OP_MUL, g, xhat), w->local.sizes, w->local.ndim);
+  if (b && e->needs[2]) gin[2] = ops_g_sum_to(e, g, b->local.sizes, b->local.ndim);
+  if (e->needs[0])
+    gin[0] = norm_input_grad(e, w ? ops_g_tt(e, CORE_OP_MUL, g, w) : g, xhat, rstd, !rms);
+  return e->st;
+}
+
+dt_status ops_norm_grad(ops_grad_env *e, const dt_op_call *f,
+                        dt_tensor *const *gout, dt_tensor **gin) {
+  dt_tensor *g = gout[0], *a = f->args[0].t;
+  switch (f->op) {
+  case CORE_OP_SOFTMAX: { /* y (g - sum(g y)) */
+    int64_t dim = f->args[1].i;
+    dt_shape d = {1, {dim}};
+    dt_tensor *y = ops_g_ti(e, CORE_OP_SOFTMAX, a, dim);
+    dt_tensor *gy = ops_g_tt(e, CORE_OP_MUL, g, y);
+    gin[0] = ops_g_tt(e, CORE_OP_SUB, gy,
+                      ops_g_tt(e, CORE_OP_MUL, y, ops_g_reduce(e, CORE_OP_SUM, gy, d, true)));
+    return e->st;
+  }
+  case CORE_OP_LOG_SOFTMAX: { /* g - exp(y) sum(g) */
+    int64_t dim = f->args[1].i;
+    dt_shape d = {1, {dim}};
+    dt_tensor *p = ops_g_ti(e, CORE_OP_SOFTMAX, a, dim);
+    gin[0] = ops_g_tt(e, CORE_OP_SUB, g,
+                      ops_g_tt(e, CORE_OP_MUL, p, ops_g_reduce(e, CORE_OP_SUM, g, d, true)));
+    return e->st;
+  }
+  case CORE_OP_LAYER_NORM: return layer_norm_grad(e, f, g, gin, false);
+  default: return layer_norm_grad(e, f, g, gin, true);
+  }
+}

@@ -31,10 +31,41 @@ typedef struct ops_rule_set {
 } ops_rule_set;
 typedef void (*ops_rule_fn)(const dt_op_call *c, ops_rule_set *rs);
 
-#define CORE_OP(id, name, schema, infer, cpu, rule)                                 \
+/* ---- backward formulas (docs/autograd.md)
+ * An op's grad function maps the gradients of its outputs to those of its
+ * tensor inputs, in terms of other ops: ops/ cannot call the dispatcher,
+ * so the autograd layer (dispatch/autograd.c) hands it an environment
+ * whose `run` dispatches a boxed call (grad mode off, DTensors in auto
+ * redistribution) and keeps the result in an arena freed after the
+ * formula: every tensor a formula gets from `run` (and from the helpers
+ * below) is borrowed. The helpers take NULL inputs and return NULL (an
+ * error is already set), so a formula checks once, at the end.
+ *   fwd      the forward call as it ran (tensor arguments alive)
+ *   out      the forward outputs' metas (fwd->meta); saved outputs are not
+ *            kept, formulas recompute what they need
+ *   gout[i]  the gradient of output i (NULL: none flowed, i.e. zero)
+ *   gin[k]   set by the formula for the k-th tensor input (schema order,
+ *            list elements flattened); NULL = zero; e->needs[k] false:
+ *            the input needs none (the formula may skip it) */
+typedef struct ops_grad_env ops_grad_env;
+struct ops_grad_env {
+  dt_tensor *(*run)(ops_grad_env *e, dt_op_call *c);
+  const bool *needs;
+  /* a 0-d constant of like's dtype on like's device (Replicate on its
+   * mesh), borrowed */
+  dt_tensor *(*constant)(ops_grad_env *e, const dt_tensor *like, double v);
+  void *ctx;
+  dt_status st;   /* the first failure of a helper (DT_OK: none) */
+};
+typedef dt_status (*ops_grad_fn)(ops_grad_env *e, const dt_op_call *fwd,
+                                 dt_tensor *const *gout, dt_tensor **gin);
+
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad)                    \
   dt_status infer(dt_op_call *c);                                           \
   dt_status cpu(dt_op_call *c);                                              \
-  void rule(const dt_op_call *c, ops_rule_set *rs);
+  void rule(const dt_op_call *c, ops_rule_set *rs);                          \
+  dt_status grad(ops_grad_env *e, const dt_op_call *fwd,                     \
+                 dt_tensor *const *gout, dt_tensor **gin);
 #include "core/op_list.h"
 #undef CORE_OP
 
@@ -44,6 +75,7 @@ typedef struct ops_def {
   core_infer_fn infer;
   core_kernel_fn cpu;
   ops_rule_fn rule;
+  ops_grad_fn grad;   /* ops_grad_none: not differentiable */
 } ops_def;
 
 /* ---- rule building blocks (ops/rule.c) */
@@ -159,5 +191,39 @@ dt_status ops_check_scalar_exact(const dt_op_call *c, const char *arg, double v,
                                  dt_dtype d);
 dt_status ops_check_scalar(const dt_op_call *c, const char *arg, double v,
                            dt_dtype d);
+
+/* ---- backward building blocks (ops/grad.c): each runs one op through
+ * e->run and returns the result borrowed (see "backward formulas"); a
+ * NULL tensor argument gives NULL (the failure is in e->st already). A
+ * formula ends with `return e->st;`. */
+dt_tensor *ops_g_t(ops_grad_env *e, core_op_id op, dt_tensor *a);
+dt_tensor *ops_g_tt(ops_grad_env *e, core_op_id op, dt_tensor *a, dt_tensor *b);
+dt_tensor *ops_g_ttt(ops_grad_env *e, core_op_id op, dt_tensor *a, dt_tensor *b,
+                     dt_tensor *c);
+dt_tensor *ops_g_ts(ops_grad_env *e, core_op_id op, dt_tensor *a, double s);
+dt_tensor *ops_g_ti(ops_grad_env *e, core_op_id op, dt_tensor *a, int64_t i);
+dt_tensor *ops_g_tii(ops_grad_env *e, core_op_id op, dt_tensor *a, int64_t i,
+                     int64_t j);
+dt_tensor *ops_g_tI(ops_grad_env *e, core_op_id op, dt_tensor *a, dt_shape s);
+/* a tensor then n int arguments */
+dt_tensor *ops_g_tn(ops_grad_env *e, core_op_id op, dt_tensor *a, int n,
+                    const int64_t *ints);
+/* e->constant, failures kept */
+dt_tensor *ops_g_const(ops_grad_env *e, const dt_tensor *like, double v);
+/* zeros of `shape` with src at [start:end:step] along dim */
+dt_tensor *ops_g_slice_scatter(ops_grad_env *e, dt_tensor *src, dt_shape shape,
+                               int64_t dim, int64_t start, int64_t end,
+                               int64_t step);
+/* sum/mean over dims (ndim 0 = all) */
+dt_tensor *ops_g_reduce(ops_grad_env *e, core_op_id op, dt_tensor *a,
+                        dt_shape dims, bool keepdim);
+dt_tensor *ops_g_masked_fill(ops_grad_env *e, dt_tensor *a, dt_tensor *mask,
+                             double v);
+dt_tensor *ops_g_cast(ops_grad_env *e, dt_tensor *a, dt_dtype d);
+/* g summed down to `sizes` (the broadcasting it went through undone) */
+dt_tensor *ops_g_sum_to(ops_grad_env *e, dt_tensor *g, const int64_t *sizes,
+                        int ndim);
+/* a's shape as a dt_shape */
+dt_shape ops_g_shape(const dt_tensor *a);
 
 #endif

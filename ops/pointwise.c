@@ -465,3 +465,162 @@ void ops_cast_rule(const dt_op_call *c, ops_rule_set *rs) {
   for (int r = DT_REDUCE_SUM; r <= DT_REDUCE_MIN; r++)
     ops_rule_partial(c, rs, 1u, 0, (dt_reduce_op)r, (dt_reduce_op)r);
 }
+
+/* ---- backward formulas (ops.h, "backward formulas"; docs/autograd.md) */
+#define G2(op, a, b) ops_g_tt(e, CORE_OP_##op, a, b)
+#define G1(op, a) ops_g_t(e, CORE_OP_##op, a)
+#define GS(op, a, s) ops_g_ts(e, CORE_OP_##op, a, s)
+
+static dt_tensor *to_shape_of(ops_grad_env *e, dt_tensor *g, const dt_tensor *x) {
+  return ops_g_sum_to(e, g, x->local.sizes, x->local.ndim);
+}
+
+/* d/da and d/db of the binary ops, g being d/d(out) */
+static void binary_grads(ops_grad_env *e, core_op_id op, dt_tensor *g,
+                         dt_tensor *a, dt_tensor *b, dt_tensor **ga,
+                         dt_tensor **gb) {
+  switch (op) {
+  case CORE_OP_ADD: *ga = g; *gb = g; break;
+  case CORE_OP_SUB: *ga = g; *gb = G1(NEG, g); break;
+  case CORE_OP_MUL: *ga = G2(MUL, g, b); *gb = G2(MUL, g, a); break;
+  case CORE_OP_DIV:
+    *ga = G2(DIV, g, b);
+    *gb = G1(NEG, G2(MUL, *ga, G2(DIV, a, b)));
+    break;
+  case CORE_OP_POW: { /* PyTorch: 0 where b == 0 (a's), where a == 0 and b >= 0 (b's) */
+    dt_tensor *zero = ops_g_const(e, a, 0);
+    dt_tensor *d = G2(MUL, G2(MUL, g, b), G2(POW, a, GS(SUB_SCALAR, b, 1)));
+    *ga = ops_g_masked_fill(e, d, G2(EQ, b, zero), 0);
+    dt_tensor *l = G2(MUL, G2(MUL, g, G2(POW, a, b)), G1(LOG, a));
+    *gb = ops_g_masked_fill(e, l, G2(LOGICAL_AND, G2(EQ, a, zero), G2(GE, b, zero)), 0);
+    break;
+  }
+  case CORE_OP_MAXIMUM:
+  case CORE_OP_MINIMUM: { /* ties share the gradient evenly */
+    dt_tensor *tie = ops_g_masked_fill(e, GS(MUL_SCALAR, g, 0.5), G2(NE, a, b), 0);
+    dt_tensor *a_wins = op == CORE_OP_MAXIMUM ? G2(GT, a, b) : G2(LT, a, b);
+    dt_tensor *b_wins = op == CORE_OP_MAXIMUM ? G2(LT, a, b) : G2(GT, a, b);
+    *ga = G2(ADD, ops_g_masked_fill(e, g, G1(LOGICAL_NOT, a_wins), 0), tie);
+    *gb = G2(ADD, ops_g_masked_fill(e, g, G1(LOGICAL_NOT, b_wins), 0), tie);
+    break;
+  }
+  case CORE_OP_REMAINDER: /* a - b * floor(a / b) */
+    *ga = g;
+    *gb = G1(NEG, G2(MUL, g, G2(FLOOR_DIVIDE, a, b)));
+    break;
+  default: break;
+  }
+}
+
+/* sign(a) * g, 0 where a == 0 */
+static dt_tensor *times_sign(ops_grad_env *e, dt_tensor *g, dt_tensor *a) {
+  dt_tensor *zero = ops_g_const(e, a, 0);
+  dt_tensor *nz = ops_g_masked_fill(e, g, G2(EQ, a, zero), 0);
+  return ops_g_ttt(e, CORE_OP_WHERE, G2(LT, a, zero), G1(NEG, nz), nz);
+}
+
+/* gelu with the tanh approximation: d/dx of 0.5 x (1 + tanh(u)),
+ * u = k (x + c x^3): 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2) */
+static dt_tensor *gelu_tanh_grad(ops_grad_env *e, dt_tensor *g, dt_tensor *x) {
+  const double k = 0.7978845608028654, c = 0.044715;
+  dt_tensor *x2 = G2(MUL, x, x);
+  dt_tensor *u = GS(MUL_SCALAR, G2(ADD, x, GS(MUL_SCALAR, G2(MUL, x2, x), c)), k);
+  dt_tensor *t = G1(TANH, u);
+  dt_tensor *left = GS(MUL_SCALAR, GS(ADD_SCALAR, t, 1), 0.5);
+  dt_tensor *sech2 = GS(ADD_SCALAR, G1(NEG, G2(MUL, t, t)), 1);
+  dt_tensor *inner = GS(MUL_SCALAR, GS(ADD_SCALAR, GS(MUL_SCALAR, x2, 3 * c), 1), 0.5 * k);
+  dt_tensor *right = G2(MUL, G2(MUL, x, sech2), inner);
+  return G2(MUL, g, G2(ADD, left, right));
+}
+
+static dt_tensor *unary_grad(ops_grad_env *e, const dt_op_call *f, dt_tensor *g) {
+  dt_tensor *a = f->args[0].t;
+  switch (f->op) {
+  case CORE_OP_NEG: return G1(NEG, g);
+  case CORE_OP_ABS: return times_sign(e, g, a);
+  case CORE_OP_EXP: return G2(MUL, g, G1(EXP, a));
+  case CORE_OP_LOG: return G2(DIV, g, a);
+  case CORE_OP_SQRT: return G2(DIV, g, GS(MUL_SCALAR, G1(SQRT, a), 2));
+  case CORE_OP_RSQRT: {
+    dt_tensor *r = G1(RSQRT, a);
+    return G2(MUL, g, GS(MUL_SCALAR, G2(MUL, G2(MUL, r, r), r), -0.5));
+  }
+  case CORE_OP_SIN: return G2(MUL, g, G1(COS, a));
+  case CORE_OP_COS: return G1(NEG, G2(MUL, g, G1(SIN, a)));
+  case CORE_OP_TANH: {
+    dt_tensor *t = G1(TANH, a);
+    return G2(MUL, g, GS(ADD_SCALAR, G1(NEG, G2(MUL, t, t)), 1));
+  }
+  case CORE_OP_SIGMOID: {
+    dt_tensor *s = G1(SIGMOID, a);
+    return G2(MUL, g, G2(MUL, s, GS(ADD_SCALAR, G1(NEG, s), 1)));
+  }
+  case CORE_OP_RELU:
+    return ops_g_masked_fill(e, g, G2(LE, a, ops_g_const(e, a, 0)), 0);
+  case CORE_OP_SILU: { /* s (1 + a (1 - s)) */
+    dt_tensor *s = G1(SIGMOID, a);
+    dt_tensor *d = G2(MUL, s, GS(ADD_SCALAR, G2(MUL, a, GS(ADD_SCALAR, G1(NEG, s), 1)), 1));
+    return G2(MUL, g, d);
+  }
+  case CORE_OP_GELU: return G2(GELU_BACKWARD, g, a);
+  case CORE_OP_GELU_TANH: return gelu_tanh_grad(e, g, a);
+  default: return NULL;
+  }
+}
+
+static dt_tensor *scalar_grad(ops_grad_env *e, const dt_op_call *f, dt_tensor *g) {
+  dt_tensor *a = f->args[0].t;
+  double s = f->args[1].d;
+  switch (f->op) {
+  case CORE_OP_ADD_SCALAR:
+  case CORE_OP_SUB_SCALAR:
+  case CORE_OP_REMAINDER_SCALAR: return g;
+  case CORE_OP_MUL_SCALAR: return GS(MUL_SCALAR, g, s);
+  case CORE_OP_DIV_SCALAR: return GS(DIV_SCALAR, g, s);
+  case CORE_OP_POW_SCALAR:
+    if (s == 0) return NULL; /* a constant: no gradient */
+    return G2(MUL, g, GS(MUL_SCALAR, GS(POW_SCALAR, a, s - 1), s));
+  default: return NULL;
+  }
+}
+
+dt_status ops_pointwise_grad(ops_grad_env *e, const dt_op_call *f,
+                             dt_tensor *const *gout, dt_tensor **gin) {
+  dt_tensor *g = gout[0], *a = f->args[0].t;
+  switch (f->op) {
+  case CORE_OP_ADD: case CORE_OP_SUB: case CORE_OP_MUL: case CORE_OP_DIV:
+  case CORE_OP_POW: case CORE_OP_MAXIMUM: case CORE_OP_MINIMUM:
+  case CORE_OP_REMAINDER: {
+    dt_tensor *b = f->args[1].t, *ga = NULL, *gb = NULL;
+    binary_grads(e, f->op, g, a, b, &ga, &gb);
+    if (e->needs[0]) gin[0] = to_shape_of(e, ga, a);
+    if (e->needs[1]) gin[1] = to_shape_of(e, gb, b);
+    break;
+  }
+  case CORE_OP_ADD_SCALAR: case CORE_OP_SUB_SCALAR: case CORE_OP_MUL_SCALAR:
+  case CORE_OP_DIV_SCALAR: case CORE_OP_POW_SCALAR: case CORE_OP_REMAINDER_SCALAR:
+    gin[0] = scalar_grad(e, f, g);
+    break;
+  case CORE_OP_CLAMP: { /* passes where lo <= a <= hi (a NaN bound passes all) */
+    dt_tensor *out = G2(LOGICAL_OR, G2(LT, a, ops_g_const(e, a, f->args[1].d)),
+                        G2(GT, a, ops_g_const(e, a, f->args[2].d)));
+    gin[0] = ops_g_masked_fill(e, g, out, 0);
+    break;
+  }
+  case CORE_OP_WHERE: {
+    dt_tensor *cond = a, *x = f->args[1].t, *y = f->args[2].t;
+    if (e->needs[1]) gin[1] = to_shape_of(e, ops_g_masked_fill(e, g, G1(LOGICAL_NOT, cond), 0), x);
+    if (e->needs[2]) gin[2] = to_shape_of(e, ops_g_masked_fill(e, g, cond, 0), y);
+    break;
+  }
+  case CORE_OP_MASKED_FILL:
+    gin[0] = to_shape_of(e, ops_g_masked_fill(e, g, f->args[1].t, 0), a);
+    break;
+  case CORE_OP_CAST: gin[0] = ops_g_cast(e, g, a->dtype); break;
+  default: gin[0] = unary_grad(e, f, g); break;
+  }
+  return e->st;
+}
+#undef G1
+#undef G2
+#undef GS

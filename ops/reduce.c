@@ -205,3 +205,89 @@ void ops_reduce_rule(const dt_op_call *c, ops_rule_set *rs) {
     ops_rule_partial(c, rs, 1u, 0, (dt_reduce_op)kind, (dt_reduce_op)kind);
   }
 }
+
+/* ---- backward formulas (ops.h, "backward formulas") */
+/* the reduced dims of a reduction call (an empty list: all) as a mask */
+static int reduced_mask(const dt_op_call *f, int nd, int64_t *count) {
+  const dt_shape *dims = &f->args[1].ints;
+  const dt_tensor *a = f->args[0].t;
+  int mask = 0;
+  for (int i = 0; i < dims->ndim; i++)
+    mask |= 1 << (dims->dims[i] < 0 ? dims->dims[i] + nd : dims->dims[i]);
+  if (!dims->ndim) mask = (1 << nd) - 1;
+  *count = 1;
+  for (int d = 0; d < nd; d++)
+    if (mask >> d & 1) *count *= a->local.sizes[d];
+  return mask;
+}
+
+/* g (the reduction's output gradient) brought back to a's shape */
+static dt_tensor *expand_back(ops_grad_env *e, const dt_op_call *f, dt_tensor *g,
+                              int mask) {
+  const dt_tensor *a = f->args[0].t;
+  int nd = a->local.ndim;
+  dt_shape kept = ops_g_shape(a), full = ops_g_shape(a);
+  for (int d = 0; d < nd; d++)
+    if (mask >> d & 1) kept.dims[d] = 1;
+  bool keep = f->op == CORE_OP_VAR ? f->args[3].b : f->args[2].b;
+  if (!keep) g = ops_g_tI(e, CORE_OP_RESHAPE, g, kept);
+  return ops_g_tI(e, CORE_OP_EXPAND, g, full);
+}
+
+/* all the reduced dims, for a keepdim reduction */
+static dt_shape mask_dims(int mask, int nd) {
+  dt_shape s = {0};
+  for (int d = 0; d < nd; d++)
+    if (mask >> d & 1) s.dims[s.ndim++] = d;
+  return s;
+}
+
+/* prod: the product of the others; 0 where another is 0; exact with zeros */
+static dt_tensor *prod_grad(ops_grad_env *e, dt_tensor *a, dt_tensor *gx,
+                            dt_shape dims) {
+  dt_tensor *zero = ops_g_const(e, a, 0);
+  dt_tensor *isz = ops_g_tt(e, CORE_OP_EQ, a, zero);
+  dt_tensor *nz = ops_g_reduce(e, CORE_OP_SUM, ops_g_cast(e, isz, a->dtype), dims, true);
+  dt_tensor *p1 = ops_g_reduce(e, CORE_OP_PROD, ops_g_masked_fill(e, a, isz, 1), dims, true);
+  /* a != 0: p1 / a when no zero, else 0; a == 0: p1 when it is the only zero */
+  dt_tensor *others = ops_g_tt(e, CORE_OP_DIV, p1, ops_g_masked_fill(e, a, isz, 1));
+  dt_tensor *none = ops_g_tt(e, CORE_OP_NE, nz, zero);
+  dt_tensor *one = ops_g_const(e, a, 1);
+  dt_tensor *r = ops_g_masked_fill(e, others, ops_g_tt(e, CORE_OP_LOGICAL_AND, none,
+                                                        ops_g_t(e, CORE_OP_LOGICAL_NOT, isz)), 0);
+  r = ops_g_masked_fill(e, r, ops_g_tt(e, CORE_OP_LOGICAL_AND, isz,
+                                        ops_g_tt(e, CORE_OP_NE, nz, one)), 0);
+  return ops_g_tt(e, CORE_OP_MUL, gx, r);
+}
+
+dt_status ops_reduce_grad(ops_grad_env *e, const dt_op_call *f,
+                          dt_tensor *const *gout, dt_tensor **gin) {
+  dt_tensor *a = f->args[0].t;
+  int nd = a->local.ndim;
+  int64_t n;
+  int mask = reduced_mask(f, nd, &n);
+  dt_tensor *gx = expand_back(e, f, gout[0], mask);
+  dt_shape dims = mask_dims(mask, nd);
+  switch (f->op) {
+  case CORE_OP_SUM: gin[0] = gx; break;
+  case CORE_OP_MEAN: gin[0] = ops_g_ts(e, CORE_OP_DIV_SCALAR, gx, (double)n); break;
+  case CORE_OP_AMAX:
+  case CORE_OP_AMIN: { /* ties share the gradient evenly (PyTorch) */
+    dt_tensor *m = ops_g_reduce(e, f->op, a, dims, true);
+    dt_tensor *hit = ops_g_cast(e, ops_g_tt(e, CORE_OP_EQ, a, m), a->dtype);
+    dt_tensor *cnt = ops_g_reduce(e, CORE_OP_SUM, hit, dims, true);
+    gin[0] = ops_g_tt(e, CORE_OP_DIV, ops_g_tt(e, CORE_OP_MUL, gx, hit), cnt);
+    break;
+  }
+  case CORE_OP_PROD: gin[0] = prod_grad(e, a, gx, dims); break;
+  case CORE_OP_VAR: { /* 2 (a - mean) / (n - correction) */
+    dt_tensor *mu = ops_g_reduce(e, CORE_OP_MEAN, a, dims, true);
+    double den = (double)n - (f->args[2].b ? 1 : 0); /* unbiased */
+    dt_tensor *d = ops_g_ts(e, CORE_OP_MUL_SCALAR, ops_g_tt(e, CORE_OP_SUB, a, mu), 2 / den);
+    gin[0] = ops_g_tt(e, CORE_OP_MUL, gx, d);
+    break;
+  }
+  default: break;
+  }
+  return e->st;
+}

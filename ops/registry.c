@@ -5,7 +5,7 @@
 #include "ops/ops.h"
 
 const ops_def ops_defs[CORE_OP_COUNT] = {
-#define CORE_OP(id, name, schema, infer, cpu, rule) [CORE_OP_##id] = {infer, cpu, rule},
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad) [CORE_OP_##id] = {infer, cpu, rule, grad},
 #include "core/op_list.h"
 #undef CORE_OP
 };

@@ -523,3 +523,46 @@ void ops_reshape_rule(const dt_op_call *c, ops_rule_set *rs) {
   }
   rule_from_map(c, rs, map);
 }
+
+/* ---- backward formulas (ops.h, "backward formulas") */
+static int64_t wrap(int64_t d, int64_t n) { return d < 0 ? d + n : d; }
+
+dt_status ops_view_grad(ops_grad_env *e, const dt_op_call *f,
+                        dt_tensor *const *gout, dt_tensor **gin) {
+  dt_tensor *g = gout[0], *a = f->args[0].t;
+  dt_shape shape = ops_g_shape(a);
+  int nd = a->local.ndim;
+  switch (f->op) {
+  case CORE_OP_TRANSPOSE:
+    gin[0] = ops_g_tii(e, CORE_OP_TRANSPOSE, g, f->args[1].i, f->args[2].i);
+    break;
+  case CORE_OP_PERMUTE: { /* the inverse permutation */
+    dt_shape inv = {.ndim = nd};
+    for (int i = 0; i < nd; i++) inv.dims[wrap(f->args[1].ints.dims[i], nd)] = i;
+    gin[0] = ops_g_tI(e, CORE_OP_PERMUTE, g, inv);
+    break;
+  }
+  case CORE_OP_EXPAND: gin[0] = ops_g_sum_to(e, g, a->local.sizes, nd); break;
+  case CORE_OP_SLICE:
+    gin[0] = ops_g_slice_scatter(e, g, shape, f->args[1].i, f->args[2].i,
+                                 f->args[3].i, f->args[4].i);
+    break;
+  case CORE_OP_NARROW: {
+    int64_t dim = wrap(f->args[1].i, nd), start = wrap(f->args[2].i, shape.dims[dim]);
+    gin[0] = ops_g_slice_scatter(e, g, shape, dim, start, start + f->args[3].i, 1);
+    break;
+  }
+  case CORE_OP_SELECT: {
+    int64_t dim = wrap(f->args[1].i, nd), idx = wrap(f->args[2].i, shape.dims[dim]);
+    gin[0] = ops_g_slice_scatter(e, ops_g_ti(e, CORE_OP_UNSQUEEZE, g, dim), shape,
+                                 dim, idx, idx + 1, 1);
+    break;
+  }
+  case CORE_OP_CONTIGUOUS:
+  case CORE_OP_CLONE: gin[0] = g; break;
+  default: /* view, reshape, flatten, squeeze, unsqueeze: the same elements */
+    gin[0] = ops_g_tI(e, CORE_OP_RESHAPE, g, shape);
+    break;
+  }
+  return e->st;
+}

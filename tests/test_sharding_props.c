@@ -87,6 +87,25 @@ static dt_tensor *op_dropout(dt_tensor **x) {
   dt_manual_seed(1234); /* the same stream for the DTensor and the reference */
   return dt_dropout(x[0], 0.4, true);
 }
+static dt_tensor *op_gelu_backward(dt_tensor **x) { return dt_gelu_backward(x[0], x[1]); }
+static dt_tensor *op_slice_scatter(dt_tensor **x) {
+  return dt_slice_scatter(x[0], DT_SHAPE(5, 7), 1, 1, 6, 2); /* cols 1, 3, 5 */
+}
+static dt_tensor *op_index_select_backward(dt_tensor **x) {
+  return dt_index_select_backward(x[0], 0, x[1], 5);
+}
+static dt_tensor *op_ce_bw_mean(dt_tensor **x) {
+  return dt_cross_entropy_backward(x[0], x[1], x[2], DT_REDUCTION_MEAN, 1, 0.0);
+}
+static dt_tensor *op_ce_bw_sum(dt_tensor **x) {
+  return dt_cross_entropy_backward(x[0], x[1], x[2], DT_REDUCTION_SUM, -100, 0.2);
+}
+static dt_tensor *op_ce_bw_none(dt_tensor **x) {
+  return dt_cross_entropy_backward(x[0], x[1], x[2], DT_REDUCTION_NONE, 2, 0.0);
+}
+static dt_tensor *op_ce_bw_probs(dt_tensor **x) {
+  return dt_cross_entropy_backward(x[0], x[1], x[2], DT_REDUCTION_MEAN, -100, 0.1);
+}
 static dt_tensor *op_cat(dt_tensor **x) { return dt_cat(x, 2, 1); }
 static dt_tensor *op_stack(dt_tensor **x) { return dt_stack(x, 2, 0); }
 
@@ -179,6 +198,14 @@ static const op_case cases[] = {
   {"dropout", op_dropout, 1, {F32(5, 6)}},
   {"cat", op_cat, 2, {F32(4, 3), F32(4, 2)}},
   {"stack", op_stack, 2, {F32(5, 3), F32(5, 3)}},
+  {"gelu_backward", op_gelu_backward, 2, {F32(5, 3), F32(5, 3)}},
+  {"gelu_backward_bcast", op_gelu_backward, 2, {F32(3), F32(4, 3)}},
+  {"slice_scatter", op_slice_scatter, 1, {F32(5, 3)}},
+  {"index_select_backward", op_index_select_backward, 2, {F32(4, 3), IDX(5, 4)}},
+  {"cross_entropy_backward_mean", op_ce_bw_mean, 3, {F32(), F32(4, 3, 3), IDX(3, 4, 3)}},
+  {"cross_entropy_backward_sum", op_ce_bw_sum, 3, {F32(), F32(5, 4), IDX(4, 5)}},
+  {"cross_entropy_backward_none", op_ce_bw_none, 3, {F32(5), F32(5, 4), IDX(4, 5)}},
+  {"cross_entropy_backward_probs", op_ce_bw_probs, 3, {F32(), F32(5, 4), POS(5, 4)}},
 };
 #define NCASES (int)(sizeof cases / sizeof *cases)
 

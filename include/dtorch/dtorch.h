@@ -516,6 +516,71 @@ DT_API dt_status dt_future_then(dt_future *f, dt_future_callback cb,
  * parallelism). dt_blas_set_threads is that hook; the runtime calls it. */
 DT_API void dt_blas_set_threads(int n);
 
+/* --------------------------------------------------------- backward kernels
+ * What autograd's formulas need that the ops above cannot compose; usable
+ * directly (PyTorch's aten *_backward ops). Each returns a new tensor, or
+ * NULL with the error set; borrows its arguments; any thread. */
+/* grad · d/dx gelu(x) for the exact gelu x·Φ(x): grad · (Φ(x) + x·φ(x));
+ * grad and x floating, broadcast and promoted as dt_mul. */
+DT_API dt_tensor *dt_gelu_backward(dt_tensor *grad, dt_tensor *x);
+/* torch.slice_scatter on zeros: a tensor of `shape` (src's dtype), zero
+ * except out[..., start:end:step, ...] along dim = src; start/end as
+ * dt_slice (negatives from the end, clamped), step >= 1, the slice's
+ * length must be src's size at dim and every other dim must match. */
+DT_API dt_tensor *dt_slice_scatter(dt_tensor *src, dt_shape shape, int dim,
+                                   int64_t start, int64_t end, int64_t step);
+/* The gradient of dt_index_select(a, dim, index) for a of size `size` at
+ * dim: zeros of grad's shape with `size` at dim, then
+ * out.index_add_(dim, index, grad) (duplicate indices accumulate). index
+ * is 1-D (or 0-d) int32/int64; an index outside [0, size) fails. */
+DT_API dt_tensor *dt_index_select_backward(dt_tensor *grad, int dim,
+                                           dt_tensor *index, int64_t size);
+/* The gradient of dt_cross_entropy_smoothed(input, target, reduction,
+ * ignore_index, label_smoothing) w.r.t. input (input's shape and dtype),
+ * for every target kind it takes; grad is a scalar for SUM/MEAN, the
+ * loss's shape for NONE. */
+DT_API dt_tensor *dt_cross_entropy_backward(dt_tensor *grad, dt_tensor *input,
+                                            dt_tensor *target,
+                                            dt_reduction reduction,
+                                            int64_t ignore_index,
+                                            double label_smoothing);
+
+/* ---- autograd (docs/autograd.md)
+ * A tensor made with options.requires_grad (or dt_tensor_set_requires_grad)
+ * is a leaf; every differentiable op on it records a graph node, and so
+ * does dt_redistribute. dt_backward walks the graph from a scalar and
+ * accumulates d(loss)/d(leaf) into each leaf's grad (summing over calls
+ * until dt_zero_grad). On DTensors the backward ops are DTensor ops: the
+ * gradients get placements from the sharding rules (a Replicate weight
+ * used by Shard(0) activations gets a Partial(sum) gradient — the DP
+ * all-reduce happens where it is needed, and dt_comm_count shows it);
+ * redistributions the backward needs are inserted whatever the
+ * auto_redistribute mode. Grad mode is per thread. Any thread may run
+ * backward on its graphs; two threads must not run backward through the
+ * same nodes at once. */
+/* d loss / d leaves; loss has one element; seeded with 1 */
+DT_API dt_status  dt_backward(dt_tensor *loss);
+typedef struct dt_backward_options {
+  dt_tensor *grad;      /* the seed (root's shape and dtype); NULL = ones */
+  bool retain_graph;    /* keep the saved tensors for another backward */
+} dt_backward_options;
+DT_API dt_status  dt_backward_ex(dt_tensor *root, const dt_backward_options *o);
+/* the accumulated gradient of a leaf (a new reference) or NULL if none */
+DT_API dt_tensor *dt_grad(const dt_tensor *t);
+/* drops t's accumulated gradient (the next backward starts from none) */
+DT_API void       dt_zero_grad(dt_tensor *t);
+/* a leaf's requires_grad; a non-leaf (made by an op) cannot change */
+DT_API dt_status  dt_tensor_set_requires_grad(dt_tensor *t, bool requires_grad);
+/* this thread's grad mode (on by default); set returns the previous one:
+ *   bool was = dt_set_grad_enabled(false);  ... no graph ...
+ *   dt_set_grad_enabled(was); */
+DT_API bool       dt_grad_enabled(void);
+DT_API bool       dt_set_grad_enabled(bool enabled);
+/* the op that made t ("matmul", "redistribute", ...) or NULL for a leaf */
+DT_API const char *dt_tensor_grad_fn(const dt_tensor *t);
+/* graph nodes alive in the process (a leak check) */
+DT_API int64_t    dt_autograd_live_nodes(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -131,4 +131,43 @@ double cpu_philox_normal(uint64_t seed, uint64_t index);
 void cpu_rand_fill(void *dst, dt_dtype d, int64_t n, uint64_t seed,
                    uint64_t first, bool normal);
 
+/* ---- backward kernels (grad.c) */
+/* out = grad · d/dx gelu(x) (exact gelu: Φ(x) + x·φ(x)); out, grad, x
+ * broadcast to out's shape; ct = out's compute type (float32 or float64) */
+void cpu_gelu_backward(dt_dtype ct, const cpu_view *out, const cpu_view *grad,
+                       const cpu_view *x);
+/* out (already zeroed or holding what to add to) += src along dim at the
+ * indices of idx (int32/int64, read row-major): out[..., idx[j], ...] +=
+ * src[..., j, ...], duplicates accumulating in index order; src has out's
+ * sizes except sizes[dim] = numel(idx). Returns DT_OK, or
+ * DT_ERR_INVALID_ARGUMENT for the first index outside [0, out->sizes[dim])
+ * (its row-major position in *bad_pos, its value in *bad_val; nothing is
+ * written then). */
+dt_status cpu_index_add(const cpu_view *out, int dim, const cpu_view *idx,
+                        const cpu_view *src, int64_t *bad_pos,
+                        int64_t *bad_val);
+/* the number of elements of an int32/int64 view that are not `value` */
+int64_t cpu_count_not_equal(const cpu_view *idx, int64_t value);
+/* The gradient of cross-entropy w.r.t. logits [N, C, d1, ...] (a [C] row
+ * as [1, C]) into out (the logits' shape, any strides), in double: per
+ * position, w·(softmax(x)·Σq − q) with q = (1 − ε)·target + ε/C for
+ * probability targets (float, the logits' shape), q = (1 − ε)·onehot + ε/C
+ * (Σq = 1) for class indices (int32/int64 [N, d1, ...]; a target equal to
+ * ignore_index gives a zero row). w = grad's element of the position
+ * (grad: [N, d1, ...], reduction NONE) or `scale` (grad == NULL: SUM/MEAN,
+ * the caller folds the mean's denominator in). Returns DT_OK, or
+ * DT_ERR_INVALID_ARGUMENT for the first class index outside [0, C) that is
+ * not ignore_index (its position and value in *bad_pos / *bad_val). */
+typedef struct cpu_ce_grad_args {
+  const cpu_view *logits, *target;
+  bool probabilities;
+  int64_t ignore_index;
+  double label_smoothing;
+  const cpu_view *grad;
+  double scale;
+} cpu_ce_grad_args;
+dt_status cpu_cross_entropy_backward(const cpu_view *out,
+                                     const cpu_ce_grad_args *a,
+                                     int64_t *bad_pos, int64_t *bad_val);
+
 #endif

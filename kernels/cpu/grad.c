@@ -1,0 +1,246 @@
+/* Kernels of the backward ops (ops/grad_ops.c): gelu's derivative times a
+ * gradient, index_add along a dim (index_select's backward) and the
+ * gradient of cross-entropy. Pointers, sizes and strides only; a bad index
+ * is reported back as a status plus where and what, and the ops layer
+ * words the message. Values go through compute-type blocks (cpu_load /
+ * cpu_store), so float16 / bfloat16 are rounded once per store. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+
+#define GRAD_BLOCK 256
+
+/* ------------------------------------------------------- gelu_backward */
+/* d/dx x·Φ(x) = Φ(x) + x·φ(x); Φ through erfc, as the forward (no
+ * cancellation for x << 0) */
+static inline float dgelu_f(float x) {
+  float cdf = 0.5f * erfcf(-x * 0.70710678118654752f);
+  return cdf + x * 0.39894228040143268f * expf(-0.5f * x * x);
+}
+static inline double dgelu_d(double x) {
+  double cdf = 0.5 * erfc(-x * 0.70710678118654752);
+  return cdf + x * 0.39894228040143267794 * exp(-0.5 * x * x);
+}
+
+typedef struct gelu_ctx { dt_dtype ct, dt[3]; } gelu_ctx;
+
+static void gelu_bw_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
+  const gelu_ctx *c = vctx;
+  _Alignas(64) char bg[GRAD_BLOCK * 8], bx[GRAD_BLOCK * 8];
+  for (int64_t s = 0; s < n; s += GRAD_BLOCK) {
+    int64_t k = n - s < GRAD_BLOCK ? n - s : GRAD_BLOCK;
+    cpu_load(bg, c->ct, p[1] + s * st[1], c->dt[1], st[1], k);
+    cpu_load(bx, c->ct, p[2] + s * st[2], c->dt[2], st[2], k);
+    if (c->ct == DT_FLOAT32) {
+      float *g = (float *)bg;
+      const float *x = (const float *)bx;
+      for (int64_t i = 0; i < k; i++) g[i] *= dgelu_f(x[i]);
+    } else {
+      double *g = (double *)bg;
+      const double *x = (const double *)bx;
+      for (int64_t i = 0; i < k; i++) g[i] *= dgelu_d(x[i]);
+    }
+    cpu_store(p[0] + s * st[0], c->dt[0], st[0], bg, c->ct, k);
+  }
+}
+
+void cpu_gelu_backward(dt_dtype ct, const cpu_view *out, const cpu_view *grad,
+                       const cpu_view *x) {
+  gelu_ctx c = {ct, {out->dtype, grad->dtype, x->dtype}};
+  cpu_view ops[3] = {*out, *grad, *x};
+  cpu_iter it;
+  cpu_iter_init(&it, ops, 3);
+  cpu_iter_run_parallel(&it, gelu_bw_inner, &c);
+}
+
+/* ----------------------------------------------------------- index_add */
+/* element j (row-major) of an int32/int64 view */
+static int64_t index_at(const cpu_view *v, int64_t j) {
+  int64_t off = 0;
+  for (int d = v->ndim - 1; d >= 0; d--) {
+    off += (j % v->sizes[d]) * v->strides[d];
+    j /= v->sizes[d];
+  }
+  const char *p = v->data + off * (int64_t)cpu_dtype_size(v->dtype);
+  if (v->dtype == DT_INT32) {
+    int32_t x;
+    memcpy(&x, p, sizeof x);
+    return x;
+  }
+  int64_t x;
+  memcpy(&x, p, sizeof x);
+  return x;
+}
+
+static int64_t numel_of(const cpu_view *v) {
+  int64_t n = 1;
+  for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
+  return n;
+}
+
+int64_t cpu_count_not_equal(const cpu_view *idx, int64_t value) {
+  int64_t n = numel_of(idx), count = 0;
+  for (int64_t j = 0; j < n; j++) count += index_at(idx, j) != value;
+  return count;
+}
+
+/* out += src elementwise (op 0 is read and written), in double */
+static void add_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
+  const dt_dtype *dt = vctx;
+  double bo[GRAD_BLOCK], bs[GRAD_BLOCK];
+  for (int64_t s = 0; s < n; s += GRAD_BLOCK) {
+    int64_t k = n - s < GRAD_BLOCK ? n - s : GRAD_BLOCK;
+    cpu_load(bo, DT_FLOAT64, p[0] + s * st[0], dt[0], st[0], k);
+    cpu_load(bs, DT_FLOAT64, p[1] + s * st[1], dt[1], st[1], k);
+    for (int64_t i = 0; i < k; i++) bo[i] += bs[i];
+    cpu_store(p[0] + s * st[0], dt[0], st[0], bo, DT_FLOAT64, k);
+  }
+}
+
+dt_status cpu_index_add(const cpu_view *out, int dim, const cpu_view *idx,
+                        const cpu_view *src, int64_t *bad_pos,
+                        int64_t *bad_val) {
+  int64_t n = numel_of(idx), limit = out->sizes[dim];
+  for (int64_t j = 0; j < n; j++) { /* all checked before any write */
+    int64_t v = index_at(idx, j);
+    if (v < 0 || v >= limit) {
+      *bad_pos = j;
+      *bad_val = v;
+      return DT_ERR_INVALID_ARGUMENT;
+    }
+  }
+  cpu_view dst = *out, s = *src;
+  dst.sizes[dim] = 1;
+  s.sizes[dim] = 1;
+  if (numel_of(&dst) == 0) return DT_OK;
+  int64_t oes = (int64_t)cpu_dtype_size(out->dtype);
+  int64_t ses = (int64_t)cpu_dtype_size(src->dtype);
+  dt_dtype dt[2] = {out->dtype, src->dtype};
+  /* in index order: duplicates accumulate, each sum rounded to out's
+   * dtype as an in-place index_add_ does */
+  for (int64_t j = 0; j < n; j++) {
+    dst.data = out->data + index_at(idx, j) * out->strides[dim] * oes;
+    s.data = src->data + j * src->strides[dim] * ses;
+    cpu_view ops[2] = {dst, s};
+    cpu_iter it;
+    cpu_iter_init(&it, ops, 2);
+    cpu_iter_run_parallel(&it, add_inner, dt);
+  }
+  return DT_OK;
+}
+
+/* ------------------------------------------------ cross_entropy_backward */
+/* the offset (elements) of position p's class row in [N, C, d...]: p runs
+ * row-major over [N, d...] */
+static int64_t ce_row(const cpu_view *x, int64_t p) {
+  int64_t off = 0;
+  for (int d = x->ndim - 1; d >= 0; d--) {
+    if (d == 1) continue; /* the class dim */
+    off += (p % x->sizes[d]) * x->strides[d];
+    p /= x->sizes[d];
+  }
+  return off;
+}
+
+/* element p (row-major) of a float view, in double */
+static double value_at(const cpu_view *v, int64_t p) {
+  int64_t off = 0;
+  for (int d = v->ndim - 1; d >= 0; d--) {
+    off += (p % v->sizes[d]) * v->strides[d];
+    p /= v->sizes[d];
+  }
+  double x;
+  cpu_load(&x, DT_FLOAT64, v->data + off * (int64_t)cpu_dtype_size(v->dtype),
+           v->dtype, 0, 1);
+  return x;
+}
+
+/* a strided row of n values (byte stride sb) */
+typedef struct row { const char *p; dt_dtype d; int64_t sb; } row;
+
+static double row_logsumexp(row r, int64_t n) {
+  double buf[GRAD_BLOCK], mx = -INFINITY, sum = 0;
+  for (int64_t s = 0; s < n; s += GRAD_BLOCK) {
+    int64_t k = n - s < GRAD_BLOCK ? n - s : GRAD_BLOCK;
+    cpu_load(buf, DT_FLOAT64, r.p + s * r.sb, r.d, r.sb, k);
+    for (int64_t i = 0; i < k; i++)
+      if (buf[i] > mx || isnan(buf[i])) mx = buf[i];
+  }
+  if (isnan(mx) || isinf(mx)) return mx;
+  for (int64_t s = 0; s < n; s += GRAD_BLOCK) {
+    int64_t k = n - s < GRAD_BLOCK ? n - s : GRAD_BLOCK;
+    cpu_load(buf, DT_FLOAT64, r.p + s * r.sb, r.d, r.sb, k);
+    for (int64_t i = 0; i < k; i++) sum += exp(buf[i] - mx);
+  }
+  return mx + log(sum);
+}
+
+static double row_sum(row r, int64_t n) {
+  double buf[GRAD_BLOCK], s = 0;
+  for (int64_t k0 = 0; k0 < n; k0 += GRAD_BLOCK) {
+    int64_t k = n - k0 < GRAD_BLOCK ? n - k0 : GRAD_BLOCK;
+    cpu_load(buf, DT_FLOAT64, r.p + k0 * r.sb, r.d, r.sb, k);
+    for (int64_t i = 0; i < k; i++) s += buf[i];
+  }
+  return s;
+}
+
+/* one position: out row = w · (softmax(x) − q) for the target distribution
+ * q = (1 − ε)·onehot(cls) + ε/C (cls < 0: the probability row t, where
+ * the softmax is scaled by Σ q, which is not assumed to be 1) */
+static void ce_grad_row(row o, row x, const row *t, int64_t cls, int64_t nc,
+                        double eps, double w) {
+  double lse = row_logsumexp(x, nc), sq = 1, bx[GRAD_BLOCK], bt[GRAD_BLOCK];
+  if (t) sq = (1 - eps) * row_sum(*t, nc) + eps;
+  double uni = eps / (double)nc;
+  for (int64_t s = 0; s < nc; s += GRAD_BLOCK) {
+    int64_t k = nc - s < GRAD_BLOCK ? nc - s : GRAD_BLOCK;
+    cpu_load(bx, DT_FLOAT64, x.p + s * x.sb, x.d, x.sb, k);
+    if (t) cpu_load(bt, DT_FLOAT64, t->p + s * t->sb, t->d, t->sb, k);
+    for (int64_t i = 0; i < k; i++) {
+      double q = t ? (1 - eps) * bt[i] + uni
+                   : (s + i == cls ? 1 - eps : 0) + uni;
+      bx[i] = w * (exp(bx[i] - lse) * sq - q);
+    }
+    cpu_store((char *)o.p + s * o.sb, o.d, o.sb, bx, DT_FLOAT64, k);
+  }
+}
+
+dt_status cpu_cross_entropy_backward(const cpu_view *out,
+                                     const cpu_ce_grad_args *a,
+                                     int64_t *bad_pos, int64_t *bad_val) {
+  const cpu_view *x = a->logits, *t = a->target;
+  int64_t nc = x->sizes[1], m = 1;
+  for (int d = 0; d < x->ndim; d++) if (d != 1) m *= x->sizes[d];
+  int64_t es = (int64_t)cpu_dtype_size(x->dtype);
+  int64_t oes = (int64_t)cpu_dtype_size(out->dtype);
+  int64_t tes = (int64_t)cpu_dtype_size(t->dtype);
+  for (int64_t p = 0; p < m; p++) {
+    row rx = {x->data + ce_row(x, p) * es, x->dtype, x->strides[1] * es};
+    row ro = {out->data + ce_row(out, p) * oes, out->dtype,
+              out->strides[1] * oes};
+    double w = a->grad ? value_at(a->grad, p) : a->scale;
+    if (a->probabilities) {
+      row rt = {t->data + ce_row(t, p) * tes, t->dtype, t->strides[1] * tes};
+      ce_grad_row(ro, rx, &rt, -1, nc, a->label_smoothing, w);
+      continue;
+    }
+    int64_t cls = index_at(t, p);
+    if (cls == a->ignore_index) { /* contributes nothing: a zero row */
+      double zero[GRAD_BLOCK] = {0};
+      for (int64_t s = 0; s < nc; s += GRAD_BLOCK) {
+        int64_t k = nc - s < GRAD_BLOCK ? nc - s : GRAD_BLOCK;
+        cpu_store((char *)ro.p + s * ro.sb, ro.d, ro.sb, zero, DT_FLOAT64, k);
+      }
+      continue;
+    }
+    if (cls < 0 || cls >= nc) {
+      *bad_pos = p;
+      *bad_val = cls;
+      return DT_ERR_INVALID_ARGUMENT;
+    }
+    ce_grad_row(ro, rx, NULL, cls, nc, a->label_smoothing, w);
+  }
+  return DT_OK;
+}

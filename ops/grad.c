@@ -1,0 +1,178 @@
+/* Backward building blocks shared by the op families' formulas (ops.h,
+ * "backward formulas"): boxed calls run through the autograd layer's
+ * environment, results borrowed from its arena, failures kept in e->st. */
+#include "ops/ops.h"
+
+dt_status ops_grad_none(ops_grad_env *e, const dt_op_call *fwd,
+                        dt_tensor *const *gout, dt_tensor **gin) {
+  (void)e;
+  (void)gout;
+  (void)gin;
+  /* never reached: the autograd layer records no node for these ops */
+  return core_error_set(DT_ERR_INTERNAL, "%s: %s is not differentiable",
+                        fwd->api, core_op_name(fwd->op));
+}
+
+static dt_tensor *run(ops_grad_env *e, dt_op_call *c) {
+  if (e->st != DT_OK) return NULL;
+  dt_tensor *t = e->run(e, c);
+  if (!t) {
+    e->st = core_last_status();
+    if (e->st == DT_OK) e->st = DT_ERR_INTERNAL;
+  }
+  return t;
+}
+
+dt_tensor *ops_g_t(ops_grad_env *e, core_op_id op, dt_tensor *a) {
+  if (!a) return NULL;
+  dt_op_call c;
+  core_call_init(&c, op, "dt_backward");
+  core_call_tensor(&c, a);
+  return run(e, &c);
+}
+
+dt_tensor *ops_g_tt(ops_grad_env *e, core_op_id op, dt_tensor *a, dt_tensor *b) {
+  if (!a || !b) return NULL;
+  dt_op_call c;
+  core_call_init(&c, op, "dt_backward");
+  core_call_tensor(&c, a);
+  core_call_tensor(&c, b);
+  return run(e, &c);
+}
+
+dt_tensor *ops_g_ttt(ops_grad_env *e, core_op_id op, dt_tensor *a, dt_tensor *b,
+                     dt_tensor *x) {
+  if (!a || !b || !x) return NULL;
+  dt_op_call c;
+  core_call_init(&c, op, "dt_backward");
+  core_call_tensor(&c, a);
+  core_call_tensor(&c, b);
+  core_call_tensor(&c, x);
+  return run(e, &c);
+}
+
+dt_tensor *ops_g_ts(ops_grad_env *e, core_op_id op, dt_tensor *a, double s) {
+  if (!a) return NULL;
+  dt_op_call c;
+  core_call_init(&c, op, "dt_backward");
+  core_call_tensor(&c, a);
+  core_call_double(&c, s);
+  return run(e, &c);
+}
+
+dt_tensor *ops_g_ti(ops_grad_env *e, core_op_id op, dt_tensor *a, int64_t i) {
+  if (!a) return NULL;
+  dt_op_call c;
+  core_call_init(&c, op, "dt_backward");
+  core_call_tensor(&c, a);
+  core_call_int(&c, i);
+  return run(e, &c);
+}
+
+dt_tensor *ops_g_tii(ops_grad_env *e, core_op_id op, dt_tensor *a, int64_t i,
+                     int64_t j) {
+  if (!a) return NULL;
+  dt_op_call c;
+  core_call_init(&c, op, "dt_backward");
+  core_call_tensor(&c, a);
+  core_call_int(&c, i);
+  core_call_int(&c, j);
+  return run(e, &c);
+}
+
+dt_tensor *ops_g_tI(ops_grad_env *e, core_op_id op, dt_tensor *a, dt_shape s) {
+  if (!a) return NULL;
+  dt_op_call c;
+  core_call_init(&c, op, "dt_backward");
+  core_call_tensor(&c, a);
+  core_call_ints(&c, s);
+  return run(e, &c);
+}
+
+dt_tensor *ops_g_reduce(ops_grad_env *e, core_op_id op, dt_tensor *a,
+                        dt_shape dims, bool keepdim) {
+  if (!a) return NULL;
+  dt_op_call c;
+  core_call_init(&c, op, "dt_backward");
+  core_call_tensor(&c, a);
+  core_call_ints(&c, dims);
+  core_call_bool(&c, keepdim);
+  return run(e, &c);
+}
+
+dt_tensor *ops_g_masked_fill(ops_grad_env *e, dt_tensor *a, dt_tensor *mask,
+                             double v) {
+  if (!a || !mask) return NULL;
+  dt_op_call c;
+  core_call_init(&c, CORE_OP_MASKED_FILL, "dt_backward");
+  core_call_tensor(&c, a);
+  core_call_tensor(&c, mask);
+  core_call_double(&c, v);
+  return run(e, &c);
+}
+
+dt_tensor *ops_g_cast(ops_grad_env *e, dt_tensor *a, dt_dtype d) {
+  if (!a) return NULL;
+  if (a->dtype == d) return a;
+  dt_op_call c;
+  core_call_init(&c, CORE_OP_CAST, "dt_backward");
+  core_call_tensor(&c, a);
+  core_call_dtype(&c, d);
+  return run(e, &c);
+}
+
+dt_shape ops_g_shape(const dt_tensor *a) {
+  dt_shape s = {.ndim = a->local.ndim};
+  for (int d = 0; d < s.ndim; d++) s.dims[d] = a->local.sizes[d];
+  return s;
+}
+
+dt_tensor *ops_g_sum_to(ops_grad_env *e, dt_tensor *g, const int64_t *sizes,
+                        int ndim) {
+  if (!g) return NULL;
+  int gn = g->local.ndim, lead = gn - ndim;
+  dt_shape dims = {0};
+  for (int d = 0; d < gn; d++)
+    if (d < lead || (sizes[d - lead] == 1 && g->local.sizes[d] != 1))
+      dims.dims[dims.ndim++] = d;
+  if (!dims.ndim) return g;
+  dt_tensor *s = ops_g_reduce(e, CORE_OP_SUM, g, dims, true);
+  dt_shape to = {.ndim = ndim};
+  for (int d = 0; d < ndim; d++) to.dims[d] = sizes[d];
+  return ops_g_tI(e, CORE_OP_RESHAPE, s, to);
+}
+
+dt_tensor *ops_g_tn(ops_grad_env *e, core_op_id op, dt_tensor *a, int n,
+                    const int64_t *ints) {
+  if (!a) return NULL;
+  dt_op_call c;
+  core_call_init(&c, op, "dt_backward");
+  core_call_tensor(&c, a);
+  for (int i = 0; i < n; i++) core_call_int(&c, ints[i]);
+  return run(e, &c);
+}
+
+dt_tensor *ops_g_const(ops_grad_env *e, const dt_tensor *like, double v) {
+  if (!like || e->st != DT_OK) return NULL;
+  dt_tensor *t = e->constant(e, like, v);
+  if (!t) {
+    e->st = core_last_status();
+    if (e->st == DT_OK) e->st = DT_ERR_INTERNAL;
+  }
+  return t;
+}
+
+dt_tensor *ops_g_slice_scatter(ops_grad_env *e, dt_tensor *src, dt_shape shape,
+                               int64_t dim, int64_t start, int64_t end,
+                               int64_t step) {
+  if (!src) return NULL;
+  dt_op_call c;
+  core_call_init(&c, CORE_OP_SLICE_SCATTER, "dt_backward");
+  core_call_tensor(&c, src);
+  core_call_ints(&c, shape);
+  core_call_int(&c, dim);
+  core_call_int(&c, start);
+  core_call_int(&c, end);
+  core_call_int(&c, step);
+  return run(e, &c);
+}
