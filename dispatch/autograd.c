@@ -504,7 +504,10 @@ static dt_status collect(ag_node *root, nodes *out, const char *api) {
                           "twice", api, node_name(n));
       break;
     }
-    if (!nodes_push(out, n)) st = DT_ERR_OUT_OF_MEMORY;
+    /* held until the backward ends: freeing one node's saved tensors can
+     * drop the last reference to another collected node */
+    if (nodes_push(out, n)) atomic_fetch_add_explicit(&n->refs, 1, memory_order_relaxed);
+    else st = DT_ERR_OUT_OF_MEMORY;
     for (int k = 0; st == DT_OK && k < n->nin; k++) {
       ag_node *m = n->in[k] && n->in[k]->requires_grad ? node_of(n->in[k]) : NULL;
       if (m && m->pass != pass) {
@@ -516,7 +519,7 @@ static dt_status collect(ag_node *root, nodes *out, const char *api) {
   free(stack.v);
   if (st == DT_ERR_OUT_OF_MEMORY)
     return core_error_set(st, "%s: out of host memory walking the graph", api);
-  qsort(out->v, (size_t)out->n, sizeof *out->v, by_seq_desc);
+  if (out->n > 1) qsort(out->v, (size_t)out->n, sizeof *out->v, by_seq_desc);
   return st;
 }
 
@@ -558,6 +561,7 @@ dt_status dispatch_backward(dt_tensor *root, dt_tensor *seed, bool retain_graph,
       }
       if (st == DT_OK && !retain_graph) node_free_saved(order.v[i]);
     }
+    for (int i = 0; i < order.n; i++) node_release(order.v[i]);
     free(order.v);
   }
   dispatch_dtensor_force_auto(was_auto);

@@ -127,12 +127,6 @@ static dt_status call_device(dt_op_call *c, dt_runtime **rt, int *rank) {
   return DT_OK;
 }
 
-/* Ops whose kernels validate data (indices): the call waits for the
- * result, so a bad index fails the call as on PyTorch's CPU. */
-static bool checks_data(core_op_id op) {
-  return op == CORE_OP_EMBEDDING || op == CORE_OP_INDEX_SELECT ||
-         op == CORE_OP_CROSS_ENTROPY;
-}
 
 static dt_status wait_for_outputs(dt_op_call *c, dt_runtime *rt, int rank) {
   dt_future *f = runtime_publish_barrier(rt, rank);
@@ -188,7 +182,7 @@ dt_status dispatch_backend(dt_op_call *c) {
   bool fresh;
   st = make_outputs(c, rt, rank, &fresh);
   if (st == DT_OK && fresh) st = runtime_publish_op(c, rt, rank);
-  if (st == DT_OK && fresh && checks_data(c->op))
+  if (st == DT_OK && fresh && ops_checks_data(c->op))
     st = wait_for_outputs(c, rt, rank);
   if (st != DT_OK) release_outs(c);
   return st;

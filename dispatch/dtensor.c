@@ -587,12 +587,6 @@ static dispatch_dtensor_job *job_new(const dt_op_call *c, const dispatch_plan *p
   return j;
 }
 
-/* embedding, index_select and cross_entropy check indices while they run:
- * the call waits so that a bad one fails it, as on a single device */
-static bool checks_data(core_op_id op) {
-  return op == CORE_OP_EMBEDDING || op == CORE_OP_INDEX_SELECT ||
-         op == CORE_OP_CROSS_ENTROPY;
-}
 
 static dt_status wait_outputs(dt_op_call *c, dt_runtime *rt) {
   dt_future *f = runtime_publish_barrier(rt, -1);
@@ -628,7 +622,7 @@ static dt_status publish(dt_op_call *c, dt_mesh *m, const dispatch_plan *p) {
     release_outs(c);
     return keep;
   }
-  if (checks_data(c->op) && (st = wait_outputs(c, m->rt)) != DT_OK)
+  if (ops_checks_data(c->op) && (st = wait_outputs(c, m->rt)) != DT_OK)
     release_outs(c);
   return st;
 }

@@ -78,6 +78,11 @@ typedef struct ops_def {
   ops_grad_fn grad;   /* ops_grad_none: not differentiable */
 } ops_def;
 
+/* Ops whose kernels validate data (indices, targets) while they run: the
+ * call waits for the result, so a bad index fails the call itself, as on
+ * PyTorch's CPU (ops/registry.c). */
+bool ops_checks_data(core_op_id op);
+
 /* ---- rule building blocks (ops/rule.c) */
 /* Appends a strategy with every tensor argument and output Replicate;
  * NULL when the set is full (the rule stops adding). */

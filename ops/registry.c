@@ -12,6 +12,12 @@ const ops_def ops_defs[CORE_OP_COUNT] = {
 _Static_assert(sizeof ops_defs / sizeof *ops_defs == CORE_OP_COUNT,
                "op table size");
 
+bool ops_checks_data(core_op_id op) {
+  return op == CORE_OP_EMBEDDING || op == CORE_OP_INDEX_SELECT ||
+         op == CORE_OP_CROSS_ENTROPY || op == CORE_OP_INDEX_SELECT_BACKWARD ||
+         op == CORE_OP_CROSS_ENTROPY_BACKWARD;
+}
+
 dt_status ops_alias_cpu(dt_op_call *c) {
   return core_error_set(DT_ERR_INTERNAL, "%s: view op %s made a fresh output",
                       c->api, core_op_name(c->op));
