@@ -275,6 +275,25 @@ dt_tensor *dispatch_grad(const dt_tensor *t) {
   return g;
 }
 
+dt_status dispatch_set_grad(dt_tensor *t, dt_tensor *g, const char *api) {
+  pthread_mutex_t *mu = stripe_of(t);
+  pthread_mutex_lock(mu);
+  dt_status st = DT_OK;
+  if (!t->ag) {
+    ag_meta *m = meta_new();
+    if (m) t->ag = &m->base;
+    else st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", api);
+  }
+  dt_tensor *old = NULL;
+  if (st == DT_OK) {
+    old = meta_of(t)->grad;
+    meta_of(t)->grad = core_tensor_retain(g);
+  }
+  pthread_mutex_unlock(mu);
+  core_tensor_release(old);
+  return st;
+}
+
 void dispatch_clear_grad(dt_tensor *t) {
   if (!t || !t->ag) return;
   pthread_mutex_t *mu = stripe_of(t);

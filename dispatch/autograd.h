@@ -34,6 +34,8 @@ dt_tensor *dispatch_ones_like_grad(const dt_tensor *t);
 
 /* t's accumulated gradient (a new reference) or NULL */
 dt_tensor *dispatch_grad(const dt_tensor *t);
+/* replaces t's gradient with g (retained; NULL drops it) */
+dt_status dispatch_set_grad(dt_tensor *t, dt_tensor *g, const char *api);
 /* drops t's accumulated gradient (PyTorch's zero_grad(set_to_none)) */
 void dispatch_clear_grad(dt_tensor *t);
 /* the op name of the node that made t, or NULL for a leaf / no grad */

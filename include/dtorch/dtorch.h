@@ -581,6 +581,51 @@ DT_API const char *dt_tensor_grad_fn(const dt_tensor *t);
 /* graph nodes alive in the process (a leak check) */
 DT_API int64_t    dt_autograd_live_nodes(void);
 
+/* ---- optimisers (docs/autograd.md)
+ * `params` is an array of n parameter SLOTS that the optimiser keeps
+ * (borrowed: the array must outlive the optimiser). A step computes each
+ * new value with grad mode off and puts it in its slot, params[i] (a fresh
+ * leaf that requires grad; the optimiser releases the old handle, which
+ * the slot owned), as JAX's optax does: in-flight ops keep reading the old
+ * values, nothing is overwritten under them. Keep a model's parameters in
+ * such an array and read params[i] after each step:
+ *   dt_tensor *p[2] = {w, b};        // the array now owns w and b
+ *   dt_optimizer *opt = dt_adamw_create(p, 2, &(dt_adamw_options){.lr = 1e-3});
+ *   ... forward with p[0], p[1]; dt_backward(loss); dt_optimizer_step(opt); A parameter's gradient is first redistributed to the
+ * parameter's placements (a Partial(sum) gradient of a Replicate weight:
+ * the DP all-reduce; of a Shard weight: a reduce-scatter); a parameter
+ * without a gradient is left as it is. Options with 0 take PyTorch's
+ * defaults where noted. */
+typedef struct dt_optimizer dt_optimizer;
+typedef struct dt_sgd_options {
+  double lr;            /* required, > 0 */
+  double momentum;      /* 0: plain SGD */
+  double weight_decay;  /* L2, added to the gradient */
+  bool nesterov;
+} dt_sgd_options;
+typedef struct dt_adamw_options {
+  double lr;            /* 0: 1e-3 */
+  double beta1, beta2;  /* 0: 0.9, 0.999 */
+  double eps;           /* 0: 1e-8 */
+  double weight_decay;  /* decoupled; 0: none (PyTorch's default is 0.01:
+                           pass it) */
+} dt_adamw_options;
+DT_API dt_optimizer *dt_sgd_create(dt_tensor **params, int n,
+                                   const dt_sgd_options *o);
+DT_API dt_optimizer *dt_adamw_create(dt_tensor **params, int n,
+                                     const dt_adamw_options *o);
+DT_API dt_status  dt_optimizer_step(dt_optimizer *opt);
+/* drops every parameter's gradient */
+DT_API void       dt_optimizer_zero_grad(dt_optimizer *opt);
+DT_API int64_t    dt_optimizer_steps(const dt_optimizer *opt);
+DT_API void       dt_optimizer_release(dt_optimizer *opt);   /* NULL no-op */
+/* Scales the gradients of params so that their global 2-norm (over every
+ * shard of every parameter) is at most max_norm, as
+ * torch.nn.utils.clip_grad_norm_; *total_norm (may be NULL) gets the norm
+ * before clipping. Waits for the gradients. */
+DT_API dt_status  dt_clip_grad_norm(dt_tensor *const *params, int n,
+                                    double max_norm, double *total_norm);
+
 #ifdef __cplusplus
 }
 #endif

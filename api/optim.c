@@ -1,0 +1,309 @@
+/* Optimisers (dtorch.h, "optimisers"; docs/autograd.md): SGD with
+ * momentum and AdamW over parameter slots, and gradient clipping by the
+ * global norm. Each update is a few public ops run with grad mode off, so
+ * DTensor parameters update shard by shard on their ranks with the same
+ * placements; a gradient whose placements differ from its parameter's
+ * (a Partial(sum) from data parallelism) is redistributed first. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "dispatch/autograd.h"
+
+enum { OPT_SGD, OPT_ADAMW };
+
+struct dt_optimizer {
+  int kind;
+  int n;
+  dt_tensor **params;   /* the caller's slots */
+  dt_tensor **buf1;     /* SGD momentum / AdamW first moment */
+  dt_tensor **buf2;     /* AdamW second moment */
+  dt_sgd_options sgd;
+  dt_adamw_options adam;
+  int64_t steps;
+};
+
+/* ---- helpers: a new reference, NULL after an error (kept) */
+static dt_tensor *take(dt_tensor *old, dt_tensor *t) {
+  dt_tensor_release(old);
+  return t;
+}
+
+static bool same_placements(const dt_tensor *a, const dt_tensor *b) {
+  if (!a->spec || !b->spec) return !a->spec && !b->spec;
+  for (int d = 0; d < dt_mesh_ndim(a->spec->mesh); d++) {
+    dt_placement x = a->spec->placements[d], y = b->spec->placements[d];
+    if (x.kind != y.kind || (x.kind == DT_PLACEMENT_SHARD && x.dim != y.dim) ||
+        (x.kind == DT_PLACEMENT_PARTIAL && x.reduce != y.reduce))
+      return false;
+  }
+  return true;
+}
+
+/* p's gradient with p's placements (kept as p's gradient), or NULL: none
+ * (*st DT_OK) or an error */
+static dt_tensor *reduced_grad(dt_tensor *p, const char *fn, dt_status *st) {
+  *st = DT_OK;
+  dt_tensor *g = dispatch_grad(p);
+  if (!g || same_placements(g, p)) return g;
+  dt_tensor *r = dt_redistribute(g, NULL, p->spec->placements);
+  dt_tensor_release(g);
+  if (!r || (*st = dispatch_set_grad(p, r, fn)) != DT_OK) {
+    if (!r) *st = dt_last_status();
+    dt_tensor_release(r);
+    return NULL;
+  }
+  return r;
+}
+
+/* ---- creation */
+static dt_status check_params(dt_tensor **params, int n, const char *fn) {
+  if (!params || n < 1)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: params must be an array "
+                          "of n >= 1 tensors (params %s, n %d)", fn,
+                          params ? "given" : "NULL", n);
+  for (int i = 0; i < n; i++) {
+    if (!params[i])
+      return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: params[%d] is NULL", fn, i);
+    if (!params[i]->requires_grad || dt_tensor_grad_fn(params[i]))
+      return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: params[%d] must be a "
+                            "leaf that requires grad%s%s", fn, i,
+                            dt_tensor_grad_fn(params[i]) ? "; it was made by " : "",
+                            dt_tensor_grad_fn(params[i]) ? dt_tensor_grad_fn(params[i]) : "");
+  }
+  return DT_OK;
+}
+
+static bool bad(double v, double lo, bool lo_open, double hi) {
+  return !isfinite(v) || v < lo || (lo_open && v == lo) || v >= hi;
+}
+
+static dt_optimizer *make(int kind, dt_tensor **params, int n) {
+  dt_optimizer *o = calloc(1, sizeof *o);
+  if (o) {
+    o->buf1 = calloc((size_t)n, sizeof *o->buf1);
+    o->buf2 = calloc((size_t)n, sizeof *o->buf2);
+  }
+  if (!o || !o->buf1 || !o->buf2) {
+    if (o) {
+      free(o->buf1);
+      free(o->buf2);
+      free(o);
+    }
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_optimizer: out of host memory");
+    return NULL;
+  }
+  o->kind = kind;
+  o->n = n;
+  o->params = params;
+  return o;
+}
+
+dt_optimizer *dt_sgd_create(dt_tensor **params, int n, const dt_sgd_options *opt) {
+  const char *fn = "dt_sgd_create";
+  if (check_params(params, n, fn) != DT_OK) return NULL;
+  if (!opt || bad(opt->lr, 0, true, INFINITY)) {
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: options.lr must be finite and > 0, "
+                   "got %g", fn, opt ? opt->lr : 0.0);
+    return NULL;
+  }
+  if (bad(opt->momentum, 0, false, INFINITY) || bad(opt->weight_decay, 0, false, INFINITY) ||
+      (opt->nesterov && opt->momentum == 0)) {
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: options.momentum %g and "
+                   "weight_decay %g must be finite and >= 0 (nesterov needs "
+                   "momentum > 0)", fn, opt->momentum, opt->weight_decay);
+    return NULL;
+  }
+  dt_optimizer *o = make(OPT_SGD, params, n);
+  if (o) o->sgd = *opt;
+  return o;
+}
+
+dt_optimizer *dt_adamw_create(dt_tensor **params, int n, const dt_adamw_options *opt) {
+  const char *fn = "dt_adamw_create";
+  if (check_params(params, n, fn) != DT_OK) return NULL;
+  dt_adamw_options a = opt ? *opt : (dt_adamw_options){0};
+  if (a.lr == 0) a.lr = 1e-3;
+  if (a.beta1 == 0) a.beta1 = 0.9;
+  if (a.beta2 == 0) a.beta2 = 0.999;
+  if (a.eps == 0) a.eps = 1e-8;
+  if (bad(a.lr, 0, true, INFINITY) || bad(a.beta1, 0, false, 1) ||
+      bad(a.beta2, 0, false, 1) || bad(a.eps, 0, true, INFINITY) ||
+      bad(a.weight_decay, 0, false, INFINITY)) {
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: options lr %g, beta1 %g, beta2 %g, "
+                   "eps %g, weight_decay %g: need lr > 0, betas in [0, 1), eps > 0, "
+                   "weight_decay >= 0, all finite", fn, a.lr, a.beta1, a.beta2,
+                   a.eps, a.weight_decay);
+    return NULL;
+  }
+  dt_optimizer *o = make(OPT_ADAMW, params, n);
+  if (o) o->adam = a;
+  return o;
+}
+
+/* ---- steps: each returns p's new value (a new reference) or NULL */
+static dt_tensor *sgd_update(dt_optimizer *o, int i, dt_tensor *p, dt_tensor *g) {
+  const dt_sgd_options *s = &o->sgd;
+  dt_tensor *d = dt_tensor_retain(g);
+  if (s->weight_decay) {
+    dt_tensor *wp = dt_mul_scalar(p, s->weight_decay);
+    d = take(d, wp ? dt_add(d, wp) : NULL);
+    dt_tensor_release(wp);
+  }
+  if (d && s->momentum) {
+    dt_tensor *b = o->buf1[i];
+    if (!b) {
+      b = dt_tensor_retain(d);
+    } else {
+      dt_tensor *mb = dt_mul_scalar(b, s->momentum);
+      b = take(b, mb ? dt_add(mb, d) : NULL);
+      dt_tensor_release(mb);
+    }
+    o->buf1[i] = b;
+    if (!b) d = take(d, NULL);
+    else if (s->nesterov) {
+      dt_tensor *mb = dt_mul_scalar(b, s->momentum);
+      d = take(d, mb ? dt_add(d, mb) : NULL);
+      dt_tensor_release(mb);
+    } else {
+      d = take(d, dt_tensor_retain(b));
+    }
+  }
+  dt_tensor *step = d ? dt_mul_scalar(d, s->lr) : NULL;
+  dt_tensor *np = step ? dt_sub(p, step) : NULL;
+  dt_tensor_release(step);
+  dt_tensor_release(d);
+  return np;
+}
+
+/* buf = beta buf + (1 - beta) x (x on the first step) */
+static dt_tensor *moment(dt_tensor *buf, dt_tensor *x, double beta) {
+  dt_tensor *nx = dt_mul_scalar(x, 1 - beta);
+  if (!buf || !nx) {
+    dt_tensor_release(buf);
+    return nx;
+  }
+  dt_tensor *bb = dt_mul_scalar(buf, beta);
+  dt_tensor *r = bb ? dt_add(bb, nx) : NULL;
+  dt_tensor_release(bb);
+  dt_tensor_release(nx);
+  dt_tensor_release(buf);
+  return r;
+}
+
+static dt_tensor *adamw_update(dt_optimizer *o, int i, dt_tensor *p, dt_tensor *g) {
+  const dt_adamw_options *a = &o->adam;
+  double t = (double)(o->steps + 1);
+  dt_tensor *g2 = dt_mul(g, g);
+  if (!g2) return NULL;
+  o->buf1[i] = moment(o->buf1[i], g, a->beta1);
+  o->buf2[i] = moment(o->buf2[i], g2, a->beta2);
+  dt_tensor_release(g2);
+  if (!o->buf1[i] || !o->buf2[i]) return NULL;
+  double bc1 = 1 - pow(a->beta1, t), bc2 = 1 - pow(a->beta2, t);
+  /* p (1 - lr wd) - lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps) */
+  dt_tensor *den = dt_sqrt(o->buf2[i]);
+  den = take(den, den ? dt_div_scalar(den, sqrt(bc2)) : NULL);
+  den = take(den, den ? dt_add_scalar(den, a->eps) : NULL);
+  dt_tensor *upd = den ? dt_div(o->buf1[i], den) : NULL;
+  upd = take(upd, upd ? dt_mul_scalar(upd, a->lr / bc1) : NULL);
+  dt_tensor *kept = a->weight_decay ? dt_mul_scalar(p, 1 - a->lr * a->weight_decay)
+                                    : dt_tensor_retain(p);
+  dt_tensor *np = upd && kept ? dt_sub(kept, upd) : NULL;
+  dt_tensor_release(den);
+  dt_tensor_release(upd);
+  dt_tensor_release(kept);
+  return np;
+}
+
+dt_status dt_optimizer_step(dt_optimizer *o) {
+  if (!o) return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_optimizer_step: opt is NULL");
+  bool was = dt_set_grad_enabled(false);
+  dt_status st = DT_OK;
+  for (int i = 0; i < o->n && st == DT_OK; i++) {
+    dt_tensor *p = o->params[i];
+    dt_tensor *g = reduced_grad(p, "dt_optimizer_step", &st);
+    if (!g) continue;
+    dt_tensor *np = o->kind == OPT_SGD ? sgd_update(o, i, p, g) : adamw_update(o, i, p, g);
+    dt_tensor_release(g);
+    if (!np || (st = dispatch_set_requires_grad(np, true, "dt_optimizer_step")) != DT_OK) {
+      if (!np) st = dt_last_status();
+      dt_tensor_release(np);
+      break;
+    }
+    o->params[i] = np;
+    dt_tensor_release(p);
+  }
+  if (st == DT_OK) o->steps++;
+  dt_set_grad_enabled(was);
+  return st;
+}
+
+void dt_optimizer_zero_grad(dt_optimizer *o) {
+  if (!o) return;
+  for (int i = 0; i < o->n; i++) dispatch_clear_grad(o->params[i]);
+}
+
+int64_t dt_optimizer_steps(const dt_optimizer *o) { return o ? o->steps : 0; }
+
+void dt_optimizer_release(dt_optimizer *o) {
+  if (!o) return;
+  for (int i = 0; i < o->n; i++) {
+    dt_tensor_release(o->buf1[i]);
+    dt_tensor_release(o->buf2[i]);
+  }
+  free(o->buf1);
+  free(o->buf2);
+  free(o);
+}
+
+/* ---- clipping */
+/* sum(g * g) of one gradient, on the host (a Partial reduced) */
+static dt_status square_sum(dt_tensor *g, double *out) {
+  dt_tensor *sq = dt_mul(g, g);
+  dt_tensor *s = sq ? dt_sum(sq, NULL, 0, false) : NULL;
+  dt_tensor *d = s ? dt_cast(s, DT_FLOAT64) : NULL;
+  dt_status st = d ? dt_to_host(d, out, sizeof *out) : dt_last_status();
+  dt_tensor_release(sq);
+  dt_tensor_release(s);
+  dt_tensor_release(d);
+  return st;
+}
+
+dt_status dt_clip_grad_norm(dt_tensor *const *params, int n, double max_norm,
+                            double *total_norm) {
+  const char *fn = "dt_clip_grad_norm";
+  if (!params || n < 0)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: params must be an array "
+                          "of n >= 0 tensors (n %d)", fn, n);
+  if (!(max_norm > 0) || !isfinite(max_norm))
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: max_norm must be finite "
+                          "and > 0, got %g", fn, max_norm);
+  bool was = dt_set_grad_enabled(false);
+  dt_status st = DT_OK;
+  double total = 0;
+  for (int i = 0; i < n && st == DT_OK; i++) {
+    if (!params[i]) {
+      st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: params[%d] is NULL", fn, i);
+      break;
+    }
+    dt_tensor *g = reduced_grad(params[i], fn, &st);
+    double s = 0;
+    if (g && (st = square_sum(g, &s)) == DT_OK) total += s;
+    dt_tensor_release(g);
+  }
+  total = sqrt(total);
+  double coef = max_norm / (total + 1e-6);
+  for (int i = 0; i < n && st == DT_OK && coef < 1; i++) {
+    dt_tensor *g = dispatch_grad(params[i]);
+    dt_tensor *c = g ? dt_mul_scalar(g, coef) : NULL;
+    if (g && !c) st = dt_last_status();
+    else if (c) st = dispatch_set_grad(params[i], c, fn);
+    dt_tensor_release(g);
+    dt_tensor_release(c);
+  }
+  dt_set_grad_enabled(was);
+  if (st == DT_OK && total_norm) *total_norm = total;
+  return st;
+}
