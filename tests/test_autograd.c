@@ -9,6 +9,7 @@
  * plus the graph's life (freed after backward, retain_graph, no-grad,
  * accumulation, errors) and threads. DTORCH_SWEEP=reduced samples. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -585,12 +586,45 @@ static void test_threads(void **state) {
   assert_int_equal(settled_nodes(), 0);
 }
 
+/* ---- from a future callback: a whole training step on the completion
+ * thread (a server that trains when data arrives) */
+typedef struct cb_state { dt_tensor *p[1]; _Atomic int done; int ok; } cb_state;
+static void on_data(dt_future *f, dt_status st, void *user) {
+  (void)f;
+  cb_state *s = user;
+  dt_optimizer *opt = dt_sgd_create(s->p, 1, &(dt_sgd_options){.lr = 0.5});
+  dt_tensor *l = st == DT_OK && opt ? square_sum(s->p[0]) : NULL;
+  s->ok = l && dt_backward(l) == DT_OK && dt_optimizer_step(opt) == DT_OK;
+  double v[3] = {0};
+  /* p - 0.5 * 2p = 0 */
+  s->ok = s->ok && dt_to_host(s->p[0], v, sizeof v) == DT_OK && v[0] == 0 && v[2] == 0;
+  dt_tensor_release(l);
+  dt_optimizer_release(opt);
+  atomic_store(&s->done, 1);
+}
+
+static void test_future_callback(void **state) {
+  (void)state;
+  double xv[3] = {1, 2, 3}, host[3];
+  cb_state s = {.p = {dt_from_host(xv, DT_SHAPE(3), &(dt_tensor_options){
+                          .dtype = DT_FLOAT64, .requires_grad = true})}};
+  dt_future *f = dt_to_host_async(s.p[0], host, sizeof host);
+  assert_non_null(f);
+  assert_int_equal(dt_future_then(f, on_data, &s), DT_OK);
+  while (!atomic_load(&s.done)) tu_sleep_ns(100000);
+  assert_true(s.ok);
+  dt_future_release(f);
+  dt_tensor_release(s.p[0]);
+  assert_int_equal(settled_nodes(), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_graph_life),
     cmocka_unit_test(test_errors),
     cmocka_unit_test(test_not_differentiable),
     cmocka_unit_test(test_threads),
+    cmocka_unit_test(test_future_callback),
     cmocka_unit_test(test_finite_differences),
     cmocka_unit_test(test_dtensor_grads),
   };
