@@ -177,44 +177,62 @@ static dt_tensor *sgd_update(dt_optimizer *o, int i, dt_tensor *p, dt_tensor *g)
   return np;
 }
 
-/* buf = beta buf + (1 - beta) x (x on the first step) */
-static dt_tensor *moment(dt_tensor *buf, dt_tensor *x, double beta) {
-  dt_tensor *nx = dt_mul_scalar(x, 1 - beta);
-  if (!buf || !nx) {
-    dt_tensor_release(buf);
-    return nx;
+/* ---- the fused kernels */
+dt_tensor *dt_adam_moment(dt_tensor *buf, dt_tensor *x, double beta, bool squared) {
+  API_CHECK_TENSOR(buf, "dt_adam_moment", "buf");
+  API_CHECK_TENSOR(x, "dt_adam_moment", "x");
+  dt_op_call c;
+  core_call_init(&c, CORE_OP_ADAM_MOMENT, "dt_adam_moment");
+  core_call_tensor(&c, buf);
+  core_call_tensor(&c, x);
+  core_call_double(&c, beta);
+  core_call_bool(&c, squared);
+  return dispatch_run1(&c);
+}
+
+dt_tensor *dt_adamw_apply(dt_tensor *p, dt_tensor *m, dt_tensor *v, double step,
+                          double eps, double decay) {
+  API_CHECK_TENSOR(p, "dt_adamw_apply", "p");
+  API_CHECK_TENSOR(m, "dt_adamw_apply", "m");
+  API_CHECK_TENSOR(v, "dt_adamw_apply", "v");
+  dt_op_call c;
+  core_call_init(&c, CORE_OP_ADAMW_APPLY, "dt_adamw_apply");
+  core_call_tensor(&c, p);
+  core_call_tensor(&c, m);
+  core_call_tensor(&c, v);
+  core_call_double(&c, step);
+  core_call_double(&c, eps);
+  core_call_double(&c, decay);
+  return dispatch_run1(&c);
+}
+
+/* buf = beta buf + (1 - beta) (x or x²); the first step starts from 0 */
+static dt_tensor *moment(dt_tensor *buf, dt_tensor *x, double beta, bool squared) {
+  dt_tensor *r;
+  if (buf) {
+    r = dt_adam_moment(buf, x, beta, squared);
+  } else { /* 0 * beta + (1 - beta) x: the fused op on x itself as buf */
+    r = dt_adam_moment(x, x, 0, squared);
+    dt_tensor *s = r ? dt_mul_scalar(r, 1 - beta) : NULL;
+    dt_tensor_release(r);
+    r = s;
   }
-  dt_tensor *bb = dt_mul_scalar(buf, beta);
-  dt_tensor *r = bb ? dt_add(bb, nx) : NULL;
-  dt_tensor_release(bb);
-  dt_tensor_release(nx);
   dt_tensor_release(buf);
   return r;
 }
 
+/* one pass for each moment and one for the parameter:
+ * p (1 - lr wd) - lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
+ *   = decay p - (lr sqrt(bc2) / bc1) m / (sqrt(v) + eps sqrt(bc2)) */
 static dt_tensor *adamw_update(dt_optimizer *o, int i, dt_tensor *p, dt_tensor *g) {
   const dt_adamw_options *a = &o->adam;
   double t = (double)(o->steps + 1);
-  dt_tensor *g2 = dt_mul(g, g);
-  if (!g2) return NULL;
-  o->buf1[i] = moment(o->buf1[i], g, a->beta1);
-  o->buf2[i] = moment(o->buf2[i], g2, a->beta2);
-  dt_tensor_release(g2);
-  if (!o->buf1[i] || !o->buf2[i]) return NULL;
-  double bc1 = 1 - pow(a->beta1, t), bc2 = 1 - pow(a->beta2, t);
-  /* p (1 - lr wd) - lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps) */
-  dt_tensor *den = dt_sqrt(o->buf2[i]);
-  den = take(den, den ? dt_div_scalar(den, sqrt(bc2)) : NULL);
-  den = take(den, den ? dt_add_scalar(den, a->eps) : NULL);
-  dt_tensor *upd = den ? dt_div(o->buf1[i], den) : NULL;
-  upd = take(upd, upd ? dt_mul_scalar(upd, a->lr / bc1) : NULL);
-  dt_tensor *kept = a->weight_decay ? dt_mul_scalar(p, 1 - a->lr * a->weight_decay)
-                                    : dt_tensor_retain(p);
-  dt_tensor *np = upd && kept ? dt_sub(kept, upd) : NULL;
-  dt_tensor_release(den);
-  dt_tensor_release(upd);
-  dt_tensor_release(kept);
-  return np;
+  o->buf1[i] = moment(o->buf1[i], g, a->beta1, false);
+  o->buf2[i] = moment(o->buf2[i], g, a->beta2, true);
+  if (!o->buf1[i] || !o->buf2[i]) return NULL; /* a later step starts over */
+  double bc1 = 1 - pow(a->beta1, t), sbc2 = sqrt(1 - pow(a->beta2, t));
+  return dt_adamw_apply(p, o->buf1[i], o->buf2[i], a->lr * sbc2 / bc1, a->eps * sbc2,
+                        1 - a->lr * a->weight_decay);
 }
 
 dt_status dt_optimizer_step(dt_optimizer *o) {

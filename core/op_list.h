@@ -112,3 +112,7 @@ CORE_OP(GELU_BACKWARD, "gelu_backward", "TT", ops_gelu_backward_infer, ops_gelu_
 CORE_OP(SLICE_SCATTER, "slice_scatter", "TIiiii", ops_slice_scatter_infer, ops_slice_scatter_cpu, ops_slice_scatter_rule, ops_grad_none)
 CORE_OP(INDEX_SELECT_BACKWARD, "index_select_backward", "TiTi", ops_index_select_backward_infer, ops_index_select_backward_cpu, ops_index_select_backward_rule, ops_grad_none)
 CORE_OP(CROSS_ENTROPY_BACKWARD, "cross_entropy_backward", "TTTiis", ops_cross_entropy_backward_infer, ops_cross_entropy_backward_cpu, ops_cross_entropy_backward_rule, ops_grad_none)
+
+/* fused optimiser updates (ops/optim_ops.c): one pass over a parameter */
+CORE_OP(ADAM_MOMENT, "adam_moment", "TTsb", ops_adam_moment_infer, ops_adam_moment_cpu, ops_optim_rule, ops_grad_none)
+CORE_OP(ADAMW_APPLY, "adamw_apply", "TTTsss", ops_adamw_apply_infer, ops_adamw_apply_cpu, ops_optim_rule, ops_grad_none)

@@ -193,11 +193,64 @@ static void test_errors(void **state) {
   assert_int_equal(dt_autograd_live_nodes(), 0);
 }
 
+/* the fused kernels against double loops: float32 and float64, strided
+ * (a transposed view) and contiguous inputs, both moment forms */
+static void test_fused_kernels(void **state) {
+  (void)state;
+  enum { R = 37, C = 29, NE = R * C };
+  static double a[NE], b[NE], c[NE], bt[NE];
+  for (int i = 0; i < NE; i++) {
+    a[i] = sin(i * 0.37);
+    b[i] = cos(i * 0.11) * 2;
+    c[i] = 0.5 + (i % 7) * 0.25;
+  }
+  for (int r = 0; r < R; r++)
+    for (int q = 0; q < C; q++) bt[q * R + r] = b[r * C + q];
+  dt_dtype dts[2] = {DT_FLOAT32, DT_FLOAT64};
+  for (int k = 0; k < 2; k++) {
+    double tol = dts[k] == DT_FLOAT32 ? 2e-6 : 1e-14;
+    dt_tensor *ta = tu_tensor(a, DT_SHAPE(R, C), dts[k]), *tb = tu_tensor(b, DT_SHAPE(R, C), dts[k]);
+    dt_tensor *tc = tu_tensor(c, DT_SHAPE(R, C), dts[k]);
+    dt_tensor *tT = tu_tensor(bt, DT_SHAPE(C, R), dts[k]);
+    dt_tensor *tbt = dt_transpose(tT, 0, 1); /* b as a strided view */
+    for (int sq = 0; sq < 2; sq++) {
+      dt_tensor *m = dt_adam_moment(ta, tbt, 0.8, sq);
+      double *v = tu_values(m);
+      for (int i = 0; i < NE; i++) {
+        double want = 0.8 * a[i] + 0.2 * (sq ? b[i] * b[i] : b[i]);
+        if (fabs(v[i] - want) > tol * (1 + fabs(want)))
+          fail_msg("adam_moment %s sq=%d [%d]: %.9g, want %.9g", dt_dtype_name(dts[k]), sq, i, v[i], want);
+      }
+      free(v);
+      dt_tensor_release(m);
+    }
+    dt_tensor *u = dt_adamw_apply(ta, tb, tc, 0.01, 1e-3, 0.99);
+    double *v = tu_values(u);
+    for (int i = 0; i < NE; i++) {
+      double want = 0.99 * a[i] - 0.01 * b[i] / (sqrt(c[i]) + 1e-3);
+      if (fabs(v[i] - want) > tol * (1 + fabs(want)))
+        fail_msg("adamw_apply %s [%d]: %.9g, want %.9g", dt_dtype_name(dts[k]), i, v[i], want);
+    }
+    free(v);
+    TU_RELEASE(u, ta, tb, tc, tbt, tT);
+  }
+  dt_tensor *x = dt_ones(DT_SHAPE(3), NULL), *y = dt_ones(DT_SHAPE(4), NULL);
+  tu_expect_error(dt_adam_moment(x, y, 0.9, false), DT_ERR_SHAPE,
+                  "dt_adam_moment: x has shape [4], buf [3] (they must match)", NULL);
+  tu_expect_error(dt_adamw_apply(x, x, x, NAN, 0, 1), DT_ERR_INVALID_ARGUMENT,
+                  "dt_adamw_apply: step must be finite, got nan", NULL);
+  dt_tensor *i = dt_zeros(DT_SHAPE(3), &(dt_tensor_options){.dtype = DT_INT64});
+  tu_expect_error(dt_adam_moment(i, x, 0.9, false), DT_ERR_DTYPE,
+                  "dt_adam_moment: buf must have a floating dtype, got int64", NULL);
+  TU_RELEASE(x, y, i);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_updates),
     cmocka_unit_test(test_clip),
     cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_fused_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -106,6 +106,8 @@ static dt_tensor *op_ce_bw_none(dt_tensor **x) {
 static dt_tensor *op_ce_bw_probs(dt_tensor **x) {
   return dt_cross_entropy_backward(x[0], x[1], x[2], DT_REDUCTION_MEAN, -100, 0.1);
 }
+static dt_tensor *op_adam_moment(dt_tensor **x) { return dt_adam_moment(x[0], x[1], 0.9, true); }
+static dt_tensor *op_adamw_apply(dt_tensor **x) { return dt_adamw_apply(x[0], x[1], x[2], 0.01, 1e-8, 0.99); }
 static dt_tensor *op_cat(dt_tensor **x) { return dt_cat(x, 2, 1); }
 static dt_tensor *op_stack(dt_tensor **x) { return dt_stack(x, 2, 0); }
 
@@ -206,6 +208,8 @@ static const op_case cases[] = {
   {"cross_entropy_backward_sum", op_ce_bw_sum, 3, {F32(), F32(5, 4), IDX(4, 5)}},
   {"cross_entropy_backward_none", op_ce_bw_none, 3, {F32(5), F32(5, 4), IDX(4, 5)}},
   {"cross_entropy_backward_probs", op_ce_bw_probs, 3, {F32(), F32(5, 4), POS(5, 4)}},
+  {"adam_moment", op_adam_moment, 2, {F32(5, 3), F32(5, 3)}},
+  {"adamw_apply", op_adamw_apply, 3, {F32(4, 6), F32(4, 6), POS(4, 6)}},
 };
 #define NCASES (int)(sizeof cases / sizeof *cases)
 

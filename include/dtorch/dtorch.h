@@ -619,6 +619,15 @@ DT_API dt_status  dt_optimizer_step(dt_optimizer *opt);
 DT_API void       dt_optimizer_zero_grad(dt_optimizer *opt);
 DT_API int64_t    dt_optimizer_steps(const dt_optimizer *opt);
 DT_API void       dt_optimizer_release(dt_optimizer *opt);   /* NULL no-op */
+/* The fused kernels under AdamW's step, for custom optimisers: one pass
+ * each. Inputs of one shape (no broadcasting), floating; the result has
+ * the first input's dtype; on DTensors, pointwise (no Partial).
+ *   dt_adam_moment:  beta * buf + (1 - beta) * (squared ? x * x : x)
+ *   dt_adamw_apply:  decay * p - step * m / (sqrt(v) + eps) */
+DT_API dt_tensor *dt_adam_moment(dt_tensor *buf, dt_tensor *x, double beta,
+                                 bool squared);
+DT_API dt_tensor *dt_adamw_apply(dt_tensor *p, dt_tensor *m, dt_tensor *v,
+                                 double step, double eps, double decay);
 /* Scales the gradients of params so that their global 2-norm (over every
  * shard of every parameter) is at most max_norm, as
  * torch.nn.utils.clip_grad_norm_; *total_norm (may be NULL) gets the norm

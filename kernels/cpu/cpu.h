@@ -58,6 +58,7 @@ typedef void (*cpu_parallel_fn)(int64_t n, int64_t grain, cpu_range_fn fn,
 void cpu_set_parallel(cpu_parallel_fn impl);
 void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx);
 #define CPU_GRAIN 65536 /* elements per chunk of elementwise work */
+#define CPU_BLOCK 256   /* elements converted to the compute type at once */
 /* cpu_iter_run over the whole output, in CPU_GRAIN chunks */
 void cpu_iter_run_parallel(const cpu_iter *it, cpu_inner_fn fn, void *ctx);
 
@@ -169,5 +170,14 @@ typedef struct cpu_ce_grad_args {
 dt_status cpu_cross_entropy_backward(const cpu_view *out,
                                      const cpu_ce_grad_args *a,
                                      int64_t *bad_pos, int64_t *bad_val);
+
+/* ---- fused optimiser updates (kernels/cpu/optim.c) */
+/* out = beta buf + (1 - beta) (squared ? x*x : x) */
+void cpu_adam_moment(dt_dtype ct, const cpu_view *out, const cpu_view *buf,
+                     const cpu_view *x, double beta, bool squared);
+/* out = decay p - step m / (sqrt(v) + eps) */
+void cpu_adamw_apply(dt_dtype ct, const cpu_view *out, const cpu_view *p,
+                     const cpu_view *m, const cpu_view *v, double step,
+                     double eps, double decay);
 
 #endif

@@ -9,7 +9,6 @@
 
 #include "kernels/cpu/cpu.h"
 
-#define GRAD_BLOCK 256
 
 /* ------------------------------------------------------- gelu_backward */
 /* d/dx x·Φ(x) = Φ(x) + x·φ(x); Φ through erfc, as the forward (no
@@ -27,9 +26,9 @@ typedef struct gelu_ctx { dt_dtype ct, dt[3]; } gelu_ctx;
 
 static void gelu_bw_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
   const gelu_ctx *c = vctx;
-  _Alignas(64) char bg[GRAD_BLOCK * 8], bx[GRAD_BLOCK * 8];
-  for (int64_t s = 0; s < n; s += GRAD_BLOCK) {
-    int64_t k = n - s < GRAD_BLOCK ? n - s : GRAD_BLOCK;
+  _Alignas(64) char bg[CPU_BLOCK * 8], bx[CPU_BLOCK * 8];
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
     cpu_load(bg, c->ct, p[1] + s * st[1], c->dt[1], st[1], k);
     cpu_load(bx, c->ct, p[2] + s * st[2], c->dt[2], st[2], k);
     if (c->ct == DT_FLOAT32) {
@@ -88,9 +87,9 @@ int64_t cpu_count_not_equal(const cpu_view *idx, int64_t value) {
 /* out += src elementwise (op 0 is read and written), in double */
 static void add_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
   const dt_dtype *dt = vctx;
-  double bo[GRAD_BLOCK], bs[GRAD_BLOCK];
-  for (int64_t s = 0; s < n; s += GRAD_BLOCK) {
-    int64_t k = n - s < GRAD_BLOCK ? n - s : GRAD_BLOCK;
+  double bo[CPU_BLOCK], bs[CPU_BLOCK];
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
     cpu_load(bo, DT_FLOAT64, p[0] + s * st[0], dt[0], st[0], k);
     cpu_load(bs, DT_FLOAT64, p[1] + s * st[1], dt[1], st[1], k);
     for (int64_t i = 0; i < k; i++) bo[i] += bs[i];
@@ -160,16 +159,16 @@ static double value_at(const cpu_view *v, int64_t p) {
 typedef struct row { const char *p; dt_dtype d; int64_t sb; } row;
 
 static double row_logsumexp(row r, int64_t n) {
-  double buf[GRAD_BLOCK], mx = -INFINITY, sum = 0;
-  for (int64_t s = 0; s < n; s += GRAD_BLOCK) {
-    int64_t k = n - s < GRAD_BLOCK ? n - s : GRAD_BLOCK;
+  double buf[CPU_BLOCK], mx = -INFINITY, sum = 0;
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
     cpu_load(buf, DT_FLOAT64, r.p + s * r.sb, r.d, r.sb, k);
     for (int64_t i = 0; i < k; i++)
       if (buf[i] > mx || isnan(buf[i])) mx = buf[i];
   }
   if (isnan(mx) || isinf(mx)) return mx;
-  for (int64_t s = 0; s < n; s += GRAD_BLOCK) {
-    int64_t k = n - s < GRAD_BLOCK ? n - s : GRAD_BLOCK;
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
     cpu_load(buf, DT_FLOAT64, r.p + s * r.sb, r.d, r.sb, k);
     for (int64_t i = 0; i < k; i++) sum += exp(buf[i] - mx);
   }
@@ -177,9 +176,9 @@ static double row_logsumexp(row r, int64_t n) {
 }
 
 static double row_sum(row r, int64_t n) {
-  double buf[GRAD_BLOCK], s = 0;
-  for (int64_t k0 = 0; k0 < n; k0 += GRAD_BLOCK) {
-    int64_t k = n - k0 < GRAD_BLOCK ? n - k0 : GRAD_BLOCK;
+  double buf[CPU_BLOCK], s = 0;
+  for (int64_t k0 = 0; k0 < n; k0 += CPU_BLOCK) {
+    int64_t k = n - k0 < CPU_BLOCK ? n - k0 : CPU_BLOCK;
     cpu_load(buf, DT_FLOAT64, r.p + k0 * r.sb, r.d, r.sb, k);
     for (int64_t i = 0; i < k; i++) s += buf[i];
   }
@@ -191,11 +190,11 @@ static double row_sum(row r, int64_t n) {
  * the softmax is scaled by Σ q, which is not assumed to be 1) */
 static void ce_grad_row(row o, row x, const row *t, int64_t cls, int64_t nc,
                         double eps, double w) {
-  double lse = row_logsumexp(x, nc), sq = 1, bx[GRAD_BLOCK], bt[GRAD_BLOCK];
+  double lse = row_logsumexp(x, nc), sq = 1, bx[CPU_BLOCK], bt[CPU_BLOCK];
   if (t) sq = (1 - eps) * row_sum(*t, nc) + eps;
   double uni = eps / (double)nc;
-  for (int64_t s = 0; s < nc; s += GRAD_BLOCK) {
-    int64_t k = nc - s < GRAD_BLOCK ? nc - s : GRAD_BLOCK;
+  for (int64_t s = 0; s < nc; s += CPU_BLOCK) {
+    int64_t k = nc - s < CPU_BLOCK ? nc - s : CPU_BLOCK;
     cpu_load(bx, DT_FLOAT64, x.p + s * x.sb, x.d, x.sb, k);
     if (t) cpu_load(bt, DT_FLOAT64, t->p + s * t->sb, t->d, t->sb, k);
     for (int64_t i = 0; i < k; i++) {
@@ -228,9 +227,9 @@ dt_status cpu_cross_entropy_backward(const cpu_view *out,
     }
     int64_t cls = index_at(t, p);
     if (cls == a->ignore_index) { /* contributes nothing: a zero row */
-      double zero[GRAD_BLOCK] = {0};
-      for (int64_t s = 0; s < nc; s += GRAD_BLOCK) {
-        int64_t k = nc - s < GRAD_BLOCK ? nc - s : GRAD_BLOCK;
+      double zero[CPU_BLOCK] = {0};
+      for (int64_t s = 0; s < nc; s += CPU_BLOCK) {
+        int64_t k = nc - s < CPU_BLOCK ? nc - s : CPU_BLOCK;
         cpu_store((char *)ro.p + s * ro.sb, ro.d, ro.sb, zero, DT_FLOAT64, k);
       }
       continue;

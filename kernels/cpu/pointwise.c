@@ -7,7 +7,6 @@
 
 #include "kernels/cpu/cpu.h"
 
-#define CPU_BLOCK 256
 
 /* ------------------------------------------------------------ binary */
 #define BIN_ARITH(T, OP, o, a, b, n)                                        \
