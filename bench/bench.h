@@ -64,5 +64,6 @@ static inline int bench_main(int argc, char **argv, const char *what,
 int bench_core(int argc, char **argv);
 int bench_sched(int argc, char **argv);
 int bench_dispatch(int argc, char **argv);
+int bench_demo(int argc, char **argv);
 
 #endif

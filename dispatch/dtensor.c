@@ -196,15 +196,19 @@ static bool is_reshape(core_op_id op) {
 
 /* the flat range [lo, hi) a box covers in row-major order, false when it
  * is not one range */
-static bool flat_range(const mesh_box *b, const dt_shape *g, int64_t *lo,
-                       int64_t *hi) {
-  int64_t n = mesh_box_numel(b), stride = 1, at = 0;
+/* the flat range [lo, hi) that box b covers within dims [a, e) of shape g
+ * (row-major over those dims); false if it is not one contiguous range */
+static bool flat_range(const mesh_box *b, const dt_shape *g, int a, int e,
+                       int64_t *lo, int64_t *hi) {
+  int64_t n = 1, stride = 1, at = 0;
   int last = -1;
-  for (int d = 0; d < b->n; d++)
+  for (int d = a; d < e; d++) {
+    n *= b->len[d];
     if (b->len[d] != g->dims[d]) last = d;
-  for (int d = 0; d < last; d++)
+  }
+  for (int d = a; d < last; d++)
     if (b->len[d] > 1 && n > 0) return false;
-  for (int d = b->n - 1; d >= 0; d--) {
+  for (int d = e - 1; d >= a; d--) {
     at += b->off[d] * stride;
     stride *= g->dims[d];
   }
@@ -213,20 +217,40 @@ static bool flat_range(const mesh_box *b, const dt_shape *g, int64_t *lo,
   return true;
 }
 
-/* view/reshape/flatten: every rank's input box must hold exactly the flat
- * range of its output box (n-D meshes nest shards; the rule checked one
- * mesh dim at a time) */
+/* the next group of a reshape: input dims [*i, ni) and output dims
+ * [*j, no) taken until their products agree (non-empty shapes) */
+static void next_group(const dt_shape *gi, const dt_shape *go, int *i, int *j) {
+  int64_t pi = *i < gi->ndim ? gi->dims[(*i)++] : 1;
+  int64_t pj = *j < go->ndim ? go->dims[(*j)++] : 1;
+  while (pi != pj) {
+    if (pi < pj && *i < gi->ndim) pi *= gi->dims[(*i)++];
+    else if (pj < pi && *j < go->ndim) pj *= go->dims[(*j)++];
+    else break; /* cannot happen: the numels agree */
+  }
+}
+
+/* view/reshape/flatten: per group of dims the reshape merges or splits,
+ * every rank's input box must hold exactly the flat range its output box
+ * covers there (n-D meshes nest shards; the rule checked one mesh dim at
+ * a time). A shard of a dim the reshape leaves alone always passes. */
 static bool reshape_boxes_match(const dt_op_call *c, const dt_mesh *m,
                                 const dispatch_plan *p) {
   const dt_tensor *a = c->args[0].t;
   dt_shape gi = a->spec->shape, go = {.ndim = p->meta[0].ndim};
   memcpy(go.dims, p->meta[0].sizes, sizeof(int64_t) * (size_t)go.ndim);
-  for (int i = 0; i < m->size; i++) {
-    mesh_box bi = mesh_box_of(m, p->in[0], &gi, i), bo = mesh_box_of(m, p->out[0], &go, i);
-    int64_t l0, h0, l1, h1;
-    if (!flat_range(&bi, &gi, &l0, &h0) || !flat_range(&bo, &go, &l1, &h1) ||
-        l0 != l1 || h0 != h1)
-      return false;
+  int64_t numel = 1;
+  for (int d = 0; d < gi.ndim; d++) numel *= gi.dims[d];
+  if (!numel) return true;
+  for (int r = 0; r < m->size; r++) {
+    mesh_box bi = mesh_box_of(m, p->in[0], &gi, r), bo = mesh_box_of(m, p->out[0], &go, r);
+    for (int i = 0, j = 0; i < gi.ndim || j < go.ndim;) {
+      int i0 = i, j0 = j;
+      next_group(&gi, &go, &i, &j);
+      int64_t l0, h0, l1, h1;
+      if (!flat_range(&bi, &gi, i0, i, &l0, &h0) || !flat_range(&bo, &go, j0, j, &l1, &h1) ||
+          l0 != l1 || h0 != h1)
+        return false;
+    }
   }
   return true;
 }

@@ -127,19 +127,19 @@ dt_shape ops_g_shape(const dt_tensor *a) {
   return s;
 }
 
+/* two sums and no reshape: a reshape of [1, n] S(1) to [n] would have to
+ * gather (the shard is not on the group's leading dim) */
 dt_tensor *ops_g_sum_to(ops_grad_env *e, dt_tensor *g, const int64_t *sizes,
                         int ndim) {
   if (!g) return NULL;
   int gn = g->local.ndim, lead = gn - ndim;
-  dt_shape dims = {0};
-  for (int d = 0; d < gn; d++)
-    if (d < lead || (sizes[d - lead] == 1 && g->local.sizes[d] != 1))
-      dims.dims[dims.ndim++] = d;
-  if (!dims.ndim) return g;
-  dt_tensor *s = ops_g_reduce(e, CORE_OP_SUM, g, dims, true);
-  dt_shape to = {.ndim = ndim};
-  for (int d = 0; d < ndim; d++) to.dims[d] = sizes[d];
-  return ops_g_tI(e, CORE_OP_RESHAPE, s, to);
+  dt_shape inner = {0}, outer = {0};
+  for (int d = lead; d < gn; d++)
+    if (sizes[d - lead] == 1 && g->local.sizes[d] != 1) inner.dims[inner.ndim++] = d;
+  for (int d = 0; d < lead; d++) outer.dims[outer.ndim++] = d;
+  if (inner.ndim) g = ops_g_reduce(e, CORE_OP_SUM, g, inner, true);
+  if (outer.ndim) g = ops_g_reduce(e, CORE_OP_SUM, g, outer, false);
+  return g;
 }
 
 dt_tensor *ops_g_tn(ops_grad_env *e, core_op_id op, dt_tensor *a, int n,

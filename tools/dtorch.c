@@ -9,11 +9,12 @@
 static int usage(FILE *out) {
   fprintf(out,
           "usage: dtorch <command> [args]\n"
-          "  demo             the main job: an MLP forward, printed op by op\n"
+          "  demo             the main job: DP x TP training vs one device (demo --help)\n"
           "  bench core       tensor-core benchmarks (JSON lines)\n"
           "  bench sched      scheduler benchmarks: deque, queue, spawn_pool, wake, publish\n"
           "  bench collectives  emulated collectives: 2/4/8 ranks, 8 B .. 256 MiB\n"
           "  bench dispatch   DTensor dispatch: cache lookup, cached add (8/64 ranks), matmul miss\n"
+          "  bench demo       a DP2 x TP4 training step (mlp, transformer) vs one device\n"
           "  ops              list the registered ops and their schemas\n"
           "  help             this text\n");
   return out == stdout ? 0 : 2;
@@ -32,8 +33,10 @@ int main(int argc, char **argv) {
       return bench_collectives(argc - 3, argv + 3);
     if (argc >= 3 && !strcmp(argv[2], "dispatch"))
       return bench_dispatch(argc - 3, argv + 3);
+    if (argc >= 3 && !strcmp(argv[2], "demo"))
+      return bench_demo(argc - 3, argv + 3);
     fprintf(stderr, "dtorch bench: unknown suite '%s' (available: core, sched, "
-            "collectives, dispatch)\n",
+            "collectives, dispatch, demo)\n",
             argc >= 3 ? argv[2] : "");
     return 2;
   }
