@@ -14,7 +14,7 @@
 #include "dispatch/dtensor.h"
 #include "mesh/mesh.h"
 
-#define SETS 256
+#define SETS 1024 /* a transformer step has a few hundred keys: 256 sets overflowed some */
 #define WAYS 4
 
 typedef struct entry {
