@@ -177,8 +177,22 @@ static ag_meta *meta_new(void) {
   return m;
 }
 
+/* a leaf's autograd state, made on first use (its stripe lock held) */
+static dt_status ensure_meta(dt_tensor *t, const char *api) {
+  if (t->ag) return DT_OK;
+  ag_meta *m = meta_new();
+  if (!m) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", api);
+  /* release: the state is whole before another thread's node_of sees it */
+  __atomic_store_n(&t->ag, &m->base, __ATOMIC_RELEASE);
+  return DT_OK;
+}
+
+/* the node that made t, or NULL (a leaf, or no grad). A leaf's state may
+ * be made concurrently by ensure_meta: acquire, pairs with its release.
+ * A non-leaf's is set before the tensor is returned and never changes. */
 static ag_node *node_of(const dt_tensor *t) {
-  return t && t->ag ? meta_of(t)->fn : NULL;
+  core_autograd *a = t ? __atomic_load_n(&t->ag, __ATOMIC_ACQUIRE) : NULL;
+  return a ? ((ag_meta *)a)->fn : NULL;
 }
 
 /* makes out a non-leaf output `idx` of n */
@@ -278,12 +292,7 @@ dt_tensor *dispatch_grad(const dt_tensor *t) {
 dt_status dispatch_set_grad(dt_tensor *t, dt_tensor *g, const char *api) {
   pthread_mutex_t *mu = stripe_of(t);
   pthread_mutex_lock(mu);
-  dt_status st = DT_OK;
-  if (!t->ag) {
-    ag_meta *m = meta_new();
-    if (m) t->ag = &m->base;
-    else st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", api);
-  }
+  dt_status st = ensure_meta(t, api);
   dt_tensor *old = NULL;
   if (st == DT_OK) {
     old = meta_of(t)->grad;
@@ -434,12 +443,7 @@ static dt_status feed(dt_tensor *t, dt_tensor *g, const char *api) {
   if (n) return accumulate(&n->gbuf[meta_of(t)->out], g, api);
   pthread_mutex_t *mu = stripe_of(t);
   pthread_mutex_lock(mu);
-  dt_status st = DT_OK;
-  if (!t->ag) {
-    ag_meta *m = meta_new();
-    if (m) t->ag = &m->base;
-    else st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", api);
-  }
+  dt_status st = ensure_meta(t, api);
   if (st == DT_OK) st = accumulate(&meta_of(t)->grad, g, api);
   else core_tensor_release(g);
   pthread_mutex_unlock(mu);

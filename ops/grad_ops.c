@@ -17,23 +17,6 @@ static dt_status need_float(const dt_op_call *c, const char *arg,
   return DT_OK;
 }
 
-static dt_status need_index(const dt_op_call *c, const char *arg,
-                            const dt_tensor *t) {
-  if (t->dtype != DT_INT32 && t->dtype != DT_INT64)
-    return core_error_set(DT_ERR_DTYPE, "%s: %s must be int32 or int64, got %s",
-                          c->api, arg, core_dtype_name(t->dtype));
-  return DT_OK;
-}
-
-/* a 0-d view as [1], in place (kernels want at least one dim) */
-static void at_least_1d(cpu_view *v) {
-  if (v->ndim == 0) {
-    v->ndim = 1;
-    v->sizes[0] = 1;
-    v->strides[0] = 1;
-  }
-}
-
 static void zero_fill(dt_tensor *o) {
   cpu_fill(core_tensor_data(o), o->dtype, core_numel(o), 0.0);
 }
@@ -176,7 +159,7 @@ dt_status ops_index_select_backward_infer(dt_op_call *c) {
   int64_t size = c->args[3].i;
   int n = g->local.ndim, d;
   dt_status st = need_float(c, "grad", g);
-  if (st == DT_OK) st = need_index(c, "index", idx);
+  if (st == DT_OK) st = ops_check_index_dtype(c, "index", idx);
   if (st == DT_OK) st = ops_wrap_dim(c, "dim", c->args[1].i, n, &d);
   if (st != DT_OK) return st;
   char si[CORE_SHAPE_STR_LEN], sg[CORE_SHAPE_STR_LEN];
@@ -213,9 +196,9 @@ dt_status ops_index_select_backward_cpu(dt_op_call *c) {
   int d = (int)(c->args[1].i < 0 ? c->args[1].i + (n ? n : 1) : c->args[1].i);
   zero_fill(o);
   cpu_view vo = ops_view_of(o), vg = ops_view_of(g), vi = ops_view_of(idx);
-  at_least_1d(&vo);
-  at_least_1d(&vg);
-  at_least_1d(&vi);
+  ops_view_at_least_1d(&vo);
+  ops_view_at_least_1d(&vg);
+  ops_view_at_least_1d(&vi);
   int64_t pos, val;
   if (cpu_index_add(&vo, d, &vi, &vg, &pos, &val) != DT_OK)
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
@@ -303,7 +286,7 @@ dt_status ops_cross_entropy_backward_infer(dt_op_call *c) {
   bool probs = core_dtype_is_float(t->dtype);
   dt_status st = need_float(c, "grad", g);
   if (st == DT_OK) st = need_float(c, "input", x);
-  if (st == DT_OK && !probs) st = need_index(c, "target", t);
+  if (st == DT_OK && !probs) st = ops_check_index_dtype(c, "target", t);
   if (st != DT_OK) return st;
   if (red != DT_REDUCTION_MEAN && red != DT_REDUCTION_SUM &&
       red != DT_REDUCTION_NONE)
@@ -362,7 +345,7 @@ static double ce_bw_denominator(const dt_op_call *c, bool probs) {
     return (double)n;
   }
   cpu_view vt = ops_view_of(c->shard ? c->shard->whole[2] : t);
-  at_least_1d(&vt);
+  ops_view_at_least_1d(&vt);
   return (double)cpu_count_not_equal(&vt, c->args[4].i);
 }
 
@@ -378,8 +361,8 @@ dt_status ops_cross_entropy_backward_cpu(dt_op_call *c) {
     as_rows(&vo);
     if (probs) as_rows(&vt);
   }
-  if (!probs) at_least_1d(&vt);
-  at_least_1d(&vg);
+  if (!probs) ops_view_at_least_1d(&vt);
+  ops_view_at_least_1d(&vg);
   cpu_ce_grad_args a = {&vx, &vt, probs, c->args[4].i, c->args[5].d,
                         red == DT_REDUCTION_NONE ? &vg : NULL, 0};
   if (red != DT_REDUCTION_NONE) {

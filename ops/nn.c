@@ -7,27 +7,10 @@
 #include "kernels/cpu/nn.h"
 #include "ops/ops.h"
 
-static dt_status check_index_dtype(const dt_op_call *c, const char *arg,
-                                   const dt_tensor *t) {
-  if (t->dtype != DT_INT32 && t->dtype != DT_INT64)
-    return core_error_set(DT_ERR_DTYPE, "%s: %s must be int32 or int64, got %s",
-                        c->api, arg, core_dtype_name(t->dtype));
-  return DT_OK;
-}
-
-/* a 0-d view as [1], in place (kernels want at least one dim) */
-static void at_least_1d(cpu_view *v) {
-  if (v->ndim == 0) {
-    v->ndim = 1;
-    v->sizes[0] = 1;
-    v->strides[0] = 1;
-  }
-}
-
 /* ---- embedding: indices [...] into weight [num, dim] → [..., dim] */
 dt_status ops_embedding_infer(dt_op_call *c) {
   const dt_tensor *idx = c->args[0].t, *w = c->args[1].t;
-  dt_status st = check_index_dtype(c, "indices", idx);
+  dt_status st = ops_check_index_dtype(c, "indices", idx);
   if (st != DT_OK) return st;
   char sw[CORE_SHAPE_STR_LEN];
   if (w->local.ndim != 2)
@@ -115,7 +98,7 @@ dt_status ops_index_select_infer(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t, *idx = c->args[2].t;
   int d;
   dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim, &d);
-  if (st == DT_OK) st = check_index_dtype(c, "index", idx);
+  if (st == DT_OK) st = ops_check_index_dtype(c, "index", idx);
   if (st != DT_OK) return st;
   /* the index shape is formatted only on the error paths */
   char si[CORE_SHAPE_STR_LEN];
@@ -145,9 +128,9 @@ dt_status ops_index_select_cpu(dt_op_call *c) {
   if (st != DT_OK) return st;
   cpu_view va = ops_view_of(a), vi = ops_view_of(idx);
   cpu_view vo = ops_view_of(c->out[0]);
-  at_least_1d(&va);
-  at_least_1d(&vi);
-  at_least_1d(&vo);
+  ops_view_at_least_1d(&va);
+  ops_view_at_least_1d(&vi);
+  ops_view_at_least_1d(&vo);
   int64_t pos, val;
   if (cpu_index_select(&vo, &va, d, &vi, &pos, &val) != DT_OK)
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
@@ -198,7 +181,7 @@ dt_status ops_cross_entropy_infer(dt_op_call *c) {
     return core_error_set(DT_ERR_DTYPE, "%s: logits must have a floating dtype, "
                         "got %s", c->api, core_dtype_name(x->dtype));
   bool probs = core_dtype_is_float(t->dtype);
-  dt_status st = probs ? DT_OK : check_index_dtype(c, "target", t);
+  dt_status st = probs ? DT_OK : ops_check_index_dtype(c, "target", t);
   if (st != DT_OK) return st;
   if (red != DT_REDUCTION_MEAN && red != DT_REDUCTION_SUM &&
       red != DT_REDUCTION_NONE)
@@ -286,7 +269,7 @@ dt_status ops_cross_entropy_cpu(dt_op_call *c) {
         .data = vt.data, .dtype = vt.dtype, .ndim = 2,
         .sizes = {1, vt.sizes[0]}, .strides = {0, vt.strides[0]}};
   }
-  if (!probs) at_least_1d(&vt);
+  if (!probs) ops_view_at_least_1d(&vt);
   dt_tensor *o = c->out[0];
   dt_reduction red = (dt_reduction)c->args[2].i;
   double denom = ce_global_denominator(c, &vx, probs);

@@ -83,6 +83,18 @@ typedef struct ops_def {
  * PyTorch's CPU (ops/registry.c). */
 bool ops_checks_data(core_op_id op);
 
+/* an index argument: int32 or int64, else DT_ERR_DTYPE naming arg */
+dt_status ops_check_index_dtype(const dt_op_call *c, const char *arg,
+                                const dt_tensor *t);
+/* a 0-d view as [1], in place (kernels want at least one dim) */
+static inline void ops_view_at_least_1d(cpu_view *v) {
+  if (v->ndim == 0) {
+    v->ndim = 1;
+    v->sizes[0] = 1;
+    v->strides[0] = 1;
+  }
+}
+
 /* ---- rule building blocks (ops/rule.c) */
 /* Appends a strategy with every tensor argument and output Replicate;
  * NULL when the set is full (the rule stops adding). */

@@ -18,6 +18,14 @@ bool ops_checks_data(core_op_id op) {
          op == CORE_OP_CROSS_ENTROPY_BACKWARD;
 }
 
+dt_status ops_check_index_dtype(const dt_op_call *c, const char *arg,
+                                const dt_tensor *t) {
+  if (t->dtype != DT_INT32 && t->dtype != DT_INT64)
+    return core_error_set(DT_ERR_DTYPE, "%s: %s must be int32 or int64, got %s",
+                          c->api, arg, core_dtype_name(t->dtype));
+  return DT_OK;
+}
+
 dt_status ops_alias_cpu(dt_op_call *c) {
   return core_error_set(DT_ERR_INTERNAL, "%s: view op %s made a fresh output",
                       c->api, core_op_name(c->op));

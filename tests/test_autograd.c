@@ -14,11 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op_cases.h"
 #include "testutil.h"
 #include "threads.h"
 
-enum { V_ANY, V_POS, V_NONZERO, V_INDEX, V_BOOL, V_SPREAD };
-typedef struct in_spec { dt_dtype dtype; dt_shape shape; int values; int64_t range; } in_spec;
+enum { V_ANY = TU_V_ANY, V_POS = TU_V_POS, V_NONZERO = TU_V_NONZERO,
+       V_INDEX = TU_V_INDEX, V_BOOL = TU_V_BOOL, V_SPREAD = TU_V_SPREAD };
+typedef tu_in_spec in_spec;
 typedef dt_tensor *(*op_fn)(dt_tensor **in);
 typedef struct gcase { const char *name; op_fn fn; int nin; in_spec in[3]; } gcase;
 
@@ -180,43 +182,10 @@ static int64_t settled_nodes(void) {
 }
 
 /* ---- values */
-static int64_t numel_of(dt_shape s) {
-  int64_t n = 1;
-  for (int i = 0; i < s.ndim; i++) n *= s.dims[i];
-  return n;
-}
-
-static double *make_values(const in_spec *in, uint64_t seed) {
-  int64_t n = numel_of(in->shape);
-  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  switch (in->values) {
-  case V_POS: tu_fill_random(v, n, in->dtype, seed, 0.5, 2.5); break;
-  case V_NONZERO:
-    tu_fill_random(v, n, in->dtype, seed, 0.5, 3.0);
-    for (int64_t i = 0; i < n; i += 2) v[i] = -v[i];
-    break;
-  case V_INDEX: tu_fill_random(v, n, in->dtype, seed, 0, (double)in->range - 1); break;
-  case V_BOOL: tu_fill_random(v, n, in->dtype, seed, 0, 1); break;
-  case V_SPREAD: /* kinks (relu, abs, clamp, max) stay farther than h */
-    for (int64_t i = 0; i < n; i++) v[i] = -2.0 + 0.173 * (double)((i * 7 + seed) % 23) + 0.01;
-    break;
-  default: tu_fill_random(v, n, in->dtype, seed, -2.0, 2.0); break;
-  }
-  return v;
-}
 
 static dt_tensor *tensor_of(const double *v, const in_spec *in, dt_mesh *m,
                             const dt_placement *pl, bool grad) {
-  int64_t n = numel_of(in->shape);
-  size_t es = dt_dtype_size(in->dtype);
-  char *raw = malloc(es * (size_t)(n ? n : 1));
-  for (int64_t i = 0; i < n; i++) tu_encode(raw + (size_t)i * es, in->dtype, v[i]);
-  dt_tensor_options o = {.dtype = in->dtype, .mesh = m, .placements = pl,
-                         .requires_grad = grad && in->dtype == DT_FLOAT64};
-  dt_tensor *t = dt_from_host(raw, in->shape, &o);
-  free(raw);
-  if (!t) fail_msg("dt_from_host: %s", dt_last_error());
-  return t;
+  return tu_case_tensor(v, in, m, pl, grad && in->dtype == DT_FLOAT64);
 }
 
 /* one case's inputs (host values), the loss weights and results */
@@ -231,7 +200,7 @@ typedef struct run {
 /* sum(out * w) on the host */
 static double weighted(dt_tensor *out, const double *w) {
   double *v = tu_values(out);
-  int64_t n = numel_of(dt_tensor_shape(out));
+  int64_t n = tu_shape_numel(dt_tensor_shape(out));
   double s = 0;
   for (int64_t i = 0; i < n; i++) s += v[i] * w[i];
   free(v);
@@ -281,14 +250,14 @@ static void grads_of(const run *r, dt_mesh *m, const dt_placement pl[3][2],
 static void run_init(run *r, const gcase *c, int seed) {
   memset(r, 0, sizeof *r);
   r->c = c;
-  for (int i = 0; i < c->nin; i++) r->x[i] = make_values(&c->in[i], (uint64_t)(seed * 7 + i));
+  for (int i = 0; i < c->nin; i++) r->x[i] = tu_case_values(&c->in[i], (uint64_t)(seed * 7 + i));
   dt_tensor *in[3] = {0};
   for (int i = 0; i < c->nin; i++) in[i] = tensor_of(r->x[i], &c->in[i], NULL, NULL, false);
   dt_tensor *out = c->fn(in);
   if (!out) fail_msg("%s: %s", c->name, dt_last_error());
   r->out_shape = dt_tensor_shape(out);
   in_spec ws = {DT_FLOAT64, r->out_shape, V_ANY, 0};
-  r->w = make_values(&ws, (uint64_t)seed + 99);
+  r->w = tu_case_values(&ws, (uint64_t)seed + 99);
   dt_tensor_release(out);
   for (int i = 0; i < c->nin; i++) dt_tensor_release(in[i]);
 }
@@ -310,7 +279,7 @@ static void check_fd(run *r) {
       continue;
     }
     if (!r->grad[i]) fail_msg("%s: input %d got no gradient", r->c->name, i);
-    int64_t n = numel_of(r->c->in[i].shape);
+    int64_t n = tu_shape_numel(r->c->in[i].shape);
     for (int64_t j = 0; j < n; j++) {
       double keep = r->x[i][j];
       r->x[i][j] = keep + h;
@@ -360,7 +329,7 @@ static void compare_grads(const run *r, double **g, const char *where) {
       continue;
     }
     if (!g[i]) fail_msg("%s %s: input %d got no gradient", r->c->name, where, i);
-    int64_t n = numel_of(r->c->in[i].shape);
+    int64_t n = tu_shape_numel(r->c->in[i].shape);
     for (int64_t j = 0; j < n; j++)
       if (fabs(g[i][j] - r->grad[i][j]) > 1e-9 * (1 + fabs(r->grad[i][j])))
         fail_msg("%s %s: d/dx%d[%lld] = %.12g, single device %.12g", r->c->name,
@@ -425,7 +394,7 @@ static void test_dtensor_grads(void **state) {
   for (size_t k = 0; k < sizeof configs / sizeof *configs; k++) {
     const config *cf = &configs[k];
     dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){
-        .num_ranks = (int)numel_of(cf->shape), .auto_redistribute = true});
+        .num_ranks = (int)tu_shape_numel(cf->shape), .auto_redistribute = true});
     dt_mesh *m = dt_mesh_init(rt, "cpu", cf->shape, NULL);
     assert_non_null(m);
     for (int c = 0; c < NCASES; c++) {

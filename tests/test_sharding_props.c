@@ -16,10 +16,12 @@
 #include <string.h>
 
 #include "core/call.h"
+#include "op_cases.h"
 #include "testutil.h"
 
-enum { V_ANY, V_POS, V_NONZERO, V_INDEX, V_BOOL, V_SMALLINT };
-typedef struct in_spec { dt_dtype dtype; dt_shape shape; int values; int64_t range; } in_spec;
+enum { V_ANY = TU_V_ANY, V_POS = TU_V_POS, V_NONZERO = TU_V_NONZERO,
+       V_INDEX = TU_V_INDEX, V_BOOL = TU_V_BOOL, V_SMALLINT = TU_V_SMALLINT };
+typedef tu_in_spec in_spec;
 typedef dt_tensor *(*op_fn)(dt_tensor **in);
 typedef struct op_case { const char *name; op_fn fn; int nin; in_spec in[3]; } op_case;
 
@@ -214,40 +216,10 @@ static const op_case cases[] = {
 #define NCASES (int)(sizeof cases / sizeof *cases)
 
 /* ---- inputs */
-static int64_t numel_of(dt_shape s) {
-  int64_t n = 1;
-  for (int i = 0; i < s.ndim; i++) n *= s.dims[i];
-  return n;
-}
-
-static double *make_values(const in_spec *in, uint64_t seed) {
-  int64_t n = numel_of(in->shape);
-  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  switch (in->values) {
-  case V_POS: tu_fill_random(v, n, in->dtype, seed, 0.5, 2.5); break;
-  case V_NONZERO:
-    tu_fill_random(v, n, in->dtype, seed, 0.5, 3.0);
-    for (int64_t i = 0; i < n; i += 2) v[i] = -v[i];
-    break;
-  case V_INDEX: tu_fill_random(v, n, in->dtype, seed, 0, (double)in->range - 1); break;
-  case V_BOOL: tu_fill_random(v, n, in->dtype, seed, 0, 1); break;
-  case V_SMALLINT: tu_fill_random(v, n, in->dtype, seed, -6, 6); break;
-  default: tu_fill_random(v, n, in->dtype, seed, -2.0, 2.0); break;
-  }
-  return v;
-}
 
 static dt_tensor *dtensor_of(const double *v, const in_spec *in, dt_mesh *m,
                              const dt_placement *pl) {
-  int64_t n = numel_of(in->shape);
-  size_t es = dt_dtype_size(in->dtype);
-  char *raw = malloc(es * (size_t)(n ? n : 1));
-  for (int64_t i = 0; i < n; i++) tu_encode(raw + (size_t)i * es, in->dtype, v[i]);
-  dt_tensor_options o = {.dtype = in->dtype, .mesh = m, .placements = pl};
-  dt_tensor *t = dt_from_host(raw, in->shape, &o);
-  free(raw);
-  if (!t) fail_msg("dt_from_host: %s", dt_last_error());
-  return t;
+  return tu_case_tensor(v, in, m, pl, false);
 }
 
 /* ---- placements to try for one input on one mesh dim */
@@ -285,7 +257,7 @@ static void check_result(dt_tensor *t, const ref *r, const char *what) {
     fail_msg("%s: dtype %s, single device %s", what, dt_dtype_name(dt_tensor_dtype(t)),
              dt_dtype_name(r->dtype));
   double *got = tu_values(t);
-  int64_t n = numel_of(s);
+  int64_t n = tu_shape_numel(s);
   for (int64_t i = 0; i < n; i++)
     if (!close_enough(got[i], r->v[i], r->dtype))
       fail_msg("%s: element %lld is %.9g, single device %.9g", what,
@@ -303,7 +275,7 @@ static const config configs[] = {
 typedef struct world { dt_runtime *rt[2]; dt_mesh *mesh[2]; int ndim; } world;
 static world world_make(const config *c) {
   world w = {.ndim = c->shape.ndim};
-  int n = (int)numel_of(c->shape);
+  int n = (int)tu_shape_numel(c->shape);
   for (int k = 0; k < 2; k++) {
     dt_runtime_options o = {.num_ranks = n, .auto_redistribute = k == 1};
     w.rt[k] = dt_runtime_create(&o);
@@ -419,7 +391,7 @@ static void run_case(const op_case *oc, int ci, world *w, const config *cfg,
   double *vals[3] = {NULL, NULL, NULL};
   dt_tensor *sd[3] = {NULL, NULL, NULL};
   for (int i = 0; i < oc->nin; i++) {
-    vals[i] = make_values(&oc->in[i], 1000u * (uint64_t)ci + (uint64_t)i);
+    vals[i] = tu_case_values(&oc->in[i], 1000u * (uint64_t)ci + (uint64_t)i);
     sd[i] = tu_tensor(vals[i], oc->in[i].shape, oc->in[i].dtype);
   }
   dt_tensor *want = oc->fn(sd);

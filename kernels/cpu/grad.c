@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/nn.h"
 
 
 /* ------------------------------------------------------- gelu_backward */
@@ -54,33 +55,10 @@ void cpu_gelu_backward(dt_dtype ct, const cpu_view *out, const cpu_view *grad,
 }
 
 /* ----------------------------------------------------------- index_add */
-/* element j (row-major) of an int32/int64 view */
-static int64_t index_at(const cpu_view *v, int64_t j) {
-  int64_t off = 0;
-  for (int d = v->ndim - 1; d >= 0; d--) {
-    off += (j % v->sizes[d]) * v->strides[d];
-    j /= v->sizes[d];
-  }
-  const char *p = v->data + off * (int64_t)cpu_dtype_size(v->dtype);
-  if (v->dtype == DT_INT32) {
-    int32_t x;
-    memcpy(&x, p, sizeof x);
-    return x;
-  }
-  int64_t x;
-  memcpy(&x, p, sizeof x);
-  return x;
-}
-
-static int64_t numel_of(const cpu_view *v) {
-  int64_t n = 1;
-  for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
-  return n;
-}
 
 int64_t cpu_count_not_equal(const cpu_view *idx, int64_t value) {
-  int64_t n = numel_of(idx), count = 0;
-  for (int64_t j = 0; j < n; j++) count += index_at(idx, j) != value;
+  int64_t n = cpu_view_numel(idx), count = 0;
+  for (int64_t j = 0; j < n; j++) count += cpu_index_at(idx, j) != value;
   return count;
 }
 
@@ -100,9 +78,9 @@ static void add_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
 dt_status cpu_index_add(const cpu_view *out, int dim, const cpu_view *idx,
                         const cpu_view *src, int64_t *bad_pos,
                         int64_t *bad_val) {
-  int64_t n = numel_of(idx), limit = out->sizes[dim];
+  int64_t n = cpu_view_numel(idx), limit = out->sizes[dim];
   for (int64_t j = 0; j < n; j++) { /* all checked before any write */
-    int64_t v = index_at(idx, j);
+    int64_t v = cpu_index_at(idx, j);
     if (v < 0 || v >= limit) {
       *bad_pos = j;
       *bad_val = v;
@@ -112,14 +90,14 @@ dt_status cpu_index_add(const cpu_view *out, int dim, const cpu_view *idx,
   cpu_view dst = *out, s = *src;
   dst.sizes[dim] = 1;
   s.sizes[dim] = 1;
-  if (numel_of(&dst) == 0) return DT_OK;
+  if (cpu_view_numel(&dst) == 0) return DT_OK;
   int64_t oes = (int64_t)cpu_dtype_size(out->dtype);
   int64_t ses = (int64_t)cpu_dtype_size(src->dtype);
   dt_dtype dt[2] = {out->dtype, src->dtype};
   /* in index order: duplicates accumulate, each sum rounded to out's
    * dtype as an in-place index_add_ does */
   for (int64_t j = 0; j < n; j++) {
-    dst.data = out->data + index_at(idx, j) * out->strides[dim] * oes;
+    dst.data = out->data + cpu_index_at(idx, j) * out->strides[dim] * oes;
     s.data = src->data + j * src->strides[dim] * ses;
     cpu_view ops[2] = {dst, s};
     cpu_iter it;
@@ -225,7 +203,7 @@ dt_status cpu_cross_entropy_backward(const cpu_view *out,
       ce_grad_row(ro, rx, &rt, -1, nc, a->label_smoothing, w);
       continue;
     }
-    int64_t cls = index_at(t, p);
+    int64_t cls = cpu_index_at(t, p);
     if (cls == a->ignore_index) { /* contributes nothing: a zero row */
       double zero[CPU_BLOCK] = {0};
       for (int64_t s = 0; s < nc; s += CPU_BLOCK) {

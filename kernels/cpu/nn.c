@@ -6,10 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-#define NN_BLOCK 256
 
-/* element j (row-major) of an int32/int64 view of at least j + 1 elements */
-static int64_t index_at(const cpu_view *v, int64_t j) {
+int64_t cpu_index_at(const cpu_view *v, int64_t j) {
   int64_t off = 0;
   for (int d = v->ndim - 1; d >= 0; d--) {
     off += (j % v->sizes[d]) * v->strides[d];
@@ -26,7 +24,7 @@ static int64_t index_at(const cpu_view *v, int64_t j) {
   return x;
 }
 
-static int64_t numel_of(const cpu_view *v) {
+int64_t cpu_view_numel(const cpu_view *v) {
   int64_t n = 1;
   for (int d = 0; d < v->ndim; d++) n *= v->sizes[d];
   return n;
@@ -46,16 +44,16 @@ static bool dense(const cpu_view *v) {
 dt_status cpu_index_select(const cpu_view *out, const cpu_view *a, int dim,
                            const cpu_view *idx, int64_t *bad_pos,
                            int64_t *bad_val) {
-  int64_t n = numel_of(idx), limit = a->sizes[dim];
+  int64_t n = cpu_view_numel(idx), limit = a->sizes[dim];
   int64_t es = (int64_t)cpu_dtype_size(a->dtype);
   cpu_view src = *a, dst = *out;
   src.sizes[dim] = 1;
   dst.sizes[dim] = 1;
-  int64_t slice = numel_of(&src);
+  int64_t slice = cpu_view_numel(&src);
   /* embedding and dim-0 selects of a contiguous table copy whole rows */
   bool rows = dense(&src) && dense(&dst) && src.dtype == dst.dtype;
   for (int64_t j = 0; j < n; j++) {
-    int64_t v = index_at(idx, j);
+    int64_t v = cpu_index_at(idx, j);
     if (v < 0 || v >= limit) {
       *bad_pos = j;
       *bad_val = v;
@@ -75,17 +73,17 @@ dt_status cpu_index_select(const cpu_view *out, const cpu_view *a, int dim,
 /* log(sum(exp(row))) of a strided row of n values, in double */
 static double row_logsumexp(const char *p, dt_dtype d, int64_t stride_b,
                             int64_t n) {
-  double buf[NN_BLOCK], mx = -INFINITY;
-  for (int64_t s = 0; s < n; s += NN_BLOCK) {
-    int64_t k = n - s < NN_BLOCK ? n - s : NN_BLOCK;
+  double buf[CPU_BLOCK], mx = -INFINITY;
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
     cpu_load(buf, DT_FLOAT64, p + s * stride_b, d, stride_b, k);
     for (int64_t i = 0; i < k; i++)
       if (buf[i] > mx || isnan(buf[i])) mx = buf[i];
   }
   if (isnan(mx) || isinf(mx)) return mx; /* NaN stays NaN; ±inf rows too */
   double sum = 0;
-  for (int64_t s = 0; s < n; s += NN_BLOCK) {
-    int64_t k = n - s < NN_BLOCK ? n - s : NN_BLOCK;
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
     cpu_load(buf, DT_FLOAT64, p + s * stride_b, d, stride_b, k);
     for (int64_t i = 0; i < k; i++) sum += exp(buf[i] - mx);
   }
@@ -107,9 +105,9 @@ static int64_t ce_row(const cpu_view *x, int64_t p) {
 /* sum of a strided row of n values weighted by w (NULL: 1), in double */
 static double row_dot(const char *p, dt_dtype d, int64_t stride_b, int64_t n,
                       const char *w, dt_dtype wd, int64_t wstride_b) {
-  double buf[NN_BLOCK], wb[NN_BLOCK], s = 0;
-  for (int64_t k0 = 0; k0 < n; k0 += NN_BLOCK) {
-    int64_t k = n - k0 < NN_BLOCK ? n - k0 : NN_BLOCK;
+  double buf[CPU_BLOCK], wb[CPU_BLOCK], s = 0;
+  for (int64_t k0 = 0; k0 < n; k0 += CPU_BLOCK) {
+    int64_t k = n - k0 < CPU_BLOCK ? n - k0 : CPU_BLOCK;
     cpu_load(buf, DT_FLOAT64, p + k0 * stride_b, d, stride_b, k);
     if (w) cpu_load(wb, DT_FLOAT64, w + k0 * wstride_b, wd, wstride_b, k);
     for (int64_t i = 0; i < k; i++) s += w ? wb[i] * buf[i] : buf[i];
@@ -144,7 +142,7 @@ dt_status cpu_cross_entropy(char *out, dt_dtype od, const cpu_ce_args *a,
       total += loss;
       count++;
     } else {
-      int64_t c = index_at(t, p);
+      int64_t c = cpu_index_at(t, p);
       if (c != a->ignore_index) {
         if (c < 0 || c >= nc) {
           *bad_pos = p;
@@ -183,9 +181,9 @@ static void drop_inner(char **ptrs, const int64_t *st, int64_t n, void *vctx) {
   const drop_ctx *c = vctx;
   int64_t oes = (int64_t)cpu_dtype_size(c->od);
   uint64_t first = c->offset + (uint64_t)((ptrs[0] - c->base) / oes);
-  double buf[NN_BLOCK];
-  for (int64_t s = 0; s < n; s += NN_BLOCK) {
-    int64_t k = n - s < NN_BLOCK ? n - s : NN_BLOCK;
+  double buf[CPU_BLOCK];
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
     cpu_load(buf, DT_FLOAT64, ptrs[1] + s * st[1], c->ad, st[1], k);
     for (int64_t i = 0; i < k; i++) {
       double u = cpu_philox_uniform(c->seed, first + (uint64_t)(s + i));

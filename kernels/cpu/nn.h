@@ -7,6 +7,11 @@
 
 #include "kernels/cpu/cpu.h"
 
+/* element j (row-major) of an int32/int64 view of at least j + 1 elements */
+int64_t cpu_index_at(const cpu_view *v, int64_t j);
+/* the number of elements of a view */
+int64_t cpu_view_numel(const cpu_view *v);
+
 /* out = a gathered along dim at the indices of idx (int32/int64, any shape,
  * read in row-major order); out has a's ndim with sizes[dim] = numel(idx)
  * and a's dtype. Returns DT_OK, or DT_ERR_INVALID_ARGUMENT for the first
