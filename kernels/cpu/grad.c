@@ -108,18 +108,6 @@ dt_status cpu_index_add(const cpu_view *out, int dim, const cpu_view *idx,
 }
 
 /* ------------------------------------------------ cross_entropy_backward */
-/* the offset (elements) of position p's class row in [N, C, d...]: p runs
- * row-major over [N, d...] */
-static int64_t ce_row(const cpu_view *x, int64_t p) {
-  int64_t off = 0;
-  for (int d = x->ndim - 1; d >= 0; d--) {
-    if (d == 1) continue; /* the class dim */
-    off += (p % x->sizes[d]) * x->strides[d];
-    p /= x->sizes[d];
-  }
-  return off;
-}
-
 /* element p (row-major) of a float view, in double */
 static double value_at(const cpu_view *v, int64_t p) {
   int64_t off = 0;
@@ -194,12 +182,12 @@ dt_status cpu_cross_entropy_backward(const cpu_view *out,
   int64_t oes = (int64_t)cpu_dtype_size(out->dtype);
   int64_t tes = (int64_t)cpu_dtype_size(t->dtype);
   for (int64_t p = 0; p < m; p++) {
-    row rx = {x->data + ce_row(x, p) * es, x->dtype, x->strides[1] * es};
-    row ro = {out->data + ce_row(out, p) * oes, out->dtype,
+    row rx = {x->data + cpu_ce_row(x, p) * es, x->dtype, x->strides[1] * es};
+    row ro = {out->data + cpu_ce_row(out, p) * oes, out->dtype,
               out->strides[1] * oes};
     double w = a->grad ? value_at(a->grad, p) : a->scale;
     if (a->probabilities) {
-      row rt = {t->data + ce_row(t, p) * tes, t->dtype, t->strides[1] * tes};
+      row rt = {t->data + cpu_ce_row(t, p) * tes, t->dtype, t->strides[1] * tes};
       ce_grad_row(ro, rx, &rt, -1, nc, a->label_smoothing, w);
       continue;
     }

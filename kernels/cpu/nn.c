@@ -90,9 +90,7 @@ static double row_logsumexp(const char *p, dt_dtype d, int64_t stride_b,
   return mx + log(sum);
 }
 
-/* the offset (elements) of position p's class row in logits [N, C, d...]:
- * p runs row-major over [N, d...] */
-static int64_t ce_row(const cpu_view *x, int64_t p) {
+int64_t cpu_ce_row(const cpu_view *x, int64_t p) {
   int64_t off = 0;
   for (int d = x->ndim - 1; d >= 0; d--) {
     if (d == 1) continue; /* the class dim */
@@ -128,10 +126,10 @@ dt_status cpu_cross_entropy(char *out, dt_dtype od, const cpu_ce_args *a,
   double eps = a->label_smoothing, total = 0;
   int64_t count = 0;
   for (int64_t p = 0; p < m; p++) {
-    const char *row = x->data + ce_row(x, p) * es;
+    const char *row = x->data + cpu_ce_row(x, p) * es;
     double loss = 0;
     if (probs) { /* q = (1 - eps) P + eps / C: sum_c q_c (lse - x_c) */
-      const char *trow = t->data + ce_row(t, p) * tes;
+      const char *trow = t->data + cpu_ce_row(t, p) * tes;
       int64_t tcs = t->strides[1] * tes;
       double lse = row_logsumexp(row, d, cs, nc);
       double sq = row_dot(trow, t->dtype, tcs, nc, NULL, d, 0);

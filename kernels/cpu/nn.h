@@ -11,6 +11,9 @@
 int64_t cpu_index_at(const cpu_view *v, int64_t j);
 /* the number of elements of a view */
 int64_t cpu_view_numel(const cpu_view *v);
+/* the offset (elements) of position p's class row in logits [N, C, d...]:
+ * p runs row-major over [N, d...] */
+int64_t cpu_ce_row(const cpu_view *x, int64_t p);
 
 /* out = a gathered along dim at the indices of idx (int32/int64, any shape,
  * read in row-major order); out has a's ndim with sizes[dim] = numel(idx)
