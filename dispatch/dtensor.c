@@ -14,6 +14,7 @@
  * op of the library has a rule, and an op without one is refused with
  * DT_ERR_UNSUPPORTED naming it (propagate). */
 #include "dispatch/dtensor.h"
+#include "dispatch/shadow.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -676,5 +677,7 @@ dt_status dispatch_dtensor_layer(dt_op_call *c) {
   }
   if (p->comm && !m->rt->auto_redistribute && !tls_force_auto)
     return strict_error(c, m, p);
-  return publish(c, m, p);
+  st = publish(c, m, p);
+  if (st == DT_OK && dispatch_shadow_active()) dispatch_shadow_check(c);
+  return st;
 }

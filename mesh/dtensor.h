@@ -56,5 +56,8 @@ dt_tensor *mesh_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
 void mesh_comm_count_begin(void);
 /* dt_comm_count_end (dtorch.h) */
 dt_comm_counts mesh_comm_count_end(void);
+/* this thread's collectives go uncounted while paused (a debugging layer's
+ * own gathers are not the program's); returns the previous state */
+bool mesh_comm_count_pause(bool paused);
 
 #endif

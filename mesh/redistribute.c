@@ -13,8 +13,14 @@
 #include "sim/collectives.h"
 
 /* ---- communication counting (CommDebugMode), per thread */
-static _Thread_local bool comm_on;
+static _Thread_local bool comm_on, comm_paused;
 static _Thread_local dt_comm_counts comm;
+
+bool mesh_comm_count_pause(bool paused) {
+  bool was = comm_paused;
+  comm_paused = paused;
+  return was;
+}
 
 void mesh_comm_count_begin(void) {
   memset(&comm, 0, sizeof comm);
@@ -39,7 +45,7 @@ static int64_t step_bytes(const dt_mesh *m, const dt_shape *shape, size_t es,
 
 static void count_steps(const dt_mesh *m, const dt_shape *shape, size_t es,
                         const mesh_plan_step *steps, int n) {
-  if (!comm_on) return;
+  if (!comm_on || comm_paused) return;
   for (int i = 0; i < n; i++) {
     if (!mesh_plan_step_communicates(m, &steps[i])) continue; /* 1-rank dims */
     switch (steps[i].kind) {
@@ -152,7 +158,7 @@ static dt_tensor *cross_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
     core_tensor_release(out);
     return NULL;
   }
-  if (count && comm_on) {
+  if (count && comm_on && !comm_paused) {
     comm.other++;
     comm.bytes += core_numel(out) * (int64_t)core_dtype_size(t->dtype);
   }

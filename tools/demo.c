@@ -33,7 +33,7 @@
 typedef struct demo_opts {
   demo_config cfg;
   int steps;
-  bool json, trace;
+  bool json, trace, shadow;
 } demo_opts;
 
 /* ---- flags */
@@ -52,6 +52,8 @@ static int usage(FILE *out) {
     "  --seed N                 initial values and data (0)\n"
     "  --json                   one JSON object per step and a summary object\n"
     "  --trace-ops              print the ops of one distributed step\n"
+    "  --shadow                 compare every distributed op with the same op\n"
+    "                           on one device; report the first divergence\n"
     "  --help                   this text\n");
   return out == stdout ? 0 : 2;
 }
@@ -133,6 +135,7 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
     if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(stdout);
     if (!strcmp(f, "--json")) o->json = true;
     else if (!strcmp(f, "--trace-ops")) o->trace = true;
+    else if (!strcmp(f, "--shadow")) o->shadow = true;
     else if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
       fprintf(stderr, "dtorch demo: %s needs a value\n", f);
       return 2;
@@ -420,6 +423,18 @@ static int teardown(demo_run *r) {
   return tensors || nodes;
 }
 
+/* --shadow: what the comparison found; 1 if an op diverged */
+static int shadow_report(demo_run *r) {
+  dt_shadow_report rep;
+  if (dt_shadow_end(&rep) != DT_OK) return fail("dt_shadow_end");
+  if (rep.first_divergence || rep.failed)
+    fprintf(r->out, "shadow: %s\n", rep.message);
+  else
+    fprintf(r->out, "shadow: %lld distributed ops compared with one device, "
+            "all agree\n", (long long)rep.ops_checked);
+  return rep.first_divergence || rep.failed;
+}
+
 int tool_demo(int argc, char **argv) {
   demo_run r = {.out = stdout};
   int rc = parse_args(argc, argv, &r.o);
@@ -427,7 +442,9 @@ int tool_demo(int argc, char **argv) {
   if (r.o.json) r.out = stderr;
   rc = setup(&r);
   if (!rc && !r.o.json) print_header(&r);
+  if (!rc && r.o.shadow && dt_shadow_begin(0) != DT_OK) rc = fail("dt_shadow_begin");
   for (int i = 0; !rc && i < r.o.steps; i++) rc = run_step(&r, i);
+  if (r.o.shadow) rc = shadow_report(&r) || rc;
   if (!rc) {
     double pdiff = param_diff(&r);
     bool ok = pdiff >= 0;

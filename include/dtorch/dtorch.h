@@ -635,6 +635,33 @@ DT_API dt_tensor *dt_adamw_apply(dt_tensor *p, dt_tensor *m, dt_tensor *v,
 DT_API dt_status  dt_clip_grad_norm(dt_tensor *const *params, int n,
                                     double max_norm, double *total_norm);
 
+/* ---- shadow comparison with the single device (docs/debugging.md)
+ * While shadowing is on in a thread, every DTensor op it runs is also run
+ * single-device on the gathered inputs and the outputs are compared; the
+ * first op that differs beyond the tolerance (|a - b| <= tol * (1 + |b|))
+ * is reported:
+ *   "first divergence at op #12 (dt_matmul, layer1.mlp, inputs [S(1)],
+ *    [S(0)] → [P(sum)]): max |diff| 3.1e-2 (element 5: ...)"
+ * A debugging mode: each op waits for its result and crosses to the host.
+ * DTORCH_SHADOW=1 (or =tolerance) turns it on in every thread and prints
+ * the first divergence to stderr. Backward ops are DTensor ops: they are
+ * checked too. The checks' own gathers are not counted by dt_comm_count. */
+typedef struct dt_shadow_report {
+  int64_t ops_checked;      /* DTensor ops compared */
+  int64_t first_divergence; /* that op's number (1-based), 0: none */
+  double max_diff;          /* its largest |difference| */
+  bool failed;              /* a check could not run (message says why) */
+  char message[512];        /* "" when all agreed */
+} dt_shadow_report;
+/* tolerance 0: 1e-4 */
+DT_API dt_status  dt_shadow_begin(double tolerance);
+/* stops shadowing; *out (may be NULL) gets the report */
+DT_API dt_status  dt_shadow_end(dt_shadow_report *out);
+/* labels name the part of the program that runs (a stack per thread,
+ * joined with "."): shadow reports show them */
+DT_API void       dt_label_push(const char *label);  /* borrowed: keep it alive */
+DT_API void       dt_label_pop(void);
+
 #ifdef __cplusplus
 }
 #endif
