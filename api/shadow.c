@@ -1,6 +1,7 @@
-/* Public entry points of the shadow comparison and labels
- * (dispatch/shadow.c does the work). */
+/* Public entry points of the shadow comparison, labels and communication
+ * debugging (dispatch/shadow.c, dispatch/comm_debug.c do the work). */
 #include "api/api.h"
+#include "dispatch/comm_debug.h"
 #include "dispatch/shadow.h"
 
 dt_status dt_shadow_begin(double tolerance) {
@@ -13,3 +14,12 @@ dt_status dt_shadow_end(dt_shadow_report *out) {
 
 void dt_label_push(const char *label) { dispatch_label_push(label); }
 void dt_label_pop(void) { dispatch_label_pop(); }
+
+dt_status dt_comm_debug_begin(void) { return dispatch_comm_debug_begin(); }
+
+dt_status dt_comm_debug_end(FILE *table, FILE *json) {
+  return dispatch_comm_debug_end(table, json, "dt_comm_debug_end");
+}
+
+void dt_comm_debug_label_push(const char *label) { dispatch_label_push(label); }
+void dt_comm_debug_label_pop(void) { dispatch_label_pop(); }

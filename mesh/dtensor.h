@@ -59,5 +59,11 @@ dt_comm_counts mesh_comm_count_end(void);
 /* this thread's collectives go uncounted while paused (a debugging layer's
  * own gathers are not the program's); returns the previous state */
 bool mesh_comm_count_pause(bool paused);
+/* this thread's collectives, one call per communicating plan step, also
+ * go to fn (dt_comm_debug); kind: a mesh_plan_kind; api: the public
+ * function that caused it. NULL stops. */
+typedef void (*mesh_comm_observer)(void *ctx, const dt_mesh *m, int mesh_dim,
+                                   int kind, int64_t bytes, const char *api);
+void mesh_comm_observe(mesh_comm_observer fn, void *ctx);
 
 #endif

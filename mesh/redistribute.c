@@ -16,6 +16,14 @@
 static _Thread_local bool comm_on, comm_paused;
 static _Thread_local dt_comm_counts comm;
 
+static _Thread_local mesh_comm_observer observer;
+static _Thread_local void *observer_ctx;
+
+void mesh_comm_observe(mesh_comm_observer fn, void *ctx) {
+  observer = fn;
+  observer_ctx = ctx;
+}
+
 bool mesh_comm_count_pause(bool paused) {
   bool was = comm_paused;
   comm_paused = paused;
@@ -44,18 +52,25 @@ static int64_t step_bytes(const dt_mesh *m, const dt_shape *shape, size_t es,
 }
 
 static void count_steps(const dt_mesh *m, const dt_shape *shape, size_t es,
-                        const mesh_plan_step *steps, int n) {
-  if (!comm_on || comm_paused) return;
+                        const mesh_plan_step *steps, int n, const char *fn) {
+  if ((!comm_on && !observer) || comm_paused) return;
   for (int i = 0; i < n; i++) {
     if (!mesh_plan_step_communicates(m, &steps[i])) continue; /* 1-rank dims */
+    int64_t *k;
     switch (steps[i].kind) {
-    case MESH_PLAN_ALL_GATHER: comm.all_gather++; break;
-    case MESH_PLAN_ALL_REDUCE: comm.all_reduce++; break;
-    case MESH_PLAN_REDUCE_SCATTER: comm.reduce_scatter++; break;
-    case MESH_PLAN_ALL_TO_ALL: comm.all_to_all++; break;
+    case MESH_PLAN_ALL_GATHER: k = &comm.all_gather; break;
+    case MESH_PLAN_ALL_REDUCE: k = &comm.all_reduce; break;
+    case MESH_PLAN_REDUCE_SCATTER: k = &comm.reduce_scatter; break;
+    case MESH_PLAN_ALL_TO_ALL: k = &comm.all_to_all; break;
     default: continue; /* local steps move nothing */
     }
-    comm.bytes += step_bytes(m, shape, es, steps[i].before);
+    int64_t bytes = step_bytes(m, shape, es, steps[i].before);
+    if (comm_on) {
+      (*k)++;
+      comm.bytes += bytes;
+    }
+    if (observer)
+      observer(observer_ctx, m, steps[i].mesh_dim, (int)steps[i].kind, bytes, fn);
   }
 }
 
@@ -87,7 +102,7 @@ static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
     free(j);
     return NULL;
   }
-  if (count) count_steps(mesh, shape, es, j->steps, j->nsteps);
+  if (count) count_steps(mesh, shape, es, j->steps, j->nsteps, fn);
   j->src = core_tensor_retain(t);
   j->dst = core_tensor_retain(out);
   j->api = fn;

@@ -651,7 +651,7 @@ typedef struct dt_shadow_report {
   int64_t first_divergence; /* that op's number (1-based), 0: none */
   double max_diff;          /* its largest |difference| */
   bool failed;              /* a check could not run (message says why) */
-  char message[512];        /* "" when all agreed */
+  char message[1024];       /* "" when all agreed */
 } dt_shadow_report;
 /* tolerance 0: 1e-4 */
 DT_API dt_status  dt_shadow_begin(double tolerance);
@@ -661,6 +661,25 @@ DT_API dt_status  dt_shadow_end(dt_shadow_report *out);
  * joined with "."): shadow reports show them */
 DT_API void       dt_label_push(const char *label);  /* borrowed: keep it alive */
 DT_API void       dt_label_pop(void);
+
+/* ---- communication debugging (docs/debugging.md): PyTorch's
+ * CommDebugMode with labels as a tree. While on in a thread, every
+ * collective its calls run is attributed to the public function that
+ * caused it (dt_redistribute, an op in auto mode, dt_backward, dt_to_host
+ * of a Partial...) under the thread's label path (dt_label_push), summed
+ * per (labels, function, collective, mesh dim). The counts are
+ * dt_comm_count's, so the two agree. */
+DT_API dt_status  dt_comm_debug_begin(void);
+/* stops; writes a table to `table` and one JSON object to `json` (either
+ * may be NULL):
+ *   label / function                 collective     mesh dim    count          bytes
+ *   layer1.mlp                                                      1           4096
+ *     dt_redistribute                all_reduce     tp              1           4096
+ *   total                                                           1           4096 */
+DT_API dt_status  dt_comm_debug_end(FILE *table, FILE *json);
+/* the same stack as dt_label_push / dt_label_pop */
+DT_API void       dt_comm_debug_label_push(const char *label);
+DT_API void       dt_comm_debug_label_pop(void);
 
 #ifdef __cplusplus
 }
