@@ -150,6 +150,20 @@ void sim_device_trim(sim_device *d) {
   d->cached = 0;
 }
 
+int sim_device_largest_live(const sim_device *d, size_t *sizes, int k) {
+  int n = 0;
+  for (const sim_block *b = d->live; b; b = b->next) {
+    /* insertion into the k kept so far, largest first */
+    int i = n < k ? n++ : k;
+    while (i > 0 && sizes[i - 1] < b->size) {
+      if (i < k) sizes[i] = sizes[i - 1];
+      i--;
+    }
+    if (i < k) sizes[i] = b->size;
+  }
+  return n;
+}
+
 void sim_device_teardown(sim_device *d) {
   while (d->live) {
     sim_block *b = d->live;

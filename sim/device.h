@@ -40,6 +40,11 @@ void sim_device_free(sim_device *d, void *p);
 /* Returns the cache to the system. */
 void sim_device_trim(sim_device *d);
 
+/* The sizes of the k largest live blocks, largest first, into sizes;
+ * returns how many it wrote (fewer than k when fewer are live). Owning
+ * thread only: it walks the live list (docs/inspect.md). */
+int sim_device_largest_live(const sim_device *d, size_t *sizes, int k);
+
 /* "80G", "512M", "64k", "1000" → bytes; -1 if malformed. */
 int64_t sim_parse_bytes(const char *s);
 

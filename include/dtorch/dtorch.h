@@ -681,6 +681,41 @@ DT_API dt_status  dt_comm_debug_end(FILE *table, FILE *json);
 DT_API void       dt_comm_debug_label_push(const char *label);
 DT_API void       dt_comm_debug_label_pop(void);
 
+/* ---- inspection (docs/inspect.md)
+ * Text for people, written to a FILE (open_memstream captures it). They
+ * read metadata only (shapes, placements, meshes, allocator counts), never
+ * values. Errors: t, rt or out NULL; a write to out that fails
+ * (DT_ERR_IO). Ownership: borrow everything; nothing to release. Thread
+ * safety: any thread, while other threads run ops on the same runtime. */
+typedef struct dt_visualize_options {
+  bool ascii;       /* +, -, | instead of Unicode box drawing */
+  int max_width;    /* columns the picture may take; 0 = 80 (it grows past
+                       that only where rank labels need the room) */
+} dt_visualize_options;
+/* Draws which runtime ranks hold which block of a 1-D or 2-D tensor
+ * (jax.debug.visualize_array_sharding): the index space cut at every
+ * shard boundary, each cell labelled with the ranks holding it ("0,4",
+ * "0-3"), sizes roughly proportional to the extents; then a line naming
+ * shape, mesh and placements, and what Partial and empty shards mean.
+ * A single-device tensor is one cell labelled with its device. Errors:
+ * 0-d or > 2-d tensors (DT_ERR_INVALID_ARGUMENT; see
+ * dt_tensor_describe), max_width < 0. */
+DT_API dt_status dt_visualize_sharding(const dt_tensor *t, FILE *out);
+DT_API dt_status dt_visualize_sharding_ex(const dt_tensor *t, FILE *out,
+                                          const dt_visualize_options *o);
+/* dtype, global shape, requires_grad and grad_fn, mesh and placements,
+ * one row per mesh index (rank, coordinates, local shape, global offset,
+ * bytes) and the bytes across ranks against the global tensor's (the
+ * replication factor); a single-device tensor: device, shape, strides,
+ * storage offset, contiguity, bytes. */
+DT_API dt_status dt_tensor_describe(const dt_tensor *t, FILE *out);
+/* Per rank: bytes in use, peak, cached, and the sizes of the largest live
+ * allocator blocks (the allocator does not know which tensor owns a block;
+ * the report says so). Each rank takes its snapshot when it reaches this
+ * call's record, after the work issued before: the call waits for that.
+ * Errors: rt NULL or destroyed. Thread safety: any thread but a rank's. */
+DT_API dt_status dt_memory_report(dt_runtime *rt, FILE *out);
+
 #ifdef __cplusplus
 }
 #endif
