@@ -389,11 +389,46 @@ static void test_norm_errors(void **state) {
   tu_leaks_end();
 }
 
+/* rows run in chunks that idle ranks steal: the bits do not depend on how
+ * many ranks (threads) share them, for every path (dense rows, column
+ * tiles, strided rows) */
+static void test_chunked_rows_same_bits(void **state) {
+  (void)state;
+  dt_shape s = DT_SHAPE(600, 300); /* 600 rows: several chunks of rows */
+  double *v = tu_random_values(180000, DT_FLOAT32, 21, -6, 6, false);
+  unsigned char *res[2][4];
+  int ranks[2] = {1, 8};
+  for (int k = 0; k < 2; k++) {
+    dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = ranks[k]});
+    dt_runtime_set_current(rt);
+    dt_tensor *a = tu_tensor(v, s, DT_FLOAT32), *t = dt_transpose(a, 0, 1);
+    for (int op = 0; op < 4; op++) {
+      dt_tensor *r = op == 0 ? dt_softmax(a, -1) : op == 1 ? dt_softmax(a, 0)
+                   : op == 2 ? dt_log_softmax(t, 0) : dt_layer_norm(a, NULL, NULL, 1e-5);
+      assert_non_null(r);
+      res[k][op] = malloc(180000 * 4);
+      assert_int_equal(dt_to_host(r, res[k][op], 180000 * 4), DT_OK);
+      dt_tensor_release(r);
+    }
+    TU_RELEASE(a, t);
+    dt_runtime_set_current(NULL);
+    dt_runtime_destroy(rt);
+  }
+  for (int op = 0; op < 4; op++) {
+    if (memcmp(res[0][op], res[1][op], 180000 * 4))
+      fail_msg("op %d: 1 rank and 8 ranks give different bits", op);
+    free(res[0][op]);
+    free(res[1][op]);
+  }
+  free(v);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_softmax_special),
       cmocka_unit_test(test_norm_hand_values),
       cmocka_unit_test(test_norm_deterministic),
+      cmocka_unit_test(test_chunked_rows_same_bits),
       cmocka_unit_test(test_norm_errors),
       cmocka_unit_test(test_softmax_float32),
       cmocka_unit_test(test_softmax_float64),

@@ -247,38 +247,65 @@ static bool tiles_apply(const cpu_rows *ri, const cpu_rows *ro) {
          ro->ostrides[last] == (int64_t)cpu_dtype_size(ro->dtype);
 }
 
-static void run_rows(const cpu_view *out, const cpu_view *in, uint32_t mask,
-                     bool dense_ok, row_fn fn, tile_fn tfn, const void *ctx) {
+/* one call's rows, shared by its chunks (read-only while they run) */
+typedef struct rows_job {
   cpu_rows ri, ro;
-  cpu_rows_init(&ri, in, mask);
-  cpu_rows_init(&ro, out, mask); /* same sizes: the same outer dims */
-  if (ri.nrows == 0 || ri.rowlen == 0) return;
-  row_io io = {.r = &ri, .od = out->dtype,
-               .os = ro.nrow ? ro.rstrides[0] : 0};
-  io.dense = dense_ok && out->dtype == in->dtype && dense_view(in, &ri) &&
-             dense_view(out, &ro);
-  bool tiled = tfn && !io.dense && tiles_apply(&ri, &ro);
+  const char *in_data;
+  char *out_data;
+  row_io io;          /* the fields every row shares */
+  bool tiled;
+  row_fn fn;
+  tile_fn tfn;
+  const void *ctx;
+} rows_job;
+
+/* rows [begin, end): a chunk. Each row's result does not depend on which
+ * chunk or thread computes it (tiles start wherever the chunk does), so
+ * any split gives the same bits. */
+static void rows_range(int64_t begin, int64_t end, void *arg) {
+  const rows_job *j = arg;
+  row_io io = j->io;
   cpu_row_walk wi, wo;
-  cpu_row_walk_start(&ri, in->data, 0, &wi);
-  cpu_row_walk_start(&ro, out->data, 0, &wo);
-  for (int64_t row = 0; row < ri.nrows;) {
+  cpu_row_walk_start(&j->ri, j->in_data, begin, &wi);
+  cpu_row_walk_start(&j->ro, j->out_data, begin, &wo);
+  for (int64_t row = begin; row < end;) {
     io.in = wi.base;
     io.out = (char *)wo.base;
     int64_t nc = 1;
-    if (tiled) { /* up to TILE rows, not past the end of the inner run */
-      int last = ri.nouter - 1;
-      nc = ri.osizes[last] - wi.idx[last];
+    if (j->tiled) { /* up to TILE rows, not past the inner run or the chunk */
+      int last = j->ri.nouter - 1;
+      nc = j->ri.osizes[last] - wi.idx[last];
       if (nc > TILE) nc = TILE;
-      tfn(&io, nc, ctx);
+      if (nc > end - row) nc = end - row;
+      j->tfn(&io, nc, j->ctx);
     } else {
-      fn(&io, ctx);
+      j->fn(&io, j->ctx);
     }
     row += nc;
-    for (int64_t i = 0; i < nc && row < ri.nrows; i++) {
-      cpu_row_walk_next(&ri, &wi);
-      cpu_row_walk_next(&ro, &wo);
+    for (int64_t i = 0; i < nc && row < end; i++) {
+      cpu_row_walk_next(&j->ri, &wi);
+      cpu_row_walk_next(&j->ro, &wo);
     }
   }
+}
+
+/* the rows in chunks of about CPU_GRAIN elements, which idle ranks steal */
+static void run_rows(const cpu_view *out, const cpu_view *in, uint32_t mask,
+                     bool dense_ok, row_fn fn, tile_fn tfn, const void *ctx) {
+  rows_job j = {.in_data = in->data, .out_data = out->data, .fn = fn, .tfn = tfn,
+                .ctx = ctx};
+  cpu_rows_init(&j.ri, in, mask);
+  cpu_rows_init(&j.ro, out, mask); /* same sizes: the same outer dims */
+  if (j.ri.nrows == 0 || j.ri.rowlen == 0) return;
+  j.io = (row_io){.r = &j.ri, .od = out->dtype,
+                  .os = j.ro.nrow ? j.ro.rstrides[0] : 0};
+  j.io.dense = dense_ok && out->dtype == in->dtype && dense_view(in, &j.ri) &&
+               dense_view(out, &j.ro);
+  j.tiled = tfn && !j.io.dense && tiles_apply(&j.ri, &j.ro);
+  int64_t grain = CPU_GRAIN / j.ri.rowlen;
+  if (grain < 1) grain = 1;
+  if (j.tiled && grain < TILE) grain = TILE;
+  cpu_parallel_for(j.ri.nrows, grain, rows_range, &j);
 }
 
 void cpu_softmax(const cpu_view *out, const cpu_view *in, int dim, bool lg) {
