@@ -1,6 +1,8 @@
 /* Backward building blocks shared by the op families' formulas (ops.h,
  * "backward formulas"): boxed calls run through the autograd layer's
  * environment, results borrowed from its arena, failures kept in e->st. */
+#include <stdarg.h>
+
 #include "ops/ops.h"
 
 dt_status ops_grad_none(ops_grad_env *e, const dt_op_call *fwd,
@@ -23,102 +25,75 @@ static dt_tensor *run(ops_grad_env *e, dt_op_call *c) {
   return t;
 }
 
-dt_tensor *ops_g_t(ops_grad_env *e, core_op_id op, dt_tensor *a) {
-  if (!a) return NULL;
+dt_tensor *ops_g_call(ops_grad_env *e, core_op_id op, const char *sig, ...) {
+  if (e->st != DT_OK) return NULL;
   dt_op_call c;
   core_call_init(&c, op, "dt_backward");
-  core_call_tensor(&c, a);
-  return run(e, &c);
+  va_list ap;
+  va_start(ap, sig);
+  bool ok = true;
+  for (const char *p = sig; *p && ok; p++) {
+    switch (*p) {
+    case 'T': {
+      dt_tensor *t = va_arg(ap, dt_tensor *);
+      ok = t != NULL;
+      core_call_tensor(&c, t);
+      break;
+    }
+    case 's': core_call_double(&c, va_arg(ap, double)); break;
+    case 'i': core_call_int(&c, va_arg(ap, int64_t)); break;
+    case 'I': core_call_ints(&c, va_arg(ap, dt_shape)); break;
+    case 'b': core_call_bool(&c, va_arg(ap, int) != 0); break;
+    default: core_call_dtype(&c, (dt_dtype)va_arg(ap, int)); break; /* 'D' */
+    }
+  }
+  va_end(ap);
+  return ok ? run(e, &c) : NULL;
+}
+
+dt_tensor *ops_g_t(ops_grad_env *e, core_op_id op, dt_tensor *a) {
+  return ops_g_call(e, op, "T", a);
 }
 
 dt_tensor *ops_g_tt(ops_grad_env *e, core_op_id op, dt_tensor *a, dt_tensor *b) {
-  if (!a || !b) return NULL;
-  dt_op_call c;
-  core_call_init(&c, op, "dt_backward");
-  core_call_tensor(&c, a);
-  core_call_tensor(&c, b);
-  return run(e, &c);
+  return ops_g_call(e, op, "TT", a, b);
 }
 
 dt_tensor *ops_g_ttt(ops_grad_env *e, core_op_id op, dt_tensor *a, dt_tensor *b,
                      dt_tensor *x) {
-  if (!a || !b || !x) return NULL;
-  dt_op_call c;
-  core_call_init(&c, op, "dt_backward");
-  core_call_tensor(&c, a);
-  core_call_tensor(&c, b);
-  core_call_tensor(&c, x);
-  return run(e, &c);
+  return ops_g_call(e, op, "TTT", a, b, x);
 }
 
 dt_tensor *ops_g_ts(ops_grad_env *e, core_op_id op, dt_tensor *a, double s) {
-  if (!a) return NULL;
-  dt_op_call c;
-  core_call_init(&c, op, "dt_backward");
-  core_call_tensor(&c, a);
-  core_call_double(&c, s);
-  return run(e, &c);
+  return ops_g_call(e, op, "Ts", a, s);
 }
 
 dt_tensor *ops_g_ti(ops_grad_env *e, core_op_id op, dt_tensor *a, int64_t i) {
-  if (!a) return NULL;
-  dt_op_call c;
-  core_call_init(&c, op, "dt_backward");
-  core_call_tensor(&c, a);
-  core_call_int(&c, i);
-  return run(e, &c);
+  return ops_g_call(e, op, "Ti", a, i);
 }
 
 dt_tensor *ops_g_tii(ops_grad_env *e, core_op_id op, dt_tensor *a, int64_t i,
                      int64_t j) {
-  if (!a) return NULL;
-  dt_op_call c;
-  core_call_init(&c, op, "dt_backward");
-  core_call_tensor(&c, a);
-  core_call_int(&c, i);
-  core_call_int(&c, j);
-  return run(e, &c);
+  return ops_g_call(e, op, "Tii", a, i, j);
 }
 
 dt_tensor *ops_g_tI(ops_grad_env *e, core_op_id op, dt_tensor *a, dt_shape s) {
-  if (!a) return NULL;
-  dt_op_call c;
-  core_call_init(&c, op, "dt_backward");
-  core_call_tensor(&c, a);
-  core_call_ints(&c, s);
-  return run(e, &c);
+  return ops_g_call(e, op, "TI", a, s);
 }
 
 dt_tensor *ops_g_reduce(ops_grad_env *e, core_op_id op, dt_tensor *a,
                         dt_shape dims, bool keepdim) {
-  if (!a) return NULL;
-  dt_op_call c;
-  core_call_init(&c, op, "dt_backward");
-  core_call_tensor(&c, a);
-  core_call_ints(&c, dims);
-  core_call_bool(&c, keepdim);
-  return run(e, &c);
+  return ops_g_call(e, op, "TIb", a, dims, (int)keepdim);
 }
 
 dt_tensor *ops_g_masked_fill(ops_grad_env *e, dt_tensor *a, dt_tensor *mask,
                              double v) {
-  if (!a || !mask) return NULL;
-  dt_op_call c;
-  core_call_init(&c, CORE_OP_MASKED_FILL, "dt_backward");
-  core_call_tensor(&c, a);
-  core_call_tensor(&c, mask);
-  core_call_double(&c, v);
-  return run(e, &c);
+  return ops_g_call(e, CORE_OP_MASKED_FILL, "TTs", a, mask, v);
 }
 
 dt_tensor *ops_g_cast(ops_grad_env *e, dt_tensor *a, dt_dtype d) {
-  if (!a) return NULL;
-  if (a->dtype == d) return a;
-  dt_op_call c;
-  core_call_init(&c, CORE_OP_CAST, "dt_backward");
-  core_call_tensor(&c, a);
-  core_call_dtype(&c, d);
-  return run(e, &c);
+  if (a && a->dtype == d) return a;
+  return ops_g_call(e, CORE_OP_CAST, "TD", a, (int)d);
 }
 
 dt_shape ops_g_shape(const dt_tensor *a) {
@@ -142,14 +117,9 @@ dt_tensor *ops_g_sum_to(ops_grad_env *e, dt_tensor *g, const int64_t *sizes,
   return g;
 }
 
-dt_tensor *ops_g_tn(ops_grad_env *e, core_op_id op, dt_tensor *a, int n,
-                    const int64_t *ints) {
-  if (!a) return NULL;
-  dt_op_call c;
-  core_call_init(&c, op, "dt_backward");
-  core_call_tensor(&c, a);
-  for (int i = 0; i < n; i++) core_call_int(&c, ints[i]);
-  return run(e, &c);
+dt_tensor *ops_g_narrow(ops_grad_env *e, dt_tensor *a, int64_t dim,
+                        int64_t start, int64_t len) {
+  return ops_g_call(e, CORE_OP_NARROW, "Tiii", a, dim, start, len);
 }
 
 dt_tensor *ops_g_const(ops_grad_env *e, const dt_tensor *like, double v) {
@@ -165,14 +135,5 @@ dt_tensor *ops_g_const(ops_grad_env *e, const dt_tensor *like, double v) {
 dt_tensor *ops_g_slice_scatter(ops_grad_env *e, dt_tensor *src, dt_shape shape,
                                int64_t dim, int64_t start, int64_t end,
                                int64_t step) {
-  if (!src) return NULL;
-  dt_op_call c;
-  core_call_init(&c, CORE_OP_SLICE_SCATTER, "dt_backward");
-  core_call_tensor(&c, src);
-  core_call_ints(&c, shape);
-  core_call_int(&c, dim);
-  core_call_int(&c, start);
-  core_call_int(&c, end);
-  core_call_int(&c, step);
-  return run(e, &c);
+  return ops_g_call(e, CORE_OP_SLICE_SCATTER, "TIiiii", src, shape, dim, start, end, step);
 }

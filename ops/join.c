@@ -210,8 +210,7 @@ dt_status ops_join_grad(ops_grad_env *e, const dt_op_call *f,
       continue;
     }
     int64_t len = x->local.ndim ? x->local.sizes[dim] : 0;
-    int64_t args[3] = {dim, off, len};
-    if (e->needs[k]) gin[k] = ops_g_tn(e, CORE_OP_NARROW, g, 3, args);
+    if (e->needs[k]) gin[k] = ops_g_narrow(e, g, dim, off, len);
     off += len;
   }
   return e->st;

@@ -423,14 +423,7 @@ void ops_cross_entropy_rule(const dt_op_call *c, ops_rule_set *rs) {
 /* ---- backward formulas (ops.h, "backward formulas") */
 static dt_tensor *index_add_back(ops_grad_env *e, dt_tensor *g, int64_t dim,
                                  dt_tensor *idx, int64_t size) {
-  if (!g || !idx) return NULL;
-  dt_op_call c;
-  core_call_init(&c, CORE_OP_INDEX_SELECT_BACKWARD, "dt_backward");
-  core_call_tensor(&c, g);
-  core_call_int(&c, dim);
-  core_call_tensor(&c, idx);
-  core_call_int(&c, size);
-  return e->st == DT_OK ? e->run(e, &c) : NULL;
+  return ops_g_call(e, CORE_OP_INDEX_SELECT_BACKWARD, "TiTi", g, dim, idx, size);
 }
 
 /* the weight of an embedding: rows gathered back, duplicates summed */
@@ -449,18 +442,9 @@ static void cross_entropy_grad(ops_grad_env *e, const dt_op_call *f, dt_tensor *
                                dt_tensor **gin) {
   dt_tensor *x = f->args[0].t, *t = f->args[1].t;
   dt_reduction red = (dt_reduction)f->args[2].i;
-  if (e->needs[0] && e->st == DT_OK) {
-    dt_op_call c;
-    core_call_init(&c, CORE_OP_CROSS_ENTROPY_BACKWARD, "dt_backward");
-    core_call_tensor(&c, g);
-    core_call_tensor(&c, x);
-    core_call_tensor(&c, t);
-    core_call_int(&c, f->args[2].i);
-    core_call_int(&c, f->args[3].i);
-    core_call_double(&c, f->args[4].d);
-    gin[0] = e->run(e, &c);
-    if (!gin[0]) e->st = core_last_status();
-  }
+  if (e->needs[0])
+    gin[0] = ops_g_call(e, CORE_OP_CROSS_ENTROPY_BACKWARD, "TTTiis", g, x, t,
+                        f->args[2].i, f->args[3].i, f->args[4].d);
   if (!e->needs[1]) return;
   int64_t cd = x->local.ndim == 1 ? 0 : 1, pos = 1;
   for (int d = 0; d < x->local.ndim; d++)

@@ -213,6 +213,9 @@ dt_status ops_check_scalar(const dt_op_call *c, const char *arg, double v,
  * e->run and returns the result borrowed (see "backward formulas"); a
  * NULL tensor argument gives NULL (the failure is in e->st already). A
  * formula ends with `return e->st;`. */
+/* any call: sig lists the arguments as schema letters (T tensor, s double,
+ * i int64_t, I dt_shape, b bool passed as int, D dt_dtype passed as int) */
+dt_tensor *ops_g_call(ops_grad_env *e, core_op_id op, const char *sig, ...);
 dt_tensor *ops_g_t(ops_grad_env *e, core_op_id op, dt_tensor *a);
 dt_tensor *ops_g_tt(ops_grad_env *e, core_op_id op, dt_tensor *a, dt_tensor *b);
 dt_tensor *ops_g_ttt(ops_grad_env *e, core_op_id op, dt_tensor *a, dt_tensor *b,
@@ -222,9 +225,9 @@ dt_tensor *ops_g_ti(ops_grad_env *e, core_op_id op, dt_tensor *a, int64_t i);
 dt_tensor *ops_g_tii(ops_grad_env *e, core_op_id op, dt_tensor *a, int64_t i,
                      int64_t j);
 dt_tensor *ops_g_tI(ops_grad_env *e, core_op_id op, dt_tensor *a, dt_shape s);
-/* a tensor then n int arguments */
-dt_tensor *ops_g_tn(ops_grad_env *e, core_op_id op, dt_tensor *a, int n,
-                    const int64_t *ints);
+/* narrow(a, dim, start, len) */
+dt_tensor *ops_g_narrow(ops_grad_env *e, dt_tensor *a, int64_t dim,
+                        int64_t start, int64_t len);
 /* e->constant, failures kept */
 dt_tensor *ops_g_const(ops_grad_env *e, const dt_tensor *like, double v);
 /* zeros of `shape` with src at [start:end:step] along dim */
