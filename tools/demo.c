@@ -33,7 +33,7 @@
 typedef struct demo_opts {
   demo_config cfg;
   int steps;
-  bool json, trace, shadow;
+  bool json, trace, shadow, comm_report;
 } demo_opts;
 
 /* ---- flags */
@@ -54,6 +54,8 @@ static int usage(FILE *out) {
     "  --trace-ops              print the ops of one distributed step\n"
     "  --shadow                 compare every distributed op with the same op\n"
     "                           on one device; report the first divergence\n"
+    "  --comm-report            which call caused which collective in step 1\n"
+    "                           (by label: layerN.attn/mlp, loss, backward, optimizer)\n"
     "  --help                   this text\n");
   return out == stdout ? 0 : 2;
 }
@@ -136,6 +138,7 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
     if (!strcmp(f, "--json")) o->json = true;
     else if (!strcmp(f, "--trace-ops")) o->trace = true;
     else if (!strcmp(f, "--shadow")) o->shadow = true;
+    else if (!strcmp(f, "--comm-report")) o->comm_report = true;
     else if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
       fprintf(stderr, "dtorch demo: %s needs a value\n", f);
       return 2;
@@ -290,9 +293,14 @@ static int run_step(demo_run *r, int i) {
     fprintf(stderr, "dtorch demo: out of memory for batch %d\n", i + 1);
     return 1;
   }
-  bool trace = r->o.trace && i == 0;
+  bool trace = r->o.trace && i == 0, report = r->o.comm_report && i == 0;
   if (trace) fprintf(r->out, "-- the ops of distributed step 1 --\n");
+  if (report) dt_comm_debug_begin();
   dt_tensor *ld = dist_step(r, &b, s, trace);
+  if (report) {
+    fprintf(r->out, "-- the collectives of distributed step 1 --\n");
+    if (dt_comm_debug_end(r->out, NULL) != DT_OK) fprintf(stderr, "%s\n", dt_last_error());
+  }
   if (trace) fprintf(r->out, "-- end of step 1 --\n");
   dt_tensor *ls = ld ? single_step(r, &b, s) : NULL;
   demo_batch_free(&b);

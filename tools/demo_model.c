@@ -299,15 +299,13 @@ static dt_tensor *mlp(step_ctx *c, dt_tensor *x, dt_tensor *const *p) {
   return tp_allreduce(c, K(c, dt_linear(h, p[2], p[3])));
 }
 
-/* Attention with whole heads per tp rank. The usual form — q = x·Wqᵀ
- * [b, s, hidden] S(2), view [b, s, heads, hd], transpose — is refused in
- * strict mode today: dt_view of a DTensor sharded on a dim other than the
- * first (here hidden, behind the dp-sharded batch) fails the DTensor
- * layer's flat-range box check although each rank could split its own
- * block. So the heads are split on the weights instead, where the sharded
- * dim leads: Wq [hidden, hidden] S(0) viewed as [heads, hd, hidden] S(0),
- * and x [b, 1, s, hidden] · Wqᵀ per head gives [b, heads, s, hd] with the
- * heads S(1) on tp — the same values, no communication. */
+/* Attention with whole heads per tp rank, split on the weights: Wq
+ * [hidden, hidden] S(0) viewed as [heads, hd, hidden] S(0), and x [b, 1,
+ * s, hidden] · Wqᵀ per head gives [b, heads, s, hd] with the heads S(1) on
+ * tp — no communication, and no transpose of q afterwards. (The usual
+ * form — q [b, s, hidden] S(2), view [b, s, heads, hd], transpose — works
+ * as well: a view keeps the shards of dims it splits at shard
+ * boundaries.) */
 static dt_tensor *project_heads(step_ctx *c, dt_tensor *x1, dt_tensor *w,
                                 dt_tensor *b) {
   const demo_config *g = c->m->cfg;
@@ -346,14 +344,24 @@ static dt_tensor *attention(step_ctx *c, dt_tensor *x, dt_tensor *const *p) {
   return project_out(c, o, p[T_WO], p[T_BO]);
 }
 
-/* pre-LayerNorm block: x + attn(ln1(x)), then + mlp(ln2(·)) */
+/* pre-LayerNorm block: x + attn(ln1(x)), then + mlp(ln2(·)); labelled
+ * for the shadow and communication reports */
 static dt_tensor *block(step_ctx *c, dt_tensor *x, dt_tensor *const *p) {
+  dt_label_push("attn");
   dt_tensor *a = attention(c, K(c, dt_layer_norm(x, p[T_LN1W], p[T_LN1B], 1e-5)), p);
+  dt_label_pop();
   x = K(c, dt_add(x, a));
+  dt_label_push("mlp");
   dt_tensor *f = mlp(c, K(c, dt_layer_norm(x, p[T_LN2W], p[T_LN2B], 1e-5)),
                      p + T_MLP);
+  dt_label_pop();
   return K(c, dt_add(x, f));
 }
+
+static const char *const layer_label[] = {
+  "layer0", "layer1", "layer2", "layer3", "layer4", "layer5", "layer6", "layer7",
+};
+#define LAYER_LABELS (int)(sizeof layer_label / sizeof *layer_label)
 
 /* MLP blocks after the first are residual */
 static dt_tensor *forward(step_ctx *c, dt_tensor *x) {
@@ -361,9 +369,11 @@ static dt_tensor *forward(step_ctx *c, dt_tensor *x) {
   int pb = per_block(m->cfg);
   for (int l = 0; l < m->cfg->layers; l++) {
     dt_tensor *const *p = m->params + l * pb;
+    dt_label_push(l < LAYER_LABELS ? layer_label[l] : "layer");
     if (m->cfg->model == DEMO_TRANSFORMER) x = block(c, x, p);
     else if (l == 0) x = mlp(c, x, p);
     else x = K(c, dt_add(x, mlp(c, x, p)));
+    dt_label_pop();
   }
   return x;
 }
@@ -395,10 +405,17 @@ static dt_tensor *loss_of(step_ctx *c, dt_tensor *y, const demo_batch *b) {
 
 dt_tensor *demo_train_step(demo_model *m, const demo_batch *b) {
   step_ctx c = {.m = m};
-  dt_tensor *loss = loss_of(&c, forward(&c, input(&c, b->x, DT_FLOAT32, true)), b);
+  dt_tensor *y = forward(&c, input(&c, b->x, DT_FLOAT32, true));
+  dt_label_push("loss");
+  dt_tensor *loss = loss_of(&c, y, b);
+  dt_label_pop();
   /* a failed op left its message as this thread's last error */
+  dt_label_push("backward");
   dt_status st = c.failed ? DT_ERR_INTERNAL : dt_backward(loss);
+  dt_label_pop();
+  dt_label_push("optimizer");
   if (st == DT_OK) st = dt_optimizer_step(m->opt);
+  dt_label_pop();
   dt_optimizer_zero_grad(m->opt);
   if (st == DT_OK) dt_tensor_retain(loss);
   for (int i = 0; i < c.n; i++) dt_tensor_release(c.tmp[i]);
