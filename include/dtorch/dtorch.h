@@ -510,6 +510,16 @@ DT_API const char *dt_future_error(const dt_future *f);
 typedef void (*dt_future_callback)(dt_future *f, dt_status status, void *user);
 DT_API dt_status dt_future_then(dt_future *f, dt_future_callback cb,
                                 void *user);
+/* When f completes, a CQE {user_data, res} appears in the io_uring whose
+ * fd is ring_fd (res 0, or -status on failure), sent with
+ * IORING_OP_MSG_RING from a ring dtorch owns: a server built on liburing
+ * waits for sockets, files and tensors in one io_uring_wait_cqe. Works
+ * for every future. The ring must outlive f's completion; a delivery the
+ * kernel refuses then (the ring closed, its CQ full) is reported on
+ * stderr. Errors now: f NULL, ring_fd < 0, no io_uring MSG_RING here
+ * (DT_ERR_UNSUPPORTED). */
+DT_API dt_status dt_future_notify_ring(dt_future *f, int ring_fd,
+                                       uint64_t user_data);
 
 /* ---------------------------------------------------------------- threads
  * OpenBLAS must run single-threaded inside rank threads (they are the
