@@ -79,11 +79,20 @@ static void add_setup_init(add_setup *x, int ranks) {
   if (!x->a || !x->b || !x->sa || !x->sb) die("inputs");
 }
 
+/* --trace: each run is traced (dt_trace_begin / dt_trace_end around it;
+ * writing the file is outside the timed bursts) */
+static bool trace_on;
+
 static void add_setup_run(add_setup *x) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/dtorch_bench_trace.json",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  if (trace_on && dt_trace_begin(x->rt, path) != DT_OK) die("dt_trace_begin");
   dt_runtime_set_current(x->rt);
   add_burst(x->rt, x->a, x->b, &x->d);
   add_burst(x->rt, x->sa, x->sb, &x->s);
   dt_runtime_set_current(NULL);
+  if (trace_on && dt_trace_end(x->rt) != DT_OK) die("dt_trace_end");
 }
 
 static void add_setup_print(const add_setup *x, const add_setup *base) {
@@ -93,7 +102,7 @@ static void add_setup_print(const add_setup *x, const add_setup *base) {
          (long long)(x->ranks / x->rows), x->d.cpu, x->s.cpu, x->d.cpu / x->s.cpu,
          x->d.wall, x->s.wall);
   if (base) printf(",\"vs_%d_ranks\":%.2f", base->ranks, x->d.cpu / base->d.cpu);
-  printf("}\n");
+  printf(",\"trace\":\"%s\"}\n", trace_on ? "on" : "off");
 }
 
 static void add_setup_free(add_setup *x) {
@@ -186,6 +195,11 @@ static void bench_matmul_miss(int reps) {
 }
 
 int bench_dispatch(int argc, char **argv) {
+  int k = 0; /* --trace is ours; the rest goes to bench_main */
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--trace")) trace_on = true;
+    else argv[k++] = argv[i];
+  argc = k;
   static const bench_figure figs[] = {{"cache_hit_lookup", bench_lookup},
                                       {"dtensor_add_hit", bench_add},
                                       {"matmul_miss", bench_matmul_miss}};

@@ -637,8 +637,9 @@ static dt_status publish(dt_op_call *c, dt_mesh *m, const dispatch_plan *p) {
   dt_status st = job_inputs(j, c, m);
   if (st == DT_OK) st = job_outputs(j, c, p, m);
   if (st == DT_OK &&
-      runtime_publish_call(m->rt, -1, dispatch_dtensor_exec,
-                           dispatch_dtensor_done, j) != DT_OK)
+      runtime_publish_named_call(m->rt, -1, core_op_name(c->op),
+                                 dispatch_dtensor_exec,
+                                 dispatch_dtensor_done, j) != DT_OK)
     st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
                         "record to every rank", c->api);
   if (st != DT_OK) {

@@ -9,6 +9,7 @@
  * the first error. Ranks outside the mesh return at once. */
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@
 #include "mesh/dtensor.h"
 #include "mesh/shard.h"
 #include "ops/ops.h"
+#include "sched/trace.h"
 
 /* a stack handle over storage s (no refcount traffic: the record holds
  * the real handles) */
@@ -226,6 +228,27 @@ static dt_status run_kernel(rank_call *r, const dispatch_dtensor_job *j) {
   return k(c);
 }
 
+/* the timeline's args of this rank's slice: placements of the first
+ * tensor input and the output, the output's local shape */
+static void trace_args(const rank_call *r, const dispatch_dtensor_job *j) {
+  char in[48] = "-", out[48], shape[48];
+  const char *s = core_op_schema(j->op);
+  for (int i = 0; s[i]; i++)
+    if (s[i] == 'T') {
+      mesh_placements_str(dispatch_job_in(j, i), j->nd, in, sizeof in);
+      break;
+    }
+  mesh_placements_str(dispatch_job_out(j, 0), j->nd, out, sizeof out);
+  const dt_tensor *o = r->c.out[0];
+  int n = snprintf(shape, sizeof shape, "[");
+  for (int d = 0; d < o->local.ndim && n < (int)sizeof shape; d++)
+    n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%lld", d ? ", " : "",
+                  (long long)o->local.sizes[d]);
+  if (n < (int)sizeof shape) snprintf(shape + n, sizeof shape - (size_t)n, "]");
+  sched_trace_record_args("\"api\":\"%s\",\"in0\":\"%s\",\"out\":\"%s\","
+                          "\"local_shape\":\"%s\"", j->api, in, out, shape);
+}
+
 void dispatch_dtensor_exec(void *arg, dt_runtime *rt, int rank) {
   const dispatch_dtensor_job *j = arg;
   const dt_mesh *m = j->mesh;
@@ -257,6 +280,7 @@ void dispatch_dtensor_exec(void *arg, dt_runtime *rt, int rank) {
   for (int i = 0; i < CORE_CALL_MAX_ARGS; i++) r->zero_buf[i].p = NULL;
   bool ok = make_inputs(r, &rm, j, idx);
   make_outputs(r, &rm, j, idx);
+  if (sched_trace_in_record() && j->nout > 0) trace_args(r, j);
   if (ok && rm.st == DT_OK) {
     dt_status st = run_kernel(r, j);
     if (st != DT_OK)

@@ -152,7 +152,8 @@ void mesh_dtensor_free_spec(core_spec *s) {
   dt_runtime *rt = s->mesh->rt;
   if (!sched_current_pool() &&
       !atomic_load_explicit(&rt->dead, memory_order_acquire) &&
-      runtime_publish_call(rt, -1, free_on_rank, free_done, s) == DT_OK)
+      runtime_publish_named_call(rt, -1, "free_dtensor", free_on_rank,
+                                 free_done, s) == DT_OK)
     return;
   release_shards(s);
   spec_dealloc(s);
@@ -240,8 +241,8 @@ dt_tensor *mesh_dtensor_factory(core_op_id op, dt_shape shape, dt_dtype dtype,
     }
     memcpy(j->staging, host, bytes);
   }
-  if (runtime_publish_call(mesh->rt, -1, mesh_exec_fill, mesh_exec_fill_done,
-                           j) != DT_OK) {
+  if (runtime_publish_named_call(mesh->rt, -1, core_op_name(j->op),
+                                 mesh_exec_fill, mesh_exec_fill_done, j) != DT_OK) {
     mesh_exec_fill_done(j);
     core_tensor_release(t);
     core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
@@ -305,7 +306,8 @@ static dt_status host_job(dt_tensor *t, void *dst, size_t bytes, int rank,
   j->dst = dst;
   j->bytes = bytes;
   j->future = sched_future_retain(f);
-  if (runtime_publish_call(t->spec->mesh->rt, rank, run, done, j) != DT_OK) {
+  if (runtime_publish_named_call(t->spec->mesh->rt, rank, "to_host", run,
+                                 done, j) != DT_OK) {
     core_tensor_release(j->t);
     sched_future_release(j->future);
     sched_future_release(f);

@@ -106,8 +106,9 @@ static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
   j->src = core_tensor_retain(t);
   j->dst = core_tensor_retain(out);
   j->api = fn;
-  if (runtime_publish_call(mesh->rt, -1, mesh_exec_redistribute,
-                           mesh_exec_redist_done, j) != DT_OK) {
+  if (runtime_publish_named_call(mesh->rt, -1, "redistribute",
+                                 mesh_exec_redistribute,
+                                 mesh_exec_redist_done, j) != DT_OK) {
     mesh_exec_redist_done(j);
     core_tensor_release(out);
     core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
@@ -177,8 +178,8 @@ static dt_tensor *cross_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
     comm.other++;
     comm.bytes += core_numel(out) * (int64_t)core_dtype_size(t->dtype);
   }
-  if (runtime_publish_call(rt, -1, mesh_exec_cross_mesh, mesh_exec_xmesh_done,
-                           j) != DT_OK) {
+  if (runtime_publish_named_call(rt, -1, "redistribute_cross_mesh",
+                                 mesh_exec_cross_mesh, mesh_exec_xmesh_done, j) != DT_OK) {
     mesh_exec_xmesh_done(j);
     core_tensor_release(out);
     core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "

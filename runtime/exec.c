@@ -20,6 +20,7 @@
 #include "core/tensor.h"
 #include "kernels/cpu/cpu.h"
 #include "sched/future.h"
+#include "sched/trace.h"
 
 typedef enum rec_kind { REC_OP, REC_FREE, REC_TO_HOST, REC_BARRIER,
                         REC_CALL } rec_kind;
@@ -32,7 +33,10 @@ typedef struct exec_record {
   void *staging;                /* REC_OP from_host: copy of the host data */
   core_storage *storage;          /* REC_FREE */
   struct { dt_tensor *t; void *dst; size_t bytes; } host;
-  struct { runtime_call_fn fn; runtime_done_fn done; void *arg; } call_fn; /* REC_CALL */
+  struct { runtime_call_fn fn; runtime_done_fn done; void *arg;
+           const char *name; } call_fn; /* REC_CALL */
+  uint64_t flow;                /* trace: first flow id, 0: none */
+  bool flow_all;                /* trace: one id per rank (flow + rank) */
   dt_op_call call;              /* REC_OP */
 } exec_record;
 
@@ -201,9 +205,7 @@ void runtime_drain_remote_frees(dt_runtime *rt, int rank) {
                                    memory_order_release);
 }
 
-void runtime_exec_record(void *ctx, void *record, int rank) {
-  dt_runtime *rt = ctx;
-  exec_record *r = record;
+static void exec_any(dt_runtime *rt, exec_record *r, int rank) {
   if (atomic_load_explicit(&rt->ranks[rank].remote_free, memory_order_relaxed))
     runtime_drain_remote_frees(rt, rank);
   switch (r->kind) {
@@ -227,6 +229,92 @@ void runtime_exec_record(void *ctx, void *record, int rank) {
   }
 }
 
+/* ---- the timeline (sched/trace.h, docs/trace.md) */
+static const char *rec_name(const exec_record *r) {
+  switch (r->kind) {
+  case REC_OP: return core_op_name(r->call.op);
+  case REC_FREE: return "free";
+  case REC_TO_HOST: return "to_host";
+  case REC_BARRIER: return "barrier";
+  case REC_CALL: return r->call_fn.name ? r->call_fn.name : "call";
+  }
+  return "record";
+}
+
+static const char *rec_cat(const exec_record *r) {
+  static const char *const cats[] = {"op", "free", "host", "barrier", "dtensor"};
+  return cats[r->kind];
+}
+
+/* a single-device op's output shape (before the record drops it) */
+static void op_args(const exec_record *r, char *buf, size_t len) {
+  buf[0] = '\0';
+  if (r->kind != REC_OP || r->call.nout < 1) return;
+  const dt_tensor *o = r->call.out[0];
+  size_t n = (size_t)snprintf(buf, len, "\"api\":\"%s\",\"shape\":\"[", r->call.api);
+  for (int d = 0; d < o->local.ndim && n < len; d++)
+    n += (size_t)snprintf(buf + n, len - n, "%s%lld", d ? ", " : "",
+                          (long long)o->local.sizes[d]);
+  if (n < len) n += (size_t)snprintf(buf + n, len - n, "]\",\"dtype\":\"%s\"",
+                                     core_dtype_name(o->dtype));
+  if (n >= len) snprintf(buf, len, "\"truncated\":true");
+}
+
+/* the record as a slice on the rank's track, and the end of its flow */
+static void traced_exec(dt_runtime *rt, exec_record *r, int rank) {
+  sched_trace_event e = {.name = rec_name(r), .cat = rec_cat(r), .ph = 'X'};
+  uint64_t flow = r->flow;
+  if (flow && r->flow_all) flow = rank < RUNTIME_TRACE_FLOWS ? flow + (uint64_t)rank : 0;
+  op_args(r, e.args, sizeof e.args);
+  sched_trace_record_enter();
+  e.ts = sched_trace_now();
+  exec_any(rt, r, rank); /* r may be reused once this returns: read before */
+  e.dur = sched_trace_now() - e.ts;
+  char inner[SCHED_TRACE_ARGS];
+  sched_trace_record_leave(inner);
+  if (inner[0]) memcpy(e.args, inner, sizeof e.args);
+  e.id = flow; /* the flow's end, written out with the slice */
+  e.flows = -1;
+  sched_trace_emit(rt->pool, &e);
+}
+
+void runtime_exec_record(void *ctx, void *record, int rank) {
+  dt_runtime *rt = ctx;
+  /* the trace switch: one relaxed load and a compare (sched/trace.h) */
+  if (__builtin_expect(sched_trace_on(rt->pool), 0)) {
+    traced_exec(rt, record, rank);
+    return;
+  }
+  exec_any(rt, record, rank);
+}
+
+/* a publish as a slice on the issuing thread's track, with a flow start
+ * to each rank it addresses (up to RUNTIME_TRACE_FLOWS of them) */
+static void traced_commit(dt_runtime *rt, const sched_claim *q, exec_record *r) {
+  bool all = q->rank == SCHED_ALL;
+  int n = all ? (rt->nranks < RUNTIME_TRACE_FLOWS ? rt->nranks : RUNTIME_TRACE_FLOWS) : 1;
+  uint64_t base = sched_trace_flow_ids(n);
+  r->flow = base;
+  r->flow_all = all;
+  sched_trace_event e = {.name = rec_name(r), .cat = "publish", .ph = 'X'};
+  sched_trace_args(&e, "\"rank\":%d,\"kind\":\"%s\"", q->rank, rec_cat(r));
+  e.ts = sched_trace_now();
+  sched_pool_commit(rt->pool, q); /* r may run and be reused from here */
+  e.dur = sched_trace_now() - e.ts;
+  e.id = base; /* n flow starts, written out with the slice */
+  e.flows = n;
+  sched_trace_emit(rt->pool, &e);
+}
+
+static void commit(dt_runtime *rt, const sched_claim *q, exec_record *r) {
+  /* the trace switch: one relaxed load and a compare (sched/trace.h) */
+  if (__builtin_expect(sched_trace_on(rt->pool), 0)) {
+    traced_commit(rt, q, r);
+    return;
+  }
+  sched_pool_commit(rt->pool, q);
+}
+
 /* ---- the issuing side */
 /* NULL (error set, naming fn) when an all-rank record cannot be allocated */
 static exec_record *claim(dt_runtime *rt, int rank, sched_claim *k) {
@@ -238,6 +326,7 @@ static exec_record *claim(dt_runtime *rt, int rank, sched_claim *k) {
   }
   r->future = NULL;
   r->staging = NULL;
+  r->flow = 0;
   for (int i = 0; i < CORE_CALL_MAX_ARGS; i++) r->lists[i] = NULL;
   return r;
 }
@@ -312,7 +401,7 @@ dt_status runtime_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
     else if (s[i] == 'P') r->call.args[i].p = k.staging;
   }
   for_each_tensor(&r->call, r, true);
-  sched_pool_commit(rt->pool, &q);
+  commit(rt, &q, r);
   return DT_OK;
 }
 
@@ -322,7 +411,7 @@ void runtime_publish_free(core_storage *s) {
   exec_record *r = claim(rt, s->rank, &q); /* one rank: cannot fail */
   r->kind = REC_FREE;
   r->storage = s;
-  sched_pool_commit(rt->pool, &q);
+  commit(rt, &q, r);
 }
 
 dt_future *runtime_publish_to_host(dt_tensor *t, void *dst, size_t bytes) {
@@ -336,7 +425,7 @@ dt_future *runtime_publish_to_host(dt_tensor *t, void *dst, size_t bytes) {
   r->host.t = core_tensor_retain(t);
   r->host.dst = dst;
   r->host.bytes = bytes;
-  sched_pool_commit(s->rt->pool, &q);
+  commit(s->rt, &q, r);
   return f;
 }
 
@@ -389,12 +478,18 @@ dt_future *runtime_publish_barrier(dt_runtime *rt, int rank) {
                         memory_order_relaxed);
   r->future = sched_future_retain(f);
   /* the queues' release/acquire publishes `pending` to the ranks */
-  sched_pool_commit(rt->pool, &q);
+  commit(rt, &q, r);
   return f;
 }
 
 dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
                                runtime_done_fn done, void *arg) {
+  return runtime_publish_named_call(rt, rank, NULL, fn, done, arg);
+}
+
+dt_status runtime_publish_named_call(dt_runtime *rt, int rank, const char *name,
+                                     runtime_call_fn fn, runtime_done_fn done,
+                                     void *arg) {
   sched_claim q;
   exec_record *r = claim(rt, rank, &q);
   if (!r) return core_last_status();
@@ -402,8 +497,9 @@ dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
   r->call_fn.fn = fn;
   r->call_fn.done = done;
   r->call_fn.arg = arg;
+  r->call_fn.name = name;
   atomic_store_explicit(&r->pending, rank >= 0 ? 1 : rt->nranks,
                         memory_order_relaxed);
-  sched_pool_commit(rt->pool, &q);
+  commit(rt, &q, r);
   return DT_OK;
 }

@@ -46,6 +46,12 @@ typedef void (*runtime_call_fn)(void *arg, dt_runtime *rt, int rank);
 typedef void (*runtime_done_fn)(void *arg);
 dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
                                runtime_done_fn done, void *arg);
+/* the same, named in the trace (a static string: the op, "redistribute") */
+dt_status runtime_publish_named_call(dt_runtime *rt, int rank, const char *name,
+                                     runtime_call_fn fn, runtime_done_fn done,
+                                     void *arg);
+/* flow arrows of an all-rank record reach ranks below this (docs/trace.md) */
+#define RUNTIME_TRACE_FLOWS 64
 
 /* the pool's pending / idle callbacks: frees other rank threads handed to
  * `rank` are work the pool does not see */

@@ -16,6 +16,7 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm.h"
 #include "runtime/exec.h"
+#include "runtime/trace.h"
 #include "sched/future.h"
 #include "sim/collectives.h"
 
@@ -255,10 +256,12 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
     free(rt);
     return NULL;
   }
+  runtime_trace_from_env(rt);
   return rt;
 }
 
 static void teardown(dt_runtime *rt) {
+  runtime_trace_at_destroy(rt); /* DTORCH_TRACE or a trace never ended */
   sched_pool_destroy(rt->pool); /* runs every published record, joins */
   rt->pool = NULL;
   atomic_store_explicit(&rt->dead, true, memory_order_release);

@@ -59,6 +59,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -69,6 +70,7 @@
 #include "sched/deque.h"
 #include "sched/fence.h"
 #include "sched/queue.h"
+#include "sched/trace.h"
 
 #define TARGET_ALL SCHED_ALL
 #define POOL_PREFAULT_MAX ((size_t)64 << 20) /* queue bytes faulted in at once */
@@ -329,6 +331,15 @@ static void run_chunk(chunk_task *t) {
   atomic_fetch_sub_explicit(rem, 1, memory_order_release);
 }
 
+/* a stolen chunk [begin, end) as a slice on the thief's track */
+static void trace_steal(sched_pool *p, int64_t t0, int victim, int64_t begin,
+                        int64_t end) {
+  char args[64];
+  snprintf(args, sizeof args, "\"victim\":%d,\"begin\":%lld,\"end\":%lld",
+           victim, (long long)begin, (long long)end);
+  sched_trace_slice(p, "steal", "sched", t0, args);
+}
+
 static bool try_steal(rank_state *rs) {
   sched_pool *p = rs->pool;
   int n = p->cfg.ranks;
@@ -339,7 +350,12 @@ static bool try_steal(rank_state *rs) {
     if (v == rs->id) continue;
     chunk_task *t = sched_deque_steal(p->ranks[v].deque);
     if (t) {
+      bool tr = sched_trace_on(p);
+      int64_t t0 = tr ? sched_trace_now() : 0;
+      /* read before it runs: the chunk may be freed once it has */
+      int64_t begin = t->begin, end = t->end;
       run_chunk(t);
+      if (tr) trace_steal(p, t0, v, begin, end);
       atomic_fetch_add_explicit(&rs->chunks_stolen, 1, memory_order_relaxed);
       atomic_fetch_add_explicit(&rs->chunks_run, 1, memory_order_relaxed);
       return true;
@@ -407,7 +423,10 @@ static void park(rank_state *rs, bool spin) {
   SCHED_FENCE_SEQ_CST();
   if (!has_work(rs)) {
     atomic_fetch_add_explicit(&rs->parks, 1, memory_order_relaxed);
+    bool tr = sched_trace_on(p);
+    int64_t t0 = tr ? sched_trace_now() : 0;
     ck_ec32_wait(&rs->ec, &ec_mode, v, NULL);
+    if (tr) sched_trace_slice(p, "park", "sched", t0, NULL);
   }
   /* relaxed: a hint; a waker that still finds the bit makes one spurious
    * claim (harmless, see wake_caught_up) */

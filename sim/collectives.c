@@ -87,6 +87,8 @@
 #include "core/dtype.h"
 #include "core/fault.h"
 #include "core/error.h"
+#include "sched/pool.h"
+#include "sched/trace.h"
 #include "sim/coll_internal.h"
 #include "sim/coll_reduce.h"
 
@@ -726,8 +728,8 @@ static dt_status check_round(const sim_coll_group *g, int member, uint64_t k,
 /* why: NULL for a call; else the member abstains with status why_st and
  * this message (sim_coll_abstain); the round runs its phases as any other
  * so that members that moved nothing still pass its completion barrier */
-static dt_status sim_coll_run(sim_coll_group *g, int member, sim_coll_desc *d,
-                              dt_status why_st, const char *why) {
+static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
+                           dt_status why_st, const char *why) {
   CORE_ASSERT(g != NULL && member >= 0 && member < g->n);
   int64_t deadline = sim_coll_deadline(g->world);
   sim_coll_member *me = &g->members[member];
@@ -760,6 +762,29 @@ static dt_status sim_coll_run(sim_coll_group *g, int member, sim_coll_desc *d,
   }
   if (st == DT_OK) sim_coll_move_split(E, g->n, member, me->ins, me->outs);
   depart(g, me);
+  return st;
+}
+
+/* a round as a slice on the rank's track (inside its record): kind,
+ * group, bytes (elements × dtype size: the count, or the sum of counts) */
+static void trace_round(const sim_coll_group *g, int member, const sim_coll_desc *d,
+                        uint64_t seq, int64_t t0, dt_status st) {
+  sched_trace_event e = {.ts = t0, .dur = sched_trace_now() - t0,
+                         .name = kind_names[d->kind], .cat = "collective", .ph = 'X'};
+  sched_trace_args(&e, "\"group_size\":%d,\"bytes\":%lld,\"member\":%d,"
+                   "\"seq\":%llu,\"status\":\"%s\",\"group\":\"%s\"", g->n,
+                   (long long)(d->count * (int64_t)core_dtype_size(d->dtype)),
+                   member, (unsigned long long)seq, core_status_name(st), g->name);
+  sched_trace_emit(sched_current_pool(), &e);
+}
+
+static dt_status sim_coll_run(sim_coll_group *g, int member, sim_coll_desc *d,
+                              dt_status why_st, const char *why) {
+  if (!sched_trace_in_record()) return run_round(g, member, d, why_st, why);
+  int64_t t0 = sched_trace_now();
+  uint64_t seq = g->members[member].seq;
+  dt_status st = run_round(g, member, d, why_st, why);
+  trace_round(g, member, d, seq, t0, st);
   return st;
 }
 

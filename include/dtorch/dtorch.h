@@ -726,6 +726,28 @@ DT_API dt_status dt_tensor_describe(const dt_tensor *t, FILE *out);
  * Errors: rt NULL or destroyed. Thread safety: any thread but a rank's. */
 DT_API dt_status dt_memory_report(dt_runtime *rt, FILE *out);
 
+/* ---- timelines (docs/trace.md) */
+/* Starts recording rt's timeline into a Chrome trace-event JSON file at
+ * path (opened now, written by dt_trace_end or dt_runtime_destroy; open
+ * it in https://ui.perfetto.dev): one track per rank with every record it
+ * runs (op kernels, DTensor ops with placements, redistributes and their
+ * collectives with group and bytes, barriers, fetches, frees), its
+ * parking and stolen chunks; one track per issuing thread with its
+ * publishes, and flow arrows from each publish to the work it caused.
+ * DTORCH_TRACE=path does this for a runtime from its creation.
+ * Returns: DT_OK. Errors: rt or path NULL/empty (DT_ERR_INVALID_ARGUMENT),
+ * a runtime is already traced (DT_ERR_INVALID_ARGUMENT: one at a time),
+ * path cannot be opened (DT_ERR_IO, naming the path and the reason),
+ * rt destroyed (DT_ERR_DEVICE). Ownership: path is copied.
+ * Thread safety: any thread but a rank's. */
+DT_API dt_status dt_trace_begin(dt_runtime *rt, const char *path);
+/* Waits for the work issued to rt (dt_runtime_synchronize), stops
+ * recording, writes the file and frees the buffers. Errors: rt NULL or
+ * not traced (DT_ERR_INVALID_ARGUMENT), the write failed (DT_ERR_IO).
+ * Thread safety: any thread but a rank's; of two concurrent calls one
+ * writes and the other fails (not traced). */
+DT_API dt_status dt_trace_end(dt_runtime *rt);
+
 #ifdef __cplusplus
 }
 #endif

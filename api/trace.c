@@ -1,0 +1,11 @@
+/* Public entry points: timelines (runtime/trace.c, sched/trace.c).
+ * The messages those raise name the public function. */
+#include "runtime/trace.h"
+
+dt_status dt_trace_begin(dt_runtime *rt, const char *path) {
+  return runtime_trace_begin(rt, path, "dt_trace_begin");
+}
+
+dt_status dt_trace_end(dt_runtime *rt) {
+  return runtime_trace_end(rt, "dt_trace_end");
+}

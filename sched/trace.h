@@ -1,0 +1,91 @@
+/* The timeline recorder behind dt_trace_begin / dt_trace_end and
+ * DTORCH_TRACE (docs/trace.md): every thread that runs or publishes work
+ * of the traced runtime appends events to its own buffer (thread-local,
+ * grown by chunks, registered once in a list under a mutex), and the end
+ * merges them into one Chrome trace-event JSON file.
+ *
+ * It sits in sched/, below everything that emits: the pool (parking,
+ * stealing), the collectives (sim/), the runtime's record hook and the
+ * DTensor layer.
+ *
+ * Cost when off: one relaxed load of `sched_trace_pool` and a compare per
+ * record (no call). On: the emitting thread takes no lock; each event is
+ * bracketed by a `busy` mark on the thread's node (a Dekker pair with the
+ * end's switch-off) so the end never reads or frees a buffer being
+ * written. One runtime is traced at a time. */
+#ifndef SCHED_TRACE_H
+#define SCHED_TRACE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dtorch/dtorch.h"
+
+struct sched_pool;
+
+/* the traced runtime's pool, or NULL: the switch every hook reads */
+extern _Atomic(struct sched_pool *) sched_trace_pool;
+/* true on a rank thread while it runs a record of the traced runtime
+ * (hooks inside a record: DTensor kernels, collectives, steps) */
+extern _Thread_local bool sched_trace_tls_record;
+
+/* Whether pool p is traced: the per-record branch. */
+static inline bool sched_trace_on(const struct sched_pool *p) {
+  /* relaxed: a switch; what the emitting thread writes is handed to the
+   * end by the busy mark (sched_trace_emit), not by this load */
+  return atomic_load_explicit(&sched_trace_pool, memory_order_relaxed) == p;
+}
+static inline bool sched_trace_in_record(void) { return sched_trace_tls_record; }
+
+/* One event. Strings are static (op names, kinds); args is a JSON object's
+ * members, already formatted ("\"bytes\":64"), or "". ts/dur in ns of
+ * CLOCK_MONOTONIC. */
+#define SCHED_TRACE_ARGS 160
+typedef struct sched_trace_event {
+  int64_t ts, dur;
+  const char *name, *cat;
+  uint64_t id;            /* flow id ('s' / 'f'); on an 'X': see flows */
+  int32_t flows;          /* on an 'X' with id: > 0 starts flows id ..
+                             id + flows - 1 (a publish), < 0 ends flow id
+                             (a record); written out as 's' / 'f' events */
+  char ph;                /* 'X' slice, 'i' instant, 's' / 'f' flow */
+  char args[SCHED_TRACE_ARGS];
+} sched_trace_event;
+
+int64_t sched_trace_now(void);
+/* Formats e->args (printf); on truncation leaves "\"truncated\":true"
+ * instead, so the file stays valid JSON. */
+void sched_trace_args(sched_trace_event *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Appends e to this thread's buffer if pool p is (still) traced. */
+void sched_trace_emit(const struct sched_pool *p, const sched_trace_event *e);
+/* A slice [t0, now) on this thread. */
+void sched_trace_slice(const struct sched_pool *p, const char *name,
+                       const char *cat, int64_t t0, const char *args);
+
+/* Reserves n consecutive flow ids (never 0). */
+uint64_t sched_trace_flow_ids(int n);
+
+/* The record a rank runs: enter sets sched_trace_tls_record and clears
+ * the record's pending args; hooks inside may set them (shapes,
+ * placements); leave copies them out (into buf, SCHED_TRACE_ARGS bytes). */
+void sched_trace_record_enter(void);
+void sched_trace_record_args(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+void sched_trace_record_leave(char *buf);
+
+/* Starts tracing pool p (nranks ranks) into path (opened now, written at
+ * the stop). Errors name fn: another runtime is traced
+ * (DT_ERR_INVALID_ARGUMENT), path cannot be opened (DT_ERR_IO). */
+dt_status sched_trace_start(struct sched_pool *p, int nranks, const char *path,
+                            const char *fn);
+/* Whether p is the traced pool (any thread). */
+bool sched_trace_is_traced(const struct sched_pool *p);
+/* Stops tracing p, waits until no thread is inside an emit, writes every
+ * thread's events and frees them. The caller drained p's ranks first.
+ * Errors name fn: p not traced (DT_ERR_INVALID_ARGUMENT), a write
+ * failed (DT_ERR_IO with the path and strerror). */
+dt_status sched_trace_stop(struct sched_pool *p, const char *fn);
+
+#endif
