@@ -2,7 +2,9 @@
 """Validates a dtorch trace file (docs/trace.md) with the json module:
 a traceEvents array; X events with numeric ts/dur; every rank and issuer
 track named; each flow id started once and finished once; the known
-program of tests/test_trace.c (matmul on 4 ranks, add on rank 0 only)."""
+program of tests/test_trace.c (matmul on 4 ranks, add on rank 0 only)
+unless --generic is given (any program: the structural checks only).
+usage: check_trace.py FILE [--generic]"""
 import collections
 import json
 import sys
@@ -22,9 +24,10 @@ for e in ev:
 for i, phs in flows.items():
     assert sorted(phs) == ["f", "s"], (i, phs)
 x = [e for e in ev if e["ph"] == "X" and e["cat"] != "publish"]
-mm = sorted(e["tid"] for e in x if e["name"] == "matmul")
-assert mm == [0, 1, 2, 3], mm
-assert [e["tid"] for e in x if e["name"] == "add"] == [0]
+if "--generic" not in sys.argv[2:]:
+    mm = sorted(e["tid"] for e in x if e["name"] == "matmul")
+    assert mm == [0, 1, 2, 3], mm
+    assert [e["tid"] for e in x if e["name"] == "add"] == [0]
 assert any(e["cat"] == "publish" and names[(e["pid"], e["tid"])].startswith("issuer")
            for e in ev if e["ph"] == "X")
 assert all(e["args"]["bytes"] > 0 for e in x if e["cat"] == "collective")

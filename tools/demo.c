@@ -34,6 +34,7 @@ typedef struct demo_opts {
   demo_config cfg;
   int steps;
   bool json, trace, shadow, comm_report;
+  const char *trace_file;  /* --trace FILE: a timeline of the distributed run */
 } demo_opts;
 
 /* ---- flags */
@@ -54,6 +55,8 @@ static int usage(FILE *out) {
     "  --trace-ops              print the ops of one distributed step\n"
     "  --shadow                 compare every distributed op with the same op\n"
     "                           on one device; report the first divergence\n"
+    "  --trace FILE             write a timeline of the distributed run (Chrome\n"
+    "                           trace JSON: open it in https://ui.perfetto.dev)\n"
     "  --comm-report            which call caused which collective in step 1\n"
     "                           (by label: layerN.attn/mlp, loss, backward, optimizer)\n"
     "  --help                   this text\n");
@@ -139,6 +142,7 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
     else if (!strcmp(f, "--trace-ops")) o->trace = true;
     else if (!strcmp(f, "--shadow")) o->shadow = true;
     else if (!strcmp(f, "--comm-report")) o->comm_report = true;
+    else if (!strcmp(f, "--trace") && i + 1 < argc) o->trace_file = argv[++i];
     else if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
       fprintf(stderr, "dtorch demo: %s needs a value\n", f);
       return 2;
@@ -451,8 +455,15 @@ int tool_demo(int argc, char **argv) {
   rc = setup(&r);
   if (!rc && !r.o.json) print_header(&r);
   if (!rc && r.o.shadow && dt_shadow_begin(0) != DT_OK) rc = fail("dt_shadow_begin");
+  if (!rc && r.o.trace_file && dt_trace_begin(r.rt, r.o.trace_file) != DT_OK)
+    rc = fail("dt_trace_begin");
   for (int i = 0; !rc && i < r.o.steps; i++) rc = run_step(&r, i);
   if (r.o.shadow) rc = shadow_report(&r) || rc;
+  if (r.o.trace_file && !rc) {
+    if (dt_trace_end(r.rt) != DT_OK) rc = fail("dt_trace_end");
+    else fprintf(r.out, "timeline written to %s (open it in https://ui.perfetto.dev)\n",
+                 r.o.trace_file);
+  }
   if (!rc) {
     double pdiff = param_diff(&r);
     bool ok = pdiff >= 0;
