@@ -296,8 +296,13 @@ static void traced_commit(dt_runtime *rt, const sched_claim *q, exec_record *r) 
   uint64_t base = sched_trace_flow_ids(n);
   r->flow = base;
   r->flow_all = all;
-  sched_trace_event e = {.name = rec_name(r), .cat = "publish", .ph = 'X'};
-  sched_trace_args(&e, "\"rank\":%d,\"kind\":\"%s\"", q->rank, rec_cat(r));
+  sched_trace_event e;
+  e.name = rec_name(r);
+  e.cat = "publish";
+  e.ph = 'X';
+  e.pub_rank = q->rank; /* formatted when the file is written */
+  e.pub_kind = rec_cat(r);
+  e.args[0] = '\0';
   e.ts = sched_trace_now();
   sched_pool_commit(rt->pool, q); /* r may run and be reused from here */
   e.dur = sched_trace_now() - e.ts;

@@ -231,7 +231,10 @@ static void write_event(FILE *f, int pid, int tid, const sched_trace_event *e) {
   if (e->ph == 'i') fprintf(f, ",\"s\":\"t\"");
   if (e->ph == 's' || e->ph == 'f') fprintf(f, ",\"id\":%llu", (unsigned long long)e->id);
   if (e->ph == 'f') fprintf(f, ",\"bp\":\"e\"");
-  fprintf(f, ",\"args\":{%s}}", e->args);
+  if (e->pub_kind)
+    fprintf(f, ",\"args\":{\"rank\":%d,\"kind\":\"%s\"}}", e->pub_rank, e->pub_kind);
+  else
+    fprintf(f, ",\"args\":{%s}}", e->args);
   if (e->ph != 'X' || !e->id || !e->flows) return;
   /* a publish's flow starts mid-slice; a record's end 1 ns in, both
    * inside their slice (bound to it) */

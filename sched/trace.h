@@ -50,6 +50,10 @@ typedef struct sched_trace_event {
                              id + flows - 1 (a publish), < 0 ends flow id
                              (a record); written out as 's' / 'f' events */
   char ph;                /* 'X' slice, 'i' instant, 's' / 'f' flow */
+  /* a publish's args, formatted only when the file is written (no printf
+   * on the issuing thread): used when pub_kind is set, else args */
+  int32_t pub_rank;
+  const char *pub_kind;
   char args[SCHED_TRACE_ARGS];
 } sched_trace_event;
 
