@@ -73,6 +73,9 @@ static int handle(server *s, int tag, int res) {
     if (res != (int)sizeof s->request) return fprintf(stderr, "ring_server: short request\n"), 1;
     return start_tensor(s);
   case TAG_TENSOR: /* the future's CQE: res 0 or -status */
+    /* a wait on a complete future returns at once; it orders our read of
+     * the answer after the ranks' writes in the C memory model too */
+    if (res == 0) res = -(int)dt_future_wait(s->future, 0);
     dt_future_release(s->future);
     dt_tensor_release(s->pending);
     if (res != 0) return fprintf(stderr, "ring_server: tensor failed: %d\n", res), 1;

@@ -516,7 +516,10 @@ DT_API dt_status dt_future_then(dt_future *f, dt_future_callback cb,
  * waits for sockets, files and tensors in one io_uring_wait_cqe. Works
  * for every future. The ring must outlive f's completion; a delivery the
  * kernel refuses then (the ring closed, its CQ full) is reported on
- * stderr. Errors now: f NULL, ring_fd < 0, no io_uring MSG_RING here
+ * stderr. When the CQE arrives, f is complete: dt_future_wait(f, 0)
+ * returns at once and orders your reads of its data after the ranks'
+ * writes (the kernel orders them in practice; ThreadSanitizer cannot see
+ * that). Errors now: f NULL, ring_fd < 0, no io_uring MSG_RING here
  * (DT_ERR_UNSUPPORTED). */
 DT_API dt_status dt_future_notify_ring(dt_future *f, int ring_fd,
                                        uint64_t user_data);
