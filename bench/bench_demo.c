@@ -1,7 +1,7 @@
 /* `dtorch bench demo`: one training step of `dtorch demo`'s models
  * (tools/demo_model.c) — forward, backward, AdamW step, until every rank
  * is done (dt_runtime_synchronize) — on a dp 2 × tp 4 mesh, against the
- * same step on a single device (a 1-rank runtime), same shapes and
+ * same step on a single device, same shapes and
  * values. The two alternate step by step in the same run after two
  * warm-up steps each. One JSON line per model:
  *   {"bench":"train_step","dp":2,"tp":4,"model":"mlp","hidden":1024,
@@ -29,7 +29,9 @@ static void die(const char *what) {
 
 static void setup(train_bench *b) {
   b->rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = b->cfg.dp * b->cfg.tp});
-  b->rt1 = dt_runtime_create(&(dt_runtime_options){.num_ranks = 1});
+  /* the baseline gets the same threads: its tensors live on rank 0 of a
+   * runtime with as many ranks, whose idle ranks steal its chunks */
+  b->rt1 = dt_runtime_create(&(dt_runtime_options){.num_ranks = b->cfg.dp * b->cfg.tp});
   if (!b->rt || !b->rt1) die("dt_runtime_create");
   dt_runtime_set_current(b->rt1);
   b->mesh = dt_mesh_init(b->rt, "cpu", DT_SHAPE(b->cfg.dp, b->cfg.tp),
