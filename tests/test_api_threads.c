@@ -1,0 +1,131 @@
+/* This stop's public functions from four threads at once and from a future
+ * callback (the completion thread), each run checked against the same run
+ * on the test's thread: the backward kernels, the fused optimiser kernels,
+ * AdamW and clipping, dt_backward_ex, shadow comparison, the
+ * communication report and labels. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "threads.h"
+
+enum { NV = 9 };
+static dt_runtime *rt;
+static dt_mesh *mesh;
+
+/* one run: the values it ends with, NV of them (NaN when a call failed) */
+static void run(double *out) {
+  for (int k = 0; k < NV; k++) out[k] = NAN;
+  double xv[12];
+  for (int i = 0; i < 12; i++) xv[i] = 0.3 * i - 1.5;
+  dt_tensor_options o = {.dtype = DT_FLOAT64, .mesh = mesh,
+                         .placements = DT_PLACEMENTS(DT_SHARD(0))};
+  dt_tensor *x = dt_from_host(xv, DT_SHAPE(4, 3), &o);
+  dt_tensor *idx = dt_from_host((int64_t[]){2, 0, 2}, DT_SHAPE(3),
+                                &(dt_tensor_options){.dtype = DT_INT64, .mesh = mesh});
+  dt_tensor *t = dt_from_host((int64_t[]){0, 2, 1, 1}, DT_SHAPE(4),
+                              &(dt_tensor_options){.dtype = DT_INT64, .mesh = mesh});
+  dt_tensor *one = dt_full(DT_SHAPE(), 1, &(dt_tensor_options){.dtype = DT_FLOAT64, .mesh = mesh});
+  dt_tensor *xt = dt_transpose(x, 0, 1), *ax = dt_abs(x);
+  dt_tensor *r[6] = {
+    dt_gelu_backward(x, x), dt_slice_scatter(x, DT_SHAPE(4, 6), 1, 0, 6, 2),
+    dt_index_select_backward(x, 1, idx, 4),
+    dt_cross_entropy_backward(one, x, t, DT_REDUCTION_MEAN, -100, 0.1),
+    dt_adam_moment(xt, xt, 0.9, true), dt_adamw_apply(x, x, ax, 0.1, 1e-3, 0.99),
+  };
+  for (int k = 0; k < 6; k++) {
+    dt_tensor *s = r[k] ? dt_sum(r[k], NULL, 0, false) : NULL;
+    dt_tensor *c = s ? dt_cast(s, DT_FLOAT64) : NULL;
+    if (!c || dt_to_host(c, &out[k], sizeof out[k]) != DT_OK) out[k] = NAN;
+    TU_RELEASE(s, c);
+  }
+  /* AdamW with clipping, shadowed, reported, labelled */
+  dt_tensor *p[1] = {dt_from_host(xv, DT_SHAPE(4, 3), &(dt_tensor_options){
+      .dtype = DT_FLOAT64, .mesh = mesh, .requires_grad = true})};
+  dt_optimizer *opt = dt_adamw_create(p, 1, &(dt_adamw_options){.lr = 0.1});
+  char *table = NULL;
+  size_t tn;
+  FILE *f = open_memstream(&table, &tn);
+  bool ok = opt && dt_shadow_begin(0) == DT_OK && dt_comm_debug_begin() == DT_OK;
+  dt_label_push("step");
+  dt_tensor *y = dt_mul(p[0], x), *l = dt_sum(y, NULL, 0, false);
+  dt_label_pop();
+  ok = ok && dt_backward_ex(l, &(dt_backward_options){.retain_graph = false}) == DT_OK;
+  ok = ok && dt_clip_grad_norm(p, 1, 1.0, &out[6]) == DT_OK;
+  ok = ok && dt_optimizer_step(opt) == DT_OK && dt_optimizer_steps(opt) == 1;
+  dt_shadow_report rep;
+  ok = ok && dt_shadow_end(&rep) == DT_OK && !rep.first_divergence && rep.ops_checked > 0;
+  ok = ok && dt_comm_debug_end(f, NULL) == DT_OK;
+  fclose(f);
+  out[7] = ok ? (double)rep.ops_checked : NAN;
+  /* the gradient's gather to p's placement, seen by the report */
+  out[8] = ok && table && strstr(table, "all_gather") ? 1 : NAN;
+  dt_tensor *ps = dt_sum(p[0], NULL, 0, false);
+  double psum = NAN;
+  if (ps && dt_to_host(ps, &psum, sizeof psum) == DT_OK) out[8] += psum;
+  free(table);
+  dt_optimizer_release(opt);
+  TU_RELEASE(ps, p[0], y, l, x, idx, t, one, xt, ax);
+  for (int k = 0; k < 6; k++) dt_tensor_release(r[k]);
+}
+
+static double want[NV];
+
+static void check(const double *got, const char *who) {
+  for (int k = 0; k < NV; k++)
+    TU_CHECK(got[k] == want[k], "%s: value %d is %.17g, the test thread's %.17g", who, k,
+             got[k], want[k]);
+}
+
+static void body(void *arg, int i) {
+  (void)arg;
+  char who[32];
+  snprintf(who, sizeof who, "thread %d", i);
+  for (int rep = 0; rep < 3; rep++) {
+    double got[NV];
+    run(got);
+    check(got, who);
+  }
+}
+
+typedef struct cb_state { _Atomic int done; } cb_state;
+static void on_ready(dt_future *f, dt_status st, void *user) {
+  (void)f;
+  TU_CHECK_TRUE(st == DT_OK);
+  double got[NV];
+  run(got);
+  check(got, "a future callback");
+  atomic_store(&((cb_state *)user)->done, 1);
+}
+
+static void test_threads_and_callback(void **state) {
+  (void)state;
+  run(want);
+  for (int k = 0; k < NV; k++)
+    if (want[k] != want[k]) fail_msg("value %d failed on the test thread: %s", k, dt_last_error());
+  tu_run_threads(4, body, NULL);
+  TU_ASSERT_NO_THREAD_FAILURES();
+  dt_tensor *a = dt_ones(DT_SHAPE(4), NULL);
+  float host[4];
+  cb_state s = {0};
+  dt_future *f = dt_to_host_async(a, host, sizeof host);
+  assert_int_equal(dt_future_then(f, on_ready, &s), DT_OK);
+  while (!atomic_load(&s.done)) tu_sleep_ns(100000);
+  TU_ASSERT_NO_THREAD_FAILURES();
+  dt_future_release(f);
+  dt_tensor_release(a);
+}
+
+int main(void) {
+  rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
+  mesh = dt_mesh_init(rt, "cpu", DT_SHAPE(2), (const char *const[]){"dp"});
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_threads_and_callback)};
+  tu_alarm(300);
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  dt_mesh_release(mesh);
+  dt_runtime_destroy(rt);
+  return rc;
+}
