@@ -20,7 +20,9 @@
 #include "core/tensor.h"
 #include "kernels/cpu/cpu.h"
 #include "sched/future.h"
+#include "runtime/spmd.h"
 #include "sched/trace.h"
+#include "sim/collectives.h"
 
 typedef enum rec_kind { REC_OP, REC_FREE, REC_TO_HOST, REC_BARRIER,
                         REC_CALL } rec_kind;
@@ -205,9 +207,20 @@ void runtime_drain_remote_frees(dt_runtime *rt, int rank) {
                                    memory_order_release);
 }
 
+static const char *rec_name(const exec_record *r);
+static void exec_kind(dt_runtime *rt, exec_record *r, int rank);
+
 static void exec_any(dt_runtime *rt, exec_record *r, int rank) {
   if (atomic_load_explicit(&rt->ranks[rank].remote_free, memory_order_relaxed))
     runtime_drain_remote_frees(rt, rank);
+  /* what this rank is in, for a collective watchdog's report */
+  const char *was = sim_coll_where(rt->coll, rank);
+  sim_coll_note_where(rt->coll, rank, rec_name(r));
+  exec_kind(rt, r, rank);
+  sim_coll_note_where(rt->coll, rank, was);
+}
+
+static void exec_kind(dt_runtime *rt, exec_record *r, int rank) {
   switch (r->kind) {
   case REC_OP: exec_op(r, rt, rank); break;
   case REC_FREE: runtime_storage_destroy_on_rank(r->storage, rt, rank); break;
@@ -384,7 +397,46 @@ static void call_copy(dt_op_call *d, const dt_op_call *c) {
   d->shard = c->shard;
 }
 
+/* ---- SPMD: a rank thread's own work runs inline (runtime/spmd.h) */
+static dt_status not_mine(int me, int rank, const char *api) {
+  return core_error_set(DT_ERR_DEVICE, "%s: rank %d's SPMD function used "
+                        "rank %d's device (cpu:%d); an SPMD rank computes on "
+                        "its own device only (move data with collectives or "
+                        "dt_send/dt_recv)", api, me, rank, rank);
+}
+
+static dt_status inline_op(dt_op_call *c, dt_runtime *rt, int rank, int me) {
+  if (rank != me) return not_mine(me, rank, c->api);
+  arg_copies k;
+  dt_status st = copy_args(&k, c);
+  if (st != DT_OK) return st;
+  exec_record r;
+  r.kind = REC_OP;
+  r.future = NULL;
+  r.flow = 0;
+  call_copy(&r.call, c);
+  r.staging = k.staging;
+  const char *s = core_op_schema(c->op);
+  for (int i = 0; i < CORE_CALL_MAX_ARGS; i++) r.lists[i] = NULL;
+  for (int i = 0; s[i]; i++) {
+    r.lists[i] = k.lists[i];
+    if (s[i] == 'L') r.call.args[i].list.v = k.lists[i];
+    else if (s[i] == 'P') r.call.args[i].p = k.staging;
+  }
+  for_each_tensor(&r.call, &r, true);
+  runtime_exec_record(rt, &r, me);
+  /* synchronous: the op's error is the call's (no poisoned handle) */
+  for (int i = 0; i < c->nout; i++) {
+    const core_poison *p = c->meta[i].alias < 0
+        ? core_storage_poison(c->out[i]->local.storage) : NULL;
+    if (p) return core_error_set(p->status, "%s", p->message);
+  }
+  return DT_OK;
+}
+
 dt_status runtime_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
+  int me = runtime_spmd_rank(rt);
+  if (__builtin_expect(me >= 0, 0)) return inline_op(c, rt, rank, me);
   arg_copies k;
   dt_status st = copy_args(&k, c);
   if (st != DT_OK) return st;
@@ -421,8 +473,21 @@ void runtime_publish_free(core_storage *s) {
 
 dt_future *runtime_publish_to_host(dt_tensor *t, void *dst, size_t bytes) {
   core_storage *s = t->local.storage;
+  int me = runtime_spmd_rank(s->rt);
+  if (me >= 0 && me != s->rank) {
+    not_mine(me, s->rank, "dt_to_host");
+    return NULL;
+  }
   dt_future *f = sched_future_new();
   if (!f) return NULL;
+  if (me >= 0) {
+    exec_record r = {.kind = REC_TO_HOST, .future = sched_future_retain(f)};
+    r.host.t = core_tensor_retain(t);
+    r.host.dst = dst;
+    r.host.bytes = bytes;
+    runtime_exec_record(s->rt, &r, me);
+    return f;
+  }
   sched_claim q;
   exec_record *r = claim(s->rt, s->rank, &q); /* one rank: cannot fail */
   r->kind = REC_TO_HOST;
@@ -472,6 +537,10 @@ dt_status runtime_to_host(dt_tensor *t, void *dst, size_t bytes,
 dt_future *runtime_publish_barrier(dt_runtime *rt, int rank) {
   dt_future *f = sched_future_new();
   if (!f) return NULL;
+  if (runtime_spmd_rank(rt) >= 0) { /* its own work ran inline already */
+    sched_future_complete(f, DT_OK, NULL);
+    return f;
+  }
   sched_claim q;
   exec_record *r = claim(rt, rank, &q);
   if (!r) {
@@ -495,6 +564,14 @@ dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
 dt_status runtime_publish_named_call(dt_runtime *rt, int rank, const char *name,
                                      runtime_call_fn fn, runtime_done_fn done,
                                      void *arg) {
+  int me = runtime_spmd_rank(rt);
+  if (__builtin_expect(me >= 0, 0)) {
+    if (rank >= 0 && rank != me) return not_mine(me, rank, name ? name : "call");
+    exec_record r = {.kind = REC_CALL, .call_fn = {fn, done, arg, name}};
+    atomic_init(&r.pending, 1); /* this rank alone: done runs after it */
+    runtime_exec_record(rt, &r, me);
+    return DT_OK;
+  }
   sched_claim q;
   exec_record *r = claim(rt, rank, &q);
   if (!r) return core_last_status();

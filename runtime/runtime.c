@@ -3,6 +3,7 @@
  * per-rank memory queries. Environment variables are read once, when a
  * runtime is created; each has an option field. */
 #include "runtime/runtime.h"
+#include "runtime/spmd.h"
 
 #include <errno.h>
 #include <math.h>
@@ -387,7 +388,8 @@ dt_runtime *runtime_for_factories(const char *fn) {
 
 dt_status runtime_parse_device(dt_runtime *rt, const char *device,
                                   const char *fn, int *rank) {
-  *rank = 0;
+  int me = runtime_spmd_rank(rt);
+  *rank = me >= 0 ? me : 0; /* an SPMD rank's tensors default to its own */
   if (!device || strcmp(device, "cpu") == 0) return DT_OK;
   if (strncmp(device, "cpu:", 4) == 0) {
     char *end;
@@ -416,6 +418,7 @@ dt_status runtime_synchronize(dt_runtime *rt) {
   if (atomic_load_explicit(&rt->dead, memory_order_acquire))
     return core_error_set(DT_ERR_DEVICE,
                         "dt_runtime_synchronize: the runtime was destroyed");
+  if (runtime_spmd_rank(rt) >= 0) return DT_OK; /* its work runs inline */
   /* the fast way: watch the queues drain (no record, no wake-up); then
    * a barrier record every rank runs, whose future parks this thread */
   dt_status st = DT_OK;

@@ -23,6 +23,8 @@
 
 /* a member's input of at most this many bytes travels in its entry */
 #define SIM_COLL_INLINE 1024
+/* a call site or label as carried in an entry (longer ones are cut) */
+#define SIM_COLL_SITE 96
 
 typedef enum sim_coll_kind {
   KIND_ALL_REDUCE, KIND_ALL_GATHER, KIND_REDUCE_SCATTER, KIND_ALL_TO_ALL,
@@ -51,6 +53,7 @@ typedef struct sim_coll_entry {
   dt_status bad;     /* DT_OK, or the member's own argument error */
   bool abstain;      /* it could not take part: `data` holds why */
   bool inl;          /* its input is in `data` (or it has none) */
+  char site[SIM_COLL_SITE]; /* where it was called ("train.c:88"), or "" */
   _Alignas(SIM_COLL_LINE) unsigned char data[SIM_COLL_INLINE];
 } sim_coll_entry;
 
@@ -87,7 +90,34 @@ struct sim_coll_world {
   /* per sending rank, its nranks mailboxes [to], made on its first send
    * or recv (most rank pairs never talk: no nranks² block up front) */
   _Atomic(sim_coll_mailbox *) *mail;
+  /* SPMD departures (coll_spmd.c): how many ranks left their function
+   * while the others may still call collectives, and per rank why */
+  _Atomic int ngone;
+  _Atomic int norder;            /* departure numbers (sim_coll_gone.order) */
+  struct sim_coll_gone *gone;    /* nranks entries */
+  /* per rank: what it is doing now (a static string: an op's public
+   * name), for the watchdog's report of the ranks that did not arrive */
+  _Atomic(const char *) *where;
 };
+
+/* why a rank left (coll_spmd.c): set before ngone's increment */
+typedef struct sim_coll_gone {
+  _Atomic bool gone;
+  int order;         /* departures before it (the first names the cause) */
+  dt_status st;
+  char msg[256];
+} sim_coll_gone;
+
+/* is rank gone (an acquire load: its entry's fields are then readable) */
+static inline bool sim_coll_is_gone(const sim_coll_world *w, int rank) {
+  /* acquire: pairs with the release store in sim_coll_depart */
+  return atomic_load_explicit(&w->gone[rank].gone, memory_order_acquire);
+}
+/* "rank 3 left its SPMD function (it returned DT_OK)" into buf */
+void sim_coll_gone_str(const sim_coll_world *w, int rank, char *buf, size_t len);
+/* wakes every waiter of every group that has rank as a member
+ * (collectives.c) */
+void sim_coll_wake_groups_of(sim_coll_world *w, int rank);
 
 static inline int64_t sim_coll_now_ns(void) {
   struct timespec ts;

@@ -50,7 +50,15 @@ enum { MAIL_EMPTY, MAIL_POSTED, MAIL_TAKING, MAIL_DONE, MAIL_MISMATCH,
 /* waits until state is one of the MAIL_BIT set `want` (acquire: pairs with
  * the other side's release store or CAS that wrote it); false on the
  * deadline */
-static bool wait_state(_Atomic uint32_t *word, uint32_t want,
+/* (SPMD) peer left its function: a wait for it gives up as at its
+ * deadline (checked each sleep slice: a departure wakes no mailbox) */
+static bool peer_gone(const sim_coll_world *w, int peer) {
+  return atomic_load_explicit(&w->ngone, memory_order_relaxed) &&
+         sim_coll_is_gone(w, peer);
+}
+
+static bool wait_state(const sim_coll_world *w, int peer,
+                       _Atomic uint32_t *word, uint32_t want,
                        int64_t deadline, uint32_t *seen) {
   int64_t spin_end = sim_coll_now_ns() + P2P_SPIN_NS;
   for (unsigned i = 1;; i++) {
@@ -60,6 +68,7 @@ static bool wait_state(_Atomic uint32_t *word, uint32_t want,
       return true;
     }
     if (i % 64 == 0 && sim_coll_now_ns() >= spin_end) {
+      if (peer >= 0 && peer_gone(w, peer)) return false;
       int64_t rel = sim_coll_sleep_ns(deadline);
       if (rel <= 0) return false;
       sim_coll_futex_wait(word, v, rel);
@@ -93,6 +102,13 @@ static dt_status check_pair(sim_coll_world *w, const char *what, int from,
 static dt_status p2p_timeout(sim_coll_world *w, const char *side, int me,
                              const char *dir, int peer, int64_t bytes,
                              const char *missing) {
+  if (peer_gone(w, peer)) {
+    char why[400];
+    sim_coll_gone_str(w, peer, why, sizeof why);
+    return core_error_set(DT_ERR_DESYNC, "%s rank %d %s rank %d (%lld bytes): "
+                          "%s without a matching %s", side, me, dir, peer,
+                          (long long)bytes, why, missing);
+  }
   double secs = (double)atomic_load_explicit(&w->timeout_ns,
                                              memory_order_relaxed) * 1e-9;
   return core_error_set(DT_ERR_TIMEOUT,
@@ -121,7 +137,7 @@ dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
   const uint32_t ends =
       MAIL_BIT(MAIL_DONE) | MAIL_BIT(MAIL_MISMATCH) | MAIL_BIT(MAIL_DROPPED);
   uint32_t v;
-  while (!wait_state(&mb->state, ends, deadline, &v)) {
+  while (!wait_state(w, to, &mb->state, ends, deadline, &v)) {
     uint32_t expect = MAIL_POSTED;
     /* relaxed: a won retraction publishes nothing; a lost one is followed
      * by the acquire wait below */
@@ -132,7 +148,7 @@ dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
       return p2p_timeout(w, "send from", from, "to", to, bytes, "receive");
     /* the receiver holds it: wait, without a deadline, until it is done
      * or puts it back (then retract again: the deadline has passed) */
-    wait_state(&mb->state, ends | MAIL_BIT(MAIL_POSTED), -1, &v);
+    wait_state(w, -1, &mb->state, ends | MAIL_BIT(MAIL_POSTED), -1, &v);
     if (v != MAIL_POSTED) break;
   }
   if (v == MAIL_DROPPED) {
@@ -165,7 +181,7 @@ dt_status sim_coll_recv(sim_coll_world *w, int to, int from, void *buf,
   uint64_t mine = mb->nrecv++;
   for (;;) {
     uint32_t v;
-    if (!wait_state(&mb->state, MAIL_BIT(MAIL_POSTED), deadline, &v))
+    if (!wait_state(w, from, &mb->state, MAIL_BIT(MAIL_POSTED), deadline, &v))
       return p2p_timeout(w, "recv on", to, "from", from, bytes, "send");
     uint32_t expect = MAIL_POSTED;
     /* acquire: pairs with the sender's release store of POSTED (buf,

@@ -143,11 +143,16 @@ struct sim_coll_group {
   line_u32 sleepers;         /* waiters on their way into FUTEX_WAIT */
   pthread_mutex_t report_lock;  /* the watchdog's CAS and report[] */
   char *report[2];               /* per slot: the last break's report */
+  dt_status report_st[2];        /* and its status */
 };
 
 /* the phase probe (sim_coll_probe) */
 static _Atomic bool probing;
 static _Thread_local int64_t probe_rendezvous_ns;
+/* the call site of this thread's next collective (sim_coll_set_site) */
+static _Thread_local const char *tls_site;
+
+void sim_coll_set_site(const char *site) { tls_site = site; }
 
 void sim_coll_probe(bool on) {
   atomic_store_explicit(&probing, on, memory_order_relaxed);
@@ -173,6 +178,17 @@ sim_coll_world *sim_coll_world_create(int nranks, int64_t timeout_ns) {
     core_error_set(DT_ERR_OUT_OF_MEMORY, "coll_world_create: out of memory");
     return NULL;
   }
+  w->gone = calloc((size_t)nranks, sizeof *w->gone);
+  w->where = calloc((size_t)nranks, sizeof *w->where);
+  if (!w->gone || !w->where) {
+    free(w->gone);
+    free(w->where);
+    free(mail);
+    free(w);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "coll_world_create: out of memory");
+    return NULL;
+  }
+  atomic_init(&w->ngone, 0);
   w->nranks = nranks;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   w->ncpu = ncpu > 0 ? (int)ncpu : 1;
@@ -210,6 +226,8 @@ void sim_coll_world_destroy(sim_coll_world *w) {
   for (int i = 0; i < w->nranks; i++)
     free(atomic_load_explicit(&w->mail[i], memory_order_relaxed));
   free(w->mail);
+  free(w->gone);
+  free(w->where);
   free(w);
 }
 
@@ -343,7 +361,23 @@ const char *sim_coll_group_name(const sim_coll_group *g) { return g ? g->name : 
 
 /* ---- rendezvous */
 
-typedef enum wait_result { WAIT_DONE, WAIT_BROKEN, WAIT_TIMEOUT } wait_result;
+typedef enum wait_result { WAIT_DONE, WAIT_BROKEN, WAIT_TIMEOUT,
+                           WAIT_GONE /* a rank left (SPMD): look who */
+} wait_result;
+
+/* a rank left its SPMD function: a hint (relaxed), see coll_spmd.c */
+static inline bool any_gone(const sim_coll_group *g) {
+  return atomic_load_explicit(&g->world->ngone, memory_order_relaxed) != 0;
+}
+
+/* another rank left since *seen (updated): acquire, pairing with the
+ * departure's increment, so its flag and reason are visible */
+static inline bool more_gone(const sim_coll_group *g, int *seen) {
+  int now = atomic_load_explicit(&g->world->ngone, memory_order_acquire);
+  if (now == *seen) return false;
+  *seen = now;
+  return true;
+}
 
 /* the count in v has reached target, modulo 2^31 (a waiter's word holds a
  * count in [target - n, target], see the top) */
@@ -375,7 +409,8 @@ static uint32_t arrive_at(sim_coll_group *g, _Atomic uint32_t *word,
 /* waits until word's count reaches target, the round breaks, or the
  * deadline (< 0: none) passes */
 static wait_result wait_count(sim_coll_group *g, _Atomic uint32_t *word,
-                              uint32_t target, int64_t deadline) {
+                              uint32_t target, int64_t deadline,
+                              int *gone_seen) {
   int64_t start = sim_coll_now_ns();
   bool yielding = false;
   for (unsigned i = 1;; i++) {
@@ -385,6 +420,7 @@ static wait_result wait_count(sim_coll_group *g, _Atomic uint32_t *word,
     if (v & WORD_BROKEN) return WAIT_BROKEN;
     if (reached(v, target)) return WAIT_DONE;
     if (yielding || i % 64 == 0) {
+      if (gone_seen && more_gone(g, gone_seen)) return WAIT_GONE;
       int64_t t = sim_coll_now_ns() - start;
       if (t >= g->spin_ns + g->yield_ns) break;
       yielding = t >= g->spin_ns;
@@ -395,6 +431,7 @@ static wait_result wait_count(sim_coll_group *g, _Atomic uint32_t *word,
       sim_coll_relax();
   }
   for (;;) {
+    if (gone_seen && more_gone(g, gone_seen)) return WAIT_GONE;
     int64_t rel = sim_coll_sleep_ns(deadline);
     if (rel <= 0) return WAIT_TIMEOUT;
     /* seq_cst (both): the Dekker pair with arrive_at's fetch_add + load
@@ -430,7 +467,7 @@ static size_t put_ranks(char *p, const sim_coll_group *g, const bool *flags,
 
 static char *format_report(const sim_coll_group *g, sim_coll_kind kind,
                            uint64_t seq) {
-  size_t cap = 160 + strlen(g->name) + (size_t)g->n * 26;
+  size_t cap = 160 + strlen(g->name) + (size_t)g->n * 26 + 8 * 64;
   char *msg = core_host_malloc(cap);
   bool *flags = core_host_malloc((size_t)g->n * sizeof *flags);
   if (!msg || !flags) {
@@ -449,15 +486,25 @@ static char *format_report(const sim_coll_group *g, sim_coll_kind kind,
                                (double)t * 1e-9);
   len += put_ranks(msg + len, g, flags, true);
   len += (size_t)sprintf(msg + len, "; missing: ");
-  put_ranks(msg + len, g, flags, false);
+  len += put_ranks(msg + len, g, flags, false);
+  for (int j = 0, shown = 0; j < g->n && shown < 8; j++) {
+    /* relaxed: a report (sim_coll_note_where) */
+    const char *at = flags[j] ? NULL
+        : atomic_load_explicit(&g->world->where[g->ranks[j]], memory_order_relaxed);
+    if (!at) continue;
+    len += (size_t)snprintf(msg + len, cap - len, "%s rank %d is in %.40s",
+                            shown++ ? "," : ";", g->ranks[j], at);
+  }
   free(flags);
   return msg;
 }
 
-/* the watchdog: breaks round `seq` unless it completed meanwhile */
+/* breaks round `seq` unless it completed meanwhile, with report msg
+ * (allocated; taken) and status st: the watchdog's timeout, or a member
+ * that left (SPMD) */
 static wait_result try_break(sim_coll_group *g, _Atomic uint32_t *word,
-                             uint32_t target, sim_coll_kind kind, uint64_t seq) {
-  char *msg = format_report(g, kind, seq); /* before the lock: it allocates */
+                             uint32_t target, uint64_t seq, char *msg,
+                             dt_status st) {
   if (!msg) msg = oom_report;
   wait_result r = WAIT_TIMEOUT;
   pthread_mutex_lock(&g->report_lock);
@@ -477,6 +524,7 @@ static wait_result try_break(sim_coll_group *g, _Atomic uint32_t *word,
     char **slot = &g->report[seq & 1];
     if (*slot != oom_report) free(*slot);
     *slot = msg;
+    g->report_st[seq & 1] = st;
     msg = NULL;
   }
   pthread_mutex_unlock(&g->report_lock);
@@ -490,10 +538,36 @@ static wait_result try_break(sim_coll_group *g, _Atomic uint32_t *word,
 static dt_status fail_broken(sim_coll_group *g, uint64_t seq) {
   pthread_mutex_lock(&g->report_lock);
   const char *m = g->report[seq & 1];
-  dt_status st = core_error_set(DT_ERR_TIMEOUT, "%s",
-                                m ? m : "collective timed out");
+  dt_status st = core_error_set(m ? g->report_st[seq & 1] : DT_ERR_TIMEOUT,
+                                "%s", m ? m : "collective timed out");
   pthread_mutex_unlock(&g->report_lock);
   return st;
+}
+
+/* the runtime rank of a member that left (SPMD) without arriving at round
+ * k, or -1 (while one that left stays away, the waiter keeps waiting) */
+static int gone_missing(const sim_coll_group *g, uint64_t k) {
+  int who = -1;
+  for (int j = 0; j < g->n; j++)
+    /* relaxed: a member that arrived has its count above k; one that left
+     * never arrives again (acquire in sim_coll_is_gone for its reason) */
+    if (atomic_load_explicit(&g->members[j].arrived, memory_order_relaxed) <= k &&
+        sim_coll_is_gone(g->world, g->ranks[j]) &&
+        (who < 0 || g->world->gone[g->ranks[j]].order < g->world->gone[who].order))
+      who = g->ranks[j];
+  return who;
+}
+
+static char *gone_report(const sim_coll_group *g, sim_coll_kind kind,
+                         uint64_t seq, int rank) {
+  char why[400];
+  sim_coll_gone_str(g->world, rank, why, sizeof why);
+  size_t cap = strlen(why) + strlen(g->name) + 96;
+  char *msg = core_host_malloc(cap);
+  if (msg) snprintf(msg, cap, "%s on group %s (seq %llu): %s without making "
+                    "this call", kind_names[kind], g->name,
+                    (unsigned long long)seq, why);
+  return msg;
 }
 
 /* arrival phase of round k: DT_OK once every member arrived */
@@ -510,8 +584,18 @@ static dt_status rendezvous(sim_coll_group *g, uint64_t k, sim_coll_kind kind,
     return fail_broken(g, k);
   }
   if (reached(old + WORD_ONE, target)) return DT_OK;
-  wait_result r = wait_count(g, word, target, deadline);
-  if (r == WAIT_TIMEOUT) r = try_break(g, word, target, kind, k);
+  wait_result r;
+  int gone_seen = 0; /* a departure before our arrival shows as a change */
+  while ((r = wait_count(g, word, target, deadline, &gone_seen)) == WAIT_GONE) {
+    int who = gone_missing(g, k);
+    if (who >= 0) {
+      r = try_break(g, word, target, k, gone_report(g, kind, k, who),
+                    DT_ERR_DESYNC);
+      break;
+    }
+  }
+  if (r == WAIT_TIMEOUT)
+    r = try_break(g, word, target, k, format_report(g, kind, k), DT_ERR_TIMEOUT);
   if (r == WAIT_DONE) return DT_OK;
   return fail_broken(g, k);
 }
@@ -522,7 +606,7 @@ static void depart(sim_coll_group *g, sim_coll_member *me) {
   sim_coll_store_fence(); /* our streaming stores, before arrive_at's release */
   uint32_t old = arrive_at(g, &g->depart.v, target);
   if (reached(old + WORD_ONE, target)) return;
-  wait_result r = wait_count(g, &g->depart.v, target, -1);
+  wait_result r = wait_count(g, &g->depart.v, target, -1, NULL);
   CORE_ASSERT(r == WAIT_DONE); /* only arrival words are ever broken */
 }
 
@@ -662,21 +746,81 @@ static dt_status prepare(const sim_coll_group *g, int member, sim_coll_desc *d,
 
 /* ---- the round's verdict: the same on every member (entries only) */
 
-static void describe(char *buf, size_t len, const sim_coll_desc *d) {
-  if (d->kind == KIND_BARRIER) {
-    snprintf(buf, len, "barrier");
-    return;
+/* "all_reduce(float32[1024], sum) at train.c:88": the call an entry
+ * describes (counts: the total, " in blocks" when a counts array split it) */
+static void describe(char *buf, size_t len, const sim_coll_entry *e) {
+  const sim_coll_desc *d = &e->d;
+  int n;
+  if (d->kind == KIND_BARRIER || d->kind == KIND_ABSTAIN) {
+    n = snprintf(buf, len, "%s()", kind_names[d->kind]);
+  } else {
+    n = snprintf(buf, len, "%s(%s[%lld]%s", kind_names[d->kind],
+                 core_dtype_name(d->dtype), (long long)d->count,
+                 d->sig ? " in blocks" : "");
+    if (is_reducing(d->kind) && n >= 0 && (size_t)n < len)
+      n += snprintf(buf + n, len - (size_t)n, ", %s",
+                    (unsigned)d->op <= DT_REDUCE_PROD ? op_names[d->op] : "?");
+    if (is_rooted(d->kind) && n >= 0 && (size_t)n < len)
+      n += snprintf(buf + n, len - (size_t)n, ", root %d", d->root);
+    if (n >= 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, ")");
   }
-  int n = snprintf(buf, len, "%s(%s", kind_names[d->kind],
-                   core_dtype_name(d->dtype));
-  if (is_reducing(d->kind) && n >= 0 && (size_t)n < len)
-    n += snprintf(buf + n, len - (size_t)n, ", %s",
-                  (unsigned)d->op <= DT_REDUCE_PROD ? op_names[d->op] : "?");
-  if (is_rooted(d->kind) && n >= 0 && (size_t)n < len)
-    n += snprintf(buf + n, len - (size_t)n, ", root %d", d->root);
-  if (n >= 0 && (size_t)n < len)
-    snprintf(buf + n, len - (size_t)n, ", %lld elements%s)",
-             (long long)d->count, d->sig ? " in blocks" : "");
+  if (e->site[0] && n >= 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n, " at %s", e->site);
+}
+
+static bool same_call(const sim_coll_desc *a, const sim_coll_desc *b);
+
+/* appends to buf (cap bytes, *n used), cutting at the end */
+static void put(char *buf, size_t cap, size_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t cap, size_t *n, const char *fmt, ...) {
+  if (*n + 1 >= cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(buf + *n, cap - *n, fmt, ap);
+  va_end(ap);
+  if (w > 0) *n = *n + (size_t)w < cap ? *n + (size_t)w : cap - 1;
+}
+
+static bool same_site(const sim_coll_entry *a, const sim_coll_entry *b) {
+  return same_call(&a->d, &b->d) && strcmp(a->site, b->site) == 0;
+}
+
+/* "members disagree: rank 3 called all_reduce(float32[1024], sum) at
+ * train.c:88; ranks 0, 1, 2 called all_gather(float32[256]) at train.c:91"
+ * (the calls that differ, each with the ranks that made it) */
+static dt_status desync_error(const sim_coll_group *g, uint64_t k,
+                              const sim_coll_entry *E) {
+  char msg[1536];
+  bool *seen = core_host_calloc((size_t)g->n, sizeof *seen);
+  if (!seen)
+    return core_error_set(DT_ERR_DESYNC, "%s on group %s (seq %llu): members "
+                          "disagree (no memory to say how)",
+                          kind_names[E[0].d.kind], g->name, (unsigned long long)k);
+  size_t n = 0;
+  put(msg, sizeof msg, &n, "%s on group %s (seq %llu): members disagree: ",
+      kind_names[E[0].d.kind], g->name, (unsigned long long)k);
+  for (int j = 0, shown = 0; j < g->n; j++) {
+    if (seen[j]) continue;
+    if (shown++ == 6) {
+      put(msg, sizeof msg, &n, "; ...");
+      break;
+    }
+    int count = 0;
+    for (int i = j; i < g->n; i++) count += !seen[i] && same_site(&E[j], &E[i]);
+    put(msg, sizeof msg, &n, "%s%s", shown > 1 ? "; " : "",
+        count == 1 ? "rank " : "ranks ");
+    for (int i = j, c = 0; i < g->n; i++)
+      if (!seen[i] && same_site(&E[j], &E[i])) {
+        seen[i] = true;
+        put(msg, sizeof msg, &n, "%s%d", c++ ? ", " : "", g->ranks[i]);
+      }
+    char a[256];
+    describe(a, sizeof a, &E[j]);
+    put(msg, sizeof msg, &n, " called %s", a);
+  }
+  free(seen);
+  return core_error_set(DT_ERR_DESYNC, "%s", msg);
 }
 
 static bool same_call(const sim_coll_desc *a, const sim_coll_desc *b) {
@@ -702,15 +846,7 @@ static dt_status check_round(const sim_coll_group *g, int member, uint64_t k,
                           "was moved", kind, g->name, seq, j, g->ranks[j],
                           core_status_name(E[j].bad));
   for (int j = 1; j < g->n; j++)
-    if (!same_call(&E[0].d, &E[j].d)) {
-      char a[160], b[160];
-      describe(a, sizeof a, &E[0].d);
-      describe(b, sizeof b, &E[j].d);
-      return core_error_set(DT_ERR_DESYNC, "%s on group %s (seq %llu): "
-                          "members disagree: member 0 (rank %d) called %s, "
-                          "member %d (rank %d) called %s", kind, g->name,
-                          seq, g->ranks[0], a, j, g->ranks[j], b);
-    }
+    if (!same_call(&E[0].d, &E[j].d)) return desync_error(g, k, E);
   if (E[0].d.kind != KIND_ALL_TO_ALL) return DT_OK;
   for (int i = 0; i < g->n; i++)
     for (int j = 0; j < g->n; j++)
@@ -725,12 +861,37 @@ static dt_status check_round(const sim_coll_group *g, int member, uint64_t k,
 
 /* ---- one collective call */
 
+/* a member of g other than the caller left (SPMD): the call fails before
+ * it touches the group, naming who left */
+static dt_status fail_if_gone(const sim_coll_group *g, int member,
+                              sim_coll_kind kind, const char *site) {
+  int who = -1;
+  for (int j = 0; j < g->n; j++)
+    if (j != member && sim_coll_is_gone(g->world, g->ranks[j]) &&
+        (who < 0 || g->world->gone[g->ranks[j]].order < g->world->gone[who].order))
+      who = g->ranks[j];
+  if (who >= 0) {
+    char why[400];
+    sim_coll_gone_str(g->world, who, why, sizeof why);
+    return core_error_set(DT_ERR_DESYNC, "%s%s%s on group %s: %s before this "
+                          "call", kind_names[kind], site ? " at " : "",
+                          site ? site : "", g->name, why);
+  }
+  return DT_OK;
+}
+
 /* why: NULL for a call; else the member abstains with status why_st and
  * this message (sim_coll_abstain); the round runs its phases as any other
  * so that members that moved nothing still pass its completion barrier */
 static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
                            dt_status why_st, const char *why) {
   CORE_ASSERT(g != NULL && member >= 0 && member < g->n);
+  const char *site = tls_site;
+  tls_site = NULL;
+  if (__builtin_expect(any_gone(g), 0)) {
+    dt_status st = fail_if_gone(g, member, d->kind, site);
+    if (st != DT_OK) return st;
+  }
   int64_t deadline = sim_coll_deadline(g->world);
   sim_coll_member *me = &g->members[member];
   int64_t bytes = 0;
@@ -741,6 +902,8 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   e->d = *d;
   e->bad = bad;
   e->abstain = why != NULL;
+  if (site) snprintf(e->site, sizeof e->site, "%s", site);
+  else e->site[0] = '\0';
   if (why) snprintf((char *)e->data, sizeof e->data, "%s", why);
   e->inl = bad != DT_OK || (bytes >= 0 && bytes <= SIM_COLL_INLINE);
   if (bad == DT_OK && e->inl && bytes > 0)
@@ -854,4 +1017,83 @@ dt_status sim_coll_abstain(sim_coll_group *g, int member, dt_status st,
   snprintf(why, sizeof why, "%s", msg && msg[0] ? msg : core_status_name(st));
   sim_coll_desc d = {.kind = KIND_ABSTAIN, .dtype = DT_FLOAT32};
   return sim_coll_run(g, member, &d, st, why);
+}
+
+/* ---- SPMD: departures and resync (coll_spmd.c, collectives.h) */
+
+static bool has_member(const sim_coll_group *g, int rank) {
+  for (int j = 0; j < g->n; j++)
+    if (g->ranks[j] == rank) return true;
+  return false;
+}
+
+void sim_coll_wake_groups_of(sim_coll_world *w, int rank) {
+  pthread_mutex_lock(&w->lock);
+  for (sim_coll_group *g = w->groups; g; g = g->next)
+    if (has_member(g, rank)) {
+      sim_coll_futex_wake(&g->arrive[0].v);
+      sim_coll_futex_wake(&g->arrive[1].v);
+    }
+  pthread_mutex_unlock(&w->lock);
+}
+
+/* the group's members made different numbers of calls, or a slot is
+ * broken (quiescent: plain reads of the owners' fields are ordered by the
+ * barrier every rank passed before sim_coll_world_resync) */
+static bool out_of_step(const sim_coll_group *g) {
+  for (int j = 1; j < g->n; j++)
+    if (g->members[j].seq != g->members[0].seq ||
+        g->members[j].ndepart != g->members[0].ndepart)
+      return true;
+  for (int s = 0; s < 2; s++)
+    if (atomic_load_explicit(&g->arrive[s].v, memory_order_relaxed) & WORD_BROKEN)
+      return true;
+  return false;
+}
+
+static void group_reset(sim_coll_group *g) {
+  for (int j = 0; j < g->n; j++) {
+    g->members[j].seq = 0;
+    g->members[j].ndepart = 0;
+    atomic_store_explicit(&g->members[j].arrived, 0, memory_order_relaxed);
+  }
+  for (int s = 0; s < 2; s++) {
+    atomic_store_explicit(&g->arrive[s].v, g->base << 1, memory_order_relaxed);
+    if (g->report[s] != oom_report) free(g->report[s]);
+    g->report[s] = NULL;
+  }
+  atomic_store_explicit(&g->depart.v, g->base << 1, memory_order_relaxed);
+}
+
+int sim_coll_world_resync(sim_coll_world *w) {
+  if (!w) return 0;
+  int reset = 0;
+  pthread_mutex_lock(&w->lock);
+  for (sim_coll_group *g = w->groups; g; g = g->next)
+    if (out_of_step(g)) {
+      group_reset(g);
+      reset++;
+    }
+  pthread_mutex_unlock(&w->lock);
+  for (int r = 0; r < w->nranks; r++) { /* point-to-point channels too */
+    sim_coll_mailbox *row = atomic_load_explicit(&w->mail[r], memory_order_acquire);
+    for (int to = 0; row && to < w->nranks; to++) {
+      sim_coll_mailbox *mb = &row[to];
+      if (mb->nsent == mb->nrecv &&
+          atomic_load_explicit(&mb->state, memory_order_relaxed) == 0)
+        continue;
+      mb->nsent = mb->nrecv = 0;
+      atomic_store_explicit(&mb->state, 0, memory_order_relaxed);
+      reset++;
+    }
+  }
+  for (int r = 0; r < w->nranks; r++) {
+    atomic_store_explicit(&w->gone[r].gone, false, memory_order_relaxed);
+    w->gone[r].st = DT_OK;
+  }
+  /* release: the resets before the count a caller may read (the SPMD exit
+   * barrier that follows orders them for the ranks) */
+  atomic_store_explicit(&w->norder, 0, memory_order_relaxed);
+  atomic_store_explicit(&w->ngone, 0, memory_order_release);
+  return reset;
 }

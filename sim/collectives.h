@@ -94,6 +94,28 @@ void sim_coll_probe(bool on);
 int64_t sim_coll_probe_rendezvous_ns(void);
 dt_status sim_coll_abstain(sim_coll_group *g, int member, dt_status st,
                            const char *msg);
+/* ---- SPMD support (coll_spmd.c; docs/spmd.md)
+ * Call sites: the next collective this thread calls carries `site` (a
+ * "file:line" or a label; NULL clears it) in its entry, so a disagreement
+ * names where each rank called from. The pointer must stay valid until
+ * that call returns; it is consumed (cleared) by the call. */
+void sim_coll_set_site(const char *site);
+/* Rank `rank` left its SPMD function (st: how; msg: the error, or NULL):
+ * every collective another member waits in, or calls later, on a group
+ * with this rank fails at once (DT_ERR_DESYNC) naming it, instead of
+ * waiting for the watchdog. */
+void sim_coll_depart(sim_coll_world *w, int rank, dt_status st, const char *msg);
+/* Only while no collective is in flight on any group (every rank thread
+ * is at the SPMD exit barrier): forgets the departures and brings every
+ * group whose members' round counts differ, or whose slots are broken,
+ * back to a fresh state, so the runtime stays usable after a failed SPMD
+ * run. Returns how many groups were reset. */
+int sim_coll_world_resync(sim_coll_world *w);
+/* What rank is doing now (a static string, NULL: nothing), named in the
+ * watchdog's report of the members that did not arrive. One relaxed
+ * store. */
+void sim_coll_note_where(sim_coll_world *w, int rank, const char *what);
+const char *sim_coll_where(const sim_coll_world *w, int rank);
 /* point to point, blocking until the peer took / gave the bytes */
 dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
                     int64_t bytes);

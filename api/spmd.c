@@ -1,0 +1,95 @@
+/* Public entry points of SPMD mode (runtime/spmd.c, mesh/spmd.c): the
+ * run, the collectives on local tensors with their call sites, and
+ * DTensors from / to a rank's local tensor. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "dispatch/shadow.h"
+#include "mesh/spmd.h"
+#include "runtime/spmd.h"
+
+dt_status dt_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
+  return runtime_spmd_run(rt, fn, arg);
+}
+
+int dt_spmd_rank(void) { return runtime_spmd_any_rank(); }
+
+/* the next collective's call site: set by dt_call_site (the header's
+ * macros), taken by that collective */
+static _Thread_local struct { const char *file; int line; } tls_site;
+
+void dt_call_site(const char *file, int line) {
+  tls_site.file = file;
+  tls_site.line = line;
+}
+
+/* "train.c:88" (the file's last path component), else the label path
+ * (dt_label_push), else NULL; the call site is used once */
+static const char *take_site(char *buf, size_t len) {
+  const char *file = tls_site.file;
+  tls_site.file = NULL;
+  if (file) {
+    const char *base = strrchr(file, '/');
+    snprintf(buf, len, "%s:%d", base ? base + 1 : file, tls_site.line);
+    return buf;
+  }
+  return dispatch_label_path(buf, len) ? buf : NULL;
+}
+
+#define SITE char site_buf[96]; const char *site = take_site(site_buf, sizeof site_buf)
+
+dt_tensor *dt_all_reduce(dt_tensor *t, dt_reduce_op op, const dt_group *g) {
+  SITE;
+  return mesh_spmd_all_reduce(t, op, g, site);
+}
+
+dt_tensor *dt_all_gather(dt_tensor *t, int dim, const dt_group *g) {
+  SITE;
+  return mesh_spmd_all_gather(t, dim, g, site);
+}
+
+dt_tensor *dt_reduce_scatter(dt_tensor *t, dt_reduce_op op, int dim,
+                             const dt_group *g) {
+  SITE;
+  return mesh_spmd_reduce_scatter(t, op, dim, g, site);
+}
+
+dt_tensor *dt_all_to_all(dt_tensor *t, int split_dim, int concat_dim,
+                         const dt_group *g) {
+  SITE;
+  return mesh_spmd_all_to_all(t, split_dim, concat_dim, g, site);
+}
+
+dt_tensor *dt_broadcast(dt_tensor *t, int root, const dt_group *g) {
+  SITE;
+  return mesh_spmd_broadcast(t, root, g, site);
+}
+
+dt_status dt_barrier(const dt_group *g) {
+  SITE;
+  return mesh_spmd_barrier(g, site);
+}
+
+dt_status dt_send(dt_tensor *t, int dst) {
+  SITE;
+  return mesh_spmd_send(t, dst, site);
+}
+
+dt_tensor *dt_recv(int src, dt_shape shape, dt_dtype dtype) {
+  SITE;
+  return mesh_spmd_recv(src, shape, dtype, site);
+}
+
+dt_tensor *dt_dtensor_from_local(dt_tensor *local, dt_mesh *mesh,
+                                 const dt_placement *placements) {
+  return mesh_spmd_from_local(local, mesh, placements, NULL);
+}
+
+dt_tensor *dt_dtensor_from_local_shape(dt_tensor *local, dt_mesh *mesh,
+                                       const dt_placement *placements,
+                                       dt_shape global_shape) {
+  return mesh_spmd_from_local(local, mesh, placements, &global_shape);
+}
+
+dt_tensor *dt_dtensor_to_local(dt_tensor *t) { return mesh_spmd_to_local(t); }

@@ -1,0 +1,154 @@
+/* SPMD mode (runtime/spmd.h, docs/spmd.md).
+ *
+ * dt_spmd_run publishes one record to every rank. Each rank thread, when
+ * it reaches the record (after everything issued to it before), marks
+ * itself as running the function for its rank (a thread-local), makes the
+ * runtime current and the random stream its own copy, and calls fn. The
+ * publish paths (exec.c) see the mark and run the thread's own work
+ * inline. When fn returns the rank departs (sim_coll_depart: peers still
+ * waiting for it in a collective fail at once, naming it) and waits at the
+ * exit barrier; once every rank is there, one of them brings the
+ * collective groups back in step (a failed run can leave members with
+ * different round counts) and advances the process random stream past
+ * what the ranks drew; a second barrier keeps every rank from running its
+ * next record (which may be a collective) before that is done. The last
+ * rank to leave the record completes the caller's future with the first
+ * failure. */
+#include "runtime/spmd.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "runtime/exec.h"
+#include "runtime/runtime.h"
+#include "sched/future.h"
+#include "sim/collectives.h"
+
+static _Thread_local struct { const dt_runtime *rt; int rank; } tls_spmd = {NULL, -1};
+
+int runtime_spmd_rank(const dt_runtime *rt) {
+  return tls_spmd.rt == rt ? tls_spmd.rank : -1;
+}
+int runtime_spmd_any_rank(void) { return tls_spmd.rt ? tls_spmd.rank : -1; }
+dt_runtime *runtime_spmd_runtime(void) { return (dt_runtime *)tls_spmd.rt; }
+
+typedef struct spmd_job {
+  dt_spmd_fn fn;
+  void *arg;
+  dt_runtime *rt;
+  pthread_barrier_t left, resynced;
+  _Atomic uint64_t rng_end;    /* the furthest offset a rank drew to */
+  _Atomic int failed;          /* ranks whose fn failed */
+  pthread_mutex_t lock;        /* first failure */
+  int first_rank;              /* -1: none */
+  dt_status first_st;
+  char first_msg[768];
+  dt_future *done;
+} spmd_job;
+
+static void note_failure(spmd_job *j, int rank, dt_status st, const char *msg) {
+  atomic_fetch_add_explicit(&j->failed, 1, memory_order_relaxed);
+  pthread_mutex_lock(&j->lock);
+  if (j->first_rank < 0 || rank < j->first_rank) { /* the lowest rank's */
+    j->first_rank = rank;
+    j->first_st = st;
+    snprintf(j->first_msg, sizeof j->first_msg, "%s", msg);
+  }
+  pthread_mutex_unlock(&j->lock);
+}
+
+static void run_fn(spmd_job *j, dt_runtime *rt, int rank) {
+  runtime_set_current(rt); /* rank threads have none: set back to NULL */
+  core_rng_local_begin();
+  tls_spmd.rt = rt;
+  tls_spmd.rank = rank;
+  sim_coll_note_where(rt->coll, rank, "its SPMD function");
+  dt_spmd_ctx ctx = {.rank = rank, .world_size = rt->nranks, .rt = rt,
+                     .arg = j->arg};
+  core_clear_error();
+  dt_status st = j->fn(&ctx);
+  const char *msg = "";
+  if (st != DT_OK) {
+    msg = core_last_status() != DT_OK ? core_last_error() : "(no message)";
+    note_failure(j, rank, st, msg);
+  }
+  tls_spmd.rt = NULL;
+  tls_spmd.rank = -1;
+  sim_coll_note_where(rt->coll, rank, NULL);
+  sim_coll_depart(rt->coll, rank, st, msg);
+  uint64_t end = core_rng_local_end();
+  uint64_t seen = atomic_load_explicit(&j->rng_end, memory_order_relaxed);
+  while (end > seen && !atomic_compare_exchange_weak_explicit(
+                           &j->rng_end, &seen, end, memory_order_relaxed,
+                           memory_order_relaxed)) {
+  }
+  runtime_set_current(NULL);
+}
+
+static void on_rank(void *arg, dt_runtime *rt, int rank) {
+  spmd_job *j = arg;
+  run_fn(j, rt, rank);
+  /* every rank left fn: no collective is in flight on any group */
+  if (pthread_barrier_wait(&j->left) == PTHREAD_BARRIER_SERIAL_THREAD) {
+    sim_coll_world_resync(rt->coll);
+    core_rng_advance_to(atomic_load_explicit(&j->rng_end, memory_order_relaxed));
+  }
+  /* the barrier orders the resync before any rank's next collective */
+  pthread_barrier_wait(&j->resynced);
+}
+
+static void on_done(void *arg) {
+  spmd_job *j = arg;
+  /* the record's acq_rel countdown ordered every rank's notes before us */
+  if (j->first_rank < 0) {
+    sched_future_complete(j->done, DT_OK, NULL);
+  } else {
+    char msg[1024];
+    int n = atomic_load_explicit(&j->failed, memory_order_relaxed);
+    snprintf(msg, sizeof msg, "dt_spmd_run: rank %d failed (%d of %d ranks "
+             "failed): %s", j->first_rank, n, j->rt->nranks, j->first_msg);
+    sched_future_complete(j->done, j->first_st, msg);
+  }
+  sched_future_release(j->done);
+  pthread_barrier_destroy(&j->left);
+  pthread_barrier_destroy(&j->resynced);
+  pthread_mutex_destroy(&j->lock);
+  free(j);
+}
+
+dt_status runtime_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
+  if (!rt || !fn)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_spmd_run: %s is NULL",
+                          !rt ? "rt" : "fn");
+  if (atomic_load_explicit(&rt->dead, memory_order_acquire))
+    return core_error_set(DT_ERR_DEVICE, "dt_spmd_run: the runtime was destroyed");
+  if (sched_current_pool())
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_spmd_run: called on "
+                          "rank %d's thread (from an SPMD function or a rank "
+                          "callback); SPMD runs do not nest",
+                          sched_current_rank());
+  spmd_job *j = calloc(1, sizeof *j);
+  dt_future *f = j ? sched_future_new() : NULL;
+  if (!f) {
+    free(j);
+    return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_spmd_run: out of host memory");
+  }
+  *j = (spmd_job){.fn = fn, .arg = arg, .rt = rt, .first_rank = -1,
+                  .done = sched_future_retain(f)};
+  pthread_barrier_init(&j->left, NULL, (unsigned)rt->nranks);
+  pthread_barrier_init(&j->resynced, NULL, (unsigned)rt->nranks);
+  pthread_mutex_init(&j->lock, NULL);
+  if (runtime_publish_named_call(rt, -1, "spmd", on_rank, on_done, j) != DT_OK) {
+    sched_future_release(f);
+    on_done(j); /* completes nobody's future: f was ours alone */
+    return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_spmd_run: out of host "
+                          "memory for a record to every rank");
+  }
+  dt_status st = sched_future_wait(f, -1);
+  sched_future_release(f);
+  return st;
+}
