@@ -232,7 +232,7 @@ static dt_status tp_fn(dt_spmd_ctx *c) {
   dt_tensor *A = dt_dtensor_from_local(wa, m4, DT_PLACEMENTS(DT_SHARD(0)));
   dt_tensor *Bw = dt_dtensor_from_local(wb, m4, DT_PLACEMENTS(DT_SHARD(1)));
   TU_CHECK(X && A && Bw, "%s", dt_last_error());
-  dt_tensor *H = dt_gelu(dt_linear(X, A, NULL));
+  dt_tensor *H0 = dt_linear(X, A, NULL), *H = dt_gelu(H0);
   dt_tensor *Y = dt_linear(H, Bw, NULL);
   TU_CHECK(Y && dt_tensor_placement(Y, 0).kind == DT_PLACEMENT_PARTIAL,
            "Y: %s", dt_last_error());
@@ -240,7 +240,7 @@ static dt_status tp_fn(dt_spmd_ctx *c) {
   dt_shape gs = dt_tensor_shape(A);
   TU_CHECK(gs.ndim == 2 && gs.dims[0] == HID && gs.dims[1] == IN, "global shape");
   fetch(dt_dtensor_to_local(YR), tp_dt_out[r], B * OUT);
-  dt_tensor *hs[] = {x, wa, wb, h, g, yp, X, A, Bw, H, Y, YR};
+  dt_tensor *hs[] = {x, wa, wb, h, g, yp, X, A, Bw, H0, H, Y, YR};
   for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) dt_tensor_release(hs[i]);
   return DT_OK;
 }
@@ -330,7 +330,7 @@ static dt_status st_of[N];
 static char msg_of[N][1024];
 
 static dt_tensor *odd_call(dt_tensor *x, int r) {
-  float v = 1;
+  double v = 1;
   dt_tensor *f = NULL, *y;
   switch (variant) {
   case 0: line_b = __LINE__; return dt_all_gather(x, 0, NULL);            /* kind */
@@ -351,7 +351,7 @@ static dt_status desync_fn(dt_spmd_ctx *c) {
   double v[4] = {1, 2, 3, 4};
   dt_tensor *x = local64(v, DT_SHAPE(4)), *y;
   if (c->rank == 3) y = odd_call(x, c->rank);
-  else { line_a = __LINE__; y = dt_all_reduce(x, DT_REDUCE_SUM, NULL); }
+  else { y = dt_all_reduce(x, DT_REDUCE_SUM, NULL); if (!c->rank) line_a = __LINE__; }
   st_of[c->rank] = y ? DT_OK : dt_last_status();
   snprintf(msg_of[c->rank], sizeof msg_of[c->rank], "%s", y ? "" : dt_last_error());
   dt_tensor_release(y);
