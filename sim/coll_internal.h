@@ -23,6 +23,11 @@
 
 /* a member's input of at most this many bytes travels in its entry */
 #define SIM_COLL_INLINE 1024
+/* a group's arrival words: arrivals << 1 | BROKEN (collectives.c) */
+#define WORD_BROKEN 1u
+#define WORD_ONE 2u
+#define COUNT_MASK 0x7fffffffu
+
 /* a call site or label as carried in an entry (longer ones are cut) */
 #define SIM_COLL_SITE 96
 
@@ -56,6 +61,40 @@ typedef struct sim_coll_entry {
   char site[SIM_COLL_SITE]; /* where it was called ("train.c:88"), or "" */
   _Alignas(SIM_COLL_LINE) unsigned char data[SIM_COLL_INLINE];
 } sim_coll_entry;
+
+typedef struct line_u32 {
+  _Alignas(SIM_COLL_LINE) _Atomic uint32_t v;
+} line_u32;
+
+typedef struct sim_coll_member {
+  _Alignas(SIM_COLL_LINE) uint64_t seq; /* rounds started; owner only */
+  uint32_t ndepart;                 /* completion phases done; owner only */
+  const void **ins;                 /* n scratch pointers; owner only */
+  void **outs;                      /* n scratch pointers; owner only */
+  _Atomic uint64_t arrived;         /* seq + 1 of its last arrival */
+} sim_coll_member;
+
+struct sim_coll_group {
+  sim_coll_world *world;
+  sim_coll_group *next;          /* registry list, under world->lock */
+  int n;
+  int *ranks;                /* world rank of each member */
+  char *name;                /* "[0, 2, 4, 6]" */
+  int64_t spin_ns;           /* pause loop before sleeping */
+  int64_t yield_ns;          /* then sched_yield loop (shared CPUs) */
+  uint32_t base;             /* every count's initial value */
+  sim_coll_member *members;
+  sim_coll_entry *entries[2];    /* per slot, n each */
+  line_u32 arrive[2];        /* futex words: arrivals << 1 | BROKEN */
+  line_u32 depart;           /* futex word: completions << 1 */
+  line_u32 sleepers;         /* waiters on their way into FUTEX_WAIT */
+  pthread_mutex_t report_lock;  /* the watchdog's CAS and report[] */
+  char *report[2];               /* per slot: the last break's report */
+  dt_status report_st[2];        /* and its status */
+};
+
+/* the report a break installs when there is no memory to format one */
+extern char sim_coll_oom_report[];
 
 /* The data movement of a round whose entries E[0..n) agree (coll_move.c).
  * pull: every input is in its entry; member writes only its own output.
@@ -98,14 +137,36 @@ struct sim_coll_world {
   /* per rank: what it is doing now (a static string: an op's public
    * name), for the watchdog's report of the ranks that did not arrive */
   _Atomic(const char *) *where;
+  /* per rank: the round it waits in now (group NULL: none), for the
+   * deadlock check (coll_spmd.c) */
+  struct sim_coll_waiting *waiting;
 };
+
+typedef struct sim_coll_waiting {
+  _Atomic(sim_coll_group *) g;   /* release-stored after seq and member */
+  _Atomic uint64_t seq;
+  _Atomic int member;
+} sim_coll_waiting;
+
+/* a member starts / stops waiting for round k of g (collectives.c) */
+void sim_coll_wait_mark(sim_coll_group *g, int member, uint64_t k);
+void sim_coll_wait_clear(sim_coll_group *g, int member);
+/* Called by a member waiting in round k of g at every sleep slice: a
+ * report (allocated) when the waiters form a cycle — each waits for the
+ * next, which waits in another round for the one before — seen twice in
+ * the same state (*probe keeps the last sighting), else NULL. */
+typedef struct sim_coll_probe_state { int n; uint64_t sig; } sim_coll_probe_state;
+char *sim_coll_deadlock(sim_coll_group *g, int member, uint64_t k,
+                        sim_coll_probe_state *probe);
+/* "all_reduce(float32[4], sum) at t.c:9" for an entry (collectives.c) */
+void sim_coll_describe(char *buf, size_t len, const sim_coll_entry *e);
 
 /* why a rank left (coll_spmd.c): set before ngone's increment */
 typedef struct sim_coll_gone {
   _Atomic bool gone;
   int order;         /* departures before it (the first names the cause) */
   dt_status st;
-  char msg[256];
+  char msg[1024];
 } sim_coll_gone;
 
 /* is rank gone (an acquire load: its entry's fields are then readable) */

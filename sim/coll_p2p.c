@@ -103,7 +103,7 @@ static dt_status p2p_timeout(sim_coll_world *w, const char *side, int me,
                              const char *dir, int peer, int64_t bytes,
                              const char *missing) {
   if (peer_gone(w, peer)) {
-    char why[400];
+    char why[1200];
     sim_coll_gone_str(w, peer, why, sizeof why);
     return core_error_set(DT_ERR_DESYNC, "%s rank %d %s rank %d (%lld bytes): "
                           "%s without a matching %s", side, me, dir, peer,

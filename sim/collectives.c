@@ -92,9 +92,6 @@
 #include "sim/coll_internal.h"
 #include "sim/coll_reduce.h"
 
-#define WORD_BROKEN 1u
-#define WORD_ONE 2u
-#define COUNT_MASK 0x7fffffffu
 /* how long a waiter spins (pause) before it sleeps: longer when every
  * member can have its own CPU, short when they share (spinning then delays
  * the very member being waited for). Sharing members then yield for a
@@ -115,36 +112,6 @@ static const char *const op_names[] = {"sum", "avg", "max", "min", "prod"};
 _Static_assert(sizeof op_names / sizeof op_names[0] == DT_REDUCE_PROD + 1,
                "one name per reduce op");
 
-typedef struct line_u32 {
-  _Alignas(SIM_COLL_LINE) _Atomic uint32_t v;
-} line_u32;
-
-typedef struct sim_coll_member {
-  _Alignas(SIM_COLL_LINE) uint64_t seq; /* rounds started; owner only */
-  uint32_t ndepart;                 /* completion phases done; owner only */
-  const void **ins;                 /* n scratch pointers; owner only */
-  void **outs;                      /* n scratch pointers; owner only */
-  _Atomic uint64_t arrived;         /* seq + 1 of its last arrival */
-} sim_coll_member;
-
-struct sim_coll_group {
-  sim_coll_world *world;
-  sim_coll_group *next;          /* registry list, under world->lock */
-  int n;
-  int *ranks;                /* world rank of each member */
-  char *name;                /* "[0, 2, 4, 6]" */
-  int64_t spin_ns;           /* pause loop before sleeping */
-  int64_t yield_ns;          /* then sched_yield loop (shared CPUs) */
-  uint32_t base;             /* every count's initial value */
-  sim_coll_member *members;
-  sim_coll_entry *entries[2];    /* per slot, n each */
-  line_u32 arrive[2];        /* futex words: arrivals << 1 | BROKEN */
-  line_u32 depart;           /* futex word: completions << 1 */
-  line_u32 sleepers;         /* waiters on their way into FUTEX_WAIT */
-  pthread_mutex_t report_lock;  /* the watchdog's CAS and report[] */
-  char *report[2];               /* per slot: the last break's report */
-  dt_status report_st[2];        /* and its status */
-};
 
 /* the phase probe (sim_coll_probe) */
 static _Atomic bool probing;
@@ -160,7 +127,7 @@ void sim_coll_probe(bool on) {
 int64_t sim_coll_probe_rendezvous_ns(void) { return probe_rendezvous_ns; }
 
 /* the report used when there is no memory to format one */
-static char oom_report[] = "collective timed out (no memory for the report)";
+char sim_coll_oom_report[] = "collective timed out (no memory for the report)";
 
 /* ---- world and group registry */
 
@@ -180,9 +147,11 @@ sim_coll_world *sim_coll_world_create(int nranks, int64_t timeout_ns) {
   }
   w->gone = calloc((size_t)nranks, sizeof *w->gone);
   w->where = calloc((size_t)nranks, sizeof *w->where);
-  if (!w->gone || !w->where) {
+  w->waiting = calloc((size_t)nranks, sizeof *w->waiting);
+  if (!w->gone || !w->where || !w->waiting) {
     free(w->gone);
     free(w->where);
+    free(w->waiting);
     free(mail);
     free(w);
     core_error_set(DT_ERR_OUT_OF_MEMORY, "coll_world_create: out of memory");
@@ -201,7 +170,7 @@ sim_coll_world *sim_coll_world_create(int nranks, int64_t timeout_ns) {
 static void group_free(sim_coll_group *g) {
   if (!g) return;
   for (int s = 0; s < 2; s++)
-    if (g->report[s] != oom_report) free(g->report[s]);
+    if (g->report[s] != sim_coll_oom_report) free(g->report[s]);
   pthread_mutex_destroy(&g->report_lock);
   if (g->members)
     for (int i = 0; i < g->n; i++) {
@@ -228,6 +197,7 @@ void sim_coll_world_destroy(sim_coll_world *w) {
   free(w->mail);
   free(w->gone);
   free(w->where);
+  free(w->waiting);
   free(w);
 }
 
@@ -362,7 +332,8 @@ const char *sim_coll_group_name(const sim_coll_group *g) { return g ? g->name : 
 /* ---- rendezvous */
 
 typedef enum wait_result { WAIT_DONE, WAIT_BROKEN, WAIT_TIMEOUT,
-                           WAIT_GONE /* a rank left (SPMD): look who */
+                           WAIT_CHECK /* a rank left (SPMD), or a sleep
+                                         slice passed: look for a cause */
 } wait_result;
 
 /* a rank left its SPMD function: a hint (relaxed), see coll_spmd.c */
@@ -420,7 +391,7 @@ static wait_result wait_count(sim_coll_group *g, _Atomic uint32_t *word,
     if (v & WORD_BROKEN) return WAIT_BROKEN;
     if (reached(v, target)) return WAIT_DONE;
     if (yielding || i % 64 == 0) {
-      if (gone_seen && more_gone(g, gone_seen)) return WAIT_GONE;
+      if (gone_seen && more_gone(g, gone_seen)) return WAIT_CHECK;
       int64_t t = sim_coll_now_ns() - start;
       if (t >= g->spin_ns + g->yield_ns) break;
       yielding = t >= g->spin_ns;
@@ -431,7 +402,7 @@ static wait_result wait_count(sim_coll_group *g, _Atomic uint32_t *word,
       sim_coll_relax();
   }
   for (;;) {
-    if (gone_seen && more_gone(g, gone_seen)) return WAIT_GONE;
+    if (gone_seen && more_gone(g, gone_seen)) return WAIT_CHECK;
     int64_t rel = sim_coll_sleep_ns(deadline);
     if (rel <= 0) return WAIT_TIMEOUT;
     /* seq_cst (both): the Dekker pair with arrive_at's fetch_add + load
@@ -445,6 +416,7 @@ static wait_result wait_count(sim_coll_group *g, _Atomic uint32_t *word,
     v = atomic_load_explicit(word, memory_order_acquire);
     if (v & WORD_BROKEN) return WAIT_BROKEN;
     if (reached(v, target)) return WAIT_DONE;
+    if (gone_seen) return WAIT_CHECK; /* a slice passed */
   }
 }
 
@@ -505,7 +477,7 @@ static char *format_report(const sim_coll_group *g, sim_coll_kind kind,
 static wait_result try_break(sim_coll_group *g, _Atomic uint32_t *word,
                              uint32_t target, uint64_t seq, char *msg,
                              dt_status st) {
-  if (!msg) msg = oom_report;
+  if (!msg) msg = sim_coll_oom_report;
   wait_result r = WAIT_TIMEOUT;
   pthread_mutex_lock(&g->report_lock);
   /* acquire (this load and the CAS's failure load): pairs with the
@@ -522,13 +494,13 @@ static wait_result try_break(sim_coll_group *g, _Atomic uint32_t *word,
   }
   if (r == WAIT_TIMEOUT) { /* we broke it: the slot's report is ours */
     char **slot = &g->report[seq & 1];
-    if (*slot != oom_report) free(*slot);
+    if (*slot != sim_coll_oom_report) free(*slot);
     *slot = msg;
     g->report_st[seq & 1] = st;
     msg = NULL;
   }
   pthread_mutex_unlock(&g->report_lock);
-  if (msg != oom_report) free(msg);
+  if (msg != sim_coll_oom_report) free(msg);
   if (r == WAIT_TIMEOUT) sim_coll_futex_wake(word);
   return r;
 }
@@ -560,7 +532,7 @@ static int gone_missing(const sim_coll_group *g, uint64_t k) {
 
 static char *gone_report(const sim_coll_group *g, sim_coll_kind kind,
                          uint64_t seq, int rank) {
-  char why[400];
+  char why[1200];
   sim_coll_gone_str(g->world, rank, why, sizeof why);
   size_t cap = strlen(why) + strlen(g->name) + 96;
   char *msg = core_host_malloc(cap);
@@ -571,8 +543,8 @@ static char *gone_report(const sim_coll_group *g, sim_coll_kind kind,
 }
 
 /* arrival phase of round k: DT_OK once every member arrived */
-static dt_status rendezvous(sim_coll_group *g, uint64_t k, sim_coll_kind kind,
-                            int64_t deadline) {
+static dt_status rendezvous(sim_coll_group *g, int member, uint64_t k,
+                            sim_coll_kind kind, int64_t deadline) {
   _Atomic uint32_t *word = &g->arrive[k & 1].v;
   uint32_t target = target_of(g, (uint32_t)(k >> 1) + 1u);
   uint32_t old = arrive_at(g, word, target);
@@ -586,14 +558,18 @@ static dt_status rendezvous(sim_coll_group *g, uint64_t k, sim_coll_kind kind,
   if (reached(old + WORD_ONE, target)) return DT_OK;
   wait_result r;
   int gone_seen = 0; /* a departure before our arrival shows as a change */
-  while ((r = wait_count(g, word, target, deadline, &gone_seen)) == WAIT_GONE) {
+  sim_coll_probe_state probe = {0};
+  sim_coll_wait_mark(g, member, k);
+  while ((r = wait_count(g, word, target, deadline, &gone_seen)) == WAIT_CHECK) {
     int who = gone_missing(g, k);
-    if (who >= 0) {
-      r = try_break(g, word, target, k, gone_report(g, kind, k, who),
-                    DT_ERR_DESYNC);
+    char *cycle = who < 0 ? sim_coll_deadlock(g, member, k, &probe) : NULL;
+    if (who >= 0 || cycle) {
+      r = try_break(g, word, target, k,
+                    cycle ? cycle : gone_report(g, kind, k, who), DT_ERR_DESYNC);
       break;
     }
   }
+  sim_coll_wait_clear(g, member);
   if (r == WAIT_TIMEOUT)
     r = try_break(g, word, target, k, format_report(g, kind, k), DT_ERR_TIMEOUT);
   if (r == WAIT_DONE) return DT_OK;
@@ -748,7 +724,7 @@ static dt_status prepare(const sim_coll_group *g, int member, sim_coll_desc *d,
 
 /* "all_reduce(float32[1024], sum) at train.c:88": the call an entry
  * describes (counts: the total, " in blocks" when a counts array split it) */
-static void describe(char *buf, size_t len, const sim_coll_entry *e) {
+void sim_coll_describe(char *buf, size_t len, const sim_coll_entry *e) {
   const sim_coll_desc *d = &e->d;
   int n;
   if (d->kind == KIND_BARRIER || d->kind == KIND_ABSTAIN) {
@@ -816,7 +792,7 @@ static dt_status desync_error(const sim_coll_group *g, uint64_t k,
         put(msg, sizeof msg, &n, "%s%d", c++ ? ", " : "", g->ranks[i]);
       }
     char a[256];
-    describe(a, sizeof a, &E[j]);
+    sim_coll_describe(a, sizeof a, &E[j]);
     put(msg, sizeof msg, &n, " called %s", a);
   }
   free(seen);
@@ -871,7 +847,7 @@ static dt_status fail_if_gone(const sim_coll_group *g, int member,
         (who < 0 || g->world->gone[g->ranks[j]].order < g->world->gone[who].order))
       who = g->ranks[j];
   if (who >= 0) {
-    char why[400];
+    char why[1200];
     sim_coll_gone_str(g->world, who, why, sizeof why);
     return core_error_set(DT_ERR_DESYNC, "%s%s%s on group %s: %s before this "
                           "call", kind_names[kind], site ? " at " : "",
@@ -910,7 +886,7 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
     memcpy(e->data, d->in, (size_t)bytes);
   /* relaxed: read only by the watchdog's report */
   atomic_store_explicit(&me->arrived, k + 1, memory_order_relaxed);
-  dt_status st = rendezvous(g, k, d->kind, deadline);
+  dt_status st = rendezvous(g, member, k, d->kind, deadline);
   if (st != DT_OK) return st;
   /* relaxed: a benchmark switch */
   if (atomic_load_explicit(&probing, memory_order_relaxed))
@@ -1017,83 +993,4 @@ dt_status sim_coll_abstain(sim_coll_group *g, int member, dt_status st,
   snprintf(why, sizeof why, "%s", msg && msg[0] ? msg : core_status_name(st));
   sim_coll_desc d = {.kind = KIND_ABSTAIN, .dtype = DT_FLOAT32};
   return sim_coll_run(g, member, &d, st, why);
-}
-
-/* ---- SPMD: departures and resync (coll_spmd.c, collectives.h) */
-
-static bool has_member(const sim_coll_group *g, int rank) {
-  for (int j = 0; j < g->n; j++)
-    if (g->ranks[j] == rank) return true;
-  return false;
-}
-
-void sim_coll_wake_groups_of(sim_coll_world *w, int rank) {
-  pthread_mutex_lock(&w->lock);
-  for (sim_coll_group *g = w->groups; g; g = g->next)
-    if (has_member(g, rank)) {
-      sim_coll_futex_wake(&g->arrive[0].v);
-      sim_coll_futex_wake(&g->arrive[1].v);
-    }
-  pthread_mutex_unlock(&w->lock);
-}
-
-/* the group's members made different numbers of calls, or a slot is
- * broken (quiescent: plain reads of the owners' fields are ordered by the
- * barrier every rank passed before sim_coll_world_resync) */
-static bool out_of_step(const sim_coll_group *g) {
-  for (int j = 1; j < g->n; j++)
-    if (g->members[j].seq != g->members[0].seq ||
-        g->members[j].ndepart != g->members[0].ndepart)
-      return true;
-  for (int s = 0; s < 2; s++)
-    if (atomic_load_explicit(&g->arrive[s].v, memory_order_relaxed) & WORD_BROKEN)
-      return true;
-  return false;
-}
-
-static void group_reset(sim_coll_group *g) {
-  for (int j = 0; j < g->n; j++) {
-    g->members[j].seq = 0;
-    g->members[j].ndepart = 0;
-    atomic_store_explicit(&g->members[j].arrived, 0, memory_order_relaxed);
-  }
-  for (int s = 0; s < 2; s++) {
-    atomic_store_explicit(&g->arrive[s].v, g->base << 1, memory_order_relaxed);
-    if (g->report[s] != oom_report) free(g->report[s]);
-    g->report[s] = NULL;
-  }
-  atomic_store_explicit(&g->depart.v, g->base << 1, memory_order_relaxed);
-}
-
-int sim_coll_world_resync(sim_coll_world *w) {
-  if (!w) return 0;
-  int reset = 0;
-  pthread_mutex_lock(&w->lock);
-  for (sim_coll_group *g = w->groups; g; g = g->next)
-    if (out_of_step(g)) {
-      group_reset(g);
-      reset++;
-    }
-  pthread_mutex_unlock(&w->lock);
-  for (int r = 0; r < w->nranks; r++) { /* point-to-point channels too */
-    sim_coll_mailbox *row = atomic_load_explicit(&w->mail[r], memory_order_acquire);
-    for (int to = 0; row && to < w->nranks; to++) {
-      sim_coll_mailbox *mb = &row[to];
-      if (mb->nsent == mb->nrecv &&
-          atomic_load_explicit(&mb->state, memory_order_relaxed) == 0)
-        continue;
-      mb->nsent = mb->nrecv = 0;
-      atomic_store_explicit(&mb->state, 0, memory_order_relaxed);
-      reset++;
-    }
-  }
-  for (int r = 0; r < w->nranks; r++) {
-    atomic_store_explicit(&w->gone[r].gone, false, memory_order_relaxed);
-    w->gone[r].st = DT_OK;
-  }
-  /* release: the resets before the count a caller may read (the SPMD exit
-   * barrier that follows orders them for the ranks) */
-  atomic_store_explicit(&w->norder, 0, memory_order_relaxed);
-  atomic_store_explicit(&w->ngone, 0, memory_order_release);
-  return reset;
 }

@@ -388,6 +388,75 @@ static void test_desync_kinds(void **state) {
   assert_int_equal(tu_thread_failures_take(), 0);
 }
 
+/* different groups: rank 3 calls on [2, 3] while 0-2 call on the world;
+ * ranks 2 and 3 then wait for each other: a deadlock, named at once */
+static int line_c, line_d;
+static dt_status group_desync_fn(dt_spmd_ctx *c) {
+  double v[4] = {1, 2, 3, 4};
+  dt_tensor *x = local64(v, DT_SHAPE(4)), *y;
+  int pair[] = {2, 3};
+  if (c->rank == 3) {
+    y = dt_all_reduce(x, DT_REDUCE_SUM, &(dt_group){.ranks = pair, .nranks = 2}); line_d = __LINE__;
+  } else {
+    y = dt_all_reduce(x, DT_REDUCE_SUM, NULL); if (!c->rank) line_c = __LINE__;
+  }
+  st_of[c->rank] = y ? DT_OK : dt_last_status();
+  snprintf(msg_of[c->rank], sizeof msg_of[c->rank], "%s", y ? "" : dt_last_error());
+  dt_tensor_release(y);
+  dt_tensor_release(x);
+  return st_of[c->rank];
+}
+
+static void test_desync_group(void **state) {
+  (void)state;
+  int64_t t0 = tu_now_ns();
+  assert_int_equal(dt_spmd_run(rt, group_desync_fn, NULL), DT_ERR_DESYNC);
+  assert_true(tu_now_ns() - t0 < (int64_t)5e9); /* not the 20 s watchdog */
+  char a[160], b[160];
+  snprintf(a, sizeof a, "rank 2 waits in all_reduce(float64[4], sum) at test_spmd.c:%d "
+           "on group [0, 1, 2, 3]", line_c);
+  snprintf(b, sizeof b, "rank 3 waits in all_reduce(float64[4], sum) at test_spmd.c:%d "
+           "on group [2, 3]", line_d);
+  for (int r = 0; r < N; r++) {
+    assert_int_equal(st_of[r], DT_ERR_DESYNC);
+    expect_in(msg_of[r], "collectives deadlocked");
+    expect_in(msg_of[r], a);
+    expect_in(msg_of[r], b);
+  }
+  assert_int_equal(dt_spmd_run(rt, all_collectives, NULL), DT_OK);
+  assert_int_equal(tu_thread_failures_take(), 0);
+}
+
+/* a rank busy outside any collective past the watchdog: the others' report
+ * says where it is */
+static dt_status stuck_fn(dt_spmd_ctx *c) {
+  double v = 1;
+  dt_tensor *x = local64(&v, DT_SHAPE(1));
+  if (c->rank == 2) tu_sleep_ns(400 * 1000 * 1000);
+  dt_tensor *y = dt_all_reduce(x, DT_REDUCE_SUM, NULL);
+  st_of[c->rank] = y ? DT_OK : dt_last_status();
+  snprintf(msg_of[c->rank], sizeof msg_of[c->rank], "%s", y ? "" : dt_last_error());
+  dt_tensor_release(y);
+  dt_tensor_release(x);
+  return DT_OK;
+}
+
+static void test_watchdog_names_stuck_rank(void **state) {
+  (void)state;
+  dt_runtime *w = dt_runtime_create(&(dt_runtime_options){.num_ranks = 3,
+                                                          .collective_timeout_ms = 100});
+  assert_non_null(w);
+  assert_int_equal(dt_spmd_run(w, stuck_fn, NULL), DT_OK);
+  for (int r = 0; r < 2; r++) {
+    if (st_of[r] != DT_ERR_TIMEOUT) fail_msg("rank %d: %s", r, msg_of[r]);
+    expect_in(msg_of[r], "missing: rank 2; rank 2 is in its SPMD function");
+  }
+  /* the late rank: its peers gave up and left */
+  assert_int_equal(st_of[2], DT_ERR_DESYNC);
+  expect_in(msg_of[2], "left its SPMD function");
+  dt_runtime_destroy(w);
+}
+
 /* ---- a rank that fails, or returns early, while the others wait */
 static dt_status early_fn(dt_spmd_ctx *c) {
   double v = 1;
@@ -552,7 +621,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_collectives), cmocka_unit_test(test_groups),
     cmocka_unit_test(test_tp_mlp),      cmocka_unit_test(test_dp_step),
-    cmocka_unit_test(test_desync_kinds), cmocka_unit_test(test_rank_leaves),
+    cmocka_unit_test(test_desync_kinds), cmocka_unit_test(test_desync_group),
+    cmocka_unit_test(test_watchdog_names_stuck_rank),
+    cmocka_unit_test(test_rank_leaves),
     cmocka_unit_test(test_random),      cmocka_unit_test(test_misuse),
     cmocka_unit_test(test_threads),
   };
