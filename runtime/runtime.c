@@ -78,6 +78,7 @@ typedef struct settings {
   int64_t timeout_ns;    /* collective watchdog, 0 = none */
   bool pin;              /* bind rank threads to CPUs */
   bool auto_redistribute; /* insert redistributions (else strict) */
+  uint64_t chaos_seed;   /* 0: off */
 } settings;
 
 /* records in flight over all ranks: queue memory is reserved (not touched)
@@ -115,6 +116,28 @@ static dt_status resolve_pin(const dt_runtime_options *o, bool *pin) {
   int64_t e = env_int("DTORCH_PIN_RANKS", 0, 1);
   if (e < 0) return DT_ERR_INVALID_ARGUMENT;
   *pin = !getenv("DTORCH_PIN_RANKS") || !*getenv("DTORCH_PIN_RANKS") || e == 1;
+  return DT_OK;
+}
+
+/* chaos: options.chaos_seed, else DTORCH_CHAOS; a small ring and short
+ * spins unless set (more waits for a full ring, more parking) */
+static dt_status resolve_chaos(const dt_runtime_options *o, settings *s) {
+  s->chaos_seed = o ? o->chaos_seed : 0;
+  const char *e = getenv("DTORCH_CHAOS");
+  if (!s->chaos_seed && e && *e) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(e, &end, 0);
+    if (errno || *end || e[0] == '-')
+      return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: "
+                            "DTORCH_CHAOS=\"%s\" is not a seed (an unsigned "
+                            "integer; 0 = off)", e);
+    s->chaos_seed = v;
+  }
+  if (!s->chaos_seed) return DT_OK;
+  bool ring_set = (o && o->ring_capacity) || getenv("DTORCH_RING_CAPACITY");
+  if (!ring_set) s->ring = 4u << (s->chaos_seed % 3);
+  if (!s->spin_ns) s->spin_ns = 1000u * (uint32_t)(1 + s->chaos_seed % 4);
   return DT_OK;
 }
 
@@ -199,6 +222,7 @@ static dt_status resolve(const dt_runtime_options *o, settings *s) {
                           o->spin_us);
   s->spin_ns = o ? (uint32_t)o->spin_us * 1000u : 0;
   if ((st = resolve_pin(o, &s->pin)) != DT_OK) return st;
+  if ((st = resolve_chaos(o, s)) != DT_OK) return st;
   /* auto redistribution: the option, else DTORCH_AUTO_REDISTRIBUTE=1 */
   int64_t a = env_int("DTORCH_AUTO_REDISTRIBUTE", 0, 1);
   if (a < 0) return DT_ERR_INVALID_ARGUMENT;
@@ -241,7 +265,8 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
                            .record_size = runtime_exec_record_size(),
                            .exec = runtime_exec_record, .init = runtime_exec_rank_init,
                            .pending = runtime_exec_pending, .idle = runtime_exec_idle,
-                           .ctx = rt, .spin_ns = set.spin_ns};
+                           .ctx = rt, .spin_ns = set.spin_ns,
+                           .chaos_seed = set.chaos_seed};
   rt->coll = sim_coll_world_create(n, set.timeout_ns);
   if (!rt->coll) {
     free(slots);

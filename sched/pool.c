@@ -54,6 +54,8 @@
  * work addressed to it, and no rank is woken for work that is not. */
 #include "sched/pool.h"
 
+#include "sched/chaos.h"
+
 #include <ck_ec.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -344,6 +346,7 @@ static bool try_steal(rank_state *rs) {
   sched_pool *p = rs->pool;
   int n = p->cfg.ranks;
   if (n < 2) return false;
+  if (sched_chaos_point(p->cfg.chaos_seed, rs->id, SCHED_CHAOS_STEAL)) return false;
   for (int k = 0; k < STEAL_TRIES; k++) {
     rs->rng = rs->rng * 6364136223846793005ull + 1442695040888963407ull;
     int v = (int)((rs->rng >> 33) % (uint64_t)n);
@@ -457,6 +460,7 @@ static void *rank_main(void *arg) {
         sched_queue_pop(rs->queue);
         break;
       }
+      sched_chaos_point(p->cfg.chaos_seed, rs->id, SCHED_CHAOS_RECORD);
       p->cfg.exec(p->cfg.ctx, m->record, rs->id);
       atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
       sched_queue_pop(rs->queue);
@@ -468,6 +472,7 @@ static void *rank_main(void *arg) {
         bcast_pop(rs, b);
         break;
       }
+      sched_chaos_point(p->cfg.chaos_seed, rs->id, SCHED_CHAOS_RECORD);
       p->cfg.exec(p->cfg.ctx, b->record, rs->id);
       atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
       bcast_pop(rs, b);
@@ -537,7 +542,12 @@ void *sched_pool_claim(sched_pool *p, int rank, sched_claim *c) {
   return m->record;
 }
 
+uint64_t sched_pool_chaos_seed(const sched_pool *p) {
+  return p ? p->cfg.chaos_seed : 0;
+}
+
 void sched_pool_commit(sched_pool *p, const sched_claim *c) {
+  sched_chaos_point(p->cfg.chaos_seed, -1, SCHED_CHAOS_PUBLISH);
   if (c->rank == SCHED_ALL) {
     bcast_commit(p, bcast_at(p, c->pos), c->pos);
     return;

@@ -44,7 +44,10 @@ typedef struct sched_pool_config {
   sched_idle_fn idle;
   void *ctx;
   uint32_t spin_ns;         /* spin before parking (default 20000) */
+  uint64_t chaos_seed;      /* != 0: chaos points perturb (sched/chaos.h) */
 } sched_pool_config;
+/* the pool's chaos seed (0: off) */
+uint64_t sched_pool_chaos_seed(const sched_pool *p);
 
 /* NULL on failure (errno-style cause in *why, a static string). */
 sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why);

@@ -87,6 +87,7 @@
 #include "core/dtype.h"
 #include "core/fault.h"
 #include "core/error.h"
+#include "sched/chaos.h"
 #include "sched/pool.h"
 #include "sched/trace.h"
 #include "sim/coll_internal.h"
@@ -919,6 +920,9 @@ static void trace_round(const sim_coll_group *g, int member, const sim_coll_desc
 
 static dt_status sim_coll_run(sim_coll_group *g, int member, sim_coll_desc *d,
                               dt_status why_st, const char *why) {
+  sched_pool *p = sched_current_pool();
+  if (p) sched_chaos_point(sched_pool_chaos_seed(p), g->ranks[member],
+                           SCHED_CHAOS_COLLECTIVE);
   if (!sched_trace_in_record()) return run_round(g, member, d, why_st, why);
   int64_t t0 = sched_trace_now();
   uint64_t seq = g->members[member].seq;

@@ -123,6 +123,12 @@ typedef struct dt_runtime_options { const char *device; /* "cpu" | "cuda" */
   int pin_ranks;          /* rank threads bound round-robin to the CPUs the
                              process may use: 1 on, -1 off, 0 =
                              DTORCH_PIN_RANKS (0 or 1) or on */
+  uint64_t chaos_seed;    /* != 0: chaos scheduling (docs/spmd.md): seeded
+                             yields, delays and failed steals at the
+                             scheduling points, a small ring (4-16 records
+                             unless ring_capacity is set) and short spins;
+                             results stay bitwise the same. 0 =
+                             DTORCH_CHAOS (a seed) or off */
 } dt_runtime_options;
 /* Returns: a new runtime (its threads running). Errors: bad options or
  * environment, no memory, threads that cannot start. Ownership: destroy it.
