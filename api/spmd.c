@@ -37,33 +37,39 @@ static const char *take_site(char *buf, size_t len) {
   return dispatch_label_path(buf, len) ? buf : NULL;
 }
 
+/* a maker's success ends error chaining (core/error.h) */
+static dt_tensor *made(dt_tensor *t) {
+  if (t) core_error_succeeded();
+  return t;
+}
+
 #define SITE char site_buf[96]; const char *site = take_site(site_buf, sizeof site_buf)
 
 dt_tensor *dt_all_reduce(dt_tensor *t, dt_reduce_op op, const dt_group *g) {
   SITE;
-  return mesh_spmd_all_reduce(t, op, g, site);
+  return made(mesh_spmd_all_reduce(t, op, g, site));
 }
 
 dt_tensor *dt_all_gather(dt_tensor *t, int dim, const dt_group *g) {
   SITE;
-  return mesh_spmd_all_gather(t, dim, g, site);
+  return made(mesh_spmd_all_gather(t, dim, g, site));
 }
 
 dt_tensor *dt_reduce_scatter(dt_tensor *t, dt_reduce_op op, int dim,
                              const dt_group *g) {
   SITE;
-  return mesh_spmd_reduce_scatter(t, op, dim, g, site);
+  return made(mesh_spmd_reduce_scatter(t, op, dim, g, site));
 }
 
 dt_tensor *dt_all_to_all(dt_tensor *t, int split_dim, int concat_dim,
                          const dt_group *g) {
   SITE;
-  return mesh_spmd_all_to_all(t, split_dim, concat_dim, g, site);
+  return made(mesh_spmd_all_to_all(t, split_dim, concat_dim, g, site));
 }
 
 dt_tensor *dt_broadcast(dt_tensor *t, int root, const dt_group *g) {
   SITE;
-  return mesh_spmd_broadcast(t, root, g, site);
+  return made(mesh_spmd_broadcast(t, root, g, site));
 }
 
 dt_status dt_barrier(const dt_group *g) {
@@ -78,18 +84,18 @@ dt_status dt_send(dt_tensor *t, int dst) {
 
 dt_tensor *dt_recv(int src, dt_shape shape, dt_dtype dtype) {
   SITE;
-  return mesh_spmd_recv(src, shape, dtype, site);
+  return made(mesh_spmd_recv(src, shape, dtype, site));
 }
 
 dt_tensor *dt_dtensor_from_local(dt_tensor *local, dt_mesh *mesh,
                                  const dt_placement *placements) {
-  return mesh_spmd_from_local(local, mesh, placements, NULL);
+  return made(mesh_spmd_from_local(local, mesh, placements, NULL));
 }
 
 dt_tensor *dt_dtensor_from_local_shape(dt_tensor *local, dt_mesh *mesh,
                                        const dt_placement *placements,
                                        dt_shape global_shape) {
-  return mesh_spmd_from_local(local, mesh, placements, &global_shape);
+  return made(mesh_spmd_from_local(local, mesh, placements, &global_shape));
 }
 
-dt_tensor *dt_dtensor_to_local(dt_tensor *t) { return mesh_spmd_to_local(t); }
+dt_tensor *dt_dtensor_to_local(dt_tensor *t) { return made(mesh_spmd_to_local(t)); }

@@ -44,9 +44,10 @@ dt_status api_resolve_options(const dt_tensor_options *o, const char *fn,
   }
   r->rt = runtime_for_factories(fn);
   if (!r->rt) return dt_last_status();
+  /* NULL options: the default device (an SPMD rank's own) */
+  dt_status st = runtime_parse_device(r->rt, o ? o->device : NULL, fn, &r->rank);
+  if (st != DT_OK) return st;
   if (o) {
-    dt_status st = runtime_parse_device(r->rt, o->device, fn, &r->rank);
-    if (st != DT_OK) return st;
     r->dtype = o->dtype;
     r->requires_grad = o->requires_grad;
   }

@@ -45,8 +45,9 @@ static dt_status where_am_i(here *h, const char *fn) {
 
 /* t is this rank's computed local tensor */
 static dt_status check_local(const here *h, const dt_tensor *t, const char *arg) {
-  if (!t)
-    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", h->fn, arg);
+  if (!t) /* keeps the error of the call that made the NULL (dtorch.h) */
+    return core_error_chained() ? core_last_status()
+        : core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", h->fn, arg);
   if (t->spec)
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: %s is a DTensor (take "
                           "this rank's shard with dt_dtensor_to_local, or use "
@@ -200,11 +201,14 @@ static dt_status resolve(const here *h, const dt_group *g, grp *out) {
   return st;
 }
 
-/* the common start: rank, input, group, dim (NULL: no dim) */
+static const char barrier_fn[] = "dt_barrier";
+
+/* the common start: rank, input (none for a barrier), group, dim (NULL:
+ * no dim) */
 static dt_status begin(here *h, const char *fn, const dt_tensor *t,
                        const dt_group *g, grp *gr, int *dim) {
   dt_status st = where_am_i(h, fn);
-  if (st == DT_OK && t) st = check_local(h, t, "t");
+  if (st == DT_OK && fn != barrier_fn) st = check_local(h, t, "t");
   if (st == DT_OK) st = resolve(h, g, gr);
   if (st != DT_OK || !dim) return st;
   int d = core_wrap_dim(*dim, t->local.ndim);
@@ -419,7 +423,7 @@ dt_tensor *mesh_spmd_broadcast(dt_tensor *t, int root, const dt_group *g,
 dt_status mesh_spmd_barrier(const dt_group *g, const char *site) {
   here h;
   grp gr;
-  dt_status st = begin(&h, "dt_barrier", NULL, g, &gr, NULL);
+  dt_status st = begin(&h, barrier_fn, NULL, g, &gr, NULL);
   if (st != DT_OK) return st;
   sim_coll_set_site(site);
   return sim_coll_barrier(gr.g, gr.member);
