@@ -332,6 +332,14 @@ static dt_status gather_to_host(dt_tensor *t, void *dst, bool wait,
 dt_status mesh_dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
                           dt_future **out, const char *fn) {
   (void)bytes;
+  const core_poison *p = mesh_tensor_poison(t);
+  if (p && !wait && !atomic_load_explicit(&t->spec->mesh->rt->dead, memory_order_acquire)) {
+    /* the async form reports an execution error through its future */
+    if (!(*out = sched_future_new()))
+      return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    sched_future_complete(*out, p->status, p->message);
+    return DT_OK;
+  }
   dt_status st = check_live(t, fn);
   if (st != DT_OK) return st;
   bool partial = false;

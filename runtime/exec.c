@@ -522,6 +522,12 @@ dt_status runtime_to_host(dt_tensor *t, void *dst, size_t bytes,
     return core_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was "
                           "destroyed", fn);
   const core_poison *p = core_storage_poison(s);
+  if (p && !wait) { /* the async form reports it through its future */
+    if (!(*out = sched_future_new()))
+      return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    sched_future_complete(*out, p->status, p->message);
+    return DT_OK;
+  }
   if (p) return core_error_set(p->status, "%s", p->message);
   dt_future *f = runtime_publish_to_host(t, dst, bytes);
   if (!f) return core_last_status();

@@ -230,8 +230,14 @@ static void test_out_of_memory(void **state) {
     derived = dt_ones(DT_SHAPE(1), NULL); /* something to release below */
   /* issued after the failure is known: fails at the call */
   tu_expect_error(dt_add(big, big), DT_ERR_OUT_OF_MEMORY, "dt_ones", NULL);
+  /* the async fetch of a tensor known poisoned: its future fails with the
+   * original error (as when the failure comes after the call) */
   dt_future *f = dt_to_host_async(big, hb, 300000 * sizeof(float));
-  assert_null(f); /* known poisoned: fails at the call */
+  assert_non_null(f);
+  assert_int_equal(dt_future_wait(f, -1), DT_ERR_OUT_OF_MEMORY);
+  assert_int_equal(dt_future_status(f), DT_ERR_OUT_OF_MEMORY);
+  assert_non_null(strstr(dt_future_error(f), "dt_ones"));
+  dt_future_release(f);
   dt_clear_error();
   /* still usable */
   dt_tensor *ok = dt_add(small, small);

@@ -237,7 +237,9 @@ DT_API dt_tensor *dt_from_host(const void *data, dt_shape shape,
  * least numel * dtype size. Partial placements are reduced. */
 DT_API dt_status  dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes);
 /* The same without waiting: dst must stay valid until the future
- * completes. NULL + error on bad arguments. */
+ * completes. NULL + error on bad arguments; an execution error of t (an
+ * op it came from failed) completes the future with that error, whether
+ * it is known at the call or later. */
 DT_API dt_future *dt_to_host_async(dt_tensor *t, void *dst, size_t dst_bytes);
 
 /* rank = the runtime's rank id; error if the rank is not in t's mesh (a
