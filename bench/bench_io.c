@@ -11,7 +11,7 @@
  *   io_cold_load   the same with O_DIRECT (options.direct) against 8
  *                  threads doing pread on an O_DIRECT fd into aligned
  *                  bounce buffers and copying out;
- *   io_small_ranges  Shard(1) of a [16384, 1024] float32 file: 2 KiB runs
+ *   io_small_ranges  Shard(1) of a [16384, 1024] float32 file: 512 B runs
  *                  3.5 KiB apart, merged into READVs (merge_gap 4096)
  *                  against one SQE per run (merge_gap -1);
  *   io_save        dt_save_safetensors of the tensor (8 ranks writing,
