@@ -65,5 +65,6 @@ int bench_core(int argc, char **argv);
 int bench_sched(int argc, char **argv);
 int bench_dispatch(int argc, char **argv);
 int bench_demo(int argc, char **argv);
+int bench_io(int argc, char **argv);
 
 #endif

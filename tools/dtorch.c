@@ -15,6 +15,7 @@ static int usage(FILE *out) {
           "  bench collectives  emulated collectives: 2/4/8 ranks, 8 B .. 256 MiB\n"
           "  bench dispatch   DTensor dispatch: cache lookup, cached add (8/64 ranks), matmul miss\n"
           "  bench demo       a DP2 x TP4 training step (mlp, transformer) vs one device\n"
+          "  bench io         safetensors load/save (warm, O_DIRECT), notify_ring latency\n"
           "  ops              list the registered ops and their schemas\n"
           "  help             this text\n");
   return out == stdout ? 0 : 2;
@@ -35,8 +36,9 @@ int main(int argc, char **argv) {
       return bench_dispatch(argc - 3, argv + 3);
     if (argc >= 3 && !strcmp(argv[2], "demo"))
       return bench_demo(argc - 3, argv + 3);
+    if (argc >= 3 && !strcmp(argv[2], "io")) return bench_io(argc - 3, argv + 3);
     fprintf(stderr, "dtorch bench: unknown suite '%s' (available: core, sched, "
-            "collectives, dispatch, demo)\n",
+            "collectives, dispatch, demo, io)\n",
             argc >= 3 ? argv[2] : "");
     return 2;
   }

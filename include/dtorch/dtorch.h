@@ -532,6 +532,92 @@ DT_API dt_status dt_future_then(dt_future *f, dt_future_callback cb,
 DT_API dt_status dt_future_notify_ring(dt_future *f, int ring_fd,
                                        uint64_t user_data);
 
+/* ------------------------------------------------------------- safetensors
+ * Checkpoints in the safetensors format (docs/io.md): 8 bytes of header
+ * length N (little-endian), N bytes of UTF-8 JSON naming each tensor's
+ * dtype, shape and data_offsets, then the raw little-endian data in C
+ * order. Each rank reads only its shard's byte ranges straight into its
+ * own memory with io_uring (batched reads, merged ranges), so any file
+ * loads into any mesh and placements (saved on 2 x 4, loaded on 8 ranks
+ * or on 1). Errors name the function, the file, the tensor and the
+ * field: a bad file (truncated, header length past the end, bad JSON,
+ * offsets overlapping / out of range / not matching shape x dtype, an
+ * unknown dtype, a non-UTF-8 name, duplicate names, a header over 100 MB)
+ * is DT_ERR_IO; a bad argument (a name not in the file, a dtype dtorch
+ * does not hold, bad options) is DT_ERR_INVALID_ARGUMENT. */
+typedef struct dt_load_options {
+  dt_mesh *mesh;                  /* NULL: a single-device tensor */
+  const dt_placement *placements; /* with mesh; NULL = all Replicate */
+  const char *device;             /* without mesh: NULL / "cpu" (rank 0 of
+                                     this thread's runtime) or "cpu:N" */
+  bool direct;        /* O_DIRECT reads through aligned bounce buffers (a
+                         file not in the page cache); the file system must
+                         support it */
+  int queue_depth;    /* reads in flight per rank; 0 = 32, at most 128 */
+  int64_t merge_gap;  /* two ranges of a rank less than this many bytes
+                         apart are read as one (the gap into scratch);
+                         0 = 4096, < 0 = never */
+} dt_load_options;
+/* Loads tensor `name` of the safetensors file at path: a DTensor on
+ * opts->mesh with opts->placements, or a single-device tensor (opts NULL:
+ * rank 0 of this thread's runtime). The header is read and checked now;
+ * the data is read by the ranks: the handle is returned at once, and ops
+ * and fetches on it wait for the data (they run after the read in each
+ * rank's order). A Partial placement puts the value on coordinate 0 and
+ * the identity elsewhere (as dt_from_host). Returns: a new tensor.
+ * Errors: now — path or name NULL, the file cannot be opened or read,
+ * a bad header, name not in the file, dtype not in dtorch, bad options;
+ * later, as the tensor's poison (a fetch or future on it fails with the
+ * original message) — a read that fails or ends early. Ownership: caller
+ * releases; path and name are copied. Thread safety: any thread, any
+ * number at once, also from future callbacks. */
+DT_API dt_tensor *dt_load_safetensors(const char *path, const char *name,
+                                      const dt_load_options *opts);
+/* The same, and a future that completes when every rank has read its
+ * part (with the read's error, if any). *out gets the tensor (NULL on an
+ * error now). Returns: a new future, or NULL with the error set.
+ * Ownership: caller releases both. Thread safety: any thread. */
+DT_API dt_future *dt_load_safetensors_async(const char *path, const char *name,
+                                            const dt_load_options *opts,
+                                            dt_tensor **out);
+/* Writes n tensors under names[i] to path: the global values whatever
+ * the placements (Partial reduced first, Replicate written once, each
+ * rank writing its own ranges in parallel with io_uring); single-device
+ * views are written as their values. Atomic: a temporary file in path's
+ * directory is written, fsync'd and renamed over path, then the
+ * directory is fsync'd; on failure path is untouched and the temporary
+ * removed. Waits until done. Returns: DT_OK. Errors: a NULL or poisoned
+ * tensor, NULL, duplicate, "__metadata__" or non-UTF-8 names, n < 0
+ * (DT_ERR_INVALID_ARGUMENT, or the poison's status), a write or fsync
+ * that fails (DT_ERR_IO, naming path and the reason). Ownership: borrows
+ * everything. Thread safety: any thread but a rank's; two saves to one
+ * path: the last rename wins, both files whole. */
+DT_API dt_status dt_save_safetensors(const char *path,
+                                     dt_tensor *const *tensors,
+                                     const char *const *names, int n);
+/* One tensor of a file's header. */
+typedef struct dt_safetensors_entry {
+  const char *name;        /* UTF-8 */
+  const char *dtype_name;  /* as in the file: "F32", "BF16", "I16", ... */
+  dt_dtype dtype;          /* DT_DTYPE_COUNT for a safetensors dtype dtorch
+                              does not hold (I8, I16, U16, U32, U64, F8_*,
+                              C64): listed, not loadable */
+  dt_shape shape;
+  uint64_t offset;         /* the first data byte, from the file's start */
+  uint64_t nbytes;
+} dt_safetensors_entry;
+typedef struct dt_safetensors_info {
+  int n;                          /* tensors, in data order */
+  dt_safetensors_entry *tensors;
+  int n_metadata;                 /* the "__metadata__" string pairs */
+  const char **metadata_keys, **metadata_values;
+} dt_safetensors_info;
+/* Reads and checks a file's header, not its data. Returns: a new info.
+ * Errors: as dt_load_safetensors' errors now. Ownership: free it with
+ * dt_safetensors_info_free (NULL no-op). Thread safety: any thread. */
+DT_API dt_safetensors_info *dt_safetensors_index(const char *path);
+DT_API void dt_safetensors_info_free(dt_safetensors_info *info);
+
 /* ---------------------------------------------------------------- threads
  * OpenBLAS must run single-threaded inside rank threads (they are the
  * parallelism). dt_blas_set_threads is that hook; the runtime calls it. */
