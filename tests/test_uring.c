@@ -117,6 +117,8 @@ static void test_errors(void **state) {
   assert_int_equal(dt_future_notify_ring(f, -1, 1), DT_ERR_INVALID_ARGUMENT);
   assert_string_equal(dt_last_error(), "dt_future_notify_ring: ring_fd -1 is not a "
                       "file descriptor");
+  /* host is this frame's: the copy must land before it returns */
+  assert_int_equal(dt_future_wait(f, -1), DT_OK);
   dt_future_release(f);
   dt_tensor_release(a);
 }
