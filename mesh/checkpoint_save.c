@@ -75,14 +75,6 @@ static void write_box(save_job *j, int i, const core_storage *s, void *mem,
   note(j, DT_ERR_IO, m);
 }
 
-/* the rank that writes a box: coordinate 0 on every non-Shard mesh dim */
-static bool box_owner(const dt_mesh *m, const dt_placement *pl, int idx) {
-  int64_t coords[DT_MAX_DIMS];
-  mesh_index_coords(m, idx, coords);
-  for (int d = 0; d < m->ndim; d++)
-    if (pl[d].kind != DT_PLACEMENT_SHARD && coords[d] != 0) return false;
-  return true;
-}
 
 static void save_on_rank(void *arg, dt_runtime *rt, int rank) {
   (void)rt;
@@ -99,7 +91,7 @@ static void save_on_rank(void *arg, dt_runtime *rt, int rank) {
     }
     const core_spec *sp = t->spec;
     int idx = rank < sp->mesh->rt_ranks ? sp->mesh->pos[rank] : -1;
-    if (idx < 0 || !box_owner(sp->mesh, sp->placements, idx)) continue;
+    if (idx < 0 || !mesh_box_owner(sp->mesh, sp->placements, idx)) continue;
     /* made by this rank's earlier record: a plain read */
     core_storage *s = sp->storages[idx];
     mesh_box box = mesh_box_of(sp->mesh, sp->placements, &sp->shape, idx);

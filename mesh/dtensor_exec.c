@@ -81,21 +81,13 @@ void mesh_exec_fill_done(void *arg) {
 }
 
 /* ---- gather the global value into host memory */
-/* the rank that writes a box: coordinate 0 on every non-Shard mesh dim */
-static bool box_owner(const dt_mesh *m, const dt_placement *pl, int idx) {
-  int64_t coords[DT_MAX_DIMS];
-  mesh_index_coords(m, idx, coords);
-  for (int d = 0; d < m->ndim; d++)
-    if (pl[d].kind != DT_PLACEMENT_SHARD && coords[d] != 0) return false;
-  return true;
-}
 
 void mesh_exec_gather(void *arg, dt_runtime *rt, int rank) {
   (void)rt;
   mesh_host_job *j = arg;
   core_spec *s = j->t->spec;
   int idx = rank < s->mesh->rt_ranks ? s->mesh->pos[rank] : -1;
-  if (idx < 0 || !box_owner(s->mesh, s->placements, idx)) return;
+  if (idx < 0 || !mesh_box_owner(s->mesh, s->placements, idx)) return;
   core_storage *st = s->storages[idx];
   if (core_storage_poison(st) || !st->data) return;
   mesh_box b = mesh_box_of(s->mesh, s->placements, &s->shape, idx);

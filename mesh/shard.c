@@ -64,6 +64,14 @@ bool mesh_partial_identity(const dt_mesh *m, const dt_placement *pl, int idx,
   return false;
 }
 
+bool mesh_box_owner(const dt_mesh *m, const dt_placement *pl, int idx) {
+  int64_t coords[DT_MAX_DIMS];
+  mesh_index_coords(m, idx, coords);
+  for (int d = 0; d < m->ndim; d++)
+    if (pl[d].kind != DT_PLACEMENT_SHARD && coords[d] != 0) return false;
+  return true;
+}
+
 const core_poison *mesh_tensor_poison(const dt_tensor *t) {
   if (!t->spec) return core_storage_poison(t->local.storage);
   for (int i = 0; i < t->spec->mesh->size; i++) {

@@ -44,6 +44,10 @@ void mesh_copy_view(const cpu_view *dst, const cpu_view *src);
 bool mesh_partial_identity(const dt_mesh *m, const dt_placement *pl, int idx,
                            double *value);
 
+/* the mesh index that writes its box when the global value is assembled:
+ * coordinate 0 on every non-Shard mesh dim (one writer per box) */
+bool mesh_box_owner(const dt_mesh *m, const dt_placement *pl, int idx);
+
 /* The first error recorded on any storage of t (a DTensor or a
  * single-device tensor), or NULL. */
 const core_poison *mesh_tensor_poison(const dt_tensor *t);
