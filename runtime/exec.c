@@ -213,11 +213,21 @@ static void exec_kind(dt_runtime *rt, exec_record *r, int rank);
 static void exec_any(dt_runtime *rt, exec_record *r, int rank) {
   if (atomic_load_explicit(&rt->ranks[rank].remote_free, memory_order_relaxed))
     runtime_drain_remote_frees(rt, rank);
-  /* what this rank is in, for a collective watchdog's report */
-  const char *was = sim_coll_where(rt->coll, rank);
-  sim_coll_note_where(rt->coll, rank, rec_name(r));
+  /* what this rank runs, for a collective watchdog's report (relaxed:
+   * read only for that; runtime_rank_where) */
+  _Atomic(const char *) *where = &rt->ranks[rank].where;
+  atomic_store_explicit(where, rec_name(r), memory_order_relaxed);
   exec_kind(rt, r, rank);
-  sim_coll_note_where(rt->coll, rank, was);
+  atomic_store_explicit(where, NULL, memory_order_relaxed);
+}
+
+const char *runtime_rank_where(void *ctx, int rank) {
+  dt_runtime *rt = ctx;
+  /* relaxed: a report (exec_any, runtime/spmd.c) */
+  const char *w = atomic_load_explicit(&rt->ranks[rank].where, memory_order_relaxed);
+  if (w) return w;
+  return atomic_load_explicit(&rt->ranks[rank].in_spmd, memory_order_relaxed)
+             ? "its SPMD function" : NULL;
 }
 
 static void exec_kind(dt_runtime *rt, exec_record *r, int rank) {
@@ -353,7 +363,9 @@ static exec_record *claim(dt_runtime *rt, int rank, sched_claim *k) {
  * data) before anything is claimed, so a failure leaves no slot behind. */
 typedef struct arg_copies { dt_tensor **lists[CORE_CALL_MAX_ARGS]; void *staging; } arg_copies;
 
-static dt_status copy_args(arg_copies *k, const dt_op_call *c) {
+/* inlined into both publish paths: the op path's budget is tight */
+static inline __attribute__((always_inline)) dt_status
+copy_args(arg_copies *k, const dt_op_call *c) {
   const char *s = core_op_schema(c->op);
   memset(k, 0, sizeof *k);
   for (int i = 0; s[i]; i++) {
@@ -379,7 +391,8 @@ oom:
 
 /* copies what a rank needs of a call: only the used args and metas (the
  * full struct is ~1.3 KB, a tiny op uses a few hundred bytes) */
-static void call_copy(dt_op_call *d, const dt_op_call *c) {
+static inline __attribute__((always_inline)) void
+call_copy(dt_op_call *d, const dt_op_call *c) {
   d->op = c->op;
   d->nargs = c->nargs;
   memcpy(d->args, c->args, sizeof(core_value) * (size_t)c->nargs);

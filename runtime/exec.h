@@ -53,6 +53,10 @@ dt_status runtime_publish_named_call(dt_runtime *rt, int rank, const char *name,
 /* flow arrows of an all-rank record reach ranks below this (docs/trace.md) */
 #define RUNTIME_TRACE_FLOWS 64
 
+/* what rank runs now, for the collective watchdog's report (ctx: the
+ * runtime; sim_coll_world_set_where) */
+const char *runtime_rank_where(void *ctx, int rank);
+
 /* the pool's pending / idle callbacks: frees other rank threads handed to
  * `rank` are work the pool does not see */
 bool runtime_exec_pending(void *ctx, int rank);

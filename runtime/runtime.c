@@ -268,6 +268,7 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
                            .ctx = rt, .spin_ns = set.spin_ns,
                            .chaos_seed = set.chaos_seed};
   rt->coll = sim_coll_world_create(n, set.timeout_ns);
+  if (rt->coll) sim_coll_world_set_where(rt->coll, runtime_rank_where, rt);
   if (!rt->coll) {
     free(slots);
     free(rt);

@@ -19,6 +19,10 @@ typedef struct runtime_rank_slot {
                                                   rank threads (Treiber) */
   _Atomic int64_t remote_pending; /* pushed and not yet destroyed */
   _Atomic int64_t used, peak;                  /* mirrors of dev for readers */
+  /* what the rank runs now (a static name; NULL: nothing) and whether it
+   * is inside an SPMD function: read by the collective watchdog's report */
+  _Atomic(const char *) where;
+  _Atomic bool in_spmd;
 } runtime_rank_slot;
 
 struct dt_runtime {
@@ -32,6 +36,7 @@ struct dt_runtime {
   sched_pool *pool;
   runtime_rank_slot *ranks;
   struct sim_coll_world *coll;    /* emulated collectives between the ranks */
+  _Atomic int spmd_active;    /* dt_spmd_run calls in flight (runtime/spmd.h) */
 };
 
 void runtime_ref(dt_runtime *rt);

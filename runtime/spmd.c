@@ -30,7 +30,7 @@
 
 static _Thread_local struct { const dt_runtime *rt; int rank; } tls_spmd = {NULL, -1};
 
-int runtime_spmd_rank(const dt_runtime *rt) {
+int runtime_spmd_rank_tls(const dt_runtime *rt) {
   return tls_spmd.rt == rt ? tls_spmd.rank : -1;
 }
 int runtime_spmd_any_rank(void) { return tls_spmd.rt ? tls_spmd.rank : -1; }
@@ -66,7 +66,10 @@ static void run_fn(spmd_job *j, dt_runtime *rt, int rank) {
   core_rng_local_begin();
   tls_spmd.rt = rt;
   tls_spmd.rank = rank;
-  sim_coll_note_where(rt->coll, rank, "its SPMD function");
+  /* relaxed: read only for the watchdog's report */
+  atomic_store_explicit(&rt->ranks[rank].in_spmd, true, memory_order_relaxed);
+  /* its own ops name themselves while they run (exec.c) */
+  atomic_store_explicit(&rt->ranks[rank].where, NULL, memory_order_relaxed);
   dt_spmd_ctx ctx = {.rank = rank, .world_size = rt->nranks, .rt = rt,
                      .arg = j->arg};
   core_clear_error();
@@ -78,7 +81,7 @@ static void run_fn(spmd_job *j, dt_runtime *rt, int rank) {
   }
   tls_spmd.rt = NULL;
   tls_spmd.rank = -1;
-  sim_coll_note_where(rt->coll, rank, NULL);
+  atomic_store_explicit(&rt->ranks[rank].in_spmd, false, memory_order_relaxed);
   sim_coll_depart(rt->coll, rank, st, msg);
   uint64_t end = core_rng_local_end();
   uint64_t seen = atomic_load_explicit(&j->rng_end, memory_order_relaxed);
@@ -142,13 +145,18 @@ dt_status runtime_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
   pthread_barrier_init(&j->left, NULL, (unsigned)rt->nranks);
   pthread_barrier_init(&j->resynced, NULL, (unsigned)rt->nranks);
   pthread_mutex_init(&j->lock, NULL);
+  /* relaxed: the record's publish (a release) orders it for the ranks */
+  atomic_fetch_add_explicit(&rt->spmd_active, 1, memory_order_relaxed);
   if (runtime_publish_named_call(rt, -1, "spmd", on_rank, on_done, j) != DT_OK) {
+    atomic_fetch_sub_explicit(&rt->spmd_active, 1, memory_order_relaxed);
     sched_future_release(f);
     on_done(j); /* completes nobody's future: f was ours alone */
     return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_spmd_run: out of host "
                           "memory for a record to every rank");
   }
   dt_status st = sched_future_wait(f, -1);
+  /* every rank left fn: none asks any more */
+  atomic_fetch_sub_explicit(&rt->spmd_active, 1, memory_order_relaxed);
   sched_future_release(f);
   return st;
 }

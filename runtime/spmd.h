@@ -6,12 +6,24 @@
 #ifndef RUNTIME_SPMD_H
 #define RUNTIME_SPMD_H
 
-#include "dtorch/dtorch.h"
+#include <stdatomic.h>
 
+#include "dtorch/dtorch.h"
+#include "runtime/runtime.h"
+
+/* the thread-local half of runtime_spmd_rank */
+int runtime_spmd_rank_tls(const dt_runtime *rt);
 /* The rank this thread runs an SPMD function for on rt, or -1 (also for
- * another runtime's rank threads and every issuing thread). One
- * thread-local load and a compare. */
-int runtime_spmd_rank(const dt_runtime *rt);
+ * another runtime's rank threads and every issuing thread). Off the SPMD
+ * runs, one relaxed load and a predictable branch (the publish paths ask
+ * on every op): the count is raised before the run's record is published
+ * and dropped after every rank left, so a rank inside the run sees it. */
+static inline int runtime_spmd_rank(const dt_runtime *rt) {
+  if (__builtin_expect(!atomic_load_explicit(&((dt_runtime *)rt)->spmd_active,
+                                             memory_order_relaxed), 1))
+    return -1;
+  return runtime_spmd_rank_tls(rt);
+}
 /* the same for whatever runtime: -1 outside an SPMD function */
 int runtime_spmd_any_rank(void);
 dt_runtime *runtime_spmd_runtime(void);

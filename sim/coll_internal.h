@@ -134,9 +134,10 @@ struct sim_coll_world {
   _Atomic int ngone;
   _Atomic int norder;            /* departure numbers (sim_coll_gone.order) */
   struct sim_coll_gone *gone;    /* nranks entries */
-  /* per rank: what it is doing now (a static string: an op's public
-   * name), for the watchdog's report of the ranks that did not arrive */
-  _Atomic(const char *) *where;
+  /* what a rank is doing now, for the watchdog's report of the ranks
+   * that did not arrive (sim_coll_world_set_where; NULL: not known) */
+  sim_coll_where_fn where;
+  void *where_ctx;
   /* per rank: the round it waits in now (group NULL: none), for the
    * deadlock check (coll_spmd.c) */
   struct sim_coll_waiting *waiting;

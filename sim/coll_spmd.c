@@ -37,6 +37,11 @@ void sim_coll_depart(sim_coll_world *w, int rank, dt_status st, const char *msg)
   sim_coll_wake_groups_of(w, rank);
 }
 
+void sim_coll_world_set_where(sim_coll_world *w, sim_coll_where_fn fn, void *ctx) {
+  w->where = fn;
+  w->where_ctx = ctx;
+}
+
 void sim_coll_gone_str(const sim_coll_world *w, int rank, char *buf, size_t len) {
   const sim_coll_gone *g = &w->gone[rank];
   if (g->st == DT_OK)
@@ -47,17 +52,7 @@ void sim_coll_gone_str(const sim_coll_world *w, int rank, char *buf, size_t len)
              rank, core_status_name(g->st), g->msg);
 }
 
-void sim_coll_note_where(sim_coll_world *w, int rank, const char *what) {
-  /* relaxed: read only for the watchdog's report */
-  if (w && rank >= 0 && rank < w->nranks)
-    atomic_store_explicit(&w->where[rank], what, memory_order_relaxed);
-}
 
-const char *sim_coll_where(const sim_coll_world *w, int rank) {
-  /* relaxed: as above */
-  return w && rank >= 0 && rank < w->nranks
-             ? atomic_load_explicit(&w->where[rank], memory_order_relaxed) : NULL;
-}
 
 /* ---- SPMD: departures and resync (coll_spmd.c, collectives.h) */
 

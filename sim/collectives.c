@@ -147,11 +147,9 @@ sim_coll_world *sim_coll_world_create(int nranks, int64_t timeout_ns) {
     return NULL;
   }
   w->gone = calloc((size_t)nranks, sizeof *w->gone);
-  w->where = calloc((size_t)nranks, sizeof *w->where);
   w->waiting = calloc((size_t)nranks, sizeof *w->waiting);
-  if (!w->gone || !w->where || !w->waiting) {
+  if (!w->gone || !w->waiting) {
     free(w->gone);
-    free(w->where);
     free(w->waiting);
     free(mail);
     free(w);
@@ -197,7 +195,6 @@ void sim_coll_world_destroy(sim_coll_world *w) {
     free(atomic_load_explicit(&w->mail[i], memory_order_relaxed));
   free(w->mail);
   free(w->gone);
-  free(w->where);
   free(w->waiting);
   free(w);
 }
@@ -461,9 +458,8 @@ static char *format_report(const sim_coll_group *g, sim_coll_kind kind,
   len += (size_t)sprintf(msg + len, "; missing: ");
   len += put_ranks(msg + len, g, flags, false);
   for (int j = 0, shown = 0; j < g->n && shown < 8; j++) {
-    /* relaxed: a report (sim_coll_note_where) */
-    const char *at = flags[j] ? NULL
-        : atomic_load_explicit(&g->world->where[g->ranks[j]], memory_order_relaxed);
+    const char *at = flags[j] || !g->world->where ? NULL
+        : g->world->where(g->world->where_ctx, g->ranks[j]);
     if (!at) continue;
     len += (size_t)snprintf(msg + len, cap - len, "%s rank %d is in %.40s",
                             shown++ ? "," : ";", g->ranks[j], at);

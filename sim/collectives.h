@@ -111,11 +111,11 @@ void sim_coll_depart(sim_coll_world *w, int rank, dt_status st, const char *msg)
  * back to a fresh state, so the runtime stays usable after a failed SPMD
  * run. Returns how many groups were reset. */
 int sim_coll_world_resync(sim_coll_world *w);
-/* What rank is doing now (a static string, NULL: nothing), named in the
- * watchdog's report of the members that did not arrive. One relaxed
- * store. */
-void sim_coll_note_where(sim_coll_world *w, int rank, const char *what);
-const char *sim_coll_where(const sim_coll_world *w, int rank);
+/* How the watchdog's report learns what a member that did not arrive is
+ * doing: fn(ctx, rank) returns a static string (its op, "its SPMD
+ * function") or NULL. Set once, before any collective. */
+typedef const char *(*sim_coll_where_fn)(void *ctx, int rank);
+void sim_coll_world_set_where(sim_coll_world *w, sim_coll_where_fn fn, void *ctx);
 /* point to point, blocking until the peer took / gave the bytes */
 dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
                     int64_t bytes);
