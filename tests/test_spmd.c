@@ -6,6 +6,7 @@
  * once and the runtime stays usable; random factories agree across
  * ranks; bad calls; several issuing threads. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -617,6 +618,33 @@ static void test_threads(void **state) {
   assert_int_equal(tu_thread_failures_take(), 0);
 }
 
+/* from a future callback (dtorch's completion thread, not a rank's): an
+ * SPMD run with collectives, as a server's completion handler would */
+static _Atomic int cb_status = -1;
+static void run_in_callback(dt_future *f, dt_status st, void *user) {
+  (void)f;
+  (void)user;
+  atomic_store(&cb_status, st == DT_OK ? (int)dt_spmd_run(rt, groups_fn, NULL) : (int)st);
+}
+
+static void test_from_callback(void **state) {
+  (void)state;
+  for (int k = 0; k < 3; k++) {
+    atomic_store(&cb_status, -1);
+    dt_tensor *slow = dt_ones(DT_SHAPE(1 << 16), &(dt_tensor_options){.device = "cpu:1"});
+    dt_future *ev = dt_event_record(rt, 1);
+    assert_non_null(ev);
+    assert_int_equal(dt_future_then(ev, run_in_callback, NULL), DT_OK);
+    int64_t t0 = tu_now_ns();
+    while (atomic_load(&cb_status) < 0 && tu_now_ns() - t0 < (int64_t)10e9)
+      tu_sleep_ns(100000);
+    assert_int_equal(atomic_load(&cb_status), DT_OK);
+    assert_int_equal(tu_thread_failures_take(), 0);
+    dt_future_release(ev);
+    dt_tensor_release(slow);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_collectives), cmocka_unit_test(test_groups),
@@ -625,7 +653,7 @@ int main(void) {
     cmocka_unit_test(test_watchdog_names_stuck_rank),
     cmocka_unit_test(test_rank_leaves),
     cmocka_unit_test(test_random),      cmocka_unit_test(test_misuse),
-    cmocka_unit_test(test_threads),
+    cmocka_unit_test(test_threads),     cmocka_unit_test(test_from_callback),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
