@@ -27,7 +27,7 @@
 
 #include "dtorch/dtorch.h"
 
-#define PIECE_MAX (2u << 20)
+#define PIECE_MAX (32u << 20)
 #define MAX_IOV 64
 #define GAP_MAX (1 << 20)
 #define DIRECT_CHUNK (1u << 20)
