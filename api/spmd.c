@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "dispatch/shadow.h"
 #include "mesh/spmd.h"
+#include "runtime/runtime.h"
 #include "runtime/spmd.h"
 
 dt_status dt_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
@@ -99,3 +100,11 @@ dt_tensor *dt_dtensor_from_local_shape(dt_tensor *local, dt_mesh *mesh,
 }
 
 dt_tensor *dt_dtensor_to_local(dt_tensor *t) { return made(mesh_spmd_to_local(t)); }
+
+dt_status dt_fault_inject(dt_runtime *rt, const dt_fault *f) {
+  return runtime_fault_inject(rt, f);
+}
+
+dt_status dt_fault_clear(dt_runtime *rt) { return runtime_fault_clear(rt); }
+
+int64_t dt_fault_count(const dt_runtime *rt) { return runtime_fault_count(rt); }

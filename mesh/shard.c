@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "runtime/runtime.h"
+#include "sched/fault.h"
 
 mesh_box mesh_box_of(const dt_mesh *m, const dt_placement *pl,
                      const dt_shape *shape, int idx) {
@@ -111,6 +112,13 @@ void mesh_rank_mem_init(mesh_rank_mem *rm, dt_runtime *rt, int rank,
   rm->api = api;
   rm->st = DT_OK;
   rm->msg[0] = '\0';
+  char why[128];
+  if (__builtin_expect(sched_faults_armed(rt->faults), 0) &&
+      sched_fault_take_at(rt->faults, rank, SCHED_FAULT_RANK_FAIL, why, sizeof why)) {
+    char m[512];
+    snprintf(m, sizeof m, "%s: %s", api, why);
+    mesh_rank_note(rm, DT_ERR_FAULT, m);
+  }
 }
 
 void mesh_rank_note(mesh_rank_mem *rm, dt_status st, const char *msg) {

@@ -19,6 +19,7 @@
 #include "core/fault.h"
 #include "core/tensor.h"
 #include "kernels/cpu/cpu.h"
+#include "sched/fault.h"
 #include "sched/future.h"
 #include "runtime/spmd.h"
 #include "sched/trace.h"
@@ -118,6 +119,12 @@ static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
   const core_poison *in = input_poison(c, r);
   dt_status st = in ? in->status : DT_OK;
   const char *msg = in ? in->message : NULL;
+  char why[128];
+  if (__builtin_expect(sched_faults_armed(rt->faults), 0) && st == DT_OK &&
+      sched_fault_take_at(rt->faults, rank, SCHED_FAULT_RANK_FAIL, why, sizeof why)) {
+    st = core_error_set(DT_ERR_FAULT, "%s: %s", c->api, why);
+    msg = core_last_error();
+  }
   for (int i = 0; st == DT_OK && i < c->nout; i++) {
     if (c->meta[i].alias >= 0) continue;
     core_storage *s = c->out[i]->local.storage;

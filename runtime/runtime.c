@@ -283,6 +283,10 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
     free(rt);
     return NULL;
   }
+  rt->faults = sched_pool_faults(rt->pool);
+  /* before any record: the first publish orders these for the ranks */
+  for (int i = 0; i < n; i++) slots[i].dev.faults = rt->faults;
+  sim_coll_world_set_faults(rt->coll, rt->faults);
   runtime_trace_from_env(rt);
   return rt;
 }

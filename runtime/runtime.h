@@ -36,6 +36,7 @@ struct dt_runtime {
   sched_pool *pool;
   runtime_rank_slot *ranks;
   struct sim_coll_world *coll;    /* emulated collectives between the ranks */
+  struct sched_faults *faults; /* the pool's (dt_fault_inject) */
   _Atomic int spmd_active;    /* dt_spmd_run calls in flight (runtime/spmd.h) */
 };
 
@@ -85,6 +86,10 @@ dt_runtime *runtime_current(void);
 dt_future *runtime_event_record(dt_runtime *rt, int rank);
 /* dt_stream_wait_event (dtorch.h) */
 dt_status runtime_stream_wait_event(dt_runtime *rt, int rank, dt_future *ev);
+/* dt_fault_inject, dt_fault_clear, dt_fault_count (dtorch.h) */
+dt_status runtime_fault_inject(dt_runtime *rt, const dt_fault *f);
+dt_status runtime_fault_clear(dt_runtime *rt);
+int64_t runtime_fault_count(const dt_runtime *rt);
 /* dt_runtime_memory (dtorch.h) */
 dt_status runtime_memory(const dt_runtime *rt, int rank, dt_memory_stats *out);
 

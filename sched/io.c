@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "dtorch/dtorch.h"
+#include "sched/fault.h"
 
 #define PIECE_MAX (32u << 20)
 #define MAX_IOV 64
@@ -365,6 +366,8 @@ static int engine_init(engine *e, const sched_io_opts *o) {
 int sched_io_box_run(const sched_io_box *b, const sched_io_opts *o,
                      sched_io_stats *stats, uint64_t *fail_off) {
   *fail_off = 0;
+  char why[128];
+  if (sched_fault_take(SCHED_FAULT_IO, why, sizeof why)) return -EIO;
   runs r;
   runs_init(&r, b);
   engine e;

@@ -55,6 +55,7 @@
 #include "sched/pool.h"
 
 #include "sched/chaos.h"
+#include "sched/fault.h"
 
 #include <ck_ec.h>
 #include <linux/futex.h>
@@ -151,6 +152,7 @@ typedef struct rank_state {
 
 struct sched_pool {
   sched_pool_config cfg;
+  sched_faults *faults;    /* fault injection (sched/fault.h) */
   rank_state *ranks;
   char *bcells;            /* the broadcast ring: bcap cells of bcell bytes */
   size_t bcell;
@@ -444,6 +446,16 @@ static void park(rank_state *rs, bool spin) {
 
 /* ---- the rank thread */
 
+/* one record, with the faults armed for it (sched/fault.h) */
+static inline void run_record(sched_pool *p, rank_state *rs, void *record) {
+  if (__builtin_expect(sched_faults_armed(p->faults), 0)) {
+    sched_fault_before_record(p->faults, rs->id);
+  }
+  p->cfg.exec(p->cfg.ctx, record, rs->id);
+}
+
+sched_faults *sched_pool_faults(sched_pool *p) { return p->faults; }
+
 static void *rank_main(void *arg) {
   rank_state *rs = arg;
   sched_pool *p = rs->pool;
@@ -461,7 +473,7 @@ static void *rank_main(void *arg) {
         break;
       }
       sched_chaos_point(p->cfg.chaos_seed, rs->id, SCHED_CHAOS_RECORD);
-      p->cfg.exec(p->cfg.ctx, m->record, rs->id);
+      run_record(p, rs, m->record);
       atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
       sched_queue_pop(rs->queue);
       worked = true;
@@ -473,7 +485,7 @@ static void *rank_main(void *arg) {
         break;
       }
       sched_chaos_point(p->cfg.chaos_seed, rs->id, SCHED_CHAOS_RECORD);
-      p->cfg.exec(p->cfg.ctx, b->record, rs->id);
+      run_record(p, rs, b->record);
       atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
       bcast_pop(rs, b);
       worked = true;
@@ -603,6 +615,7 @@ static void free_pool(sched_pool *p) {
     sched_queue_destroy(p->ranks[i].queue);
   }
   free(p->bcells);
+  sched_faults_free(p->faults);
   free((void *)p->to_wake);
   free((void *)p->parked);
   free((void *)p->bwait);
@@ -635,7 +648,8 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
   p->bcell = (sizeof(bcast_cell) + cfg->record_size + 63) & ~(size_t)63;
   p->bcells = aligned_alloc(64, p->bcell * p->bcap);
   p->bwait = calloc(p->bcap * (size_t)p->nwords, sizeof *p->bwait);
-  bool ok = p->parked && p->ranks && p->bcells && p->to_wake && p->bwait &&
+  p->faults = sched_faults_new(cfg->ranks);
+  bool ok = p->parked && p->ranks && p->bcells && p->to_wake && p->bwait && p->faults &&
             p->nwords <= SCHED_MAX_WORDS;
   for (uint64_t t = 0; ok && t < p->bcap; t++) {
     bcast_cell *c = bcast_at(p, t);

@@ -46,6 +46,8 @@ typedef struct sched_pool_config {
   uint32_t spin_ns;         /* spin before parking (default 20000) */
   uint64_t chaos_seed;      /* != 0: chaos points perturb (sched/chaos.h) */
 } sched_pool_config;
+/* the pool's fault table (sched/fault.h) */
+struct sched_faults *sched_pool_faults(sched_pool *p);
 /* the pool's chaos seed (0: off) */
 uint64_t sched_pool_chaos_seed(const sched_pool *p);
 

@@ -138,6 +138,7 @@ struct sim_coll_world {
    * that did not arrive (sim_coll_world_set_where; NULL: not known) */
   sim_coll_where_fn where;
   void *where_ctx;
+  struct sched_faults *faults;   /* may be NULL */
   /* per rank: the round it waits in now (group NULL: none), for the
    * deadlock check (coll_spmd.c) */
   struct sim_coll_waiting *waiting;

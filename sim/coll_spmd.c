@@ -42,6 +42,10 @@ void sim_coll_world_set_where(sim_coll_world *w, sim_coll_where_fn fn, void *ctx
   w->where_ctx = ctx;
 }
 
+void sim_coll_world_set_faults(sim_coll_world *w, struct sched_faults *f) {
+  w->faults = f;
+}
+
 void sim_coll_gone_str(const sim_coll_world *w, int rank, char *buf, size_t len) {
   const sim_coll_gone *g = &w->gone[rank];
   if (g->st == DT_OK)

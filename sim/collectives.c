@@ -88,6 +88,7 @@
 #include "core/fault.h"
 #include "core/error.h"
 #include "sched/chaos.h"
+#include "sched/fault.h"
 #include "sched/pool.h"
 #include "sched/trace.h"
 #include "sim/coll_internal.h"
@@ -919,6 +920,14 @@ static dt_status sim_coll_run(sim_coll_group *g, int member, sim_coll_desc *d,
   sched_pool *p = sched_current_pool();
   if (p) sched_chaos_point(sched_pool_chaos_seed(p), g->ranks[member],
                            SCHED_CHAOS_COLLECTIVE);
+  char fault[128];
+  if (!why && g->world->faults && __builtin_expect(sched_faults_armed(g->world->faults), 0) &&
+      sched_fault_take_at(g->world->faults, g->ranks[member], SCHED_FAULT_COLLECTIVE,
+                          fault, sizeof fault)) {
+    why_st = DT_ERR_FAULT;
+    why = fault;
+    d->kind = KIND_ABSTAIN;
+  }
   if (!sched_trace_in_record()) return run_round(g, member, d, why_st, why);
   int64_t t0 = sched_trace_now();
   uint64_t seq = g->members[member].seq;

@@ -2,6 +2,7 @@
 #include "sim/device.h"
 
 #include "core/fault.h"
+#include "sched/fault.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -70,6 +71,14 @@ static sim_block *block_alloc(size_t cap) {
 
 void *sim_device_alloc(sim_device *d, size_t n, const char **err) {
   *err = NULL;
+  char why[128];
+  if (d->faults && __builtin_expect(sched_faults_armed(d->faults), 0) &&
+      sched_fault_take_at(d->faults, d->rank, SCHED_FAULT_OOM, why, sizeof why)) {
+    snprintf(oom_msg, sizeof oom_msg, "rank %d: out of device memory: cannot "
+             "allocate %zu bytes (%s)", d->rank, n, why);
+    *err = oom_msg;
+    return NULL;
+  }
   if (d->capacity > 0 && (int64_t)n > d->capacity - d->used) {
     snprintf(oom_msg, sizeof oom_msg,
              "rank %d: out of device memory: cannot allocate %zu bytes "

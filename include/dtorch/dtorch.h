@@ -924,6 +924,33 @@ DT_API void       dt_call_site(const char *file, int line);
 #define dt_barrier(...) (dt_call_site(__FILE__, __LINE__), dt_barrier(__VA_ARGS__))
 #endif
 
+/* Fault injection (docs/spmd.md "Faults"): the `after`-th event (1 = the
+ * next; counted from this call, on the rank's own thread) of each kind
+ * in `kind` on `rank` (-1: on every rank) fails, once:
+ *   DT_FAULT_OOM              a device allocation: DT_ERR_OUT_OF_MEMORY
+ *   DT_FAULT_STALL            a record: the rank sleeps stall_ms first
+ *                             (0: 1000); peers' collectives may time out
+ *   DT_FAULT_RANK_FAIL        an op (its part on that rank): DT_ERR_FAULT
+ *   DT_FAULT_COLLECTIVE_FAIL  a collective call: DT_ERR_FAULT for the rank,
+ *                             every member fails naming it
+ *   DT_FAULT_IO               a checkpoint read/write: DT_ERR_IO
+ * The error reaches whatever depends on the failed work (outputs are
+ * poisoned, futures fail) with "injected fault (dt_fault_inject): ... on
+ * rank r" in the message; other work completes; the runtime stays
+ * usable. Re-arming a (rank, kind) replaces its fault. Errors: rt NULL or
+ * destroyed, kind not a set of the bits, rank out of range, negative
+ * after or stall_ms. Thread safety: any thread. */
+typedef enum dt_fault_kind { DT_FAULT_OOM = 1, DT_FAULT_STALL = 2,
+  DT_FAULT_RANK_FAIL = 4, DT_FAULT_COLLECTIVE_FAIL = 8, DT_FAULT_IO = 16 }
+  dt_fault_kind;
+typedef struct dt_fault { unsigned kind; int rank; int64_t after;
+  int64_t stall_ms; } dt_fault;
+DT_API dt_status dt_fault_inject(dt_runtime *rt, const dt_fault *f);
+/* disarms every fault not yet fired */
+DT_API dt_status dt_fault_clear(dt_runtime *rt);
+/* faults fired so far on rt */
+DT_API int64_t   dt_fault_count(const dt_runtime *rt);
+
 /* PyTorch's DTensor.from_local, inside an SPMD function: a DTensor on mesh
  * (which holds the calling rank) with placements, whose shard on this rank
  * is `local` (shared when contiguous, else copied). The global shape is
