@@ -4,12 +4,15 @@
 
 #include "bench/bench.h"
 #include "bench/bench_collectives.h"
+#include "tools/stress.h"
 #include "tools/tools.h"
 
 static int usage(FILE *out) {
   fprintf(out,
           "usage: dtorch <command> [args]\n"
           "  demo             the main job: DP x TP training vs one device (demo --help)\n"
+          "  stress           random programs under chaos and faults vs one device\n"
+          "                   [--seconds T | --iters N] [--seed S] [--replay SEED]\n"
           "  bench core       tensor-core benchmarks (JSON lines)\n"
           "  bench sched      scheduler benchmarks: deque, queue, spawn_pool, wake, publish\n"
           "  bench collectives  emulated collectives: 2/4/8 ranks, 8 B .. 256 MiB\n"
@@ -26,6 +29,7 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (!strcmp(cmd, "demo")) return tool_demo(argc - 2, argv + 2);
   if (!strcmp(cmd, "ops")) return tool_ops();
+  if (!strcmp(cmd, "stress")) return tool_stress(argc - 2, argv + 2);
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help")) return usage(stdout);
   if (!strcmp(cmd, "bench")) {
     if (argc >= 3 && !strcmp(argv[2], "core")) return bench_core(argc - 3, argv + 3);
