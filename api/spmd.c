@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "dispatch/shadow.h"
 #include "mesh/spmd.h"
+#include "runtime/dry.h"
 #include "runtime/runtime.h"
 #include "runtime/spmd.h"
 
@@ -108,3 +109,9 @@ dt_status dt_fault_inject(dt_runtime *rt, const dt_fault *f) {
 dt_status dt_fault_clear(dt_runtime *rt) { return runtime_fault_clear(rt); }
 
 int64_t dt_fault_count(const dt_runtime *rt) { return runtime_fault_count(rt); }
+
+dt_status dt_dry_run_report(dt_runtime *rt, dt_dry_run_stats *out) {
+  return runtime_dry_report(rt, out);
+}
+
+dt_status dt_dry_run_reset(dt_runtime *rt) { return runtime_dry_reset(rt); }

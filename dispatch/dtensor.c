@@ -30,6 +30,7 @@
 #include "mesh/plan.h"
 #include "mesh/shard.h"
 #include "ops/ops.h"
+#include "runtime/dry.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
 #include "sched/future.h"
@@ -630,12 +631,36 @@ static void release_outs(dt_op_call *c) {
   c->nout = 0;
 }
 
+/* a dry run's cost of a DTensor op: the fullest rank writes its outputs
+ * and reads as much again; matmul FLOPs from its output box times the
+ * contraction length of the first input's box */
+static void dry_cost(const dt_op_call *c, dt_runtime *rt) {
+  int64_t bytes = 0, most = 0;
+  for (int o = 0; o < c->nout; o++) {
+    int64_t n = mesh_dry_max_box(c->out[o]);
+    bytes += 2 * n * (int64_t)core_dtype_size(c->out[o]->dtype);
+    if (!o) most = n;
+  }
+  double flops = 0;
+  const dt_tensor *a = c->args[0].t;
+  if ((c->op == CORE_OP_MATMUL || c->op == CORE_OP_LINEAR) && a && a->local.ndim > 0) {
+    int64_t k = a->local.sizes[a->local.ndim - 1];
+    if (a->spec) { /* its box's last dim on mesh index 0 */
+      mesh_box b = mesh_box_of(a->spec->mesh, a->spec->placements, &a->spec->shape, 0);
+      k = b.len[b.n - 1];
+    }
+    flops = 2.0 * (double)most * (double)k;
+  }
+  runtime_dry_op(rt, bytes, flops);
+}
+
 static dt_status publish(dt_op_call *c, dt_mesh *m, const dispatch_plan *p) {
   dispatch_dtensor_job *j = job_new(c, p, m);
   if (!j) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory",
                                 c->api);
   dt_status st = job_inputs(j, c, m);
   if (st == DT_OK) st = job_outputs(j, c, p, m);
+  if (st == DT_OK && m->rt->dry_run) dry_cost(c, m->rt);
   if (st == DT_OK &&
       runtime_publish_named_call(m->rt, -1, core_op_name(c->op),
                                  dispatch_dtensor_exec,

@@ -12,6 +12,7 @@
 #include "mesh/plan.h"
 #include "mesh/shard.h"
 #include "runtime/exec.h"
+#include "runtime/dry.h"
 #include "runtime/runtime.h"
 #include "sched/pool.h"
 #include "sched/future.h"
@@ -38,6 +39,8 @@ static void spec_key(core_spec *s, dt_dtype dtype) {
   s->key_n = n;
   s->key_hash = h;
 }
+
+static void dry_account(const core_spec *s, int sign);
 
 dt_tensor *mesh_dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
                         dt_dtype dtype, const char *fn) {
@@ -74,6 +77,10 @@ dt_tensor *mesh_dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
     return NULL;
   }
   /* the storages: each rank makes its own (mesh_rank_storage) */
+  if (m->rt->dry_run) { /* none will: count what they would hold */
+    s->dry_es = (int)core_dtype_size(dtype);
+    dry_account(s, +1);
+  }
   return t;
 }
 
@@ -131,7 +138,27 @@ static void release_shards(core_spec *s) {
   }
 }
 
+/* a dry run's per-rank memory: each mesh rank's box, sign +1 or -1 */
+static void dry_account(const core_spec *s, int sign) {
+  const dt_mesh *m = s->mesh;
+  for (int i = 0; i < m->size; i++) {
+    mesh_box b = mesh_box_of(m, s->placements, &s->shape, i);
+    runtime_dry_memory(m->rt, m->ranks[i], sign * mesh_box_numel(&b) * s->dry_es);
+  }
+}
+
+int64_t mesh_dry_max_box(const dt_tensor *t) {
+  const core_spec *s = t->spec;
+  int64_t most = 0;
+  for (int i = 0; s && i < s->mesh->size; i++) {
+    mesh_box b = mesh_box_of(s->mesh, s->placements, &s->shape, i);
+    if (mesh_box_numel(&b) > most) most = mesh_box_numel(&b);
+  }
+  return s ? most : core_numel(t);
+}
+
 static void spec_dealloc(core_spec *s) {
+  if (s->dry_es) dry_account(s, -1);
   mesh_release(s->mesh); /* the storage pointers live in s's allocation */
   free(s);
 }
@@ -332,6 +359,9 @@ static dt_status gather_to_host(dt_tensor *t, void *dst, bool wait,
 dt_status mesh_dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
                           dt_future **out, const char *fn) {
   (void)bytes;
+  if (t->spec->mesh->rt->dry_run)
+    return core_error_set(DT_ERR_UNSUPPORTED, "%s: a dry-run runtime holds no "
+                          "values (shapes, placements and counts only)", fn);
   const core_poison *p = mesh_tensor_poison(t);
   if (p && !wait && !atomic_load_explicit(&t->spec->mesh->rt->dead, memory_order_acquire)) {
     /* the async form reports an execution error through its future */
@@ -363,6 +393,9 @@ dt_status mesh_dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
 dt_status mesh_local_to_host(dt_tensor *t, int rank, void *dst, size_t bytes) {
   static const char *fn = "dt_local_to_host";
   if (!t) return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: t is NULL", fn);
+  if (t->spec && t->spec->mesh->rt->dry_run)
+    return core_error_set(DT_ERR_UNSUPPORTED, "%s: a dry-run runtime holds no "
+                          "values", fn);
   if (!t->spec) {
     if (rank != t->local.storage->rank)
       return core_error_set(DT_ERR_MESH, "%s: rank %d does not hold this tensor "

@@ -21,6 +21,9 @@ dt_tensor *mesh_dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
 uint64_t mesh_spec_hash(const core_spec *s, dt_dtype dtype);
 bool mesh_spec_equal(const core_spec *a, dt_dtype da, const core_spec *b,
                         dt_dtype db);
+/* the most elements any rank of t's mesh holds (t's numel for a
+ * single-device tensor): a dry run's cost of an op */
+int64_t mesh_dry_max_box(const dt_tensor *t);
 /* Called by core_tensor_release when the handle dies. */
 void mesh_dtensor_free_spec(core_spec *s);
 /* Normalises negative Shard dims and validates; error names fn. */

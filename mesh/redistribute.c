@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "mesh/dtensor_exec.h"
 #include "mesh/shard.h"
+#include "runtime/dry.h"
 #include "runtime/exec.h"
 #include "sim/collectives.h"
 
@@ -51,8 +52,27 @@ static int64_t step_bytes(const dt_mesh *m, const dt_shape *shape, size_t es,
   return total;
 }
 
+/* a dry run's alpha-beta time of each communicating step */
+static void dry_steps(const dt_mesh *m, const dt_shape *shape, size_t es,
+                      const mesh_plan_step *steps, int n) {
+  static const runtime_dry_kind kinds[] = {
+    [MESH_PLAN_ALL_GATHER] = RUNTIME_DRY_ALL_GATHER,
+    [MESH_PLAN_ALL_REDUCE] = RUNTIME_DRY_ALL_REDUCE,
+    [MESH_PLAN_REDUCE_SCATTER] = RUNTIME_DRY_REDUCE_SCATTER,
+    [MESH_PLAN_ALL_TO_ALL] = RUNTIME_DRY_ALL_TO_ALL};
+  for (int i = 0; i < n; i++) {
+    if (!mesh_plan_step_communicates(m, &steps[i]) ||
+        steps[i].kind > MESH_PLAN_ALL_TO_ALL)
+      continue;
+    runtime_dry_collective(m->rt, kinds[steps[i].kind],
+                           (int)m->shape[steps[i].mesh_dim], m->size,
+                           step_bytes(m, shape, es, steps[i].before));
+  }
+}
+
 static void count_steps(const dt_mesh *m, const dt_shape *shape, size_t es,
                         const mesh_plan_step *steps, int n, const char *fn) {
+  if (m->rt->dry_run && !comm_paused) dry_steps(m, shape, es, steps, n);
   if ((!comm_on && !observer) || comm_paused) return;
   for (int i = 0; i < n; i++) {
     if (!mesh_plan_step_communicates(m, &steps[i])) continue; /* 1-rank dims */

@@ -21,6 +21,7 @@
 #include "kernels/cpu/cpu.h"
 #include "sched/fault.h"
 #include "sched/future.h"
+#include "runtime/dry.h"
 #include "runtime/spmd.h"
 #include "sched/trace.h"
 #include "sim/collectives.h"
@@ -454,7 +455,23 @@ static dt_status inline_op(dt_op_call *c, dt_runtime *rt, int rank, int me) {
   return DT_OK;
 }
 
+/* a dry run's op: nothing runs; the fullest rank (this one) writes its
+ * outputs and reads its inputs once */
+static dt_status dry_op(const dt_op_call *c, dt_runtime *rt) {
+  int64_t bytes = 0;
+  for (int i = 0; i < c->nout; i++)
+    bytes += 2 * core_numel(c->out[i]) * (int64_t)core_dtype_size(c->out[i]->dtype);
+  double flops = 0;
+  if ((c->op == CORE_OP_MATMUL || c->op == CORE_OP_LINEAR) && c->args[0].t &&
+      c->args[0].t->local.ndim > 0) /* 2 m n k: the output times k */
+    flops = 2.0 * (double)core_numel(c->out[0]) *
+            (double)c->args[0].t->local.sizes[c->args[0].t->local.ndim - 1];
+  runtime_dry_op(rt, bytes, flops);
+  return DT_OK;
+}
+
 dt_status runtime_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
+  if (__builtin_expect(rt->dry_run, 0)) return dry_op(c, rt);
   int me = runtime_spmd_rank(rt);
   if (__builtin_expect(me >= 0, 0)) return inline_op(c, rt, rank, me);
   arg_copies k;
@@ -484,6 +501,10 @@ dt_status runtime_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
 
 void runtime_publish_free(core_storage *s) {
   dt_runtime *rt = s->rt;
+  if (rt->dry_run) { /* it never had data */
+    runtime_storage_destroy_dead(s);
+    return;
+  }
   sched_claim q;
   exec_record *r = claim(rt, s->rank, &q); /* one rank: cannot fail */
   r->kind = REC_FREE;
@@ -493,6 +514,11 @@ void runtime_publish_free(core_storage *s) {
 
 dt_future *runtime_publish_to_host(dt_tensor *t, void *dst, size_t bytes) {
   core_storage *s = t->local.storage;
+  if (s->rt->dry_run) {
+    core_error_set(DT_ERR_UNSUPPORTED, "dt_to_host: a dry-run runtime holds no "
+                   "values (shapes, placements and counts only)");
+    return NULL;
+  }
   int me = runtime_spmd_rank(s->rt);
   if (me >= 0 && me != s->rank) {
     not_mine(me, s->rank, "dt_to_host");
@@ -563,7 +589,7 @@ dt_status runtime_to_host(dt_tensor *t, void *dst, size_t bytes,
 dt_future *runtime_publish_barrier(dt_runtime *rt, int rank) {
   dt_future *f = sched_future_new();
   if (!f) return NULL;
-  if (runtime_spmd_rank(rt) >= 0) { /* its own work ran inline already */
+  if (rt->dry_run || runtime_spmd_rank(rt) >= 0) { /* nothing to wait for */
     sched_future_complete(f, DT_OK, NULL);
     return f;
   }
@@ -590,6 +616,10 @@ dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
 dt_status runtime_publish_named_call(dt_runtime *rt, int rank, const char *name,
                                      runtime_call_fn fn, runtime_done_fn done,
                                      void *arg) {
+  if (rt->dry_run) { /* nothing runs; the job is freed as after its run */
+    if (done) done(arg);
+    return DT_OK;
+  }
   int me = runtime_spmd_rank(rt);
   if (__builtin_expect(me >= 0, 0)) {
     if (rank >= 0 && rank != me) return not_mine(me, rank, name ? name : "call");

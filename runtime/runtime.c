@@ -3,6 +3,7 @@
  * per-rank memory queries. Environment variables are read once, when a
  * runtime is created; each has an option field. */
 #include "runtime/runtime.h"
+#include "runtime/dry.h"
 #include "runtime/spmd.h"
 
 #include <errno.h>
@@ -47,6 +48,7 @@ void runtime_unref(dt_runtime *rt) {
   /* acq_rel: every use happens-before the free */
   if (atomic_fetch_sub_explicit(&rt->refcount, 1, memory_order_acq_rel) != 1)
     return;
+  runtime_dry_free(rt->dry);
   free(rt->ranks);
   free(rt);
 }
@@ -79,6 +81,7 @@ typedef struct settings {
   bool pin;              /* bind rank threads to CPUs */
   bool auto_redistribute; /* insert redistributions (else strict) */
   uint64_t chaos_seed;   /* 0: off */
+  bool dry_run;          /* shapes only (runtime/dry.h) */
 } settings;
 
 /* records in flight over all ranks: queue memory is reserved (not touched)
@@ -223,6 +226,13 @@ static dt_status resolve(const dt_runtime_options *o, settings *s) {
   s->spin_ns = o ? (uint32_t)o->spin_us * 1000u : 0;
   if ((st = resolve_pin(o, &s->pin)) != DT_OK) return st;
   if ((st = resolve_chaos(o, s)) != DT_OK) return st;
+  int64_t dry = env_int("DTORCH_DRY_RUN", 0, 1);
+  if (dry < 0) return DT_ERR_INVALID_ARGUMENT;
+  s->dry_run = (o && o->dry_run) || dry == 1;
+  if (s->dry_run) { /* nothing runs on the ranks: no ring to speak of */
+    s->ring = 2;
+    s->pin = false;
+  }
   /* auto redistribution: the option, else DTORCH_AUTO_REDISTRIBUTE=1 */
   int64_t a = env_int("DTORCH_AUTO_REDISTRIBUTE", 0, 1);
   if (a < 0) return DT_ERR_INVALID_ARGUMENT;
@@ -255,6 +265,13 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
   rt->device_memory = memory;
   rt->auto_redistribute = set.auto_redistribute;
   rt->pin_ranks = set.pin;
+  rt->dry_run = set.dry_run;
+  if (set.dry_run && !(rt->dry = runtime_dry_new(o, n))) {
+    free(rt);
+    free(slots);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_runtime_create: out of memory");
+    return NULL;
+  }
   rt->ranks = slots;
   for (int i = 0; i < n; i++) sim_device_init(&slots[i].dev, i, memory);
   /* ranks are the parallelism: BLAS single-threaded (process-wide), and
@@ -270,6 +287,7 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
   rt->coll = sim_coll_world_create(n, set.timeout_ns);
   if (rt->coll) sim_coll_world_set_where(rt->coll, runtime_rank_where, rt);
   if (!rt->coll) {
+    runtime_dry_free(rt->dry);
     free(slots);
     free(rt);
     return NULL;
@@ -279,6 +297,7 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
   if (!rt->pool) {
     core_error_set(DT_ERR_DEVICE, "dt_runtime_create: %s (%d ranks)", why, n);
     sim_coll_world_destroy(rt->coll);
+    runtime_dry_free(rt->dry);
     free(slots);
     free(rt);
     return NULL;

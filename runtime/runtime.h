@@ -37,6 +37,8 @@ struct dt_runtime {
   runtime_rank_slot *ranks;
   struct sim_coll_world *coll;    /* emulated collectives between the ranks */
   struct sched_faults *faults; /* the pool's (dt_fault_inject) */
+  bool dry_run;               /* shapes only (runtime/dry.c) */
+  struct runtime_dry *dry;    /* its counts and cost model, else NULL */
   _Atomic int spmd_active;    /* dt_spmd_run calls in flight (runtime/spmd.h) */
 };
 

@@ -129,6 +129,9 @@ dt_status runtime_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
                           !rt ? "rt" : "fn");
   if (atomic_load_explicit(&rt->dead, memory_order_acquire))
     return core_error_set(DT_ERR_DEVICE, "dt_spmd_run: the runtime was destroyed");
+  if (rt->dry_run)
+    return core_error_set(DT_ERR_UNSUPPORTED, "dt_spmd_run: a dry-run runtime "
+                          "runs no functions (use the controller model)");
   if (sched_current_pool())
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_spmd_run: called on "
                           "rank %d's thread (from an SPMD function or a rank "

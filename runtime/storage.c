@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/fault.h"
 #include "core/tensor.h"
+#include "runtime/dry.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
 
@@ -45,10 +46,12 @@ core_storage *runtime_storage_new(dt_runtime *rt, int rank, size_t nbytes,
   runtime_ref(rt);
   atomic_fetch_add_explicit(&core_stat_mine()->bytes, (int64_t)nbytes,
                             memory_order_relaxed);
+  if (rt->dry_run) runtime_dry_memory(rt, rank, (int64_t)nbytes);
   return s;
 }
 
 static void free_struct(core_storage *s) {
+  if (s->rt->dry_run) runtime_dry_memory(s->rt, s->rank, -(int64_t)s->nbytes);
   core_poison_free(atomic_load_explicit(&s->poison, memory_order_acquire));
   atomic_fetch_sub_explicit(&core_stat_mine()->bytes, (int64_t)s->nbytes,
                             memory_order_relaxed);

@@ -671,7 +671,10 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
    * records per rank by default) takes a page fault every few records on
    * the issuing thread, tripling the cost of small ops for its first
    * ~10 ms; large pools keep idle queues free of resident memory */
-  size_t all = ok ? sched_queue_bytes(p->ranks[0].queue) * (size_t)cfg->ranks : 0;
+  /* (what a prefault makes resident: each queue rounded up to 2 MiB) */
+  size_t huge = (size_t)2 << 20;
+  size_t all = ok ? (sched_queue_bytes(p->ranks[0].queue) + huge - 1) / huge * huge *
+                        (size_t)cfg->ranks : 0;
   for (int i = 0; ok && all <= POOL_PREFAULT_MAX && i < cfg->ranks; i++)
     sched_queue_prefault(p->ranks[i].queue);
   int started = 0;

@@ -33,7 +33,8 @@
 typedef struct demo_opts {
   demo_config cfg;
   int steps;
-  bool json, trace, shadow, comm_report;
+  bool json, trace, shadow, comm_report, dry_run;
+  double link_gbps, latency_us;  /* --dry-run's cost model (0: defaults) */
   const char *trace_file;  /* --trace FILE: a timeline of the distributed run */
 } demo_opts;
 
@@ -57,6 +58,10 @@ static int usage(FILE *out) {
     "                           on one device; report the first divergence\n"
     "  --trace FILE             write a timeline of the distributed run (Chrome\n"
     "                           trace JSON: open it in https://ui.perfetto.dev)\n"
+    "  --dry-run                one step on a shapes-only runtime (no data, no\n"
+    "                           compute): collectives, per-rank memory and a\n"
+    "                           predicted step time; dp x tp up to 65536\n"
+    "  --link-gbps X --latency-us X   the prediction's links (100 GB/s, 5 us)\n"
     "  --comm-report            which call caused which collective in step 1\n"
     "                           (by label: layerN.attn/mlp, loss, backward, optimizer)\n"
     "  --help                   this text\n");
@@ -110,6 +115,8 @@ static bool parse_flag(demo_opts *o, const char *f, const char *v) {
   int e, seed;
   if (!strcmp(f, "--steps")) return parse_int(f, v, &o->steps);
   if (!strcmp(f, "--lr")) return parse_double(f, v, &c->lr);
+  if (!strcmp(f, "--link-gbps")) return parse_double(f, v, &o->link_gbps);
+  if (!strcmp(f, "--latency-us")) return parse_double(f, v, &o->latency_us);
   if (!strcmp(f, "--model")) return parse_enum(f, v, "mlp", "transformer", &e);
   if (!strcmp(f, "--seed")) {
     if (!parse_int(f, v, &seed)) return false;
@@ -142,6 +149,10 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
     else if (!strcmp(f, "--trace-ops")) o->trace = true;
     else if (!strcmp(f, "--shadow")) o->shadow = true;
     else if (!strcmp(f, "--comm-report")) o->comm_report = true;
+    else if (!strcmp(f, "--dry-run")) {
+      o->dry_run = true;
+      o->cfg.max_ranks = DEMO_MAX_DRY_RANKS;
+    }
     else if (!strcmp(f, "--trace") && i + 1 < argc) o->trace_file = argv[++i];
     else if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
       fprintf(stderr, "dtorch demo: %s needs a value\n", f);
@@ -451,6 +462,7 @@ int tool_demo(int argc, char **argv) {
   demo_run r = {.out = stdout};
   int rc = parse_args(argc, argv, &r.o);
   if (rc >= 0) return rc;
+  if (r.o.dry_run) return demo_dry_run(&r.o.cfg, r.o.link_gbps, r.o.latency_us);
   if (r.o.json) r.out = stderr;
   rc = setup(&r);
   if (!rc && !r.o.json) print_header(&r);

@@ -27,6 +27,8 @@ typedef struct demo_config {
   int layers;           /* MLP blocks (mlp) or transformer blocks */
   double lr;
   uint64_t seed;
+  int max_ranks;        /* dp * tp at most this (0: DEMO_MAX_RANKS; a dry
+                           run allows DEMO_MAX_DRY_RANKS) */
 } demo_config;
 
 /* the defaults of `dtorch demo` for a model kind */
@@ -34,7 +36,10 @@ demo_config demo_config_default(demo_model_kind kind);
 /* NULL when cfg can run, else a message naming the flag at fault */
 const char *demo_config_check(const demo_config *cfg, char *buf, size_t len);
 
-enum { DEMO_MAX_PARAMS = 16 * 32, DEMO_MAX_RANKS = 256 };
+enum { DEMO_MAX_PARAMS = 16 * 32, DEMO_MAX_RANKS = 256, DEMO_MAX_DRY_RANKS = 65536 };
+/* `dtorch demo --dry-run`: one step of the model on a dry-run runtime of
+ * dp × tp ranks; prints the prediction table (tools/demo_dry.c) */
+int demo_dry_run(const demo_config *cfg, double link_gbps, double latency_us);
 
 /* The host values every copy starts from (one array per parameter). */
 typedef struct demo_init {

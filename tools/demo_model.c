@@ -99,9 +99,10 @@ demo_config demo_config_default(demo_model_kind kind) {
 
 const char *demo_config_check(const demo_config *c, char *buf, size_t len) {
   int max_layers = DEMO_MAX_PARAMS / per_block(c);
-  if (c->dp < 1 || c->tp < 1 || (int64_t)c->dp * c->tp > DEMO_MAX_RANKS)
-    snprintf(buf, len, "--dp %d --tp %d: need dp, tp >= 1 and dp * tp <= %d",
-             c->dp, c->tp, DEMO_MAX_RANKS);
+  int max_ranks = c->max_ranks ? c->max_ranks : DEMO_MAX_RANKS;
+  if (c->dp < 1 || c->tp < 1 || (int64_t)c->dp * c->tp > max_ranks)
+    snprintf(buf, len, "--dp %d --tp %d: need dp, tp >= 1 and dp * tp <= %d%s",
+             c->dp, c->tp, max_ranks, c->max_ranks ? "" : " (--dry-run: more)");
   else if (c->hidden < 1 || c->batch < 1)
     snprintf(buf, len, "--hidden %d --batch %d: both must be >= 1", c->hidden,
              c->batch);

@@ -129,6 +129,17 @@ typedef struct dt_runtime_options { const char *device; /* "cpu" | "cuda" */
                              unless ring_capacity is set) and short spins;
                              results stay bitwise the same. 0 =
                              DTORCH_CHAOS (a seed) or off */
+  bool dry_run;           /* shapes only (docs/spmd.md "Dry runs"): ops
+                             propagate placements, plan redistributions and
+                             count collectives and per-rank memory, but
+                             allocate no data and compute nothing; values
+                             cannot be fetched (DT_ERR_UNSUPPORTED); false =
+                             DTORCH_DRY_RUN (0 or 1) */
+  double dry_link_gbps;   /* dry-run cost model: link bandwidth per rank,
+                             GB/s (0 = 100) */
+  double dry_link_latency_us; /* per collective step (0 = 5) */
+  double dry_mem_gbps;    /* device memory bandwidth, GB/s (0 = 2000) */
+  double dry_tflops;      /* matmul throughput, TFLOP/s (0 = 400) */
 } dt_runtime_options;
 /* Returns: a new runtime (its threads running). Errors: bad options or
  * environment, no memory, threads that cannot start. Ownership: destroy it.
@@ -923,6 +934,26 @@ DT_API void       dt_call_site(const char *file, int line);
 #define dt_broadcast(...) (dt_call_site(__FILE__, __LINE__), dt_broadcast(__VA_ARGS__))
 #define dt_barrier(...) (dt_call_site(__FILE__, __LINE__), dt_barrier(__VA_ARGS__))
 #endif
+
+/* What a dry run (dt_runtime_options.dry_run) saw since the runtime was
+ * made or the last reset: ops issued, collectives and their bytes (as
+ * dt_comm_count counts them), per-rank memory peaks (the ops' outputs and
+ * inputs; not the collectives' scratch), and the predicted time: each
+ * collective step by the alpha-beta model over its group (ring
+ * all-reduce 2(n-1)·α + 2(n-1)/n·s/β; all-gather, reduce-scatter and
+ * all-to-all (n-1)·α + (n-1)/n·s'/β with s' the gathered or scattered
+ * size), each op by the bytes its fullest rank writes and reads at the
+ * memory bandwidth plus matmul FLOPs at the FLOP rate; no overlap. */
+typedef struct dt_dry_run_stats {
+  int64_t ops, collectives, comm_bytes;
+  int64_t peak_max, peak_min;  /* per-rank memory peaks: largest, smallest */
+  int peak_rank;               /* a rank with the largest */
+  double comm_s, compute_s, step_s;
+} dt_dry_run_stats;
+/* Errors: rt NULL, not a dry run (DT_ERR_INVALID_ARGUMENT). */
+DT_API dt_status dt_dry_run_report(dt_runtime *rt, dt_dry_run_stats *out);
+/* zeroes the counts and times; peaks restart from what is live */
+DT_API dt_status dt_dry_run_reset(dt_runtime *rt);
 
 /* Fault injection (docs/spmd.md "Faults"): the `after`-th event (1 = the
  * next; counted from this call, on the rank's own thread) of each kind
