@@ -89,15 +89,21 @@ dt_tensor *dt_recv(int src, dt_shape shape, dt_dtype dtype) {
   return made(mesh_spmd_recv(src, shape, dtype, site));
 }
 
+/* under shadowing, the placements a new DTensor claims are checked */
+static dt_tensor *shadowed(dt_tensor *t) {
+  if (t && dispatch_shadow_active()) dispatch_shadow_check_claims(t);
+  return made(t);
+}
+
 dt_tensor *dt_dtensor_from_local(dt_tensor *local, dt_mesh *mesh,
                                  const dt_placement *placements) {
-  return made(mesh_spmd_from_local(local, mesh, placements, NULL));
+  return shadowed(mesh_spmd_from_local(local, mesh, placements, NULL));
 }
 
 dt_tensor *dt_dtensor_from_local_shape(dt_tensor *local, dt_mesh *mesh,
                                        const dt_placement *placements,
                                        dt_shape global_shape) {
-  return made(mesh_spmd_from_local(local, mesh, placements, &global_shape));
+  return shadowed(mesh_spmd_from_local(local, mesh, placements, &global_shape));
 }
 
 dt_tensor *dt_dtensor_to_local(dt_tensor *t) { return made(mesh_spmd_to_local(t)); }

@@ -60,11 +60,13 @@ typedef struct add_setup {
   dt_mesh *m;
   dt_tensor *a, *b, *sa, *sb;
   burst d, s; /* best DTensor and single-device bursts */
+  burst t;    /* --trace: the best traced DTensor burst */
 } add_setup;
 
 static void add_setup_init(add_setup *x, int ranks) {
   *x = (add_setup){.ranks = ranks, .rows = ranks == 8 ? 2 : 8,
-                   .d = {1e300, 1e300}, .s = {1e300, 1e300}};
+                   .d = {1e300, 1e300}, .s = {1e300, 1e300},
+                   .t = {1e300, 1e300}};
   x->rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = ranks});
   if (!x->rt) die("dt_runtime_create");
   x->m = dt_mesh_init(x->rt, "cpu", DT_SHAPE(x->rows, ranks / x->rows), NULL);
@@ -79,20 +81,25 @@ static void add_setup_init(add_setup *x, int ranks) {
   if (!x->a || !x->b || !x->sa || !x->sb) die("inputs");
 }
 
-/* --trace: each run is traced (dt_trace_begin / dt_trace_end around it;
- * writing the file is outside the timed bursts) */
+/* --trace: each run adds a traced DTensor burst (dt_trace_begin /
+ * dt_trace_end around it; writing the file is outside the timed burst)
+ * beside the untraced ones, so `traced_ns` / `ns` compares figures taken
+ * at the same time on the same runtime */
 static bool trace_on;
 
 static void add_setup_run(add_setup *x) {
-  char path[256];
-  snprintf(path, sizeof path, "%s/dtorch_bench_trace.json",
-           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-  if (trace_on && dt_trace_begin(x->rt, path) != DT_OK) die("dt_trace_begin");
   dt_runtime_set_current(x->rt);
   add_burst(x->rt, x->a, x->b, &x->d);
   add_burst(x->rt, x->sa, x->sb, &x->s);
+  if (trace_on) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/dtorch_bench_trace.json",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (dt_trace_begin(x->rt, path) != DT_OK) die("dt_trace_begin");
+    add_burst(x->rt, x->a, x->b, &x->t);
+    if (dt_trace_end(x->rt) != DT_OK) die("dt_trace_end");
+  }
   dt_runtime_set_current(NULL);
-  if (trace_on && dt_trace_end(x->rt) != DT_OK) die("dt_trace_end");
 }
 
 static void add_setup_print(const add_setup *x, const add_setup *base) {
@@ -102,7 +109,11 @@ static void add_setup_print(const add_setup *x, const add_setup *base) {
          (long long)(x->ranks / x->rows), x->d.cpu, x->s.cpu, x->d.cpu / x->s.cpu,
          x->d.wall, x->s.wall);
   if (base) printf(",\"vs_%d_ranks\":%.2f", base->ranks, x->d.cpu / base->d.cpu);
-  printf(",\"trace\":\"%s\"}\n", trace_on ? "on" : "off");
+  if (trace_on)
+    printf(",\"traced_ns\":%.0f,\"traced_wall_ns\":%.0f,\"trace_ratio\":%.2f,"
+           "\"trace_wall_ratio\":%.2f", x->t.cpu, x->t.wall, x->t.cpu / x->d.cpu,
+           x->t.wall / x->d.wall);
+  printf("}\n");
 }
 
 static void add_setup_free(add_setup *x) {

@@ -8,7 +8,16 @@
  * every input and output crosses to the host, and the reference runs on
  * rank 0 of the same runtime. Its gathers are not counted by
  * dt_comm_count (they are not the program's). The reference calls run
- * with shadowing, grad mode and interception hooks off. */
+ * with shadowing, grad mode and interception hooks off.
+ *
+ * Inside an SPMD function every rank checks its own calls: the gathers
+ * are redistributions to Replicate that the ranks' checks join together,
+ * and each rank runs the reference on its own device. Every rank sees the
+ * same gathered values and so reaches the same verdict; the mesh's first
+ * rank prints it (DTORCH_SHADOW). There a program can also claim
+ * placements (dt_dtensor_from_local): a Replicate claim is checked by
+ * gathering the copies along that mesh dim, so a missing all-reduce is
+ * reported where it was made. */
 #include "dispatch/shadow.h"
 
 #include <math.h>
@@ -23,7 +32,9 @@
 #include "kernels/cpu/cpu.h"
 #include "mesh/dtensor.h"
 #include "mesh/mesh.h"
+#include "mesh/spmd.h"
 #include "runtime/exec.h"
+#include "runtime/spmd.h"
 
 #define LABELS 16
 #define DEFAULT_TOLERANCE 1e-4
@@ -105,8 +116,37 @@ static int64_t numel(const dt_tensor *t) {
   return core_numel_of(t->local.sizes, t->local.ndim);
 }
 
+/* this SPMD rank's calling thread: its rank, or -1 outside SPMD */
+static int spmd_me(const dt_tensor *t) {
+  return runtime_spmd_rank(t->spec ? t->spec->mesh->rt : t->local.storage->rt);
+}
+
+/* SPMD: DTensor t's full value as a tensor on this rank's own device (a
+ * redistribution to Replicate that every rank's check joins) */
+static dt_tensor *gathered_local(dt_tensor *t) {
+  dt_placement r[DT_MAX_DIMS];
+  for (int d = 0; d < t->spec->mesh->ndim; d++) r[d] = DT_REPLICATE;
+  dt_tensor *g = mesh_redistribute(t, t->spec->mesh, r);
+  if (!g) return NULL;
+  dt_tensor *l = mesh_spmd_to_local(g);
+  core_tensor_release(g);
+  return l;
+}
+
+static dt_status to_doubles(dt_tensor *t, host_vals *h);
+
+/* SPMD: as to_doubles, t gathered on this rank */
+static dt_status spmd_doubles(dt_tensor *t, host_vals *h) {
+  dt_tensor *l = gathered_local(t);
+  if (!l) return core_last_status();
+  dt_status st = to_doubles(l, h);
+  core_tensor_release(l);
+  return st;
+}
+
 /* t's full value as doubles (a DTensor gathered, Partials reduced) */
 static dt_status to_doubles(dt_tensor *t, host_vals *h) {
+  if (t->spec && spmd_me(t) >= 0) return spmd_doubles(t, h);
   h->n = numel(t);
   size_t es = core_dtype_size(t->dtype), bytes = (size_t)h->n * es;
   char *raw = malloc(bytes ? bytes : 1);
@@ -122,8 +162,10 @@ static dt_status to_doubles(dt_tensor *t, host_vals *h) {
   return st;
 }
 
-/* a single-device copy of DTensor t on rank 0 of its runtime */
+/* a single-device copy of DTensor t on rank 0 of its runtime (in SPMD:
+ * on the calling rank's device) */
 static dt_tensor *local_copy(dt_tensor *t) {
+  if (spmd_me(t) >= 0) return gathered_local(t);
   size_t bytes = (size_t)numel(t) * core_dtype_size(t->dtype);
   void *raw = malloc(bytes ? bytes : 1);
   if (!raw) return NULL;
@@ -186,6 +228,13 @@ static void inputs_str(const dt_op_call *c, char *buf, size_t n) {
   }
 }
 
+/* outside SPMD the caller prints; inside, the mesh's first rank alone
+ * (every rank's check reaches the same verdict) */
+static bool prints(const dt_mesh *m) {
+  int me = runtime_spmd_rank(m->rt);
+  return me < 0 || me == m->ranks[0];
+}
+
 static void report_divergence(const dt_op_call *c, int64_t n, const diff *d, int out) {
   char in[256], o[128], label[256];
   inputs_str(c, in, sizeof in);
@@ -198,7 +247,8 @@ static void report_divergence(const dt_op_call *c, int64_t n, const diff *d, int
            "%.3g (element %lld: distributed %.9g, single device %.9g)",
            (long long)n, c->api, label[0] ? ", " : "", label, in, o, d->max,
            (long long)d->at, d->got, d->want);
-  if (tls.from_env) fprintf(stderr, "dtorch shadow: %s\n", tls.report.message);
+  if (tls.from_env && prints(c->out[out]->spec->mesh))
+    fprintf(stderr, "dtorch shadow: %s\n", tls.report.message);
 }
 
 /* the reference call: c with every DTensor argument copied to one device */
@@ -281,6 +331,122 @@ void dispatch_shadow_check(const dt_op_call *c) {
   dispatch_tls_set_exclude(ex);
   mesh_comm_count_pause(paused);
   dispatch_set_grad_enabled(grad);
+  tls.busy = false;
+  core_error_succeeded();
+}
+
+/* ---- SPMD placement claims (dt_dtensor_from_local) */
+/* a float64 [n] tensor of v on rank me's device */
+static dt_tensor *doubles_tensor(dt_runtime *rt, int me, const host_vals *v) {
+  dt_op_call c;
+  core_call_init(&c, CORE_OP_FROM_HOST, "dt_shadow");
+  core_call_ptr(&c, v->v);
+  core_call_ints(&c, (dt_shape){.ndim = 1, .dims = {v->n}});
+  core_call_dtype(&c, DT_FLOAT64);
+  c.rt = rt;
+  c.rank = me;
+  return dispatch_run1(&c); /* inline on this rank: staged before it returns */
+}
+
+/* the runtime rank of member k of this rank's group along mesh dim d */
+static int member_rank(const dt_mesh *m, int me, int d, int k) {
+  int64_t stride = 1;
+  for (int i = d + 1; i < m->ndim; i++) stride *= m->shape[i];
+  int64_t idx = m->pos[me], coord = idx / stride % m->shape[d];
+  return m->ranks[idx + ((int64_t)k - coord) * stride];
+}
+
+typedef struct claim_diff {
+  diff d;
+  int member; /* the member whose copy differs from member 0's */
+} claim_diff;
+
+/* the members' copies (all, n elements each) compared with member 0's */
+static claim_diff compare_copies(const host_vals *all, int64_t n, int members) {
+  claim_diff w = {{0, -1, 0, 0}, -1};
+  for (int k = 1; k < members; k++) {
+    host_vals a = {all->v + k * n, n}, b = {all->v, n};
+    diff d = compare(&a, &b, tls.tol);
+    if (d.max > w.d.max) w.d.max = d.max;
+    if (d.at >= 0 && w.member < 0) {
+      w.member = k;
+      w.d.at = d.at, w.d.got = d.got, w.d.want = d.want;
+    }
+  }
+  return w;
+}
+
+static void report_claim(const dt_tensor *t, int64_t n, int d, const claim_diff *w,
+                         int me) {
+  const dt_mesh *m = t->spec->mesh;
+  char pl[128], label[256], dim[80] = "";
+  mesh_placements_str(t->spec->placements, m->ndim, pl, sizeof pl);
+  dispatch_label_path(label, sizeof label);
+  if (m->names[d]) snprintf(dim, sizeof dim, " (%s)", m->names[d]);
+  int r0 = member_rank(m, me, d, 0), rk = member_rank(m, me, d, w->member);
+  tls.report.first_divergence = n;
+  tls.report.max_diff = w->d.max;
+  snprintf(tls.report.message, sizeof tls.report.message,
+           "first divergence at op #%lld (dt_dtensor_from_local%s%s, claims %s): "
+           "mesh dim %d%s is Replicate but the ranks' copies differ: max |diff| "
+           "%.3g (element %lld: rank %d has %.9g, rank %d has %.9g); a Partial "
+           "value needs its reduction (a redistribute to Replicate) first",
+           (long long)n, label[0] ? ", " : "", label, pl, d, dim, w->d.max,
+           (long long)w->d.at, rk, w->d.got, r0, w->d.want);
+  if (tls.from_env && prints(m)) fprintf(stderr, "dtorch shadow: %s\n", tls.report.message);
+}
+
+/* mesh dim d's copies of this rank's local values, gathered and compared */
+static dt_status check_dim(dt_tensor *t, const host_vals *mine, int64_t n, int d,
+                           int me) {
+  dt_mesh *m = t->spec->mesh;
+  dt_tensor *src = doubles_tensor(m->rt, me, mine);
+  if (!src) return core_last_status();
+  dt_group g = {.mesh = m, .mesh_dim = d};
+  dt_tensor *all = mesh_spmd_all_gather(src, 0, &g, "dt_shadow");
+  core_tensor_release(src);
+  if (!all) return core_last_status();
+  host_vals av = {0};
+  dt_status st = to_doubles(all, &av);
+  core_tensor_release(all);
+  if (st == DT_OK) {
+    claim_diff w = compare_copies(&av, mine->n, (int)m->shape[d]);
+    if (w.member >= 0) report_claim(t, n, d, &w, me);
+  }
+  free(av.v);
+  return st;
+}
+
+static dt_status check_claims(dt_tensor *t, int64_t n, int me) {
+  dt_tensor *l = mesh_spmd_to_local(t);
+  if (!l) return core_last_status();
+  host_vals mine = {0};
+  dt_status st = to_doubles(l, &mine);
+  core_tensor_release(l);
+  const dt_mesh *m = t->spec->mesh;
+  for (int d = 0; d < m->ndim && st == DT_OK && !tls.report.first_divergence; d++)
+    if (t->spec->placements[d].kind == DT_PLACEMENT_REPLICATE && m->shape[d] > 1 &&
+        mine.n > 0)
+      st = check_dim(t, &mine, n, d, me);
+  free(mine.v);
+  return st;
+}
+
+void dispatch_shadow_check_claims(dt_tensor *t) {
+  int64_t n = ++tls.ops;
+  int me = spmd_me(t);
+  if (tls.report.first_divergence || tls.report.failed || me < 0) return;
+  tls.busy = true;
+  bool paused = mesh_comm_count_pause(true);
+  dt_status st = check_claims(t, n, me);
+  if (st != DT_OK) {
+    tls.report.failed = true;
+    snprintf(tls.report.message, sizeof tls.report.message,
+             "the shadow check of op #%lld (dt_dtensor_from_local) could not run: %s",
+             (long long)n, core_last_error());
+    if (tls.from_env) fprintf(stderr, "dtorch shadow: %s\n", tls.report.message);
+  }
+  mesh_comm_count_pause(paused);
   tls.busy = false;
   core_error_succeeded();
 }

@@ -14,6 +14,10 @@ bool dispatch_shadow_active(void);
 /* compares the DTensor op c, which just made c->out, with the same op on
  * one device; records the first divergence */
 void dispatch_shadow_check(const dt_op_call *c);
+/* inside an SPMD function: checks the placements DTensor t (just made by
+ * dt_dtensor_from_local) claims — each Replicate mesh dim's copies equal
+ * within the tolerance; counts as one op of the report */
+void dispatch_shadow_check_claims(dt_tensor *t);
 dt_status dispatch_shadow_begin(double tolerance, const char *api);
 dt_status dispatch_shadow_end(dt_shadow_report *out, const char *api);
 

@@ -57,6 +57,9 @@ typedef struct sched_trace_event {
   char args[SCHED_TRACE_ARGS];
 } sched_trace_event;
 
+/* a timestamp in ticks of the trace clock (TSC counts or CLOCK_MONOTONIC
+ * ns, see trace.c); differences of two are durations in ticks; both become
+ * ns when the file is written */
 int64_t sched_trace_now(void);
 /* Formats e->args (printf); on truncation leaves "\"truncated\":true"
  * instead, so the file stays valid JSON. */

@@ -162,8 +162,120 @@ static void test_environment(void **state) {
   assert_true(ok);
 }
 
+/* ---- inside SPMD functions: every rank checks its own calls */
+static dt_shadow_report spmd_rep[4];
+
+/* x claims [S(0), R] on the dp x tp mesh: equal copies along tp (op #1);
+ * y claims Replicate on tp but each tp rank holds its own value (op #2) */
+static dt_status spmd_claims(dt_spmd_ctx *ctx) {
+  int r = ctx->rank, dp = r / 2, tp = r % 2;
+  double xv[3] = {dp, dp + 0.5, -1}, yv[3] = {1, 2, 3 + tp * 0.25};
+  dt_tensor_options o = {.dtype = DT_FLOAT64};
+  dt_tensor *xl = dt_from_host(xv, DT_SHAPE(1, 3), &o), *yl = dt_from_host(yv, DT_SHAPE(1, 3), &o);
+  dt_shadow_begin(1e-6);
+  dt_label_push("spmd");
+  dt_tensor *x = dt_dtensor_from_local(xl, m22, DT_PLACEMENTS(DT_SHARD(0), DT_REPLICATE));
+  dt_tensor *y = dt_dtensor_from_local(yl, m22, DT_PLACEMENTS(DT_SHARD(0), DT_REPLICATE));
+  dt_tensor *z = dt_add(x, y); /* op #3: not checked after the first divergence */
+  dt_label_pop();
+  dt_shadow_end(&spmd_rep[r]);
+  dt_status st = x && y && z ? DT_OK : dt_last_status();
+  dt_tensor *all[] = {xl, yl, x, y, z};
+  for (int i = 0; i < 5; i++) dt_tensor_release(all[i]);
+  return st;
+}
+
+static void test_spmd_wrong_claim(void **state) {
+  (void)state;
+  memset(spmd_rep, 0, sizeof spmd_rep);
+  assert_int_equal(dt_spmd_run(rt, spmd_claims, NULL), DT_OK);
+  for (int r = 0; r < 4; r++) {
+    assert_int_equal(spmd_rep[r].ops_checked, 3);
+    assert_int_equal(spmd_rep[r].first_divergence, 2);
+    assert_true(spmd_rep[r].max_diff == 0.25);
+  }
+  /* rank 0 and 1 (dp 0) hold rows 0; element 2 differs: 3 vs 3.25 */
+  assert_string_equal(spmd_rep[0].message,
+      "first divergence at op #2 (dt_dtensor_from_local, spmd, claims [S(0), R]): "
+      "mesh dim 1 (tp) is Replicate but the ranks' copies differ: max |diff| 0.25 "
+      "(element 2: rank 1 has 3.25, rank 0 has 3); a Partial value needs its "
+      "reduction (a redistribute to Replicate) first");
+  assert_string_equal(spmd_rep[3].message, /* dp 1: ranks 2 and 3 */
+      "first divergence at op #2 (dt_dtensor_from_local, spmd, claims [S(0), R]): "
+      "mesh dim 1 (tp) is Replicate but the ranks' copies differ: max |diff| 0.25 "
+      "(element 2: rank 3 has 3.25, rank 2 has 3); a Partial value needs its "
+      "reduction (a redistribute to Replicate) first");
+}
+
+/* float16 partial sums inside SPMD (as test_finds_divergence): each dp
+ * rank's [2048, 1] rounds to 2048 before the partials meet */
+static dt_status spmd_f16_sum(dt_spmd_ctx *ctx) {
+  int r = ctx->rank;
+  double v[2] = {r / 2 ? 1 : 2048, 1};
+  dt_tensor *l64 = dt_from_host(v, DT_SHAPE(2), &(dt_tensor_options){.dtype = DT_FLOAT64});
+  dt_tensor *l = dt_cast(l64, DT_FLOAT16);
+  dt_shadow_begin(1e-4);
+  dt_tensor *x = dt_dtensor_from_local(l, m22, DT_PLACEMENTS(DT_SHARD(0), DT_REPLICATE));
+  dt_label_push("reduce");
+  dt_tensor *s = dt_sum(x, NULL, 0, false); /* op #2 */
+  dt_label_pop();
+  dt_shadow_end(&spmd_rep[r]);
+  dt_status st = x && s ? DT_OK : dt_last_status();
+  dt_tensor *all[] = {l64, l, x, s};
+  for (int i = 0; i < 4; i++) dt_tensor_release(all[i]);
+  return st;
+}
+
+static void test_spmd_op_divergence(void **state) {
+  (void)state;
+  memset(spmd_rep, 0, sizeof spmd_rep);
+  assert_int_equal(dt_spmd_run(rt, spmd_f16_sum, NULL), DT_OK);
+  for (int r = 0; r < 4; r++) {
+    assert_int_equal(spmd_rep[r].first_divergence, 2);
+    /* one device: 2048 + 1 + 1 + 1 = 2051 -> 2052; ranks: 2048 + 2 = 2050 */
+    assert_string_equal(spmd_rep[r].message,
+        "first divergence at op #2 (dt_sum, reduce, inputs [S(0), R] \u2192 "
+        "[P(sum), R]): max |diff| 2 (element 0: distributed 2050, single device 2052)");
+  }
+}
+
+/* the DP x TP block with correct claims and the reduction: nothing */
+static dt_status spmd_correct(dt_spmd_ctx *ctx) {
+  int r = ctx->rank, dp = r / 2, tp = r % 2;
+  double xv[2 * 4], wv[2 * 4];
+  for (int i = 0; i < 8; i++) xv[i] = sin(dp * 8 + i), wv[i] = cos(tp * 8 + i);
+  dt_tensor_options o = {.dtype = DT_FLOAT64};
+  dt_tensor *xl = dt_from_host(xv, DT_SHAPE(2, 4), &o), *wl = dt_from_host(wv, DT_SHAPE(2, 4), &o);
+  dt_shadow_begin(0);
+  dt_tensor *x = dt_dtensor_from_local(xl, m22, DT_PLACEMENTS(DT_SHARD(0), DT_REPLICATE));
+  dt_tensor *w = dt_dtensor_from_local(wl, m22, DT_PLACEMENTS(DT_REPLICATE, DT_SHARD(0)));
+  dt_tensor *h = dt_linear(x, w, NULL), *g = dt_relu(h); /* [S(0), S(1)] */
+  dt_tensor *s = dt_sum(g, (const int[]){1}, 1, false);  /* [S(0), P(sum)] */
+  dt_tensor *sr = dt_redistribute(s, NULL, DT_PLACEMENTS(DT_SHARD(0), DT_REPLICATE));
+  dt_tensor *y = dt_mul(sr, sr);
+  dt_shadow_end(&spmd_rep[r]);
+  dt_status st = y ? DT_OK : dt_last_status();
+  dt_tensor *all[] = {xl, wl, x, w, h, g, s, sr, y};
+  for (int i = 0; i < 9; i++) dt_tensor_release(all[i]);
+  return st;
+}
+
+static void test_spmd_correct_program(void **state) {
+  (void)state;
+  memset(spmd_rep, 0, sizeof spmd_rep);
+  assert_int_equal(dt_spmd_run(rt, spmd_correct, NULL), DT_OK);
+  for (int r = 0; r < 4; r++) {
+    assert_int_equal(spmd_rep[r].ops_checked, 6);
+    assert_int_equal(spmd_rep[r].first_divergence, 0);
+    assert_false(spmd_rep[r].failed);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_spmd_wrong_claim),
+    cmocka_unit_test(test_spmd_op_divergence),
+    cmocka_unit_test(test_spmd_correct_program),
     cmocka_unit_test(test_correct_program),
     cmocka_unit_test(test_finds_divergence),
     cmocka_unit_test(test_errors),

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -68,7 +69,7 @@ static char *slurp(const char *path) {
 typedef struct ev {
   char name[64], cat[32], ph;
   int tid;
-  double ts;
+  double ts, dur; /* µs; dur -1 when absent */
   unsigned long long id;
   long long bytes;
 } ev;
@@ -115,6 +116,7 @@ static ev *parse(char *text, int *n) {
     assert_true(num_field(line, "tid", &d));
     e->tid = (int)d;
     assert_true(num_field(line, "ts", &e->ts));
+    if (!num_field(line, "dur", &e->dur)) e->dur = -1;
     if (num_field(line, "id", &d)) e->id = (unsigned long long)d;
     e->bytes = num_field(line, "bytes", &d) ? (long long)d : -1;
   }
@@ -320,6 +322,51 @@ static void test_env(void **state) {
   unlink(path);
 }
 
+/* the trace clock in ns of CLOCK_MONOTONIC (trace.c converts TSC ticks
+ * where it stamps with them): an SPMD function sleeping 30 ms is a slice
+ * of 30 ms on every rank, and the session's slices fit in the wall time
+ * the test measured around it */
+static dt_status sleepy(dt_spmd_ctx *ctx) {
+  (void)ctx;
+  usleep(30000);
+  return DT_OK;
+}
+
+static double wall_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static void test_clock(void **state) {
+  (void)state;
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
+  const char *path = tmp_path("clock");
+  double w0 = wall_us();
+  assert_int_equal(dt_trace_begin(rt, path), DT_OK);
+  usleep(5000);
+  assert_int_equal(dt_spmd_run(rt, sleepy, NULL), DT_OK);
+  assert_int_equal(dt_trace_end(rt), DT_OK);
+  double wall = wall_us() - w0;
+  char *text = slurp(path);
+  int n;
+  ev *v = parse(text, &n);
+  int slices = 0;
+  for (int i = 0; i < n; i++) {
+    if (v[i].ph != 'X') continue;
+    assert_true(v[i].ts >= 0 && v[i].ts + v[i].dur <= wall);
+    if (!strcmp(v[i].name, "spmd") && v[i].tid < 2) {
+      slices++;
+      assert_true(v[i].ts >= 5000);                 /* after the 5 ms sleep */
+      assert_true(v[i].dur >= 30000 * 0.98 && v[i].dur <= wall);
+    }
+  }
+  assert_int_equal(slices, 2);
+  free(v);
+  free(text);
+  dt_runtime_destroy(rt);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--write")) {
     dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 4});
@@ -334,6 +381,7 @@ int main(int argc, char **argv) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_known_program),
+      cmocka_unit_test(test_clock),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_two_threads),
       cmocka_unit_test(test_env),
