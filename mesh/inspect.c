@@ -111,18 +111,6 @@ static void meta_str(const dt_tensor *t, char *buf, size_t len) {
            core_shape_str(t->local.sizes, t->local.ndim, s, sizeof s));
 }
 
-/* 1536 -> "1.5 KiB"; below 1 KiB exact */
-static void bytes_str(int64_t b, char *buf, size_t len) {
-  static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (b < 1024) {
-    snprintf(buf, len, "%lld B", (long long)b);
-    return;
-  }
-  double v = (double)b / 1024;
-  int u = 0;
-  while (v >= 1024 && u < 3) v /= 1024, u++;
-  snprintf(buf, len, "%.1f %s", v, units[u]);
-}
 
 static dt_status written(FILE *out, const char *fn) {
   if (ferror(out))
@@ -640,6 +628,7 @@ typedef struct mem_snap {
   int64_t used, peak, cached, live;
   int ntop;
   size_t top[INSPECT_TOP];
+  sim_tag tag[INSPECT_TOP];
 } mem_snap;
 
 typedef struct mem_job {
@@ -657,7 +646,7 @@ static void mem_on_rank(void *arg, dt_runtime *rt, int rank) {
   s->peak = d->peak;
   s->cached = d->cached;
   s->live = d->allocs - d->frees;
-  s->ntop = sim_device_largest_live(d, s->top, INSPECT_TOP);
+  s->ntop = sim_device_largest_live(d, s->top, s->tag, INSPECT_TOP);
 }
 
 /* on the last rank: the snapshots are complete. The caller frees j once
@@ -672,34 +661,38 @@ static void mem_done(void *arg) {
 }
 
 static void mem_row(table *tb, int row, int rank, const mem_snap *s) {
-  char b[4][32];
-  bytes_str(s->used, b[0], sizeof b[0]);
-  bytes_str(s->peak, b[1], sizeof b[1]);
-  bytes_str(s->cached, b[2], sizeof b[2]);
+  char b[3][32];
+  sim_bytes_str(s->used, b[0], sizeof b[0]);
+  sim_bytes_str(s->peak, b[1], sizeof b[1]);
+  sim_bytes_str(s->cached, b[2], sizeof b[2]);
   table_set(tb, row, 0, "%d", rank);
   table_set(tb, row, 1, "%s", b[0]);
   table_set(tb, row, 2, "%s", b[1]);
   table_set(tb, row, 3, "%s", b[2]);
   table_set(tb, row, 4, "%lld", (long long)s->live);
-  char *top = table_cell(tb, row, 5);
-  size_t at = 0;
+}
+
+/* "  rank 2: 1.0 MiB float32[512, 512] dt_matmul [S(0), R], ..." */
+static void mem_largest(FILE *out, int rank, const mem_snap *s) {
+  if (!s->ntop) return;
+  fprintf(out, "  rank %d: ", rank);
   for (int k = 0; k < s->ntop; k++) {
-    bytes_str((int64_t)s->top[k], b[3], sizeof b[3]);
-    cat(top, INSPECT_CELL, &at, "%s%s", k ? ", " : "", b[3]);
+    char one[160];
+    sim_tag_str(&s->tag[k], s->top[k], one, sizeof one);
+    fprintf(out, "%s%s", k ? ", " : "", one);
   }
-  if (s->live > s->ntop) cat(top, INSPECT_CELL, &at, ", ...");
+  fprintf(out, "%s\n", s->live > s->ntop ? ", ..." : "");
 }
 
 static void mem_print(const dt_runtime *rt, const mem_job *j, table *tb,
                       FILE *out) {
   char cap[32], b[3][32];
-  if (rt->device_memory > 0) bytes_str(rt->device_memory, cap, sizeof cap);
+  if (rt->device_memory > 0) sim_bytes_str(rt->device_memory, cap, sizeof cap);
   else snprintf(cap, sizeof cap, "unlimited");
   fprintf(out, "memory of %d ranks (capacity per rank: %s)\n", rt->nranks,
           cap);
-  const char *head[] = {"rank", "in use", "peak", "cached", "live blocks",
-                        "largest live blocks"};
-  for (int c = 0; c < 6; c++) table_set(tb, 0, c, "%s", head[c]);
+  const char *head[] = {"rank", "in use", "peak", "cached", "live blocks"};
+  for (int c = 0; c < 5; c++) table_set(tb, 0, c, "%s", head[c]);
   int64_t used = 0, peak = 0, cached = 0;
   for (int r = 0; r < rt->nranks; r++) {
     mem_row(tb, r + 1, r, &j->snap[r]);
@@ -708,14 +701,14 @@ static void mem_print(const dt_runtime *rt, const mem_job *j, table *tb,
     cached += j->snap[r].cached;
   }
   table_print(tb, out);
-  bytes_str(used, b[0], sizeof b[0]);
-  bytes_str(peak, b[1], sizeof b[1]);
-  bytes_str(cached, b[2], sizeof b[2]);
+  sim_bytes_str(used, b[0], sizeof b[0]);
+  sim_bytes_str(peak, b[1], sizeof b[1]);
+  sim_bytes_str(cached, b[2], sizeof b[2]);
   fprintf(out, "all ranks: %s in use, %s summed peaks, %s cached\n"
-          "live blocks: each rank's allocator blocks when it reached this "
-          "report\n  (after the work issued before it): DTensor shards and "
-          "single-device tensors' storages;\n  the allocator does not record "
-          "which tensor or op owns a block\n", b[0], b[1], b[2]);
+          "largest live blocks (when each rank reached this report, after the "
+          "work issued before it):\n  size, local shape, the op that made it, "
+          "its DTensor's placements\n", b[0], b[1], b[2]);
+  for (int r = 0; r < rt->nranks; r++) mem_largest(out, r, &j->snap[r]);
 }
 
 /* publishes the snapshot record and waits for it; the caller frees j */
@@ -743,7 +736,7 @@ dt_status mesh_memory_report(dt_runtime *rt, FILE *out) {
     return core_error_set(DT_ERR_DEVICE, "%s: the runtime was destroyed", fn);
   mem_job *j = calloc(1, sizeof *j + sizeof(mem_snap) * (size_t)rt->nranks);
   table tb = {0};
-  if (!j || !table_init(&tb, 6, rt->nranks + 1, "rrrrrl")) {
+  if (!j || !table_init(&tb, 5, rt->nranks + 1, "rrrrr")) {
     free(j);
     return no_memory(fn);
   }

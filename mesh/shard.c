@@ -93,6 +93,8 @@ core_storage *mesh_rank_storage(mesh_rank_mem *rm, const dt_tensor *t, int idx) 
   mesh_box b = mesh_box_of(s->mesh, s->placements, &s->shape, idx);
   size_t bytes = (size_t)mesh_box_numel(&b) * core_dtype_size(t->dtype);
   core_storage *st = runtime_storage_new(rm->rt, rm->rank, bytes, rm->api);
+  rm->made = t;
+  rm->made_idx = idx;
   if (!st) {
     mesh_rank_note(rm, DT_ERR_OUT_OF_MEMORY, "out of host memory for a "
                    "shard's storage");
@@ -110,6 +112,7 @@ void mesh_rank_mem_init(mesh_rank_mem *rm, dt_runtime *rt, int rank,
   rm->rt = rt;
   rm->rank = rank;
   rm->api = api;
+  rm->made = NULL;
   rm->st = DT_OK;
   rm->msg[0] = '\0';
   char why[128];
@@ -146,6 +149,13 @@ void mesh_rank_free(mesh_rank_mem *rm, mesh_buf b) {
 void mesh_rank_finish(mesh_rank_mem *rm, core_storage *out, mesh_buf b) {
   if (rm->st == DT_OK && b.p) {
     out->data = b.p;
+    const dt_tensor *t = rm->made;
+    if (t && t->spec->storages[rm->made_idx] == out) { /* its block's tag */
+      mesh_box box = mesh_box_of(t->spec->mesh, t->spec->placements, &t->spec->shape,
+                                 rm->made_idx);
+      sim_device_tag(b.p, rm->api, t->dtype, box.n, box.len, t->spec->placements,
+                     t->spec->mesh->ndim);
+    }
     runtime_note_memory(rm->rt, rm->rank);
     return;
   }

@@ -57,6 +57,8 @@ typedef struct mesh_rank_mem {
   dt_runtime *rt;
   int rank;
   const char *api;        /* the public function, for messages */
+  const dt_tensor *made;  /* the DTensor mesh_rank_storage last made a */
+  int made_idx;           /* shard of (its mesh index): the block's tag */
   dt_status st;           /* first failure on this rank */
   char msg[512];
 } mesh_rank_mem;

@@ -121,6 +121,7 @@ static dt_tensor *new_local(const here *h, dt_dtype d, int ndim,
     core_tensor_release(t);
     return NULL;
   }
+  sim_device_tag(s->data, h->fn, d, ndim, sizes, NULL, 0);
   return t;
 }
 

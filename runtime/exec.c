@@ -131,7 +131,10 @@ static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
     core_storage *s = c->out[i]->local.storage;
     const char *err;
     s->data = sim_device_alloc(&rt->ranks[rank].dev, s->nbytes, &err);
-    if (!s->data) {
+    if (s->data)
+      sim_device_tag(s->data, c->api, c->out[i]->dtype, c->out[i]->local.ndim,
+                     c->out[i]->local.sizes, NULL, 0);
+    else {
       st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", c->api, err);
       msg = core_last_error();
     }

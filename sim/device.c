@@ -1,6 +1,7 @@
 /* Simulated device memory: a per-rank caching allocator with a capacity. */
 #include "sim/device.h"
 
+#include "core/dtype.h"
 #include "core/fault.h"
 #include "sched/fault.h"
 
@@ -23,9 +24,10 @@ struct sim_block {
   sim_block *prev, *next;
   size_t size;       /* bytes asked for */
   size_t cap;        /* bytes the block holds */
-  char pad[SIM_ALIGN - 2 * sizeof(void *) - 2 * sizeof(size_t)];
+  sim_tag tag;       /* in what would be padding */
 };
 _Static_assert(sizeof(sim_block) == SIM_ALIGN, "block header size");
+_Static_assert(DT_REDUCE_PROD < 5 && DT_PLACEMENT_PARTIAL < 4, "tag bytes");
 
 void sim_device_init(sim_device *d, int rank, int64_t capacity) {
   memset(d, 0, sizeof *d);
@@ -53,7 +55,20 @@ static void live_remove(sim_device *d, sim_block *b) {
   if (b->next) b->next->prev = b->prev;
 }
 
-static _Thread_local char oom_msg[256];
+static _Thread_local char oom_msg[640];
+
+/* "; largest live: ..." naming d's largest live blocks, into buf */
+static void largest_str(const sim_device *d, char *buf, size_t n) {
+  size_t sizes[3];
+  sim_tag tags[3];
+  int k = sim_device_largest_live(d, sizes, tags, 3);
+  size_t at = (size_t)snprintf(buf, n, "%s", k ? "; largest live: " : "");
+  for (int i = 0; i < k && at < n; i++) {
+    char one[160];
+    sim_tag_str(&tags[i], sizes[i], one, sizeof one);
+    at += (size_t)snprintf(buf + at, n - at, "%s%s", i ? ", " : "", one);
+  }
+}
 
 /* A block of cap bytes of data behind its header. From SIM_HUGE up the
  * block is 2 MiB-aligned and asked to be backed by transparent huge pages
@@ -80,11 +95,13 @@ void *sim_device_alloc(sim_device *d, size_t n, const char **err) {
     return NULL;
   }
   if (d->capacity > 0 && (int64_t)n > d->capacity - d->used) {
+    char top[480];
+    largest_str(d, top, sizeof top);
     snprintf(oom_msg, sizeof oom_msg,
              "rank %d: out of device memory: cannot allocate %zu bytes "
-             "(%lld of %lld bytes in use, %lld free)", d->rank, n,
+             "(%lld of %lld bytes in use, %lld free%s)", d->rank, n,
              (long long)d->used, (long long)d->capacity,
-             (long long)(d->capacity - d->used));
+             (long long)(d->capacity - d->used), top);
     *err = oom_msg;
     return NULL;
   }
@@ -118,6 +135,7 @@ void *sim_device_alloc(sim_device *d, size_t n, const char **err) {
   }
   b->size = n;
   b->cap = cap;
+  b->tag.op = NULL;
   live_push(d, b);
   d->used += (int64_t)n;
   if (d->used > d->peak) d->peak = d->used;
@@ -159,18 +177,90 @@ void sim_device_trim(sim_device *d) {
   d->cached = 0;
 }
 
-int sim_device_largest_live(const sim_device *d, size_t *sizes, int k) {
+int sim_device_largest_live(const sim_device *d, size_t *sizes, sim_tag *tags,
+                            int k) {
   int n = 0;
   for (const sim_block *b = d->live; b; b = b->next) {
     /* insertion into the k kept so far, largest first */
     int i = n < k ? n++ : k;
     while (i > 0 && sizes[i - 1] < b->size) {
-      if (i < k) sizes[i] = sizes[i - 1];
+      if (i < k) {
+        sizes[i] = sizes[i - 1];
+        if (tags) tags[i] = tags[i - 1];
+      }
       i--;
     }
-    if (i < k) sizes[i] = b->size;
+    if (i < k) {
+      sizes[i] = b->size;
+      if (tags) tags[i] = b->tag;
+    }
   }
   return n;
+}
+
+/* ---- tags */
+/* a placement in a byte: kind in the top 2 bits; a shard's dim or a
+ * Partial's reduce op below */
+static uint8_t place_byte(dt_placement p) {
+  int low = p.kind == DT_PLACEMENT_SHARD ? p.dim
+            : p.kind == DT_PLACEMENT_PARTIAL ? (int)p.reduce : 0;
+  return (uint8_t)(((unsigned)p.kind & 3u) << 6 | ((unsigned)low & 63u));
+}
+
+void sim_device_tag(void *p, const char *op, int dtype, int ndim,
+                    const int64_t *dims, const dt_placement *pl, int nplace) {
+  if (!p) return;
+  sim_tag *t = &((sim_block *)p - 1)->tag;
+  t->op = op;
+  t->dtype = (uint8_t)dtype;
+  t->ndim = (uint8_t)ndim;
+  for (int i = 0; i < ndim && i < SIM_TAG_DIMS; i++)
+    t->dims[i] = dims[i] >= 0 && dims[i] < (int64_t)SIM_TAG_BIG ? (uint32_t)dims[i]
+                                                                  : SIM_TAG_BIG;
+  t->nplace = (uint8_t)(pl ? nplace : 0);
+  for (int i = 0; i < t->nplace && i < SIM_TAG_PLACES; i++) t->place[i] = place_byte(pl[i]);
+}
+
+void sim_bytes_str(int64_t b, char *buf, size_t n) {
+  static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (b < 1024) {
+    snprintf(buf, n, "%lld B", (long long)b);
+    return;
+  }
+  double v = (double)b / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 3) v /= 1024, u++;
+  snprintf(buf, n, "%.1f %s", v, units[u]);
+}
+
+static const char *const reduce_names[] = {"sum", "avg", "max", "min", "prod"};
+
+static size_t place_str(uint8_t b, char *buf, size_t n) {
+  int kind = b >> 6, low = b & 63;
+  if (kind == DT_PLACEMENT_SHARD) return (size_t)snprintf(buf, n, "S(%d)", low);
+  if (kind == DT_PLACEMENT_PARTIAL)
+    return (size_t)snprintf(buf, n, "P(%s)", low < 5 ? reduce_names[low] : "?");
+  return (size_t)snprintf(buf, n, "R");
+}
+
+void sim_tag_str(const sim_tag *t, size_t bytes, char *buf, size_t n) {
+  char b[32];
+  sim_bytes_str((int64_t)bytes, b, sizeof b);
+  if (!t->op) {
+    snprintf(buf, n, "%s (scratch)", b);
+    return;
+  }
+  size_t at = (size_t)snprintf(buf, n, "%s %s[", b, core_dtype_name((dt_dtype)t->dtype));
+  for (int i = 0; i < t->ndim && at < n; i++)
+    at += i >= SIM_TAG_DIMS ? (size_t)snprintf(buf + at, n - at, ", ...")
+        : t->dims[i] == SIM_TAG_BIG ? (size_t)snprintf(buf + at, n - at, "%s>4G", i ? ", " : "")
+        : (size_t)snprintf(buf + at, n - at, "%s%u", i ? ", " : "", t->dims[i]);
+  if (at < n) at += (size_t)snprintf(buf + at, n - at, "] %s", t->op);
+  for (int i = 0; i < t->nplace && i < SIM_TAG_PLACES && at < n; i++) {
+    at += (size_t)snprintf(buf + at, n - at, "%s", i ? ", " : " [");
+    at += place_str(t->place[i], buf + at, at < n ? n - at : 0);
+  }
+  if (t->nplace && at < n) snprintf(buf + at, n - at, "]");
 }
 
 void sim_device_teardown(sim_device *d) {

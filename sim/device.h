@@ -18,7 +18,25 @@
 
 #define SIM_CACHE_CLASSES 256
 
+struct dt_placement;
+
 typedef struct sim_block sim_block;
+
+/* What a live block holds, for the memory report and OOM messages
+ * (docs/inspect.md): the public function whose output it is, its local
+ * shape and dtype, its DTensor's placements. It lives in the block
+ * header's padding: tagging costs a 32-byte copy per allocation and no
+ * memory. A block never tagged (scratch, staging) has op NULL. */
+#define SIM_TAG_DIMS 4
+#define SIM_TAG_PLACES 5
+#define SIM_TAG_BIG UINT32_MAX /* a dim too large to keep */
+typedef struct sim_tag {
+  const char *op;                 /* static string, or NULL */
+  uint32_t dims[SIM_TAG_DIMS];    /* the first dims (ndim may be more) */
+  uint8_t ndim, dtype;            /* dtype: a dt_dtype */
+  uint8_t nplace;                 /* mesh dims; 0: a single-device tensor */
+  uint8_t place[SIM_TAG_PLACES];  /* sim_tag_placement of each */
+} sim_tag;
 
 typedef struct sim_device {
   int rank;
@@ -41,10 +59,24 @@ void sim_device_free(sim_device *d, void *p);
 /* Returns the cache to the system. */
 void sim_device_trim(sim_device *d);
 
-/* The sizes of the k largest live blocks, largest first, into sizes;
- * returns how many it wrote (fewer than k when fewer are live). Owning
- * thread only: it walks the live list (docs/inspect.md). */
-int sim_device_largest_live(const sim_device *d, size_t *sizes, int k);
+/* Tags the block p (from sim_device_alloc) with what it holds: the op,
+ * the local shape and dtype, and (pl non-NULL) the DTensor's nplace
+ * placements. Owning thread only. */
+void sim_device_tag(void *p, const char *op, int dtype, int ndim,
+                    const int64_t *dims, const struct dt_placement *pl,
+                    int nplace);
+/* "1.0 MiB float32[512, 512] dt_matmul [S(0), R]" of a block of `bytes`
+ * with tag t ("1.0 MiB (scratch)" when untagged) into buf */
+void sim_tag_str(const sim_tag *t, size_t bytes, char *buf, size_t n);
+/* 1536 -> "1.5 KiB"; below 1 KiB exact */
+void sim_bytes_str(int64_t b, char *buf, size_t n);
+
+/* The sizes and tags of the k largest live blocks, largest first, into
+ * sizes and tags (may be NULL); returns how many it wrote (fewer than k
+ * when fewer are live). Owning thread only: it walks the live list
+ * (docs/inspect.md). */
+int sim_device_largest_live(const sim_device *d, size_t *sizes, sim_tag *tags,
+                            int k);
 
 /* "80G", "512M", "64k", "1000" → bytes; -1 if malformed. */
 int64_t sim_parse_bytes(const char *s);

@@ -382,11 +382,13 @@ static void test_memory_report(void **state) {
                               "rank"));
   char *r2 = line_of(buf, 2), *r1 = line_of(buf, 1);
   /* rank 2: 1 MiB + 1 KiB in use, two live blocks, the largest first */
-  assert_string_equal(r2, "   2  1.0 MiB  1.0 MiB     0 B            2  1.0 MiB, 1.0 KiB");
-  assert_string_equal(r1, "   1  1.0 KiB  1.0 KiB     0 B            1  1.0 KiB");
+  assert_string_equal(r2, "   2  1.0 MiB  1.0 MiB     0 B            2");
+  assert_string_equal(r1, "   1  1.0 KiB  1.0 KiB     0 B            1");
   assert_non_null(strstr(buf, "all ranks: 1.0 MiB in use"));
-  assert_non_null(strstr(buf, "the allocator does not record which tensor or op "
-                              "owns a block"));
+  /* what each block holds: size, local shape, the op, the placements */
+  assert_non_null(strstr(buf, "\n  rank 2: 1.0 MiB float32[256, 1024] dt_zeros, "
+                              "1.0 KiB float32[256] dt_zeros [S(0)]\n"));
+  assert_non_null(strstr(buf, "\n  rank 1: 1.0 KiB float32[256] dt_zeros [S(0)]\n"));
   free(r1);
   free(r2);
   free(buf);
@@ -403,6 +405,31 @@ static void test_memory_report(void **state) {
   free(r2);
   free(buf);
   dt_mesh_release(m);
+  dt_runtime_destroy(rt);
+}
+
+/* an out-of-memory error names the largest live blocks of its rank */
+static void test_oom_names_largest(void **state) {
+  (void)state;
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){
+      .num_ranks = 2, .device_memory = 3 << 19}); /* 1.5 MiB per rank */
+  dt_runtime_set_current(rt);
+  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  dt_tensor *a = dt_ones(DT_SHAPE(512, 512), NULL); /* 1 MiB on rank 0 */
+  dt_tensor *d = dt_ones(DT_SHAPE(8, 16), &(dt_tensor_options){
+      .mesh = m, .placements = DT_PLACEMENTS(DT_SHARD(1))});
+  dt_tensor *b = dt_add(a, a);                       /* another MiB */
+  assert_non_null(b);
+  float *x = malloc(1 << 20);
+  tu_expect_status(dt_to_host(b, x, 1 << 20), DT_ERR_OUT_OF_MEMORY,
+                   "dt_add: rank 0: out of device memory: cannot allocate 1048576 "
+                   "bytes (1048832 of 1572864 bytes in use, 524032 free; largest "
+                   "live: 1.0 MiB float32[512, 512] dt_ones, 256 B float32[8, 8] "
+                   "dt_ones [S(1)])", NULL);
+  free(x);
+  TU_RELEASE(a, b, d);
+  dt_mesh_release(m);
+  dt_runtime_set_current(rt8);
   dt_runtime_destroy(rt);
 }
 
@@ -554,6 +581,7 @@ int main(void) {
       cmocka_unit_test(test_describe_partial),
       cmocka_unit_test(test_describe_single_device),
       cmocka_unit_test(test_memory_report),
+    cmocka_unit_test(test_oom_names_largest),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_concurrent_callers),
       cmocka_unit_test(test_from_callback),
