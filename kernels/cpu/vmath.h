@@ -29,6 +29,19 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Hot loops are compiled twice, for baseline x86-64 (SSE2, 4 floats) and
+ * for AVX2 (8 floats), and the loader picks one per machine (GCC/clang
+ * target_clones through an ifunc: ELF on x86-64 only). The kernels are
+ * built with -ffp-contract=off, so neither clone fuses a multiply-add and
+ * both give the same bits (tests/test_vmath.c checks the blocks against
+ * the scalar functions bit for bit). DTORCH_NO_CLONES turns this off. */
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && \
+    !defined(DTORCH_NO_CLONES)
+#define CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CPU_CLONES
+#endif
+
 static inline uint32_t vm_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);
@@ -138,5 +151,15 @@ static inline float cpu_vtanhf(float x) {
   float big = vm_copysign(1.0f - 2.0f / (cpu_vexpf(2.0f * a2) + 1.0f), x);
   return ax < 0.625f ? small : big;
 }
+
+/* ---- blocks (kernels/cpu/vmath.c): y[i] = f(x[i]) for i < n, in place
+ * allowed (y == x) */
+void cpu_vexp_f32(float *y, const float *x, float shift, int64_t n); /* exp(x - shift) */
+void cpu_vgelu_f32(float *y, const float *x, int64_t n);      /* erf form */
+void cpu_vgelu_tanh_f32(float *y, const float *x, int64_t n);
+void cpu_vtanh_f32(float *y, const float *x, int64_t n);
+void cpu_vsigmoid_f32(float *y, const float *x, int64_t n);
+void cpu_vsilu_f32(float *y, const float *x, int64_t n);
+void cpu_verf_f32(float *y, const float *x, int64_t n);
 
 #endif

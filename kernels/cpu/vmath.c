@@ -1,0 +1,39 @@
+/* The vmath.h functions over blocks: one call per block, the loop inside
+ * vectorised (and cloned for AVX2), so kernels pay no call per element. */
+#include "kernels/cpu/vmath.h"
+
+CPU_CLONES void cpu_vexp_f32(float *y, const float *x, float shift,
+                             int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = cpu_vexpf(x[i] - shift);
+}
+
+/* 0.5 x erfc(-x/sqrt 2): no cancellation for x << 0 */
+CPU_CLONES void cpu_vgelu_f32(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = 0.5f * x[i] * cpu_verfcf(-x[i] * 0.70710678118654752f);
+}
+
+/* 0.5 (1 + tanh u) = sigmoid(2u): no cancellation for x << 0 */
+CPU_CLONES void cpu_vgelu_tanh_f32(float *y, const float *x, int64_t n) {
+  const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i];
+    y[i] = v / (1.0f + cpu_vexpf(-2.0f * k * (v + 0.044715f * v * v * v)));
+  }
+}
+
+CPU_CLONES void cpu_vtanh_f32(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = cpu_vtanhf(x[i]);
+}
+
+CPU_CLONES void cpu_vsigmoid_f32(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + cpu_vexpf(-x[i]));
+}
+
+CPU_CLONES void cpu_vsilu_f32(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + cpu_vexpf(-x[i]));
+}
+
+CPU_CLONES void cpu_verf_f32(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = cpu_verff(x[i]);
+}
