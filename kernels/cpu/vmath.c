@@ -7,10 +7,17 @@ CPU_CLONES void cpu_vexp_f32(float *y, const float *x, float shift,
   for (int64_t i = 0; i < n; i++) y[i] = cpu_vexpf(x[i] - shift);
 }
 
-/* 0.5 x erfc(-x/sqrt 2): no cancellation for x << 0 */
+/* x Phi(x) with E = erfc(|x|/sqrt 2): 0.5 x E for x < 0 (no cancellation
+ * in the tail), x - 0.5 x E for x >= 0 (E <= 1: no cancellation either).
+ * One erfc tail evaluation per element, no erf polynomial. */
+static inline float gelu_one(float x) {
+  float ax = vm_float(vm_bits(x) & 0x7fffffffu);
+  float h = 0.5f * x * vm_erfc_pos(ax * 0.70710678118654752f);
+  return x < 0.0f ? h : x - h;
+}
+
 CPU_CLONES void cpu_vgelu_f32(float *y, const float *x, int64_t n) {
-  for (int64_t i = 0; i < n; i++)
-    y[i] = 0.5f * x[i] * cpu_verfcf(-x[i] * 0.70710678118654752f);
+  for (int64_t i = 0; i < n; i++) y[i] = gelu_one(x[i]);
 }
 
 /* 0.5 (1 + tanh u) = sigmoid(2u): no cancellation for x << 0 */
@@ -37,3 +44,5 @@ CPU_CLONES void cpu_vsilu_f32(float *y, const float *x, int64_t n) {
 CPU_CLONES void cpu_verf_f32(float *y, const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = cpu_verff(x[i]);
 }
+
+float cpu_vgelu_one(float x) { return gelu_one(x); }

@@ -156,6 +156,7 @@ static inline float cpu_vtanhf(float x) {
  * allowed (y == x) */
 void cpu_vexp_f32(float *y, const float *x, float shift, int64_t n); /* exp(x - shift) */
 void cpu_vgelu_f32(float *y, const float *x, int64_t n);      /* erf form */
+float cpu_vgelu_one(float x); /* the same, one element */
 void cpu_vgelu_tanh_f32(float *y, const float *x, int64_t n);
 void cpu_vtanh_f32(float *y, const float *x, int64_t n);
 void cpu_vsigmoid_f32(float *y, const float *x, int64_t n);
