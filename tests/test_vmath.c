@@ -174,11 +174,38 @@ static void test_blocks(void **state) {
   }
 }
 
+/* cpu_vmax_f32 against a plain loop, with signed zeros, infinities and
+ * NaN (negative NaN loses to everything, positive NaN wins) */
+static void test_max(void **state) {
+  (void)state;
+  enum { N = 1027 };
+  static float x[N];
+  for (int i = 0; i < N; i++) x[i] = (float)((i * 7919) % 2003) - 1500.5f;
+  float want = -INFINITY;
+  for (int i = 0; i < N; i++) want = x[i] > want ? x[i] : want;
+  for (int n = 0; n <= N; n += 97) {
+    float w = -INFINITY;
+    for (int i = 0; i < n; i++) w = x[i] > w ? x[i] : w;
+    expect("max prefix", cpu_vmax_f32(x, n), w);
+  }
+  expect("max", cpu_vmax_f32(x, N), want);
+  float z[3] = {-0.0f, 0.0f, -0.0f};
+  expect("max(-0, +0)", cpu_vmax_f32(z, 3), 0.0f);
+  expect("max(-0)", cpu_vmax_f32(z, 1), -0.0f);
+  float inf[2] = {-INFINITY, -INFINITY};
+  expect("max(-inf)", cpu_vmax_f32(inf, 2), -INFINITY);
+  float nn[3] = {1.0f, -NAN, 2.0f};
+  expect("max with -nan", cpu_vmax_f32(nn, 3), 2.0f);
+  nn[1] = NAN;
+  expect("max with nan", cpu_vmax_f32(nn, 3), NAN);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_edges),
       cmocka_unit_test(test_sweeps),
       cmocka_unit_test(test_blocks),
+      cmocka_unit_test(test_max),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

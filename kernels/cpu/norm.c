@@ -40,19 +40,12 @@ typedef struct row_io {
 #define MIN_BLOCK(len, j) ((len) - (j) < BLOCK ? (len) - (j) : BLOCK)
 
 /* ---- block functions and row drivers for one compute type */
-#define NORM_KERNELS(S, T, CT, EXPBLK, LANES_SUM, LANES_SQDEV)                  \
-  /* the row max, in independent lanes so it vectorises (max is exact: \
-   * any order gives the same value; a NaN row ends NaN through the sum) */ \
+#define NORM_KERNELS(S, T, CT, EXPBLK, MAXBLK, LANES_SUM, LANES_SQDEV)                  \
+  /* the row max (exact: any order gives the same value; a NaN row ends \
+   * NaN through the sum) */                                              \
   static T max_##S(const T *restrict x, int64_t n, T m) {                   \
-    T acc[LANES];                                                           \
-    for (int l = 0; l < LANES; l++) acc[l] = m;                             \
-    int64_t i = 0;                                                          \
-    for (; i + LANES <= n; i += LANES)                                      \
-      for (int l = 0; l < LANES; l++)                                       \
-        acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];                     \
-    for (; i < n; i++) m = x[i] > m ? x[i] : m;                             \
-    for (int l = 0; l < LANES; l++) m = acc[l] > m ? acc[l] : m;            \
-    return m;                                                               \
+    T b = MAXBLK(x, n);                                                     \
+    return b > m ? b : m;                                                   \
   }                                                                         \
   /* lanes += exp(x - m) (lane j % 8 for element j of a block that starts \
    * at a multiple of 8); keep (may be NULL) receives the exponentials.   \
@@ -172,10 +165,23 @@ static void exp_blk_f64(double *restrict y, const double *restrict x,
   for (int64_t i = 0; i < n; i++) y[i] = exp(x[i] - m);
 }
 
-NORM_KERNELS(f32, float, DT_FLOAT32, cpu_vexp_f32, cpu_lanes_sum_f32,
-             cpu_lanes_sqdev_f32)
-NORM_KERNELS(f64, double, DT_FLOAT64, exp_blk_f64, cpu_lanes_sum_f64,
-             cpu_lanes_sqdev_f64)
+/* the max of a double block in independent lanes so it vectorises */
+static double max_blk_f64(const double *restrict x, int64_t n) {
+  double acc[LANES], m = -INFINITY;
+  for (int l = 0; l < LANES; l++) acc[l] = m;
+  int64_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int l = 0; l < LANES; l++)
+      acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
+  for (; i < n; i++) m = x[i] > m ? x[i] : m;
+  for (int l = 0; l < LANES; l++) m = acc[l] > m ? acc[l] : m;
+  return m;
+}
+
+NORM_KERNELS(f32, float, DT_FLOAT32, cpu_vexp_f32, cpu_vmax_f32,
+             cpu_lanes_sum_f32, cpu_lanes_sqdev_f32)
+NORM_KERNELS(f64, double, DT_FLOAT64, exp_blk_f64, max_blk_f64,
+             cpu_lanes_sum_f64, cpu_lanes_sqdev_f64)
 
 /* ---- softmax over a dim that is not innermost in memory: column tiles.
  * When the innermost other dim has unit stride (in and out), TILE

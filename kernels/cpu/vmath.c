@@ -2,6 +2,8 @@
  * vectorised (and cloned for AVX2), so kernels pay no call per element. */
 #include "kernels/cpu/vmath.h"
 
+#include <math.h>
+
 CPU_CLONES void cpu_vexp_f32(float *y, const float *x, float shift,
                              int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = cpu_vexpf(x[i] - shift);
@@ -46,3 +48,18 @@ CPU_CLONES void cpu_verf_f32(float *y, const float *x, int64_t n) {
 }
 
 float cpu_vgelu_one(float x) { return gelu_one(x); }
+
+/* floats ordered as int32: flip the magnitude bits of negatives */
+static inline int32_t order_key(float f) {
+  int32_t b = (int32_t)vm_bits(f);
+  return b ^ ((b >> 31) & 0x7fffffff);
+}
+
+CPU_CLONES float cpu_vmax_f32(const float *x, int64_t n) {
+  int32_t m = order_key(-INFINITY);
+  for (int64_t i = 0; i < n; i++) {
+    int32_t k = order_key(x[i]);
+    m = k > m ? k : m;
+  }
+  return vm_float((uint32_t)(m ^ ((m >> 31) & 0x7fffffff)));
+}
