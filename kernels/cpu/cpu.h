@@ -109,6 +109,10 @@ void cpu_binary_contig(cpu_binary_op op, dt_dtype ct, int64_t n, void *out,
 /* out = a op s (scalar second operand) */
 void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
                        const cpu_view *a, double s);
+/* A same-dtype copy (op 0 out, op 1 in) whose input crosses the output's
+ * rows, done in tiles over the iterator's two innermost dims (transpose.c);
+ * false (nothing copied) when the layout does not call for it. */
+bool cpu_copy_transposed(const cpu_iter *it, size_t es);
 /* out = op(a); CPU_COPY converts dtype (cast, contiguous, clone) */
 void cpu_unary(cpu_unary_op op, dt_dtype ct, const cpu_view *out,
                const cpu_view *a);

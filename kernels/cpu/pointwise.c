@@ -400,6 +400,9 @@ void cpu_unary(cpu_unary_op op, dt_dtype ct, const cpu_view *out,
   cpu_view ops[2] = {*out, *a};
   cpu_iter it;
   cpu_iter_init(&it, ops, 2);
+  if (op == CPU_COPY && out->dtype == a->dtype &&
+      cpu_copy_transposed(&it, cpu_dtype_size(out->dtype)))
+    return;
   cpu_iter_run_parallel(&it, un_inner, &c);
 }
 
