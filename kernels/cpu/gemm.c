@@ -69,6 +69,71 @@ static void init_rows(void *acc, dt_dtype ct, int64_t m, int64_t n, int64_t ld,
   }
 }
 
+/* One BLAS call split into blocks of rows of C (or of columns, for
+ * short wide products): chunks idle ranks steal, each a single-threaded
+ * cblas call on its block. Block sizes depend only on m and n, so the bits
+ * do not depend on the rank count. (The alternative, OpenBLAS's own threads
+ * on the free cores, is what `dtorch bench ops` compares against: the
+ * ranks already occupy the cores, and OpenBLAS's pool would compete with
+ * them instead of using cores that are idle; see README, CPU kernels.) */
+typedef struct gemm_job {
+  dt_dtype d;
+  CBLAS_TRANSPOSE ta, tb;
+  int64_t m, n, k;
+  const void *a;
+  int lda;
+  const void *b;
+  int ldb;
+  bool accumulate;         /* beta = 1 (C holds the bias) */
+  char *c;
+  int64_t ldc;
+  int64_t mb, nb;          /* block sizes: one of them is m or n */
+} gemm_job;
+
+static void gemm_range(int64_t begin, int64_t end, void *arg) {
+  const gemm_job *j = arg;
+  size_t es = cpu_dtype_size(j->d);
+  for (int64_t u = begin; u < end; u++) {
+    int64_t i0 = j->mb < j->m ? u * j->mb : 0, j0 = j->mb < j->m ? 0 : u * j->nb;
+    int64_t mm = j->m - i0 < j->mb ? j->m - i0 : j->mb;
+    int64_t nn = j->n - j0 < j->nb ? j->n - j0 : j->nb;
+    /* A row-major [m, k] (or its transpose stored [k, m]), B [k, n] (or
+     * [n, k]): the block's first row of A / column of B */
+    const char *a = (const char *)j->a +
+                    (size_t)(j->ta == CblasNoTrans ? i0 * j->lda : i0) * es;
+    const char *b = (const char *)j->b +
+                    (size_t)(j->tb == CblasNoTrans ? j0 : j0 * j->ldb) * es;
+    char *c = j->c + (size_t)(i0 * j->ldc + j0) * es;
+    if (j->d == DT_FLOAT32)
+      cblas_sgemm(CblasRowMajor, j->ta, j->tb, (int)mm, (int)nn, (int)j->k,
+                  1.0f, (const float *)a, j->lda, (const float *)b, j->ldb,
+                  j->accumulate ? 1.0f : 0.0f, (float *)c, (int)j->ldc);
+    else
+      cblas_dgemm(CblasRowMajor, j->ta, j->tb, (int)mm, (int)nn, (int)j->k,
+                  1.0, (const double *)a, j->lda, (const double *)b, j->ldb,
+                  j->accumulate ? 1.0 : 0.0, (double *)c, (int)j->ldc);
+  }
+}
+
+/* blocks of at least ~2 MFLOP (smaller ones cost more in packing and
+ * dispatch than they gain), at most 16 of them, row blocks a multiple of 8 */
+static void gemm_split(gemm_job *j) {
+  double flop = 2.0 * (double)j->m * (double)j->n * (double)j->k;
+  int64_t parts = (int64_t)(flop / 2e6);
+  if (parts > 16) parts = 16;
+  j->mb = j->m;
+  j->nb = j->n;
+  int64_t units = 1;
+  if (parts >= 2 && j->m >= 16) {
+    j->mb = ((j->m + parts - 1) / parts + 7) / 8 * 8;
+    units = (j->m + j->mb - 1) / j->mb;
+  } else if (parts >= 2 && j->n >= 64) {
+    j->nb = ((j->n + parts - 1) / parts + 15) / 16 * 16;
+    units = (j->n + j->nb - 1) / j->nb;
+  }
+  cpu_parallel_for(units, 1, gemm_range, j);
+}
+
 /* float32 / float64 straight through BLAS. */
 static dt_status gemm_blas(dt_dtype d, const cpu_matrix *a,
                            const cpu_matrix *b, const cpu_matrix *c,
@@ -97,12 +162,9 @@ static dt_status gemm_blas(dt_dtype d, const cpu_matrix *a,
     free(pb);
     return DT_ERR_OUT_OF_MEMORY;
   }
-  if (d == DT_FLOAT32)
-    cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, pta, lda,
-                ptb, ldb, bias ? 1.0f : 0.0f, (float *)c->data, (int)ldc);
-  else
-    cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0, pta, lda,
-                ptb, ldb, bias ? 1.0 : 0.0, (double *)c->data, (int)ldc);
+  gemm_job j = {d, ta, tb, m, n, k, pta, lda, ptb, ldb, bias != NULL,
+                c->data, ldc, 0, 0};
+  gemm_split(&j);
   free(pa);
   free(pb);
   return DT_OK;
