@@ -1,7 +1,8 @@
 /* Kernels split into chunks that idle ranks steal give the same bits
  * whatever the rank count: each op below runs on runtimes of 1, 2 and 8
  * ranks (so its chunks are taken by 1, 2 or 8 threads in varying order)
- * and the outputs are compared byte for byte. The reductions use
+ * and the outputs are compared byte for byte (matmul too: its BLAS calls
+ * are split into blocks). The reductions use
  * segments and per-chunk partials combined in a fixed order; their values
  * are also checked against double-precision loops written here. */
 #include <math.h>
@@ -10,7 +11,7 @@
 
 #include "testutil.h"
 
-enum { NOPS = 14, SUMN = 300001 };
+enum { NOPS = 15, SUMN = 300001 };
 
 typedef struct inputs {
   float *big;        /* SUMN values */
@@ -51,6 +52,11 @@ static dt_tensor *op_run(int k, dt_tensor *big, dt_tensor *rows,
   case 11: return dt_gelu(rows);
   case 12: {
     dt_tensor *t = dt_transpose(rows, 0, 1), *c = dt_contiguous(t);
+    dt_tensor_release(t);
+    return c;
+  }
+  case 13: {  /* [512, 1000] x [1000, 512]: row blocks of BLAS calls */
+    dt_tensor *t = dt_transpose(rows, 0, 1), *c = dt_matmul(rows, t);
     dt_tensor_release(t);
     return c;
   }
