@@ -106,7 +106,7 @@ typedef struct row_io {
     }                                                                       \
   }                                                                         \
   /* y = (x - shift) * scale [* w] [+ b] */                                 \
-  static void affine_##S(const T *restrict x, T *restrict y, int64_t n,     \
+  CPU_CLONES static void affine_##S(const T *restrict x, T *restrict y, int64_t n,     \
                          T shift, T scale, const T *w, const T *b) {        \
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] - shift) * scale;          \
     if (w) for (int64_t i = 0; i < n; i++) y[i] *= w[i];                    \

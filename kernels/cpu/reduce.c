@@ -16,6 +16,7 @@
  * steals them, and long rows are split into segments whose partials are
  * combined in a fixed order (below), so no result depends on the split. */
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/vmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -115,8 +116,9 @@ void cpu_rows_load(const cpu_rows *r, const char *base, int64_t j0, int64_t n,
 }
 
 /* ------------------------------------------------------------- lane sums */
+/* cloned for AVX2 (vmath.h): four double lanes per instruction, same bits */
 #define LANES_SUM(NAME, T)                                                  \
-  void NAME(const T *restrict x, int64_t n, double *restrict lanes) {       \
+  CPU_CLONES void NAME(const T *restrict x, int64_t n, double *restrict lanes) {       \
     double acc[LANES];                                                      \
     memcpy(acc, lanes, sizeof acc);                                         \
     int64_t i = 0;                                                          \
@@ -129,7 +131,7 @@ LANES_SUM(cpu_lanes_sum_f32, float)
 LANES_SUM(cpu_lanes_sum_f64, double)
 
 #define LANES_SQDEV(NAME, T)                                                \
-  void NAME(const T *restrict x, int64_t n, double c,                       \
+  CPU_CLONES void NAME(const T *restrict x, int64_t n, double c,                       \
             double *restrict lanes) {                                       \
     double acc[LANES];                                                      \
     memcpy(acc, lanes, sizeof acc);                                         \
