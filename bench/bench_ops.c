@@ -9,8 +9,8 @@
  *   flops       arithmetic (matmul 2MNK; others ~1 per element touched)
  *   bound       memory ops: the all-core STREAM bandwidth of this run
  *               (bench_stream_bandwidth: the best of copy and add on every
- *               CPU, bytes counted alike); matmul: cblas_sgemm with
- *               OpenBLAS on every CPU
+ *               CPU, bytes counted alike), measured right after the op;
+ *               matmul: cblas_sgemm with OpenBLAS on every CPU
  *   ratio       achieved / bound (1.0 = at the roofline)
  * Ops run on rank 0 of the default runtime. `--only NAME` runs one op. */
 #include <cblas.h>
@@ -188,9 +188,6 @@ int bench_ops(int argc, char **argv) {
   }
   if (reps < 1) reps = 1;
   dt_runtime_default(); /* the runtime sets OpenBLAS to one thread */
-  double copy_bps, add_bps;
-  double bw = bench_stream_bandwidth(16 << 20, &copy_bps, &add_bps);
-  if (bw <= 0) die("stream buffers");
   double peak = 0;
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
     const op_case *c = &cases[k];
@@ -203,7 +200,12 @@ int bench_ops(int argc, char **argv) {
     double bytes, flops;
     op_cost(c, &bytes, &flops);
     bool gemm = c->kind == K_MATMUL;
-    if (gemm && peak == 0) peak = gemm_peak_flops((int)c->cols, reps);
+    /* the bound right after the op, so both see the same machine (other
+     * jobs on a shared VM move the bandwidth by 2x within a minute) */
+    double copy_bps, add_bps, bw = 0;
+    if (gemm) peak = gemm_peak_flops((int)c->cols, reps);
+    else bw = bench_stream_bandwidth(16 << 20, &copy_bps, &add_bps);
+    if (!gemm && bw <= 0) die("stream buffers");
     double ratio = gemm ? flops / t / peak : bytes / t / bw;
     printf("{\"bench\":\"ops\",\"op\":\"%s\",\"shape\":\"%s\",\"ms\":%.3f,"
            "\"bytes\":%.0f,\"flops\":%.0f,\"gbs\":%.2f,\"gflops\":%.2f,",
