@@ -44,17 +44,37 @@ static bool dense(const cpu_view *v) {
   return true;
 }
 
+typedef struct gather_job {
+  const cpu_view *out, *a, *idx;
+  int dim;
+  int64_t es, slice;
+  bool rows;
+} gather_job;
+
+/* indices [begin, end): one slice each, a row memcpy when both sides are
+ * dense (embedding), else a strided copy */
+static void gather_range(int64_t begin, int64_t end, void *arg) {
+  const gather_job *j = arg;
+  cpu_view src = *j->a, dst = *j->out;
+  src.sizes[j->dim] = 1;
+  dst.sizes[j->dim] = 1;
+  for (int64_t k = begin; k < end; k++) {
+    int64_t v = cpu_index_at(j->idx, k);
+    src.data = j->a->data + v * j->a->strides[j->dim] * j->es;
+    dst.data = j->out->data + k * j->out->strides[j->dim] * j->es;
+    if (j->rows)
+      memcpy(dst.data, src.data, (size_t)(j->slice * j->es));
+    else
+      cpu_unary(CPU_COPY, cpu_compute_type(dst.dtype), &dst, &src);
+  }
+}
+
 dt_status cpu_index_select(const cpu_view *out, const cpu_view *a, int dim,
                            const cpu_view *idx, int64_t *bad_pos,
                            int64_t *bad_val) {
   int64_t n = cpu_view_numel(idx), limit = a->sizes[dim];
-  int64_t es = (int64_t)cpu_dtype_size(a->dtype);
-  cpu_view src = *a, dst = *out;
-  src.sizes[dim] = 1;
-  dst.sizes[dim] = 1;
-  int64_t slice = cpu_view_numel(&src);
-  /* embedding and dim-0 selects of a contiguous table copy whole rows */
-  bool rows = dense(&src) && dense(&dst) && src.dtype == dst.dtype;
+  /* every index checked first (nothing written when one is bad), then the
+   * copies in chunks of about CPU_GRAIN elements that idle ranks steal */
   for (int64_t j = 0; j < n; j++) {
     int64_t v = cpu_index_at(idx, j);
     if (v < 0 || v >= limit) {
@@ -62,14 +82,17 @@ dt_status cpu_index_select(const cpu_view *out, const cpu_view *a, int dim,
       *bad_val = v;
       return DT_ERR_INVALID_ARGUMENT;
     }
-    if (slice == 0) continue; /* indices are still checked */
-    src.data = a->data + v * a->strides[dim] * es;
-    dst.data = out->data + j * out->strides[dim] * es;
-    if (rows)
-      memcpy(dst.data, src.data, (size_t)(slice * es));
-    else
-      cpu_unary(CPU_COPY, cpu_compute_type(dst.dtype), &dst, &src);
   }
+  gather_job g = {out, a, idx, dim, (int64_t)cpu_dtype_size(a->dtype), 0, false};
+  cpu_view src = *a, dst = *out;
+  src.sizes[dim] = 1;
+  dst.sizes[dim] = 1;
+  g.slice = cpu_view_numel(&src);
+  if (g.slice == 0) return DT_OK;
+  /* embedding and dim-0 selects of a contiguous table copy whole rows */
+  g.rows = dense(&src) && dense(&dst) && src.dtype == dst.dtype;
+  int64_t grain = CPU_GRAIN / g.slice;
+  cpu_parallel_for(n, grain < 1 ? 1 : grain, gather_range, &g);
   return DT_OK;
 }
 
