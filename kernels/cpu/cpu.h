@@ -132,6 +132,10 @@ void cpu_philox4x32(const uint32_t ctr[4], const uint32_t key[2],
  * Depends only on (seed, offset + i): a shard computes its own slice. */
 double cpu_philox_uniform(uint64_t seed, uint64_t index);
 double cpu_philox_normal(uint64_t seed, uint64_t index);
+/* out[j] = cpu_philox_uniform(seed, first + j) for j in [0, n), computed
+ * a block at a time */
+void cpu_philox_uniform_block(uint64_t seed, uint64_t first, int64_t n,
+                              double *out);
 /* dst[j] for j in [0, n): element (first + j) of the stream */
 void cpu_rand_fill(void *dst, dt_dtype d, int64_t n, uint64_t seed,
                    uint64_t first, bool normal);

@@ -90,6 +90,16 @@ CPU_CLONES static void philox_block(uint64_t seed, uint64_t first, int64_t n,
   }
 }
 
+void cpu_philox_uniform_block(uint64_t seed, uint64_t first, int64_t n,
+                              double *out) {
+  uint32_t r[4][RBLOCK];
+  for (int64_t b = 0; b < n; b += RBLOCK) {
+    int64_t m = n - b < RBLOCK ? n - b : RBLOCK;
+    philox_block(seed, first + (uint64_t)b, m, r);
+    for (int64_t i = 0; i < m; i++) out[b + i] = to_unit(r[0][i], r[1][i]);
+  }
+}
+
 typedef struct rand_job {
   char *dst;
   dt_dtype d;
