@@ -177,9 +177,11 @@ static void gemm_half(dt_dtype d, int64_t m, int64_t k, int64_t n,
                       const cpu_matrix *c, const char *bias,
                       int64_t bias_stride) {
   init_rows(acc, DT_FLOAT32, m, n, n, d, bias, bias_stride);
-  if (k > 0)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n,
-                (int)k, 1.0f, pa, (int)k, pb, (int)n, 1.0f, acc, (int)n);
+  if (k > 0) {
+    gemm_job j = {DT_FLOAT32, CblasNoTrans, CblasNoTrans, m, n, k, pa, (int)k,
+                  pb, (int)n, true, (char *)acc, n, 0, 0};
+    gemm_split(&j);
+  }
   int64_t es = (int64_t)cpu_dtype_size(d);
   for (int64_t i = 0; i < m; i++)
     cpu_store(c->data + i * c->rs * es, d, c->cs * es, acc + i * n,
