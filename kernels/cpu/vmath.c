@@ -15,7 +15,9 @@ CPU_CLONES void cpu_vexp_f32(float *y, const float *x, float shift,
 static inline float gelu_one(float x) {
   float ax = vm_float(vm_bits(x) & 0x7fffffffu);
   float h = 0.5f * x * vm_erfc_pos(ax * 0.70710678118654752f);
-  return x < 0.0f ? h : x - h;
+  /* past 10, x - h rounds to x; and inf - 0.5 inf 0 would be NaN (PyTorch:
+   * gelu(inf) = inf, gelu(-inf) = NaN, which h gives) */
+  return x < 0.0f ? h : x > 10.0f ? x : x - h;
 }
 
 CPU_CLONES void cpu_vgelu_f32(float *y, const float *x, int64_t n) {
