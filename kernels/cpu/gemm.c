@@ -191,7 +191,9 @@ static void gemm_half(dt_dtype d, int64_t m, int64_t k, int64_t n,
 /* Integers: i-p-j loop over packed int64 operands into a one-row
  * accumulator. Unsigned arithmetic makes overflow wrap (defined) instead of
  * being undefined; the store truncates to the output's width, as PyTorch's
- * int matmul does. */
+ * int matmul does. Not split into chunks: its one-row accumulator is
+ * shared by the rows, integer matmuls are rare and small (index arithmetic,
+ * tests), and the i-p-j inner loop already vectorises. */
 static void gemm_int(dt_dtype d, int64_t m, int64_t k, int64_t n,
                      const uint64_t *pa, const uint64_t *pb, uint64_t *acc,
                      const cpu_matrix *c, const char *bias,

@@ -56,6 +56,8 @@ void cpu_gelu_backward(dt_dtype ct, const cpu_view *out, const cpu_view *grad,
 
 /* ----------------------------------------------------------- index_add */
 
+/* one pass over the indices (a few thousand: what index_add reads anyway),
+ * not worth chunks */
 int64_t cpu_count_not_equal(const cpu_view *idx, int64_t value) {
   int64_t n = cpu_view_numel(idx), count = 0;
   for (int64_t j = 0; j < n; j++) count += cpu_index_at(idx, j) != value;

@@ -496,17 +496,35 @@ void cpu_where(dt_dtype ct, const cpu_view *out, const cpu_view *cond,
   cpu_iter_run_parallel(&it, where_inner, &c);
 }
 
-void cpu_fill(void *dst, dt_dtype d, int64_t n, double v) {
-  char *p = dst;
-  size_t es = cpu_dtype_size(d);
-  if (n <= 0) return;
-  /* all-zero bytes are +0 in every dtype; -0.0 into any floating dtype
-   * (float16 and bfloat16 too) keeps its sign bit, so it is replicated */
-  if (v == 0 && !signbit(v)) {
-    memset(p, 0, (size_t)n * es);
+typedef struct fill_job { char *p; size_t es; char one[8]; bool zero; } fill_job;
+
+/* elements [begin, end): zero bytes by memset, otherwise the element once
+ * and then doubling memcpys within the range */
+static void fill_range(int64_t begin, int64_t end, void *arg) {
+  const fill_job *j = arg;
+  char *p = j->p + (size_t)begin * j->es;
+  int64_t n = end - begin;
+  if (j->zero) {
+    memset(p, 0, (size_t)n * j->es);
     return;
   }
-  /* convert once, then replicate by doubling memcpy */
+  memcpy(p, j->one, j->es);
+  int64_t have = 1;
+  while (have < n) {
+    int64_t k = have < n - have ? have : n - have;
+    memcpy(p + have * j->es, p, (size_t)k * j->es);
+    have += k;
+  }
+}
+
+void cpu_fill(void *dst, dt_dtype d, int64_t n, double v) {
+  if (n <= 0) return;
+  fill_job j = {dst, cpu_dtype_size(d), {0}, false};
+  /* all-zero bytes are +0 in every dtype; -0.0 into any floating dtype
+   * (float16 and bfloat16 too) keeps its sign bit, so it is replicated */
+  j.zero = v == 0 && !signbit(v);
+  /* convert once; chunks of 4 CPU_GRAIN elements copy it (a fill is a
+   * store stream: the memory bus, not the cores, bounds it) */
   double one = v;
   dt_dtype ct = d == DT_FLOAT64 ? DT_FLOAT64
                 : (d == DT_INT64 || d == DT_INT32 || d == DT_UINT8) ? DT_INT64
@@ -518,13 +536,8 @@ void cpu_fill(void *dst, dt_dtype d, int64_t n, double v) {
   case DT_BOOL: tmp[0] = one != 0; break;
   default: { float f = (float)one; memcpy(tmp, &f, 4); break; }
   }
-  cpu_store(p, d, (int64_t)es, tmp, ct, 1);
-  int64_t have = 1;
-  while (have < n) {
-    int64_t k = have < n - have ? have : n - have;
-    memcpy(p + have * es, p, (size_t)k * es);
-    have += k;
-  }
+  cpu_store(j.one, d, (int64_t)j.es, tmp, ct, 1);
+  cpu_parallel_for(n, 4 * CPU_GRAIN, fill_range, &j);
 }
 
 typedef struct flat_job {
