@@ -54,18 +54,22 @@ static inline float vm_float(uint32_t u) {
 }
 
 /* exp(a + b), for a the large part and b a small correction (|b| <~ 2):
- * n is rounded from a + b, the reduction subtracts n ln2 from a first */
-static inline float vm_exp2parts(float a, float b) {
+ * n is rounded from a + b, the reduction subtracts n ln2 from a first.
+ * has_b is a constant at every call: without b (cpu_vexpf) the two adds
+ * of b fold away (a + 0.0f does not fold by itself: -0 + 0 is +0). */
+static inline float vm_exp_core(float a, float b, int has_b) {
   const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to int */
   /* beyond these exp is 0 or inf in float (b is bounded, so n stays in
    * [-153, 131] and both factors of 2^n below are normal); NaN passes */
   a = a < -104.0f ? -104.0f : a;
   a = a > 89.0f ? 89.0f : a;
-  float t = (a + b) * 1.44269504088896341f + magic;
+  float t = (has_b ? a + b : a) * 1.44269504088896341f + magic;
   float n = t - magic;
   int32_t ni = (int32_t)(vm_bits(t) - vm_bits(magic));
   /* ln2 = C1 + C2, C1 with 9 bits so n C1 is exact */
-  float r = ((a - n * 0.693359375f) + b) - n * -2.12194440e-4f;
+  float r = a - n * 0.693359375f;
+  if (has_b) r += b;
+  r -= n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -79,7 +83,8 @@ static inline float vm_exp2parts(float a, float b) {
   return (p * f1) * f2;
 }
 
-static inline float cpu_vexpf(float x) { return vm_exp2parts(x, 0.0f); }
+static inline float vm_exp2parts(float a, float b) { return vm_exp_core(a, b, 1); }
+static inline float cpu_vexpf(float x) { return vm_exp_core(x, 0.0f, 0); }
 
 /* erfc(z) for z >= 0 (NaN stays NaN) */
 static inline float vm_erfc_pos(float z) {
