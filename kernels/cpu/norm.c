@@ -108,6 +108,11 @@ typedef struct row_io {
   /* y = (x - shift) * scale [* w] [+ b] */                                 \
   CPU_CLONES static void affine_##S(const T *restrict x, T *restrict y, int64_t n,     \
                          T shift, T scale, const T *w, const T *b) {        \
+    /* one pass when both are there (the same expression, the same bits) */ \
+    if (w && b) {                                                           \
+      for (int64_t i = 0; i < n; i++) y[i] = (x[i] - shift) * scale * w[i] + b[i]; \
+      return;                                                               \
+    }                                                                       \
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] - shift) * scale;          \
     if (w) for (int64_t i = 0; i < n; i++) y[i] *= w[i];                    \
     if (b) for (int64_t i = 0; i < n; i++) y[i] += b[i];                    \
