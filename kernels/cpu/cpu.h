@@ -51,7 +51,9 @@ void cpu_iter_run(const cpu_iter *it, int64_t begin, int64_t end,
 /* Parallel chunks: fn over [0, n) in chunks of `grain` (boundaries depend
  * only on n and grain, so results are bitwise reproducible). The runtime
  * installs its work-stealing implementation; without one, or off a rank
- * thread, fn runs inline over the whole range. */
+ * thread, fn runs inline over the whole range. Contract kernels rely on
+ * (per-block partials indexed by begin / grain): every call's begin is a
+ * multiple of grain and its end is a multiple of grain or n. */
 typedef void (*cpu_range_fn)(int64_t begin, int64_t end, void *ctx);
 typedef void (*cpu_parallel_fn)(int64_t n, int64_t grain, cpu_range_fn fn,
                                 void *ctx);
