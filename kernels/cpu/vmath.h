@@ -35,8 +35,15 @@
  * built with -ffp-contract=off, so neither clone fuses a multiply-add and
  * both give the same bits (tests/test_vmath.c checks the blocks against
  * the scalar functions bit for bit). DTORCH_NO_CLONES turns this off. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DTORCH_NO_CLONES 1 /* clang's spelling of __SANITIZE_THREAD__ */
+#endif
+#endif
+/* ThreadSanitizer: the ifunc resolvers run during relocation, before the
+ * TSan runtime is up, and crash the program: no clones there */
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && \
-    !defined(DTORCH_NO_CLONES)
+    !defined(DTORCH_NO_CLONES) && !defined(__SANITIZE_THREAD__)
 #define CPU_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define CPU_CLONES
