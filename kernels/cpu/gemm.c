@@ -69,9 +69,8 @@ static void init_rows(void *acc, dt_dtype ct, int64_t m, int64_t n, int64_t ld,
   }
 }
 
-/* One BLAS call split into blocks of rows of C (or of columns, for
- * short wide products): chunks idle ranks steal, each a single-threaded
- * cblas call on its block. Block sizes depend only on m and n, so the bits
+/* One BLAS call split into a grid of blocks of C: chunks idle ranks
+ * steal, each a single-threaded cblas call on its block. Block sizes depend only on m and n, so the bits
  * do not depend on the rank count. (The alternative, OpenBLAS's own threads
  * on the free cores, is what `dtorch bench ops` compares against: the
  * ranks already occupy the cores, and OpenBLAS's pool would compete with
