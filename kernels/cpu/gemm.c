@@ -70,11 +70,12 @@ static void init_rows(void *acc, dt_dtype ct, int64_t m, int64_t n, int64_t ld,
 }
 
 /* One BLAS call split into a grid of blocks of C: chunks idle ranks
- * steal, each a single-threaded cblas call on its block. Block sizes depend only on m and n, so the bits
- * do not depend on the rank count. (The alternative, OpenBLAS's own threads
- * on the free cores, is what `dtorch bench ops` compares against: the
- * ranks already occupy the cores, and OpenBLAS's pool would compete with
- * them instead of using cores that are idle; see README, CPU kernels.) */
+ * steal, each a single-threaded cblas call on its block. Block sizes
+ * depend only on m and n, so the bits do not depend on the rank count.
+ * The alternative, OpenBLAS's own threads on the free cores for one call,
+ * was slower on the 2-core VM (README, CPU kernels: 20-28 ms against
+ * 17-20 ms for 1024^3): its pool competes with the rank threads for the
+ * cores instead of using whichever are idle. */
 typedef struct gemm_job {
   dt_dtype d;
   CBLAS_TRANSPOSE ta, tb;
