@@ -45,9 +45,6 @@ CPU_CLONES void cpu_vsilu_f32(float *y, const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + cpu_vexpf(-x[i]));
 }
 
-CPU_CLONES void cpu_verf_f32(float *y, const float *x, int64_t n) {
-  for (int64_t i = 0; i < n; i++) y[i] = cpu_verff(x[i]);
-}
 
 float cpu_vgelu_one(float x) { return gelu_one(x); }
 

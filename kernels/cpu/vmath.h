@@ -174,7 +174,6 @@ void cpu_vgelu_tanh_f32(float *y, const float *x, int64_t n);
 void cpu_vtanh_f32(float *y, const float *x, int64_t n);
 void cpu_vsigmoid_f32(float *y, const float *x, int64_t n);
 void cpu_vsilu_f32(float *y, const float *x, int64_t n);
-void cpu_verf_f32(float *y, const float *x, int64_t n);
 /* max of x[0..n) (-inf for n = 0), compared as integers so it vectorises
  * without fast-math: +0 > -0, a NaN with the sign bit clear beats +inf
  * and one with it set loses to everything (callers let NaN through their
