@@ -66,5 +66,6 @@ int bench_sched(int argc, char **argv);
 int bench_dispatch(int argc, char **argv);
 int bench_demo(int argc, char **argv);
 int bench_io(int argc, char **argv);
+int bench_ops(int argc, char **argv);
 
 #endif

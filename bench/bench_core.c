@@ -7,7 +7,10 @@
  *                     (min(ranks, CPUs): idle ranks steal its chunks), its
  *                     bytes counted the same way; copy_gbs: an all-thread
  *                     memcpy for reference (1 read + 1 write)
- *   matmul_f32_1024   dt_matmul until computed vs a direct cblas_sgemm
+ *   matmul_f32_1024   dt_matmul until computed vs a direct cblas_sgemm with
+ *                     OpenBLAS on as many threads as can run the matmul
+ *                     (min(ranks, CPUs): its blocks are chunks idle ranks
+ *                     steal)
  *   dispatch_add_tiny a 4-element dt_add: `ns` is the caller's time per op
  *                     (dispatch, infer, output handle, one published
  *                     record, release) with the ring not full; `e2e_ns` the
@@ -107,16 +110,24 @@ static void bench_matmul(int reps) {
   dt_to_host(m.b, m.hb, bytes);
   run_matmul(&m);
   run_sgemm(&m);
-  /* interleave so both see the same machine state */
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int ranks = dt_runtime_num_ranks(dt_runtime_default());
+  int threads = (int)(cpus < ranks ? cpus : ranks), before = openblas_get_num_threads();
+  /* interleave so both see the same machine state; the runtime keeps
+   * OpenBLAS at one thread, the baseline gets the matmul's threads */
   double t_dt = 1e300, t_bl = 1e300;
   for (int r = 0; r < reps; r++) {
-    double a = bench_best(run_matmul, &m, 1, 2), b = bench_best(run_sgemm, &m, 1, 2);
+    double a = bench_best(run_matmul, &m, 1, 2);
+    openblas_set_num_threads(threads < 1 ? 1 : threads);
+    double b = bench_best(run_sgemm, &m, 1, 2);
+    openblas_set_num_threads(before);
     if (a < t_dt) t_dt = a;
     if (b < t_bl) t_bl = b;
   }
   double flop = 2.0 * n * n * (double)n;
   printf("{\"bench\":\"matmul_f32_1024\",\"gflops\":%.2f,\"cblas_gflops\":%.2f,"
-         "\"ratio\":%.3f}\n", flop / t_dt / 1e9, flop / t_bl / 1e9, t_bl / t_dt);
+         "\"threads\":%d,\"ratio\":%.3f}\n", flop / t_dt / 1e9, flop / t_bl / 1e9,
+         threads, t_bl / t_dt);
   free(m.ha); free(m.hb); free(m.hc);
   dt_tensor_release(m.a);
   dt_tensor_release(m.b);

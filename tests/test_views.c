@@ -598,6 +598,46 @@ static void test_same_dtype_copies(void **state) {
   tu_leaks_end();
 }
 
+/* contiguous() of transposes and permutes large enough for the tiled
+ * copy (kernels/cpu/transpose.c): every dtype, sizes that are not
+ * multiples of the 8 x 8 tile or the 256 x 256 chunk, a batch dim,
+ * against element-by-element indexing here */
+static void test_transposed_copies(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  const int64_t b = 3, r = 263, c = 37;
+  for (int k = 0; k < 8; k++) {
+    dt_dtype d = tu_all_dtypes[k];
+    double *v;
+    dt_tensor *a = tu_random(DT_SHAPE(b, r, c), d, 600 + (uint64_t)k,
+                             d == DT_UINT8 ? 0 : -100, 100, &v);
+    dt_tensor *t = dt_transpose(a, 1, 2);              /* [b, c, r] */
+    dt_tensor *p = dt_permute(a, (int[]){2, 1, 0}, 3); /* [c, r, b] */
+    dt_tensor *f = dt_contiguous(t), *g = dt_contiguous(p);
+    assert_non_null(f);
+    assert_non_null(g);
+    double *fv = tu_values(f), *gv = tu_values(g);
+    for (int64_t i = 0; i < b; i++)
+      for (int64_t j = 0; j < c; j++)
+        for (int64_t l = 0; l < r; l++) {
+          double want = v[(i * r + l) * c + j];
+          if (fv[(i * c + j) * r + l] != want || gv[(j * r + l) * b + i] != want)
+            fail_msg("%s: transposed copy wrong at (%lld, %lld, %lld)",
+                     dt_dtype_name(d), (long long)i, (long long)j,
+                     (long long)l);
+        }
+    free(fv);
+    free(gv);
+    free(v);
+    dt_tensor_release(f);
+    dt_tensor_release(g);
+    dt_tensor_release(t);
+    dt_tensor_release(p);
+    dt_tensor_release(a);
+  }
+  tu_leaks_end();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_views_share_storage),
@@ -614,6 +654,7 @@ int main(void) {
       cmocka_unit_test(test_view_outlives_base),
       cmocka_unit_test(test_views_every_dtype),
       cmocka_unit_test(test_same_dtype_copies),
+      cmocka_unit_test(test_transposed_copies),
       /* last: on the current core it overflows (UBSan aborts the run) */
       cmocka_unit_test(test_slice_huge_step),
   };

@@ -51,7 +51,9 @@ void cpu_iter_run(const cpu_iter *it, int64_t begin, int64_t end,
 /* Parallel chunks: fn over [0, n) in chunks of `grain` (boundaries depend
  * only on n and grain, so results are bitwise reproducible). The runtime
  * installs its work-stealing implementation; without one, or off a rank
- * thread, fn runs inline over the whole range. */
+ * thread, fn runs inline over the whole range. Contract kernels rely on
+ * (per-block partials indexed by begin / grain): every call's begin is a
+ * multiple of grain and its end is a multiple of grain or n. */
 typedef void (*cpu_range_fn)(int64_t begin, int64_t end, void *ctx);
 typedef void (*cpu_parallel_fn)(int64_t n, int64_t grain, cpu_range_fn fn,
                                 void *ctx);
@@ -109,6 +111,10 @@ void cpu_binary_contig(cpu_binary_op op, dt_dtype ct, int64_t n, void *out,
 /* out = a op s (scalar second operand) */
 void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
                        const cpu_view *a, double s);
+/* A same-dtype copy (op 0 out, op 1 in) whose input crosses the output's
+ * rows, done in tiles over the iterator's two innermost dims (transpose.c);
+ * false (nothing copied) when the layout does not call for it. */
+bool cpu_copy_transposed(const cpu_iter *it, size_t es);
 /* out = op(a); CPU_COPY converts dtype (cast, contiguous, clone) */
 void cpu_unary(cpu_unary_op op, dt_dtype ct, const cpu_view *out,
                const cpu_view *a);
@@ -128,6 +134,10 @@ void cpu_philox4x32(const uint32_t ctr[4], const uint32_t key[2],
  * Depends only on (seed, offset + i): a shard computes its own slice. */
 double cpu_philox_uniform(uint64_t seed, uint64_t index);
 double cpu_philox_normal(uint64_t seed, uint64_t index);
+/* out[j] = cpu_philox_uniform(seed, first + j) for j in [0, n), computed
+ * a block at a time */
+void cpu_philox_uniform_block(uint64_t seed, uint64_t first, int64_t n,
+                              double *out);
 /* dst[j] for j in [0, n): element (first + j) of the stream */
 void cpu_rand_fill(void *dst, dt_dtype d, int64_t n, uint64_t seed,
                    uint64_t first, bool normal);

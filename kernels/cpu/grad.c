@@ -56,6 +56,8 @@ void cpu_gelu_backward(dt_dtype ct, const cpu_view *out, const cpu_view *grad,
 
 /* ----------------------------------------------------------- index_add */
 
+/* one pass over the indices (a few thousand: what index_add reads anyway),
+ * not worth chunks */
 int64_t cpu_count_not_equal(const cpu_view *idx, int64_t value) {
   int64_t n = cpu_view_numel(idx), count = 0;
   for (int64_t j = 0; j < n; j++) count += cpu_index_at(idx, j) != value;
@@ -172,16 +174,19 @@ static void ce_grad_row(row o, row x, const row *t, int64_t cls, int64_t nc,
   }
 }
 
-dt_status cpu_cross_entropy_backward(const cpu_view *out,
-                                     const cpu_ce_grad_args *a,
-                                     int64_t *bad_pos, int64_t *bad_val) {
-  const cpu_view *x = a->logits, *t = a->target;
-  int64_t nc = x->sizes[1], m = 1;
-  for (int d = 0; d < x->ndim; d++) if (d != 1) m *= x->sizes[d];
+typedef struct ce_grad_job { const cpu_view *out; const cpu_ce_grad_args *a; } ce_grad_job;
+
+/* positions [begin, end): each writes its own row of out (indices were
+ * checked before), so any split gives the same bits */
+static void ce_grad_range(int64_t begin, int64_t end, void *arg) {
+  const ce_grad_job *j = arg;
+  const cpu_ce_grad_args *a = j->a;
+  const cpu_view *x = a->logits, *t = a->target, *out = j->out;
+  int64_t nc = x->sizes[1];
   int64_t es = (int64_t)cpu_dtype_size(x->dtype);
   int64_t oes = (int64_t)cpu_dtype_size(out->dtype);
   int64_t tes = (int64_t)cpu_dtype_size(t->dtype);
-  for (int64_t p = 0; p < m; p++) {
+  for (int64_t p = begin; p < end; p++) {
     row rx = {x->data + cpu_ce_row(x, p) * es, x->dtype, x->strides[1] * es};
     row ro = {out->data + cpu_ce_row(out, p) * oes, out->dtype,
               out->strides[1] * oes};
@@ -200,12 +205,28 @@ dt_status cpu_cross_entropy_backward(const cpu_view *out,
       }
       continue;
     }
-    if (cls < 0 || cls >= nc) {
+    ce_grad_row(ro, rx, NULL, cls, nc, a->label_smoothing, w);
+  }
+}
+
+/* class indices checked first (nothing written when one is bad), then the
+ * positions in chunks of about CPU_GRAIN logits that idle ranks steal */
+dt_status cpu_cross_entropy_backward(const cpu_view *out,
+                                     const cpu_ce_grad_args *a,
+                                     int64_t *bad_pos, int64_t *bad_val) {
+  const cpu_view *x = a->logits;
+  int64_t nc = x->sizes[1], m = 1;
+  for (int d = 0; d < x->ndim; d++) if (d != 1) m *= x->sizes[d];
+  for (int64_t p = 0; !a->probabilities && p < m; p++) {
+    int64_t cls = cpu_index_at(a->target, p);
+    if (cls != a->ignore_index && (cls < 0 || cls >= nc)) {
       *bad_pos = p;
       *bad_val = cls;
       return DT_ERR_INVALID_ARGUMENT;
     }
-    ce_grad_row(ro, rx, NULL, cls, nc, a->label_smoothing, w);
   }
+  ce_grad_job j = {out, a};
+  int64_t grain = CPU_GRAIN / (nc > 0 ? nc : 1);
+  cpu_parallel_for(m, grain < 1 ? 1 : grain, ce_grad_range, &j);
   return DT_OK;
 }

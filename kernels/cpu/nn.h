@@ -19,7 +19,7 @@ int64_t cpu_ce_row(const cpu_view *x, int64_t p);
  * read in row-major order); out has a's ndim with sizes[dim] = numel(idx)
  * and a's dtype. Returns DT_OK, or DT_ERR_INVALID_ARGUMENT for the first
  * index outside [0, a->sizes[dim]): its row-major position in *bad_pos and
- * its value in *bad_val (out is then partly written). */
+ * its value in *bad_val (nothing is written then). */
 dt_status cpu_index_select(const cpu_view *out, const cpu_view *a, int dim,
                            const cpu_view *idx, int64_t *bad_pos,
                            int64_t *bad_val);

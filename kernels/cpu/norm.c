@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/vmath.h"
 
 #define BLOCK CPU_ROW_BLOCK
 #define LANES CPU_ROW_LANES
@@ -39,40 +40,35 @@ typedef struct row_io {
 #define MIN_BLOCK(len, j) ((len) - (j) < BLOCK ? (len) - (j) : BLOCK)
 
 /* ---- block functions and row drivers for one compute type */
-#define NORM_KERNELS(S, T, CT, EXP, LANES_SUM, LANES_SQDEV)                  \
-  /* the row max, in independent lanes so it vectorises (max is exact: \
-   * any order gives the same value; a NaN row ends NaN through the sum) */ \
+#define NORM_KERNELS(S, T, CT, EXPBLK, MAXBLK, LANES_SUM, LANES_SQDEV)                  \
+  /* the row max (exact: any order gives the same value; a NaN row ends \
+   * NaN through the sum) */                                              \
   static T max_##S(const T *restrict x, int64_t n, T m) {                   \
-    T acc[LANES];                                                           \
-    for (int l = 0; l < LANES; l++) acc[l] = m;                             \
-    int64_t i = 0;                                                          \
-    for (; i + LANES <= n; i += LANES)                                      \
-      for (int l = 0; l < LANES; l++)                                       \
-        acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];                     \
-    for (; i < n; i++) m = x[i] > m ? x[i] : m;                             \
-    for (int l = 0; l < LANES; l++) m = acc[l] > m ? acc[l] : m;            \
-    return m;                                                               \
+    T b = MAXBLK(x, n);                                                     \
+    return b > m ? b : m;                                                   \
   }                                                                         \
-  /* lanes += exp(x - m); keep (may be NULL) receives the exponentials */  \
+  /* lanes += exp(x - m) (lane j % 8 for element j of a block that starts \
+   * at a multiple of 8); keep (may be NULL) receives the exponentials.   \
+   * The exponentials are made a block at a time (vectorised), then added */ \
   static void sumexp_##S(const T *restrict x, int64_t n, T m,               \
                          double *restrict lanes, T *restrict keep) {        \
-    double acc[LANES];                                                      \
-    for (int l = 0; l < LANES; l++) acc[l] = lanes[l];                      \
-    for (int64_t i = 0; i < n; i += LANES)                                  \
-      for (int l = 0; l < LANES && i + l < n; l++) {                        \
-        T e = EXP(x[i + l] - m);                                            \
-        if (keep) keep[i + l] = e;                                          \
-        acc[l] += (double)e;                                                \
-      }                                                                     \
-    for (int l = 0; l < LANES; l++) lanes[l] = acc[l];                      \
+    T e[BLOCK];                                                             \
+    for (int64_t j = 0; j < n; j += BLOCK) {                                \
+      int64_t k = MIN_BLOCK(n, j);                                          \
+      T *dst = keep ? keep + j : e;                                         \
+      EXPBLK(dst, x + j, m, k);                                             \
+      LANES_SUM(dst, k, lanes);                                             \
+    }                                                                       \
   }                                                                         \
   /* softmax: y = exp(x - m) * k (k = 1/sum); log: y = (x - m) - k */      \
   static void softmax_blk_##S(const T *restrict x, T *restrict y, int64_t n, \
                               T m, T k, bool lg) {                         \
-    if (lg)                                                                 \
+    if (lg) {                                                               \
       for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) - k;                \
-    else                                                                    \
-      for (int64_t i = 0; i < n; i++) y[i] = EXP(x[i] - m) * k;             \
+      return;                                                               \
+    }                                                                       \
+    EXPBLK(y, x, m, n);                                                     \
+    for (int64_t i = 0; i < n; i++) y[i] *= k;                              \
   }                                                                         \
   static void softmax_row_##S(const row_io *io, bool lg) {                 \
     int64_t len = io->r->rowlen;                                            \
@@ -110,8 +106,13 @@ typedef struct row_io {
     }                                                                       \
   }                                                                         \
   /* y = (x - shift) * scale [* w] [+ b] */                                 \
-  static void affine_##S(const T *restrict x, T *restrict y, int64_t n,     \
+  CPU_CLONES static void affine_##S(const T *restrict x, T *restrict y, int64_t n,     \
                          T shift, T scale, const T *w, const T *b) {        \
+    /* one pass when both are there (the same expression, the same bits) */ \
+    if (w && b) {                                                           \
+      for (int64_t i = 0; i < n; i++) y[i] = (x[i] - shift) * scale * w[i] + b[i]; \
+      return;                                                               \
+    }                                                                       \
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] - shift) * scale;          \
     if (w) for (int64_t i = 0; i < n; i++) y[i] *= w[i];                    \
     if (b) for (int64_t i = 0; i < n; i++) y[i] += b[i];                    \
@@ -163,10 +164,29 @@ typedef struct row_io {
     }                                                                       \
   }
 
-NORM_KERNELS(f32, float, DT_FLOAT32, expf, cpu_lanes_sum_f32,
-             cpu_lanes_sqdev_f32)
-NORM_KERNELS(f64, double, DT_FLOAT64, exp, cpu_lanes_sum_f64,
-             cpu_lanes_sqdev_f64)
+/* y = exp(x - m) over a block: float32 through vmath's vectorised exp */
+static void exp_blk_f64(double *restrict y, const double *restrict x,
+                        double m, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = exp(x[i] - m);
+}
+
+/* the max of a double block in independent lanes so it vectorises */
+static double max_blk_f64(const double *restrict x, int64_t n) {
+  double acc[LANES], m = -INFINITY;
+  for (int l = 0; l < LANES; l++) acc[l] = m;
+  int64_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int l = 0; l < LANES; l++)
+      acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
+  for (; i < n; i++) m = x[i] > m ? x[i] : m;
+  for (int l = 0; l < LANES; l++) m = acc[l] > m ? acc[l] : m;
+  return m;
+}
+
+NORM_KERNELS(f32, float, DT_FLOAT32, cpu_vexp_f32, cpu_vmax_f32,
+             cpu_lanes_sum_f32, cpu_lanes_sqdev_f32)
+NORM_KERNELS(f64, double, DT_FLOAT64, exp_blk_f64, max_blk_f64,
+             cpu_lanes_sum_f64, cpu_lanes_sqdev_f64)
 
 /* ---- softmax over a dim that is not innermost in memory: column tiles.
  * When the innermost other dim has unit stride (in and out), TILE
@@ -204,7 +224,7 @@ NORM_KERNELS(f64, double, DT_FLOAT64, exp, cpu_lanes_sum_f64,
       cpu_store(io->out + j * io->os, io->od, eo, y, CT, nc);               \
     }                                                                       \
   }
-SOFTMAX_TILE(f32, float, DT_FLOAT32, expf)
+SOFTMAX_TILE(f32, float, DT_FLOAT32, cpu_vexpf)
 SOFTMAX_TILE(f64, double, DT_FLOAT64, exp)
 
 /* ---- drivers: walk the rows of in and out together */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/vmath.h"
 
 
 /* ------------------------------------------------------------ binary */
@@ -261,13 +262,13 @@ void cpu_binary_scalar(cpu_binary_op op, dt_dtype ct, const cpu_view *out,
 }
 
 /* ------------------------------------------------------------- unary */
-static inline float gelu_f(float x) {
-  return 0.5f * x * erfcf(-x * 0.70710678118654752f); /* no cancellation */
-}
+/* float32 gelu and exp-based ops run as blocks (un_f32_vector); these
+ * scalar forms are theirs, for the switch below */
+static inline float gelu_f(float x) { return cpu_vgelu_one(x); }
 static inline float gelu_tanh_f(float x) {
   float k = 0.7978845608028654f; /* sqrt(2/pi) */
   /* 0.5 (1 + tanh u) = sigmoid(2u): no cancellation for x << 0 */
-  return x / (1.0f + expf(-2.0f * k * (x + 0.044715f * x * x * x)));
+  return x / (1.0f + cpu_vexpf(-2.0f * k * (x + 0.044715f * x * x * x)));
 }
 static inline double gelu_d(double x) {
   return 0.5 * x * erfc(-x * 0.70710678118654752);
@@ -314,10 +315,28 @@ static void un_i64(cpu_unary_op op, int64_t n, int64_t *o, const int64_t *a) {
   }
 }
 
+/* float32 transcendental ops through the vectorised blocks of vmath.h
+ * (libm's expf/erfcf/tanhf are a call with branches per element: gelu
+ * over 16M floats took 111 ms); false for the rest */
+static bool un_f32_vector(cpu_unary_op op, int64_t n, float *o,
+                          const float *a) {
+  switch (op) {
+  case CPU_EXP: cpu_vexp_f32(o, a, 0.0f, n); return true;
+  case CPU_TANH: cpu_vtanh_f32(o, a, n); return true;
+  case CPU_SIGMOID: cpu_vsigmoid_f32(o, a, n); return true;
+  case CPU_SILU: cpu_vsilu_f32(o, a, n); return true;
+  case CPU_GELU: cpu_vgelu_f32(o, a, n); return true;
+  case CPU_GELU_TANH: cpu_vgelu_tanh_f32(o, a, n); return true;
+  default: return false;
+  }
+}
+
 static void un_contig(cpu_unary_op op, dt_dtype ct, int64_t n, void *o,
                       const void *a) {
   switch (ct) {
-  case DT_FLOAT32: un_f32(op, n, o, a); break;
+  case DT_FLOAT32:
+    if (!un_f32_vector(op, n, o, a)) un_f32(op, n, o, a);
+    break;
   case DT_FLOAT64: un_f64(op, n, o, a); break;
   case DT_INT64: un_i64(op, n, o, a); break;
   default: { /* bool: logical_not, copy, abs/relu are identity */
@@ -381,6 +400,9 @@ void cpu_unary(cpu_unary_op op, dt_dtype ct, const cpu_view *out,
   cpu_view ops[2] = {*out, *a};
   cpu_iter it;
   cpu_iter_init(&it, ops, 2);
+  if (op == CPU_COPY && out->dtype == a->dtype &&
+      cpu_copy_transposed(&it, cpu_dtype_size(out->dtype)))
+    return;
   cpu_iter_run_parallel(&it, un_inner, &c);
 }
 
@@ -474,17 +496,35 @@ void cpu_where(dt_dtype ct, const cpu_view *out, const cpu_view *cond,
   cpu_iter_run_parallel(&it, where_inner, &c);
 }
 
-void cpu_fill(void *dst, dt_dtype d, int64_t n, double v) {
-  char *p = dst;
-  size_t es = cpu_dtype_size(d);
-  if (n <= 0) return;
-  /* all-zero bytes are +0 in every dtype; -0.0 into any floating dtype
-   * (float16 and bfloat16 too) keeps its sign bit, so it is replicated */
-  if (v == 0 && !signbit(v)) {
-    memset(p, 0, (size_t)n * es);
+typedef struct fill_job { char *p; size_t es; char one[8]; bool zero; } fill_job;
+
+/* elements [begin, end): zero bytes by memset, otherwise the element once
+ * and then doubling memcpys within the range */
+static void fill_range(int64_t begin, int64_t end, void *arg) {
+  const fill_job *j = arg;
+  char *p = j->p + (size_t)begin * j->es;
+  int64_t n = end - begin;
+  if (j->zero) {
+    memset(p, 0, (size_t)n * j->es);
     return;
   }
-  /* convert once, then replicate by doubling memcpy */
+  memcpy(p, j->one, j->es);
+  int64_t have = 1;
+  while (have < n) {
+    int64_t k = have < n - have ? have : n - have;
+    memcpy(p + have * j->es, p, (size_t)k * j->es);
+    have += k;
+  }
+}
+
+void cpu_fill(void *dst, dt_dtype d, int64_t n, double v) {
+  if (n <= 0) return;
+  fill_job j = {dst, cpu_dtype_size(d), {0}, false};
+  /* all-zero bytes are +0 in every dtype; -0.0 into any floating dtype
+   * (float16 and bfloat16 too) keeps its sign bit, so it is replicated */
+  j.zero = v == 0 && !signbit(v);
+  /* convert once; chunks of 4 CPU_GRAIN elements copy it (a fill is a
+   * store stream: the memory bus, not the cores, bounds it) */
   double one = v;
   dt_dtype ct = d == DT_FLOAT64 ? DT_FLOAT64
                 : (d == DT_INT64 || d == DT_INT32 || d == DT_UINT8) ? DT_INT64
@@ -496,13 +536,8 @@ void cpu_fill(void *dst, dt_dtype d, int64_t n, double v) {
   case DT_BOOL: tmp[0] = one != 0; break;
   default: { float f = (float)one; memcpy(tmp, &f, 4); break; }
   }
-  cpu_store(p, d, (int64_t)es, tmp, ct, 1);
-  int64_t have = 1;
-  while (have < n) {
-    int64_t k = have < n - have ? have : n - have;
-    memcpy(p + have * es, p, (size_t)k * es);
-    have += k;
-  }
+  cpu_store(j.one, d, (int64_t)j.es, tmp, ct, 1);
+  cpu_parallel_for(n, 4 * CPU_GRAIN, fill_range, &j);
 }
 
 typedef struct flat_job {

@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/vmath.h"
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -60,20 +61,87 @@ double cpu_philox_normal(uint64_t seed, uint64_t index) {
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+/* Philox for elements [first, first + n) of the stream: r[k][i] is output
+ * word k of element first + i. The ten rounds unroll and the loop over
+ * elements vectorises (32 x 32 -> 64-bit multiplies are pmuludq); one
+ * cpu_philox4x32 call per element cost 16 ns. */
+#define RBLOCK 256
+CPU_CLONES static void philox_block(uint64_t seed, uint64_t first, int64_t n,
+                                    uint32_t r[4][RBLOCK]) {
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t index = first + (uint64_t)i;
+    uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32), c2 = 0, c3 = 0;
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int k = 0; k < 10; k++) {
+      uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
+      uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+      uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+      c0 = n0;
+      c1 = (uint32_t)p1;
+      c2 = n2;
+      c3 = (uint32_t)p0;
+      k0 += PHILOX_W0;
+      k1 += PHILOX_W1;
+    }
+    r[0][i] = c0;
+    r[1][i] = c1;
+    r[2][i] = c2;
+    r[3][i] = c3;
+  }
+}
+
+void cpu_philox_uniform_block(uint64_t seed, uint64_t first, int64_t n,
+                              double *out) {
+  uint32_t r[4][RBLOCK];
+  for (int64_t b = 0; b < n; b += RBLOCK) {
+    int64_t m = n - b < RBLOCK ? n - b : RBLOCK;
+    philox_block(seed, first + (uint64_t)b, m, r);
+    for (int64_t i = 0; i < m; i++) out[b + i] = to_unit(r[0][i], r[1][i]);
+  }
+}
+
+typedef struct rand_job {
+  char *dst;
+  dt_dtype d;
+  uint64_t seed, first;
+  bool normal;
+} rand_job;
+
+/* elements [begin, end) a block at a time: values depend only on (seed,
+ * first + i), so any split gives the same tensor */
+static void rand_range(int64_t begin, int64_t end, void *arg) {
+  const rand_job *j = arg;
+  size_t es = cpu_dtype_size(j->d);
+  uint32_t r[4][RBLOCK];
+  double v[RBLOCK];
+  for (int64_t b = begin; b < end; b += RBLOCK) {
+    int64_t n = end - b < RBLOCK ? end - b : RBLOCK;
+    philox_block(j->seed, j->first + (uint64_t)b, n, r);
+    for (int64_t i = 0; i < n; i++) {
+      double u1 = to_unit(r[0][i], r[1][i]);
+      if (!j->normal) {
+        v[i] = u1;
+        continue;
+      }
+      double u2 = to_unit(r[2][i], r[3][i]);
+      if (u1 < 1e-300) u1 = 1e-300;
+      v[i] = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    }
+    if (!j->normal && j->d != DT_FLOAT64) {
+      /* rounding to a narrow float may give 1.0: keep [0, 1) */
+      double top = j->d == DT_FLOAT16 ? 0.99951171875
+                   : j->d == DT_BFLOAT16 ? 0.99609375 : 0.99999994f;
+      for (int64_t i = 0; i < n; i++) {
+        if ((float)v[i] >= 1.0f) v[i] = 0.99999994f;
+        if (v[i] > top) v[i] = top;
+      }
+    }
+    cpu_store(j->dst + (size_t)b * es, j->d, (int64_t)es, v, DT_FLOAT64, n);
+  }
+}
+
 void cpu_rand_fill(void *dst, dt_dtype d, int64_t n, uint64_t seed,
                    uint64_t first, bool normal) {
-  char *p = dst;
-  size_t es = cpu_dtype_size(d);
-  for (int64_t i = 0; i < n; i++) {
-    double v = normal ? cpu_philox_normal(seed, first + (uint64_t)i)
-                      : cpu_philox_uniform(seed, first + (uint64_t)i);
-    if (!normal && d != DT_FLOAT64) {
-      /* rounding to a narrow float may give 1.0: keep [0, 1) */
-      float f = (float)v;
-      if (f >= 1.0f) v = 0.99999994f;
-      if (d == DT_FLOAT16 && v > 0.99951171875) v = 0.99951171875;
-      if (d == DT_BFLOAT16 && v > 0.99609375) v = 0.99609375;
-    }
-    cpu_store(p + (size_t)i * es, d, (int64_t)es, &v, DT_FLOAT64, 1);
-  }
+  rand_job j = {dst, d, seed, first, normal};
+  cpu_parallel_for(n, CPU_GRAIN, rand_range, &j);
 }

@@ -12,11 +12,14 @@
  *   - otherwise blocks of CPU_ROW_BLOCK elements are gathered into the
  *     compute type (double for floats, int64 for integers and bool).
  * Results are gathered in a block and stored converting to the output
- * dtype. Single-threaded; rows are independent, so a scheduler can split
- * the outputs later without changing any result. */
+ * dtype. Rows are independent: chunks of outputs run on whichever rank
+ * steals them, and long rows are split into segments whose partials are
+ * combined in a fixed order (below), so no result depends on the split. */
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/vmath.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define BLOCK CPU_ROW_BLOCK
@@ -113,8 +116,9 @@ void cpu_rows_load(const cpu_rows *r, const char *base, int64_t j0, int64_t n,
 }
 
 /* ------------------------------------------------------------- lane sums */
+/* cloned for AVX2 (vmath.h): four double lanes per instruction, same bits */
 #define LANES_SUM(NAME, T)                                                  \
-  void NAME(const T *restrict x, int64_t n, double *restrict lanes) {       \
+  CPU_CLONES void NAME(const T *restrict x, int64_t n, double *restrict lanes) {       \
     double acc[LANES];                                                      \
     memcpy(acc, lanes, sizeof acc);                                         \
     int64_t i = 0;                                                          \
@@ -127,7 +131,7 @@ LANES_SUM(cpu_lanes_sum_f32, float)
 LANES_SUM(cpu_lanes_sum_f64, double)
 
 #define LANES_SQDEV(NAME, T)                                                \
-  void NAME(const T *restrict x, int64_t n, double c,                       \
+  CPU_CLONES void NAME(const T *restrict x, int64_t n, double c,                       \
             double *restrict lanes) {                                       \
     double acc[LANES];                                                      \
     memcpy(acc, lanes, sizeof acc);                                         \
@@ -397,48 +401,174 @@ static void tile_reduce(const cpu_rows *r, const char *base, int64_t nc,
     res[c] = tile_total(lanes, c, false) / (double)(r->rowlen - corr);
 }
 
+/* ------------------------------------------------ long rows in segments
+ * A float row of at least 2 SEG elements (a full reduction, a few long
+ * rows) is split into segments of SEG elements: chunks idle ranks steal.
+ * Segment s of a row reduces elements [s SEG, (s + 1) SEG) into its own
+ * partial (eight lanes, element j into lane j % 8 as everywhere: SEG is a
+ * multiple of 8; or the extreme and its index), and a row's partials are
+ * combined in segment order afterwards. The bits depend only on the sizes,
+ * not on which rank ran a segment nor on how many ranks there are. var
+ * keeps the row path (its three passes over a long row run on one rank). */
+#define SEG CPU_GRAIN
+typedef struct seg_part { double lanes[LANES]; extreme e; } seg_part;
+typedef struct seg_job {
+  const cpu_rows *r;
+  const char *data;
+  cpu_reduce_op op;
+  int64_t nseg;
+  seg_part *parts;
+} seg_job;
+
+static void seg_reduce(const cpu_rows *r, const char *base, cpu_reduce_op op,
+                       int64_t j0, int64_t n, seg_part *pt) {
+  bool prod = op == CPU_REDUCE_PROD, max = op == CPU_REDUCE_MAX ||
+                                           op == CPU_REDUCE_ARGMAX;
+  for (int l = 0; l < LANES; l++) pt->lanes[l] = prod ? 1 : 0;
+  pt->e = (extreme){max ? -INFINITY : INFINITY, 0};
+  bool sum = op == CPU_REDUCE_SUM || op == CPU_REDUCE_MEAN;
+  if (sum && dense_width(r) == 4) {
+    cpu_lanes_sum_f32((const float *)base + j0, n, pt->lanes);
+    return;
+  }
+  if (sum && dense_width(r) == 8) {
+    cpu_lanes_sum_f64((const double *)base + j0, n, pt->lanes);
+    return;
+  }
+  double buf[BLOCK];
+  for (int64_t k = 0; k < n; k += BLOCK) {
+    int64_t m = n - k < BLOCK ? n - k : BLOCK;
+    cpu_rows_load(r, base, j0 + k, m, buf, DT_FLOAT64);
+    if (sum) cpu_lanes_sum_f64(buf, m, pt->lanes);
+    else if (prod) lanes_prod(buf, m, pt->lanes);
+    else extreme_block_f64(&pt->e, buf, m, j0 + k, max);
+  }
+}
+
+static void seg_range(int64_t begin, int64_t end, void *arg) {
+  const seg_job *j = arg;
+  for (int64_t u = begin; u < end; u++) {
+    cpu_row_walk w;
+    cpu_row_walk_start(j->r, j->data, u / j->nseg, &w);
+    int64_t j0 = u % j->nseg * SEG;
+    int64_t n = j->r->rowlen - j0 < SEG ? j->r->rowlen - j0 : SEG;
+    seg_reduce(j->r, w.base, j->op, j0, n, &j->parts[u]);
+  }
+}
+
+/* a row's partials in segment order: its result (and index for arg ops) */
+static double seg_combine(const seg_part *p, int64_t nseg, cpu_reduce_op op,
+                          int64_t len, int64_t *at) {
+  if (op == CPU_REDUCE_SUM || op == CPU_REDUCE_MEAN || op == CPU_REDUCE_PROD) {
+    bool prod = op == CPU_REDUCE_PROD;
+    double l[LANES];
+    memcpy(l, p[0].lanes, sizeof l);
+    for (int64_t s = 1; s < nseg; s++)
+      for (int k = 0; k < LANES; k++)
+        l[k] = prod ? l[k] * p[s].lanes[k] : l[k] + p[s].lanes[k];
+    if (prod) return lanes_prod_total(l);
+    double t = cpu_lanes_total(l);
+    return op == CPU_REDUCE_MEAN ? t / (double)len : t;
+  }
+  bool max = op == CPU_REDUCE_MAX || op == CPU_REDUCE_ARGMAX;
+  extreme e = p[0].e; /* ties keep the earlier segment, as the row path */
+  for (int64_t s = 1; s < nseg && e.v == e.v; s++) {
+    double v = p[s].e.v;
+    if (v != v || (max ? v > e.v : v < e.v)) e = p[s].e;
+  }
+  *at = e.at;
+  return e.v;
+}
+
+/* false (nothing written) when the rows are not long, or no memory */
+static bool reduce_segments(cpu_reduce_op op, const cpu_view *out,
+                            const cpu_view *in, const cpu_rows *r) {
+  if (!is_float(r->dtype) || op == OP_VAR || r->rowlen < 2 * SEG) return false;
+  seg_job j = {r, in->data, op, (r->rowlen + SEG - 1) / SEG, NULL};
+  j.parts = malloc(sizeof *j.parts * (size_t)(j.nseg * r->nrows));
+  if (!j.parts) return false;
+  cpu_parallel_for(j.nseg * r->nrows, 1, seg_range, &j);
+  bool arg = op == CPU_REDUCE_ARGMAX || op == CPU_REDUCE_ARGMIN;
+  int64_t os = (int64_t)cpu_dtype_size(out->dtype);
+  for (int64_t i = 0; i < r->nrows; i++) {
+    int64_t at = 0;
+    double v = seg_combine(j.parts + i * j.nseg, j.nseg, op, r->rowlen, &at);
+    if (arg) cpu_store(out->data + i * os, out->dtype, os, &at, DT_INT64, 1);
+    else cpu_store(out->data + i * os, out->dtype, os, &v, DT_FLOAT64, 1);
+  }
+  free(j.parts);
+  return true;
+}
+
 /* ---------------------------------------------------------------- driver */
-/* corr: var's correction (op OP_VAR only) */
+/* one call's rows, shared by its chunks (read-only while they run) */
+typedef struct rows_job {
+  cpu_reduce_op op;
+  const cpu_view *out, *in;
+  const cpu_rows *r;
+  int64_t corr;       /* var's correction (op OP_VAR only) */
+  bool tiled;
+} rows_job;
+
+/* outputs [begin, end): a chunk. Each output's bits do not depend on the
+ * chunk (tiles start wherever the chunk does and give the row path's
+ * bits), so any split gives the same result. */
+static void rows_range(int64_t begin, int64_t end, void *arg) {
+  const rows_job *j = arg;
+  const cpu_rows *r = j->r;
+  cpu_reduce_op op = j->op;
+  bool arg_op = op == CPU_REDUCE_ARGMAX || op == CPU_REDUCE_ARGMIN;
+  bool fl = is_float(j->in->dtype);
+  /* results: double for float values, int64 for integers and indices */
+  dt_dtype rt = (fl && !arg_op) ? DT_FLOAT64 : DT_INT64;
+  union { double d[BLOCK]; int64_t i[BLOCK]; } res;
+  size_t os = cpu_dtype_size(j->out->dtype);
+  char *dst = j->out->data + (size_t)begin * os;
+  /* an empty row never reads the input (whose data may be NULL) */
+  cpu_row_walk w = {.base = NULL};
+  if (r->rowlen > 0) cpu_row_walk_start(r, j->in->data, begin, &w);
+  int64_t k = 0;
+  for (int64_t row = begin; row < end;) {
+    int64_t nc = 1, at = 0;
+    if (j->tiled) { /* up to TILE rows, not past the inner run or chunk */
+      int last = r->nouter - 1;
+      nc = r->osizes[last] - w.idx[last] < TILE ? r->osizes[last] - w.idx[last]
+                                                : TILE;
+      if (nc > end - row) nc = end - row;
+      tile_reduce(r, w.base, nc, op, j->corr, &res.d[k]);
+    } else if (fl) {
+      double v = row_double(r, w.base, op, j->corr, &at);
+      if (arg_op) res.i[k] = at; else res.d[k] = v;
+    } else {
+      extreme_i e = row_int(r, w.base, op);
+      res.i[k] = arg_op ? e.at : e.v;
+    }
+    k += nc;
+    row += nc;
+    if (k > BLOCK - TILE || row == end) {
+      cpu_store(dst, j->out->dtype, (int64_t)os, &res, rt, k);
+      dst += (size_t)k * os;
+      k = 0;
+    }
+    for (int64_t i = 0; i < nc && row < end && r->rowlen > 0; i++)
+      cpu_row_walk_next(r, &w);
+  }
+}
+
+/* corr: var's correction (op OP_VAR only). Long rows go in segments;
+ * otherwise the outputs are split into chunks of about CPU_GRAIN input
+ * elements. */
 static void reduce_rows(cpu_reduce_op op, const cpu_view *out,
                         const cpu_view *in, uint32_t mask, int64_t corr) {
   cpu_rows r;
   cpu_rows_init(&r, in, mask);
   if (r.nrows == 0) return;
-  bool arg = op == CPU_REDUCE_ARGMAX || op == CPU_REDUCE_ARGMIN;
-  bool fl = is_float(in->dtype), tiled = tiles_apply(&r, op);
-  /* results: double for float values, int64 for integers and indices */
-  dt_dtype rt = (fl && !arg) ? DT_FLOAT64 : DT_INT64;
-  union { double d[BLOCK]; int64_t i[BLOCK]; } res;
-  size_t os = cpu_dtype_size(out->dtype);
-  char *dst = out->data;
-  /* an empty row never reads the input (whose data may be NULL) */
-  cpu_row_walk w = {.base = NULL};
-  if (r.rowlen > 0) cpu_row_walk_start(&r, in->data, 0, &w);
-  int64_t k = 0;
-  for (int64_t row = 0; row < r.nrows;) {
-    int64_t nc = 1, at = 0;
-    if (tiled) { /* up to TILE rows, not past the end of the inner run */
-      int last = r.nouter - 1;
-      nc = r.osizes[last] - w.idx[last] < TILE ? r.osizes[last] - w.idx[last]
-                                               : TILE;
-      tile_reduce(&r, w.base, nc, op, corr, &res.d[k]);
-    } else if (fl) {
-      double v = row_double(&r, w.base, op, corr, &at);
-      if (arg) res.i[k] = at; else res.d[k] = v;
-    } else {
-      extreme_i e = row_int(&r, w.base, op);
-      res.i[k] = arg ? e.at : e.v;
-    }
-    k += nc;
-    row += nc;
-    if (k > BLOCK - TILE || row == r.nrows) {
-      cpu_store(dst, out->dtype, (int64_t)os, &res, rt, k);
-      dst += (size_t)k * os;
-      k = 0;
-    }
-    for (int64_t i = 0; i < nc && row < r.nrows && r.rowlen > 0; i++)
-      cpu_row_walk_next(&r, &w);
-  }
+  if (reduce_segments(op, out, in, &r)) return;
+  rows_job j = {op, out, in, &r, corr, tiles_apply(&r, op)};
+  int64_t grain = CPU_GRAIN / (r.rowlen > 0 ? r.rowlen : 1);
+  if (grain < 1) grain = 1;
+  if (j.tiled && grain < TILE) grain = TILE;
+  cpu_parallel_for(r.nrows, grain, rows_range, &j);
 }
 
 void cpu_reduce(cpu_reduce_op op, const cpu_view *out, const cpu_view *in,

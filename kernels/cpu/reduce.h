@@ -8,9 +8,11 @@
  * walked in row-major order over the reduced dims: element j of the row is
  * the j-th in that order, whatever the strides. Floating sums keep eight
  * double accumulators, element j going to lane j % 8, combined in a fixed
- * tree at the end. The rounding therefore depends only on the sizes: a
- * contiguous and a strided input with the same values give the same bits,
- * run after run. Integer sums and products wrap modulo 2^64 (exact, any
+ * tree at the end (a row of at least 2 x CPU_GRAIN elements: per segment
+ * of CPU_GRAIN, the segments' lanes added in segment order). The rounding
+ * therefore depends only on the sizes: a contiguous and a strided input
+ * with the same values give the same bits, run after run, on any number
+ * of ranks. Integer sums and products wrap modulo 2^64 (exact, any
  * order). */
 #ifndef CPU_REDUCE_H
 #define CPU_REDUCE_H

@@ -1,0 +1,64 @@
+/* The vmath.h functions over blocks: one call per block, the loop inside
+ * vectorised (and cloned for AVX2), so kernels pay no call per element. */
+#include "kernels/cpu/vmath.h"
+
+#include <math.h>
+
+CPU_CLONES void cpu_vexp_f32(float *y, const float *x, float shift,
+                             int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = cpu_vexpf(x[i] - shift);
+}
+
+/* x Phi(x) with E = erfc(|x|/sqrt 2): 0.5 x E for x < 0 (no cancellation
+ * in the tail), x - 0.5 x E for x >= 0 (E <= 1: no cancellation either).
+ * One erfc tail evaluation per element, no erf polynomial. */
+static inline float gelu_one(float x) {
+  float ax = vm_float(vm_bits(x) & 0x7fffffffu);
+  float h = 0.5f * x * vm_erfc_pos(ax * 0.70710678118654752f);
+  /* past 10, x - h rounds to x; and inf - 0.5 inf 0 would be NaN (PyTorch:
+   * gelu(inf) = inf, gelu(-inf) = NaN, which h gives) */
+  return x < 0.0f ? h : x > 10.0f ? x : x - h;
+}
+
+CPU_CLONES void cpu_vgelu_f32(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = gelu_one(x[i]);
+}
+
+/* 0.5 (1 + tanh u) = sigmoid(2u): no cancellation for x << 0 */
+CPU_CLONES void cpu_vgelu_tanh_f32(float *y, const float *x, int64_t n) {
+  const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i];
+    y[i] = v / (1.0f + cpu_vexpf(-2.0f * k * (v + 0.044715f * v * v * v)));
+  }
+}
+
+CPU_CLONES void cpu_vtanh_f32(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = cpu_vtanhf(x[i]);
+}
+
+CPU_CLONES void cpu_vsigmoid_f32(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + cpu_vexpf(-x[i]));
+}
+
+CPU_CLONES void cpu_vsilu_f32(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + cpu_vexpf(-x[i]));
+}
+
+
+float cpu_vgelu_one(float x) { return gelu_one(x); }
+
+/* floats ordered as int32: flip the magnitude bits of negatives */
+static inline int32_t order_key(float f) {
+  int32_t b = (int32_t)vm_bits(f);
+  return b ^ ((b >> 31) & 0x7fffffff);
+}
+
+CPU_CLONES float cpu_vmax_f32(const float *x, int64_t n) {
+  int32_t m = order_key(-INFINITY);
+  for (int64_t i = 0; i < n; i++) {
+    int32_t k = order_key(x[i]);
+    m = k > m ? k : m;
+  }
+  return vm_float((uint32_t)(m ^ ((m >> 31) & 0x7fffffff)));
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Side by side: the ops of `dtorch bench ops` in PyTorch eager (float32,
+torch.set_num_threads(N), N = the CPUs by default) and in dtorch (runs
+build/dtorch bench ops and parses its JSON lines). Best of --reps for
+both; the two are interleaved per round (dtorch's whole suite, then
+PyTorch's) so both see the same machine. Dev-side, not CI:
+
+    python3 scripts/torch_ops_bench.py [--dtorch build/dtorch] [--reps 7]
+                                       [--rounds 3] [--threads 2] [--only OP]
+
+Prints a Markdown table: op, shape, dtorch ms, PyTorch ms, dtorch/PyTorch
+(lower is better; <= 1.0 is dtorch at least as fast) and dtorch's roofline
+ratio from the same run."""
+import argparse
+import json
+import os
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def torch_cases():
+    """name -> (setup() -> args, fn(*args)); the shapes of bench_ops.c"""
+    g = torch.Generator().manual_seed(18)
+
+    def randn(*s):
+        return torch.randn(*s, generator=g)
+
+    def ce_setup():
+        x = randn(4096, 1000)
+        t = (torch.arange(4096, dtype=torch.int64) * 7919) % 1000
+        return x, t
+
+    def emb_setup():
+        w = randn(4096, 1024)
+        i = (torch.arange(4096, dtype=torch.int64) * 7919) % 4096
+        return i, w
+
+    return {
+        "add": (lambda: (randn(4096, 4096), randn(4096, 4096)), torch.add),
+        "gelu": (lambda: (randn(4096, 4096),), F.gelu),
+        "sum": (lambda: (randn(4096, 4096),), torch.sum),
+        "matmul": (lambda: (randn(1024, 1024), randn(1024, 1024)), torch.matmul),
+        "softmax": (lambda: (randn(4096, 1024),), lambda x: torch.softmax(x, -1)),
+        "log_softmax": (lambda: (randn(4096, 1024),),
+                        lambda x: torch.log_softmax(x, -1)),
+        "layer_norm": (lambda: (randn(4096, 1024), randn(1024), randn(1024)),
+                       lambda x, w, b: F.layer_norm(x, (1024,), w, b, 1e-5)),
+        "cross_entropy": (ce_setup, F.cross_entropy),
+        "transpose_contiguous": (lambda: (randn(4096, 1024),),
+                                 lambda x: x.transpose(0, 1).contiguous()),
+        "cast_bf16": (lambda: (randn(4096, 4096),),
+                      lambda x: x.to(torch.bfloat16)),
+        "embedding": (emb_setup, F.embedding),
+        "cat": (lambda: (randn(4096, 1024), randn(4096, 1024)),
+                lambda a, b: torch.cat([a, b], 0)),
+        "rand": (lambda: (), lambda: torch.rand(4096, 4096)),
+    }
+
+
+def time_torch(setup, fn, reps):
+    args = setup()
+    fn(*args)  # warm
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn(*args)
+        best = min(best, time.perf_counter() - t0)
+    return best * 1e3
+
+
+def run_dtorch(exe, reps, only):
+    cmd = [exe, "bench", "ops", "--reps", str(reps)]
+    if only:
+        cmd += ["--only", only]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return {j["op"]: j for j in map(json.loads, out.splitlines()) if j.get("bench") == "ops"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap.add_argument("--dtorch", default=os.path.join(root, "build", "dtorch"))
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--only")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    cases = torch_cases()
+    best_dt, best_pt, lines = {}, {}, {}
+    for _ in range(a.rounds):
+        for op, j in run_dtorch(a.dtorch, a.reps, a.only).items():
+            if op not in best_dt or j["ms"] < best_dt[op]:
+                best_dt[op], lines[op] = j["ms"], j
+        for op in best_dt:
+            if op in cases:
+                t = time_torch(*cases[op], a.reps)
+                best_pt[op] = min(best_pt.get(op, float("inf")), t)
+    print(f"torch {torch.__version__}, {a.threads} threads; best of "
+          f"{a.reps} x {a.rounds} rounds\n")
+    print("| op | shape | dtorch ms | PyTorch ms | dtorch/PyTorch | roofline ratio |")
+    print("|---|---|---|---|---|---|")
+    for op, ms in best_dt.items():
+        pt = best_pt.get(op)
+        r = f"{ms / pt:.2f}" if pt else "-"
+        pts = f"{pt:.2f}" if pt else "-"
+        print(f"| {op} | {lines[op]['shape']} | {ms:.2f} | {pts} | {r} | "
+              f"{lines[op]['ratio']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+/* The kernels' branch-free float32 exp, erf, erfc and tanh
+ * (kernels/cpu/vmath.h) against libm's double versions, in ulps of the
+ * float result: 10^7 points per function (spread evenly over the float bit
+ * patterns and over the interesting interval), plus the edge values
+ * (infinities, NaN, ±0, denormals, the overflow and underflow
+ * boundaries). DTORCH_SWEEP=reduced (the sanitizer runs) takes 10^5. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/vmath.h"
+#include "testutil.h"
+
+typedef struct fn_case {
+  const char *name;
+  float (*f)(float);
+  double (*ref)(double);
+  float lo, hi;          /* the interval sampled densely */
+  double max_ulp;
+  double tiny;           /* |ref| below this: compared in absolute terms */
+} fn_case;
+
+static float f_exp(float x) { return cpu_vexpf(x); }
+static float f_erf(float x) { return cpu_verff(x); }
+static float f_erfc(float x) { return cpu_verfcf(x); }
+static float f_tanh(float x) { return cpu_vtanhf(x); }
+
+/* the distance of got from the exact ref in units of the float spacing at
+ * ref (the denormal spacing below FLT_MIN); an infinite ref must be met
+ * exactly (beyond FLT_MAX rounds to inf) */
+static double ulp_error(float got, double ref) {
+  if (isnan(ref)) return isnan(got) ? 0 : INFINITY;
+  if (isnan(got)) return INFINITY;
+  double a = fabs(ref);
+  if (a > (double)FLT_MAX * (1 + 0x1p-25)) /* rounds to inf */
+    return isinf(got) && (got > 0) == (ref > 0) ? 0 : INFINITY;
+  if (isinf(got)) return INFINITY;
+  int e;
+  frexp(a, &e); /* a = m 2^e, m in [0.5, 1): spacing 2^(e - 24) */
+  double ulp = ldexp(1.0, (e - 24 < -149 ? -149 : e - 24));
+  return fabs((double)got - ref) / ulp;
+}
+
+static int64_t sweep_points(void) {
+  const char *s = getenv("DTORCH_SWEEP");
+  return s && !strcmp(s, "reduced") ? 100000 : 10000000;
+}
+
+static float worst_x;
+static double check_point(const fn_case *c, float x) {
+  double ref = c->ref((double)x);
+  float got = c->f(x);
+  double err = ulp_error(got, ref);
+  if (fabs(ref) < c->tiny) /* absolute: in ulps of c->tiny */
+    err = fabs((double)got - ref) / (c->tiny * 0x1p-24);
+  return err;
+}
+
+static void sweep(const fn_case *c) {
+  int64_t n = sweep_points() / 2;
+  double worst = 0;
+  /* evenly over all bit patterns (both signs, denormals to inf) */
+  uint64_t step = (0x100000000ull / (uint64_t)n) | 1;
+  for (uint64_t u = 0; u < 0x100000000ull; u += step) {
+    float x = vm_float((uint32_t)u);
+    double e = check_point(c, x);
+    if (e > worst) { worst = e; worst_x = x; }
+  }
+  /* evenly over the interval where the function is not flat */
+  for (int64_t i = 0; i <= n; i++) {
+    float x = c->lo + (c->hi - c->lo) * (float)((double)i / (double)n);
+    double e = check_point(c, x);
+    if (e > worst) { worst = e; worst_x = x; }
+  }
+  print_message("%s: max %.3f ulp (at %.9g)\n", c->name, worst,
+                (double)worst_x);
+  if (!(worst <= c->max_ulp))
+    fail_msg("%s: %.3f ulp at x = %.9g (allowed %.1f)", c->name, worst,
+             (double)worst_x, c->max_ulp);
+}
+
+static const fn_case cases[] = {
+    {"exp", f_exp, exp, -104.0f, 89.0f, 2.0, 0},
+    {"erf", f_erf, erf, -4.5f, 4.5f, 2.0, 0},
+    {"tanh", f_tanh, tanh, -10.0f, 10.0f, 2.0, 0},
+    /* erfc below FLT_MIN is denormal: absolute error there */
+    {"erfc", f_erfc, erfc, -4.0f, 10.5f, 6.0, 0x1p-126},
+};
+
+static void test_sweeps(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) sweep(&cases[i]);
+}
+
+static void expect(const char *what, float got, float want) {
+  bool same = isnan(want) ? isnan(got) : memcmp(&got, &want, sizeof got) == 0;
+  if (!same) fail_msg("%s: got %.9g, want %.9g", what, (double)got, (double)want);
+}
+
+static void test_edges(void **state) {
+  (void)state;
+  expect("exp(-inf)", cpu_vexpf(-INFINITY), 0.0f);
+  expect("exp(inf)", cpu_vexpf(INFINITY), INFINITY);
+  expect("exp(nan)", cpu_vexpf(NAN), NAN);
+  expect("exp(0)", cpu_vexpf(0.0f), 1.0f);
+  expect("exp(-0)", cpu_vexpf(-0.0f), 1.0f);
+  expect("exp(89)", cpu_vexpf(89.0f), INFINITY);
+  expect("exp(88.8)", cpu_vexpf(88.8f), INFINITY);
+  expect("exp(-110)", cpu_vexpf(-110.0f), 0.0f);
+  /* just below overflow, around the smallest normal and in the denormals */
+  const float xs[] = {88.72283f, 88.7f, -87.33654f, -87.4f, -100.0f,
+                      -103.0f, -103.9f, 1e-30f, -1e-30f, 0x1p-149f};
+  for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+    double e = ulp_error(cpu_vexpf(xs[i]), exp((double)xs[i]));
+    if (e > 2) fail_msg("exp(%.9g): %.2f ulp", (double)xs[i], e);
+  }
+  expect("erf(inf)", cpu_verff(INFINITY), 1.0f);
+  expect("erf(-inf)", cpu_verff(-INFINITY), -1.0f);
+  expect("erf(nan)", cpu_verff(NAN), NAN);
+  expect("erf(-0)", cpu_verff(-0.0f), -0.0f);
+  expect("erf(denormal)", cpu_verff(0x1p-140f), (float)erf(0x1p-140));
+  expect("erfc(inf)", cpu_verfcf(INFINITY), 0.0f);
+  expect("erfc(-inf)", cpu_verfcf(-INFINITY), 2.0f);
+  expect("erfc(nan)", cpu_verfcf(NAN), NAN);
+  expect("erfc(0)", cpu_verfcf(0.0f), 1.0f);
+  expect("tanh(inf)", cpu_vtanhf(INFINITY), 1.0f);
+  expect("tanh(-inf)", cpu_vtanhf(-INFINITY), -1.0f);
+  expect("tanh(nan)", cpu_vtanhf(NAN), NAN);
+  expect("tanh(-0)", cpu_vtanhf(-0.0f), -0.0f);
+  expect("tanh(denormal)", cpu_vtanhf(-0x1p-140f), -0x1p-140f);
+}
+
+/* the block functions (cloned for AVX2 where the machine has it) give the
+ * scalar functions' bits on every point */
+static void test_blocks(void **state) {
+  (void)state;
+  enum { N = 4099 };
+  static float x[N], y[N];
+  for (int i = 0; i < N; i++) /* -20 .. 20 and a few edge values */
+    x[i] = (float)(i - N / 2) * (40.0f / N);
+  x[0] = INFINITY; x[1] = -INFINITY; x[2] = NAN; x[3] = 0x1p-140f;
+  x[4] = -95.0f; x[5] = 88.5f;
+  for (int f = 0; f < 6; f++) {
+    switch (f) {
+    case 0: cpu_vexp_f32(y, x, 0.5f, N); break;
+    case 1: cpu_vgelu_f32(y, x, N); break;
+    case 2: cpu_vgelu_tanh_f32(y, x, N); break;
+    case 3: cpu_vtanh_f32(y, x, N); break;
+    case 4: cpu_vsigmoid_f32(y, x, N); break;
+    default: cpu_vsilu_f32(y, x, N); break;
+    }
+    for (int i = 0; i < N; i++) {
+      float v = x[i], w;
+      switch (f) {
+      case 0: w = cpu_vexpf(v - 0.5f); break;
+      case 1: w = cpu_vgelu_one(v); break;
+      case 2: {
+        const float k = 0.7978845608028654f;
+        w = v / (1.0f + cpu_vexpf(-2.0f * k * (v + 0.044715f * v * v * v)));
+        break;
+      }
+      case 3: w = cpu_vtanhf(v); break;
+      case 4: w = 1.0f / (1.0f + cpu_vexpf(-v)); break;
+      default: w = v / (1.0f + cpu_vexpf(-v)); break;
+      }
+      if (memcmp(&w, &y[i], sizeof w) && !(isnan(w) && isnan(y[i])))
+        fail_msg("block %d at x = %.9g: %.9g, scalar %.9g", f, (double)v,
+                 (double)y[i], (double)w);
+    }
+  }
+}
+
+/* cpu_vmax_f32 against a plain loop, with signed zeros, infinities and
+ * NaN (negative NaN loses to everything, positive NaN wins) */
+static void test_max(void **state) {
+  (void)state;
+  enum { N = 1027 };
+  static float x[N];
+  for (int i = 0; i < N; i++) x[i] = (float)((i * 7919) % 2003) - 1500.5f;
+  float want = -INFINITY;
+  for (int i = 0; i < N; i++) want = x[i] > want ? x[i] : want;
+  for (int n = 0; n <= N; n += 97) {
+    float w = -INFINITY;
+    for (int i = 0; i < n; i++) w = x[i] > w ? x[i] : w;
+    expect("max prefix", cpu_vmax_f32(x, n), w);
+  }
+  expect("max", cpu_vmax_f32(x, N), want);
+  float z[3] = {-0.0f, 0.0f, -0.0f};
+  expect("max(-0, +0)", cpu_vmax_f32(z, 3), 0.0f);
+  expect("max(-0)", cpu_vmax_f32(z, 1), -0.0f);
+  float inf[2] = {-INFINITY, -INFINITY};
+  expect("max(-inf)", cpu_vmax_f32(inf, 2), -INFINITY);
+  float nn[3] = {1.0f, -NAN, 2.0f};
+  expect("max with -nan", cpu_vmax_f32(nn, 3), 2.0f);
+  nn[1] = NAN;
+  expect("max with nan", cpu_vmax_f32(nn, 3), NAN);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_edges),
+      cmocka_unit_test(test_sweeps),
+      cmocka_unit_test(test_blocks),
+      cmocka_unit_test(test_max),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
