@@ -225,4 +225,20 @@ static inline void sim_coll_futex_wake(_Atomic uint32_t *word) {
           NULL, 0);
 }
 
+/* "all_reduce", ...: one name per sim_coll_kind (collectives.c) */
+extern const char *const sim_coll_kind_names[];
+
+static inline bool sim_coll_is_reducing(sim_coll_kind k) {
+  return k == KIND_ALL_REDUCE || k == KIND_REDUCE_SCATTER;
+}
+static inline bool sim_coll_is_rooted(sim_coll_kind k) {
+  return k == KIND_BROADCAST || k == KIND_SCATTER || k == KIND_GATHER;
+}
+
+/* validates member's call d against g and fills what the round's entry
+ * compares; *bytes: its input's size (-1: must stay in the caller's
+ * buffer). coll_check.c */
+dt_status sim_coll_prepare(const sim_coll_group *g, int member, sim_coll_desc *d,
+                           int64_t *bytes);
+
 #endif

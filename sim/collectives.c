@@ -105,10 +105,10 @@
 #define SPIN_NS_SHARED ((int64_t)2 * 1000)
 #define YIELD_NS_SHARED ((int64_t)20 * 1000)
 
-static const char *const kind_names[] = {
+const char *const sim_coll_kind_names[] = {
   "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
   "scatter", "gather", "barrier", "abstention"};
-_Static_assert(sizeof kind_names / sizeof kind_names[0] == KIND_COUNT,
+_Static_assert(sizeof sim_coll_kind_names / sizeof sim_coll_kind_names[0] == KIND_COUNT,
                "one name per collective");
 static const char *const op_names[] = {"sum", "avg", "max", "min", "prod"};
 _Static_assert(sizeof op_names / sizeof op_names[0] == DT_REDUCE_PROD + 1,
@@ -452,7 +452,7 @@ static char *format_report(const sim_coll_group *g, sim_coll_kind kind,
   int64_t t = atomic_load_explicit(&g->world->timeout_ns,
                                    memory_order_relaxed);
   size_t len = (size_t)sprintf(msg, "%s on group %s (seq %llu): timed out "
-                               "after %.3f s; arrived: ", kind_names[kind],
+                               "after %.3f s; arrived: ", sim_coll_kind_names[kind],
                                g->name, (unsigned long long)seq,
                                (double)t * 1e-9);
   len += put_ranks(msg + len, g, flags, true);
@@ -535,7 +535,7 @@ static char *gone_report(const sim_coll_group *g, sim_coll_kind kind,
   size_t cap = strlen(why) + strlen(g->name) + 96;
   char *msg = core_host_malloc(cap);
   if (msg) snprintf(msg, cap, "%s on group %s (seq %llu): %s without making "
-                    "this call", kind_names[kind], g->name,
+                    "this call", sim_coll_kind_names[kind], g->name,
                     (unsigned long long)seq, why);
   return msg;
 }
@@ -584,139 +584,7 @@ static void depart(sim_coll_group *g, sim_coll_member *me) {
   CORE_ASSERT(r == WAIT_DONE); /* only arrival words are ever broken */
 }
 
-/* ---- argument checks (the member's own) */
-
-static bool is_reducing(sim_coll_kind k) {
-  return k == KIND_ALL_REDUCE || k == KIND_REDUCE_SCATTER;
-}
-static bool is_rooted(sim_coll_kind k) {
-  return k == KIND_BROADCAST || k == KIND_SCATTER || k == KIND_GATHER;
-}
-
-/* FNV-1a over the counts: members compare one word, not n */
-static uint64_t hash_counts(const int64_t *c, int n) {
-  uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < n; i++) {
-    h ^= (uint64_t)c[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-/* an argument error, prefixed "all_reduce on group [0, 1]: " (formatted
- * only when raised: the checks run on every call) */
-static dt_status arg_error(const sim_coll_group *g, const sim_coll_desc *d,
-                           dt_status code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static dt_status arg_error(const sim_coll_group *g, const sim_coll_desc *d,
-                           dt_status code, const char *fmt, ...) {
-  char msg[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return core_error_set(code, "%s on group %s: %s", kind_names[d->kind],
-                      g->name, msg);
-}
-
-/* counts: n entries, none negative; *total their sum */
-static dt_status check_counts(const sim_coll_group *g, const sim_coll_desc *d,
-                              const char *name, const int64_t *c,
-                              int64_t *total) {
-  *total = 0;
-  if (!c) return arg_error(g, d, DT_ERR_INVALID_ARGUMENT, "%s is NULL", name);
-  for (int i = 0; i < g->n; i++) {
-    if (c[i] < 0 || c[i] > (INT64_MAX >> 4) - *total)
-      return arg_error(g, d, DT_ERR_INVALID_ARGUMENT,
-                       "%s[%d] = %lld (negative or too large)", name, i,
-                       (long long)c[i]);
-    *total += c[i];
-  }
-  return DT_OK;
-}
-
-static dt_status need(const sim_coll_group *g, const sim_coll_desc *d,
-                      const char *name, const void *p, int64_t elems) {
-  if (elems > 0 && !p)
-    return arg_error(g, d, DT_ERR_INVALID_ARGUMENT,
-                     "%s is NULL with %lld elements", name, (long long)elems);
-  return DT_OK;
-}
-
-/* checks counts/pointers of the counts-array kinds; *in_elems: what this
- * member publishes as its input */
-static dt_status check_blocks(const sim_coll_group *g, int member, sim_coll_desc *d,
-                              int64_t *in_elems) {
-  dt_status st = check_counts(g, d, "counts", d->counts, &d->count);
-  if (st != DT_OK) return st;
-  d->sig = hash_counts(d->counts, g->n);
-  int64_t own = d->counts[member], total = d->count;
-  bool root = member == d->root;
-  int64_t in = 0, out = 0;
-  switch (d->kind) {
-  case KIND_ALL_GATHER: in = own, out = total; break;
-  case KIND_REDUCE_SCATTER: in = total, out = own; break;
-  case KIND_SCATTER: in = root ? total : 0, out = own; break;
-  default: in = own, out = root ? total : 0; break; /* gather */
-  }
-  *in_elems = in;
-  if ((st = need(g, d, "in", d->in, in)) != DT_OK) return st;
-  return need(g, d, "out", d->out, out);
-}
-
-static dt_status check_all_to_all(const sim_coll_group *g, sim_coll_desc *d,
-                                  int64_t *in_elems) {
-  int64_t sent = 0, got = 0;
-  dt_status st = check_counts(g, d, "send", d->send, &sent);
-  if (st == DT_OK) st = check_counts(g, d, "recv", d->recv, &got);
-  if (st == DT_OK) st = need(g, d, "in", d->in, sent);
-  if (st == DT_OK) st = need(g, d, "out", d->out, got);
-  d->count = 0; /* totals differ per member; the matrix is checked later */
-  *in_elems = -1; /* never inline: the blocks differ per receiver */
-  return st;
-}
-
-static dt_status check_dtype_op(const sim_coll_group *g, const sim_coll_desc *d) {
-  bool ok = (unsigned)d->dtype < (unsigned)DT_DTYPE_COUNT &&
-            (unsigned)d->op <= (unsigned)DT_REDUCE_PROD &&
-            !(d->dtype == DT_BOOL && d->op == DT_REDUCE_AVG);
-  if (ok) return DT_OK;
-  char what[192];
-  snprintf(what, sizeof what, "%s on group %s", kind_names[d->kind],
-           g->name);
-  return sim_coll_reduce_check(what, d->dtype, d->op);
-}
-
-/* validates the member's call and fills what the entry compares; *bytes:
- * its input's size (-1: must stay in the caller's buffer) */
-static dt_status prepare(const sim_coll_group *g, int member, sim_coll_desc *d,
-                         int64_t *bytes) {
-  if (!is_reducing(d->kind)) d->op = DT_REDUCE_SUM;
-  if (!is_rooted(d->kind)) d->root = 0;
-  *bytes = 0;
-  if (d->kind == KIND_BARRIER) return DT_OK;
-  dt_status st = check_dtype_op(g, d);
-  if (st != DT_OK) return st;
-  if (is_rooted(d->kind) && (d->root < 0 || d->root >= g->n))
-    return arg_error(g, d, DT_ERR_INVALID_ARGUMENT,
-                     "root %d out of range [0, %d)", d->root, g->n);
-  int64_t elems = 0;
-  if (d->kind == KIND_ALL_REDUCE || d->kind == KIND_BROADCAST) {
-    if (d->count < 0 || d->count > (INT64_MAX >> 4))
-      return arg_error(g, d, DT_ERR_INVALID_ARGUMENT, "count %lld",
-                       (long long)d->count);
-    bool has_in = d->kind == KIND_ALL_REDUCE || member == d->root;
-    elems = has_in ? d->count : 0;
-    st = need(g, d, "in", d->in, elems);
-    if (st == DT_OK) st = need(g, d, "out", d->out, d->count);
-  } else if (d->kind == KIND_ALL_TO_ALL) {
-    st = check_all_to_all(g, d, &elems);
-  } else {
-    st = check_blocks(g, member, d, &elems);
-  }
-  *bytes = elems < 0 ? -1 : elems * (int64_t)core_dtype_size(d->dtype);
-  return st;
-}
+/* ---- argument checks: coll_check.c (sim_coll_prepare) */
 
 /* ---- the round's verdict: the same on every member (entries only) */
 
@@ -726,15 +594,15 @@ void sim_coll_describe(char *buf, size_t len, const sim_coll_entry *e) {
   const sim_coll_desc *d = &e->d;
   int n;
   if (d->kind == KIND_BARRIER || d->kind == KIND_ABSTAIN) {
-    n = snprintf(buf, len, "%s()", kind_names[d->kind]);
+    n = snprintf(buf, len, "%s()", sim_coll_kind_names[d->kind]);
   } else {
-    n = snprintf(buf, len, "%s(%s[%lld]%s", kind_names[d->kind],
+    n = snprintf(buf, len, "%s(%s[%lld]%s", sim_coll_kind_names[d->kind],
                  core_dtype_name(d->dtype), (long long)d->count,
                  d->sig ? " in blocks" : "");
-    if (is_reducing(d->kind) && n >= 0 && (size_t)n < len)
+    if (sim_coll_is_reducing(d->kind) && n >= 0 && (size_t)n < len)
       n += snprintf(buf + n, len - (size_t)n, ", %s",
                     (unsigned)d->op <= DT_REDUCE_PROD ? op_names[d->op] : "?");
-    if (is_rooted(d->kind) && n >= 0 && (size_t)n < len)
+    if (sim_coll_is_rooted(d->kind) && n >= 0 && (size_t)n < len)
       n += snprintf(buf + n, len - (size_t)n, ", root %d", d->root);
     if (n >= 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, ")");
   }
@@ -770,10 +638,10 @@ static dt_status desync_error(const sim_coll_group *g, uint64_t k,
   if (!seen)
     return core_error_set(DT_ERR_DESYNC, "%s on group %s (seq %llu): members "
                           "disagree (no memory to say how)",
-                          kind_names[E[0].d.kind], g->name, (unsigned long long)k);
+                          sim_coll_kind_names[E[0].d.kind], g->name, (unsigned long long)k);
   size_t n = 0;
   put(msg, sizeof msg, &n, "%s on group %s (seq %llu): members disagree: ",
-      kind_names[E[0].d.kind], g->name, (unsigned long long)k);
+      sim_coll_kind_names[E[0].d.kind], g->name, (unsigned long long)k);
   for (int j = 0, shown = 0; j < g->n; j++) {
     if (seen[j]) continue;
     if (shown++ == 6) {
@@ -805,7 +673,7 @@ static bool same_call(const sim_coll_desc *a, const sim_coll_desc *b) {
 static dt_status check_round(const sim_coll_group *g, int member, uint64_t k,
                              const sim_coll_entry *E) {
   if (E[member].bad != DT_OK) return E[member].bad; /* own message set */
-  const char *kind = kind_names[E[member].d.kind];
+  const char *kind = sim_coll_kind_names[E[member].d.kind];
   unsigned long long seq = (unsigned long long)k;
   for (int j = 0; j < g->n; j++)
     if (E[j].abstain)
@@ -848,7 +716,7 @@ static dt_status fail_if_gone(const sim_coll_group *g, int member,
     char why[1200];
     sim_coll_gone_str(g->world, who, why, sizeof why);
     return core_error_set(DT_ERR_DESYNC, "%s%s%s on group %s: %s before this "
-                          "call", kind_names[kind], site ? " at " : "",
+                          "call", sim_coll_kind_names[kind], site ? " at " : "",
                           site ? site : "", g->name, why);
   }
   return DT_OK;
@@ -870,7 +738,7 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   sim_coll_member *me = &g->members[member];
   int64_t bytes = 0;
   dt_status bad = why ? core_error_set(why_st, "%s", why)
-                      : prepare(g, member, d, &bytes);
+                      : sim_coll_prepare(g, member, d, &bytes);
   uint64_t k = me->seq++;
   sim_coll_entry *e = &g->entries[k & 1][member];
   e->d = *d;
@@ -907,7 +775,7 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
 static void trace_round(const sim_coll_group *g, int member, const sim_coll_desc *d,
                         uint64_t seq, int64_t t0, dt_status st) {
   sched_trace_event e = {.ts = t0, .dur = sched_trace_now() - t0,
-                         .name = kind_names[d->kind], .cat = "collective", .ph = 'X'};
+                         .name = sim_coll_kind_names[d->kind], .cat = "collective", .ph = 'X'};
   sched_trace_args(&e, "\"group_size\":%d,\"bytes\":%lld,\"member\":%d,"
                    "\"seq\":%llu,\"status\":\"%s\",\"group\":\"%s\"", g->n,
                    (long long)(d->count * (int64_t)core_dtype_size(d->dtype)),

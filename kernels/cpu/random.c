@@ -17,21 +17,28 @@
 #define PHILOX_W0 0x9E3779B9u
 #define PHILOX_W1 0xBB67AE85u
 
-void cpu_philox4x32(const uint32_t ctr[4], const uint32_t key[2],
-                    uint32_t out[4]) {
-  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
-  uint32_t k0 = key[0], k1 = key[1];
+/* the ten Philox rounds on counter (c0..c3) with key (k0, k1); inlined
+ * into the element loop of philox_block, which then vectorises */
+static inline __attribute__((always_inline)) void
+philox10(uint32_t *c0, uint32_t *c1, uint32_t *c2, uint32_t *c3, uint32_t k0,
+         uint32_t k1) {
   for (int r = 0; r < 10; r++) {
-    uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
-    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-    uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-    c0 = n0;
-    c1 = (uint32_t)p1;
-    c2 = n2;
-    c3 = (uint32_t)p0;
+    uint64_t p0 = (uint64_t)PHILOX_M0 * *c0, p1 = (uint64_t)PHILOX_M1 * *c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ *c1 ^ k0;
+    uint32_t n2 = (uint32_t)(p0 >> 32) ^ *c3 ^ k1;
+    *c0 = n0;
+    *c1 = (uint32_t)p1;
+    *c2 = n2;
+    *c3 = (uint32_t)p0;
     k0 += PHILOX_W0;
     k1 += PHILOX_W1;
   }
+}
+
+void cpu_philox4x32(const uint32_t ctr[4], const uint32_t key[2],
+                    uint32_t out[4]) {
+  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
+  philox10(&c0, &c1, &c2, &c3, key[0], key[1]);
   out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
 }
 
@@ -71,18 +78,7 @@ CPU_CLONES static void philox_block(uint64_t seed, uint64_t first, int64_t n,
   for (int64_t i = 0; i < n; i++) {
     uint64_t index = first + (uint64_t)i;
     uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32), c2 = 0, c3 = 0;
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-    for (int k = 0; k < 10; k++) {
-      uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
-      uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-      uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-      c0 = n0;
-      c1 = (uint32_t)p1;
-      c2 = n2;
-      c3 = (uint32_t)p0;
-      k0 += PHILOX_W0;
-      k1 += PHILOX_W1;
-    }
+    philox10(&c0, &c1, &c2, &c3, (uint32_t)seed, (uint32_t)(seed >> 32));
     r[0][i] = c0;
     r[1][i] = c1;
     r[2][i] = c2;
