@@ -208,8 +208,9 @@ NORM_KERNELS(f64, double, DT_FLOAT64, exp_blk_f64, max_blk_f64,
     }                                                                       \
     for (int64_t j = 0; j < len; j++) {                                     \
       cpu_load(x, CT, io->in + j * st, io->r->dtype, es, nc);               \
-      for (int64_t c = 0; c < nc; c++)                                      \
-        lanes[j % LANES][c] += (double)EXP(x[c] - m[c]);                    \
+      for (int64_t c = 0; c < nc; c++) x[c] -= m[c];                        \
+      EXP(y, x, 0, nc);                                                     \
+      for (int64_t c = 0; c < nc; c++) lanes[j % LANES][c] += (double)y[c]; \
     }                                                                       \
     for (int64_t c = 0; c < nc; c++) {                                      \
       double l[LANES];                                                      \
@@ -219,13 +220,18 @@ NORM_KERNELS(f64, double, DT_FLOAT64, exp_blk_f64, max_blk_f64,
     }                                                                       \
     for (int64_t j = 0; j < len; j++) {                                     \
       cpu_load(x, CT, io->in + j * st, io->r->dtype, es, nc);               \
-      for (int64_t c = 0; c < nc; c++)                                      \
-        y[c] = lg ? (x[c] - m[c]) - k[c] : EXP(x[c] - m[c]) * k[c];         \
+      for (int64_t c = 0; c < nc; c++) x[c] -= m[c];                        \
+      if (lg)                                                               \
+        for (int64_t c = 0; c < nc; c++) y[c] = x[c] - k[c];                \
+      else {                                                                \
+        EXP(y, x, 0, nc);                                                   \
+        for (int64_t c = 0; c < nc; c++) y[c] *= k[c];                      \
+      }                                                                     \
       cpu_store(io->out + j * io->os, io->od, eo, y, CT, nc);               \
     }                                                                       \
   }
-SOFTMAX_TILE(f32, float, DT_FLOAT32, cpu_vexpf)
-SOFTMAX_TILE(f64, double, DT_FLOAT64, exp)
+SOFTMAX_TILE(f32, float, DT_FLOAT32, cpu_vexp_f32)
+SOFTMAX_TILE(f64, double, DT_FLOAT64, exp_blk_f64)
 
 /* ---- drivers: walk the rows of in and out together */
 typedef void (*row_fn)(const row_io *io, const void *ctx);

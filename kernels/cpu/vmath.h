@@ -20,7 +20,7 @@
  *         beyond: 1 - erfc(|x|) with the sign of x.
  *   erfc: z >= 0 from Numerical Recipes' erfcc, t exp(-z^2 + Q(t)),
  *         t = 1/(1 + z/2), relative error < 1.2e-7; z^2 is split into
- *         hi + lo (Veltkamp/Dekker) so exp's argument keeps its low bits
+ *         hi + lo (lo = fma(z, z, -hi), exact) so exp's argument keeps its low bits
  *         (a rounding of -z^2 ~ -100 would cost 60 ulp). z < 0: 2 - erfc(-z).
  *   tanh: |x| < 0.625: x P(x^2); beyond: 1 - 2 / (exp(2|x|) + 1). */
 #ifndef CPU_VMATH_H
@@ -30,11 +30,17 @@
 #include <string.h>
 
 /* Hot loops are compiled twice, for baseline x86-64 (SSE2, 4 floats) and
- * for AVX2 (8 floats), and the loader picks one per machine (GCC/clang
- * target_clones through an ifunc: ELF on x86-64 only). The kernels are
- * built with -ffp-contract=off, so neither clone fuses a multiply-add and
- * both give the same bits (tests/test_vmath.c checks the blocks against
- * the scalar functions bit for bit). DTORCH_NO_CLONES turns this off. */
+ * for x86-64-v3 (AVX2 + FMA, 8 floats), and the loader picks one per
+ * machine (GCC/clang target_clones through an ifunc: ELF on x86-64 only).
+ * The kernels are built with -ffp-contract=off, so the compiler fuses no
+ * multiply-add by itself; the polynomials below fuse theirs explicitly
+ * (VM_FMA = fmaf, one rounding): one instruction in the x86-64-v3 clone,
+ * glibc's fmaf (the same exactly rounded result) elsewhere, so every
+ * clone and every scalar use gives the same bits (tests/test_vmath.c
+ * checks the blocks against the scalar functions bit for bit). Code that
+ * is not cloned should call the blocks, not the inline scalar forms: a
+ * fmaf call per operation is slow there. DTORCH_NO_CLONES turns the
+ * clones off. */
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
 #define DTORCH_NO_CLONES 1 /* clang's spelling of __SANITIZE_THREAD__ */
@@ -44,10 +50,12 @@
  * TSan runtime is up, and crash the program: no clones there */
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && \
     !defined(DTORCH_NO_CLONES) && !defined(__SANITIZE_THREAD__)
-#define CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#define CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define CPU_CLONES
 #endif
+
+#define VM_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
 
 static inline uint32_t vm_bits(float f) {
   uint32_t u;
@@ -76,15 +84,15 @@ static inline float vm_exp_core(float a, float b, int has_b) {
   /* ln2 = C1 + C2, C1 with 9 bits so n C1 is exact */
   float r = a - n * 0.693359375f;
   if (has_b) r += b;
-  r -= n * -2.12194440e-4f;
+  r = VM_FMA(n, 2.12194440e-4f, r);
   /* exp(r) = 1 + r + r^2 q(r), q a degree-4 least-squares fit (0.8 ulp
-   * on its own; Cephes' degree 5 bought nothing measurable) */
-  float p = 0.0013745324686169624f;
-  p = p * r + 0.008368946611881256f;
-  p = p * r + 0.04166964814066887f;
-  p = p * r + 0.166665181517601f;
-  p = p * r + 0.49999988079071045f;
-  p = p * (r * r) + r + 1.0f;
+   * on its own; Cephes' degree 5 bought nothing measurable), evaluated
+   * in Estrin's form: three dependent steps instead of Horner's five */
+  float r2 = r * r;
+  float q01 = VM_FMA(0.166665181517601f, r, 0.49999988079071045f);
+  float q23 = VM_FMA(0.008368946611881256f, r, 0.04166964814066887f);
+  float q = VM_FMA(VM_FMA(0.0013745324686169624f, r2, q23), r2, q01);
+  float p = VM_FMA(q, r2, r) + 1.0f;
   int32_t n1 = ni >> 1, n2 = ni - n1; /* each in [-77, 66] */
   float f1 = vm_float((uint32_t)(n1 + 127) << 23);
   float f2 = vm_float((uint32_t)(n2 + 127) << 23);
@@ -99,20 +107,18 @@ static inline float vm_erfc_pos(float z) {
   z = z > 10.5f ? 10.5f : z; /* erfc(10.5) < 2^-150: 0 */
   float t = 1.0f / (1.0f + 0.5f * z);
   float q = 0.17087277f;
-  q = q * t - 0.82215223f;
-  q = q * t + 1.48851587f;
-  q = q * t - 1.13520398f;
-  q = q * t + 0.27886807f;
-  q = q * t - 0.18628806f;
-  q = q * t + 0.09678418f;
-  q = q * t + 0.37409196f;
-  q = q * t + 1.00002368f;
-  q = q * t - 1.26551223f;
-  /* z^2 = hi + lo exactly (Veltkamp split of z into 12 + 12 bits) */
-  float c = 4097.0f * z;
-  float zh = c - (c - z), zl = z - zh;
+  q = VM_FMA(q, t, -0.82215223f);
+  q = VM_FMA(q, t, 1.48851587f);
+  q = VM_FMA(q, t, -1.13520398f);
+  q = VM_FMA(q, t, 0.27886807f);
+  q = VM_FMA(q, t, -0.18628806f);
+  q = VM_FMA(q, t, 0.09678418f);
+  q = VM_FMA(q, t, 0.37409196f);
+  q = VM_FMA(q, t, 1.00002368f);
+  q = VM_FMA(q, t, -1.26551223f);
+  /* z^2 = hi + lo exactly (the fused multiply-add gives hi's error) */
   float hi = z * z;
-  float lo = ((zh * zh - hi) + 2.0f * zh * zl) + zl * zl;
+  float lo = VM_FMA(z, z, -hi);
   return t * vm_exp2parts(-hi, q - lo);
 }
 
@@ -121,12 +127,12 @@ static inline float vm_erfc_pos(float z) {
 static inline float vm_erf_small(float x) {
   float s = x * x;
   float p = 8.435649942839518e-05f;
-  p = p * s - 0.0008152569644153118f;
-  p = p * s + 0.005201295949518681f;
-  p = p * s - 0.026859182864427567f;
-  p = p * s + 0.11283683031797409f;
-  p = p * s - 0.37612631916999817f;
-  p = p * s + 0.12837916612625122f;
+  p = VM_FMA(p, s, -0.0008152569644153118f);
+  p = VM_FMA(p, s, 0.005201295949518681f);
+  p = VM_FMA(p, s, -0.026859182864427567f);
+  p = VM_FMA(p, s, 0.11283683031797409f);
+  p = VM_FMA(p, s, -0.37612631916999817f);
+  p = VM_FMA(p, s, 0.12837916612625122f);
   return p;
 }
 
@@ -136,7 +142,7 @@ static inline float vm_copysign(float mag, float sgn) {
 
 static inline float cpu_verff(float x) {
   float ax = vm_float(vm_bits(x) & 0x7fffffffu);
-  float small = x + x * vm_erf_small(x);
+  float small = VM_FMA(x, vm_erf_small(x), x);
   float big = vm_copysign(1.0f - vm_erfc_pos(ax), x);
   return ax < 0.875f ? small : big;
 }
@@ -145,7 +151,7 @@ static inline float cpu_verfcf(float x) {
   float ax = vm_float(vm_bits(x) & 0x7fffffffu);
   float e = vm_erfc_pos(ax);
   /* 1 - erf(x) cancels for x > 0.5 (erfc < 0.48): the tail takes over */
-  float small = 1.0f - (x + x * vm_erf_small(x));
+  float small = 1.0f - VM_FMA(x, vm_erf_small(x), x);
   float big = x > 0.0f ? e : 2.0f - e;
   return (x > -1.0f && x < 0.5f) ? small : big;
 }
@@ -154,11 +160,11 @@ static inline float cpu_vtanhf(float x) {
   float ax = vm_float(vm_bits(x) & 0x7fffffffu);
   float s = x * x;
   float p = -0.00569746270775795f;
-  p = p * s + 0.020630257204174995f;
-  p = p * s - 0.05373585224151611f;
-  p = p * s + 0.13331365585327148f;
-  p = p * s - 0.33333274722099304f;
-  p = p * s + 1.0f;
+  p = VM_FMA(p, s, 0.020630257204174995f);
+  p = VM_FMA(p, s, -0.05373585224151611f);
+  p = VM_FMA(p, s, 0.13331365585327148f);
+  p = VM_FMA(p, s, -0.33333274722099304f);
+  p = VM_FMA(p, s, 1.0f);
   float small = x * p;
   float a2 = ax > 9.5f ? 9.5f : ax; /* tanh(9.5) rounds to 1 */
   float big = vm_copysign(1.0f - 2.0f / (cpu_vexpf(2.0f * a2) + 1.0f), x);
