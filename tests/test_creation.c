@@ -276,6 +276,31 @@ static void test_rand_split_invariance(void **state) {
   tu_leaks_end();
 }
 
+/* float32 rand (its own vectorised path) stores exactly what the double
+ * stream gives, rounded to float and kept below 1; 100,003 elements so
+ * that the chunks and blocks end unevenly, after an offset of 17 */
+static void test_rand_float32_bits(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  const int n = 100003;
+  dt_manual_seed(1234);
+  dt_tensor *skip = dt_rand(DT_SHAPE(17), NULL);
+  dt_tensor *u = dt_rand(DT_SHAPE(n), NULL);
+  float *v = malloc(sizeof *v * (size_t)n);
+  assert_non_null(v);
+  assert_int_equal(dt_to_host(u, v, sizeof *v * (size_t)n), DT_OK);
+  for (int i = 0; i < n; i++) {
+    float want = (float)cpu_philox_uniform(1234, 17 + (uint64_t)i);
+    if (want >= 1.0f) want = 0.99999994f;
+    if (v[i] != want)
+      fail_msg("element %d: %.9g, want %.9g", i, (double)v[i], (double)want);
+  }
+  free(v);
+  dt_tensor_release(skip);
+  dt_tensor_release(u);
+  tu_leaks_end();
+}
+
 /* moments of 200k draws for every float dtype; uniform stays in [0, 1) */
 static void test_rand_distribution(void **state) {
   (void)state;
@@ -328,6 +353,7 @@ int main(void) {
       cmocka_unit_test(test_host_roundtrip),
       cmocka_unit_test(test_philox_kat),
       cmocka_unit_test(test_rand_split_invariance),
+      cmocka_unit_test(test_rand_float32_bits),
       cmocka_unit_test(test_rand_distribution),
       cmocka_unit_test(test_requires_grad_flag),
   };

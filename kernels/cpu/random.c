@@ -8,6 +8,7 @@
  * elements together; instead each element i uses counter (lo32(i), hi32(i),
  * 0, 0) and takes out[0] (uniform) or out[0], out[1] (Box–Muller normal). */
 #include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/vmath.h"
@@ -96,6 +97,27 @@ void cpu_philox_uniform_block(uint64_t seed, uint64_t first, int64_t n,
   }
 }
 
+/* float32 uniforms: to_unit's double exactly, rounded to float and kept
+ * below 1, as the generic path below stores them (the same bits), but in
+ * a loop that vectorises: the 53-bit integer is built as a 21-bit high
+ * part (an exact int32 conversion) and a 32-bit low part (exact through
+ * the 2^52 bias: AVX2 converts no unsigned or 64-bit integer) */
+CPU_CLONES static void uniform_f32(float *restrict out,
+                                   const uint32_t *restrict r0,
+                                   const uint32_t *restrict r1, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t hi = r0[i] >> 11, lo = (r0[i] << 21) | (r1[i] >> 11);
+    uint64_t biased = 0x4330000000000000ull | lo;
+    double lo_d;
+    memcpy(&lo_d, &biased, sizeof lo_d);
+    lo_d -= 4503599627370496.0; /* 2^52 */
+    double u = ((double)(int32_t)hi * 4294967296.0 + lo_d) *
+               (1.0 / 9007199254740992.0);
+    float f = (float)u;
+    out[i] = f < 0.99999994f ? f : 0.99999994f;
+  }
+}
+
 typedef struct rand_job {
   char *dst;
   dt_dtype d;
@@ -113,6 +135,10 @@ static void rand_range(int64_t begin, int64_t end, void *arg) {
   for (int64_t b = begin; b < end; b += RBLOCK) {
     int64_t n = end - b < RBLOCK ? end - b : RBLOCK;
     philox_block(j->seed, j->first + (uint64_t)b, n, r);
+    if (!j->normal && j->d == DT_FLOAT32) {
+      uniform_f32((float *)(void *)(j->dst + (size_t)b * es), r[0], r[1], n);
+      continue;
+    }
     for (int64_t i = 0; i < n; i++) {
       double u1 = to_unit(r[0][i], r[1][i]);
       if (!j->normal) {

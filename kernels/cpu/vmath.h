@@ -72,17 +72,30 @@ static inline float vm_float(uint32_t u) {
  * n is rounded from a + b, the reduction subtracts n ln2 from a first.
  * has_b is a constant at every call: without b (cpu_vexpf) the two adds
  * of b fold away (a + 0.0f does not fold by itself: -0 + 0 is +0). */
-static inline float vm_exp_core(float a, float b, int has_b) {
+/* a clamped to [lo, hi] through the integer order of floats (negatives
+ * with their magnitude bits flipped): two integer min/max, where float
+ * compares in a vectorised loop became seven blends. A NaN comes out as
+ * lo or hi: the callers restore it. */
+static inline float vm_clamp_key(float a, int32_t lo, int32_t hi) {
+  int32_t k = (int32_t)vm_bits(a);
+  k ^= (k >> 31) & 0x7fffffff;
+  k = k < lo ? lo : k;
+  k = k > hi ? hi : k;
+  k ^= (k >> 31) & 0x7fffffff;
+  return vm_float((uint32_t)k);
+}
+
+static inline float vm_exp_core(float a0, float b, int has_b) {
   const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to int */
-  /* beyond these exp is 0 or inf in float (b is bounded, so n stays in
-   * [-153, 131] and both factors of 2^n below are normal); NaN passes */
-  a = a < -104.0f ? -104.0f : a;
-  a = a > 89.0f ? 89.0f : a;
-  float t = (has_b ? a + b : a) * 1.44269504088896341f + magic;
+  /* beyond [-104, 89] exp is 0 or inf in float (b is bounded, so n stays
+   * in [-153, 131] and both factors of 2^n below are normal); the keys
+   * of -104 and 89 (see vm_clamp_key) */
+  float a = vm_clamp_key(a0, (int32_t)0xbd2fffff, (int32_t)0x42b20000);
+  float t = VM_FMA(has_b ? a + b : a, 1.44269504088896341f, magic);
   float n = t - magic;
   int32_t ni = (int32_t)(vm_bits(t) - vm_bits(magic));
   /* ln2 = C1 + C2, C1 with 9 bits so n C1 is exact */
-  float r = a - n * 0.693359375f;
+  float r = VM_FMA(n, -0.693359375f, a);
   if (has_b) r += b;
   r = VM_FMA(n, 2.12194440e-4f, r);
   /* exp(r) = 1 + r + r^2 q(r), q a degree-4 least-squares fit (0.8 ulp
@@ -96,7 +109,8 @@ static inline float vm_exp_core(float a, float b, int has_b) {
   int32_t n1 = ni >> 1, n2 = ni - n1; /* each in [-77, 66] */
   float f1 = vm_float((uint32_t)(n1 + 127) << 23);
   float f2 = vm_float((uint32_t)(n2 + 127) << 23);
-  return (p * f1) * f2;
+  float y = (p * f1) * f2;
+  return a0 != a0 ? a0 : y; /* NaN in, NaN out */
 }
 
 static inline float vm_exp2parts(float a, float b) { return vm_exp_core(a, b, 1); }
