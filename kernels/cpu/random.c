@@ -8,6 +8,7 @@
  * elements together; instead each element i uses counter (lo32(i), hi32(i),
  * 0, 0) and takes out[0] (uniform) or out[0], out[1] (Box–Muller normal). */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
@@ -118,6 +119,94 @@ CPU_CLONES static void uniform_f32(float *restrict out,
   }
 }
 
+/* float32 normals: Box-Muller as the double path, sqrt(-2 ln u1)
+ * cos(2 pi u2), with u1, u2 the same 53-bit doubles, evaluated in float
+ * where every rounding is relative: ln u1 = e ln2 + log1p(m - 1) with m
+ * in [sqrt 1/2, sqrt 2) split off the double (m - 1 exact, so u1 near 1
+ * keeps its digits), and the angle reduced by quarter turns in double
+ * (w = u2 - q/4 exact, |2 pi w| <= pi/4), so no transform loses what
+ * float precision holds; within a few ulp of the double path rounded to
+ * float (tests/test_creation.c). Part one: per element, in double, the
+ * float inputs of part two. */
+typedef struct normal_parts {
+  float f[RBLOCK], e[RBLOCK], th[RBLOCK];
+  int32_t quad[RBLOCK];
+} normal_parts;
+
+static inline double vm_as_double(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+static inline uint64_t vm_as_u64(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+/* the 53-bit uniform of words (hi, lo), exactly (as in uniform_f32) */
+static inline double unit53(uint32_t w0, uint32_t w1) {
+  uint32_t hi = w0 >> 11, lo = (w0 << 21) | (w1 >> 11);
+  double lo_d = vm_as_double(0x4330000000000000ull | lo) - 4503599627370496.0;
+  return ((double)(int32_t)hi * 4294967296.0 + lo_d) *
+         (1.0 / 9007199254740992.0);
+}
+
+CPU_CLONES static void normal_split(normal_parts *restrict np,
+                                    const uint32_t r[4][RBLOCK], int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    double u1 = unit53(r[0][i], r[1][i]), u2 = unit53(r[2][i], r[3][i]);
+    u1 = u1 < 1e-300 ? 1e-300 : u1; /* as the double path */
+    uint64_t b = vm_as_u64(u1);
+    /* u1 = m 2^e, m in [1, 2); the exponent as a double through the bias */
+    double e = vm_as_double(0x4330000000000000ull | (b >> 52)) -
+               (4503599627370496.0 + 1023.0);
+    double m = vm_as_double((b & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
+    bool big = m > 1.4142135623730951;
+    np->f[i] = (float)((big ? 0.5 * m : m) - 1.0);
+    np->e[i] = (float)(big ? e + 1.0 : e);
+    /* q = round(4 u2) by the 1.5 2^52 bias; its low bits are the quadrant */
+    double t = 4.0 * u2 + 6755399441055744.0;
+    double q = t - 6755399441055744.0;
+    np->quad[i] = (int32_t)(vm_as_u64(t) & 3);
+    np->th[i] = (float)((u2 - 0.25 * q) * 6.283185307179586);
+  }
+}
+
+/* part two: log1p(f) = 2 atanh(f / (2 + f)) (|s| <= 0.172: the series to
+ * s^11 is below float rounding), sin and cos on [-pi/4, pi/4] by their
+ * series to the 11th / 10th power */
+CPU_CLONES static void normal_finish(float *restrict out,
+                                     const normal_parts *restrict np,
+                                     int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float f = np->f[i], s = f / (2.0f + f), s2 = s * s;
+    float p = VM_FMA(s2, 1.0f / 11.0f, 1.0f / 9.0f);
+    p = VM_FMA(p, s2, 1.0f / 7.0f);
+    p = VM_FMA(p, s2, 1.0f / 5.0f);
+    p = VM_FMA(p, s2, 1.0f / 3.0f);
+    float l1p = VM_FMA(2.0f * s * s2, p, 2.0f * s);
+    /* ln2 = 0.693145751953125 + 1.42860677e-06 (the first with 16 bits) */
+    float ln = VM_FMA(np->e[i], 0.693145751953125f,
+                      VM_FMA(np->e[i], 1.42860677e-06f, l1p));
+    float r = sqrtf(-2.0f * ln);
+    float x = np->th[i], x2 = x * x;
+    float sp = VM_FMA(x2, 1.0f / 362880.0f, -1.0f / 5040.0f);
+    sp = VM_FMA(sp, x2, 1.0f / 120.0f);
+    sp = VM_FMA(sp, x2, -1.0f / 6.0f);
+    float sn = VM_FMA(x * x2, sp, x);
+    float cp = VM_FMA(x2, -1.0f / 3628800.0f, 1.0f / 40320.0f);
+    cp = VM_FMA(cp, x2, -1.0f / 720.0f);
+    cp = VM_FMA(cp, x2, 1.0f / 24.0f);
+    cp = VM_FMA(cp, x2, -0.5f);
+    float cs = VM_FMA(x2, cp, 1.0f);
+    int32_t qd = np->quad[i];
+    float c = (qd & 1) ? sn : cs;        /* cos(x + q pi/2) */
+    c = ((qd + 1) & 2) ? -c : c;         /* negative for q = 1, 2 */
+    out[i] = r * c;
+  }
+}
+
 typedef struct rand_job {
   char *dst;
   dt_dtype d;
@@ -135,8 +224,15 @@ static void rand_range(int64_t begin, int64_t end, void *arg) {
   for (int64_t b = begin; b < end; b += RBLOCK) {
     int64_t n = end - b < RBLOCK ? end - b : RBLOCK;
     philox_block(j->seed, j->first + (uint64_t)b, n, r);
-    if (!j->normal && j->d == DT_FLOAT32) {
-      uniform_f32((float *)(void *)(j->dst + (size_t)b * es), r[0], r[1], n);
+    if (j->d == DT_FLOAT32) {
+      float *o = (float *)(void *)(j->dst + (size_t)b * es);
+      if (!j->normal) {
+        uniform_f32(o, r[0], r[1], n);
+      } else {
+        normal_parts np;
+        normal_split(&np, (const uint32_t(*)[RBLOCK])r, n);
+        normal_finish(o, &np, n);
+      }
       continue;
     }
     for (int64_t i = 0; i < n; i++) {
