@@ -5,6 +5,12 @@
  *            and min of 200, each after the rank parked; futex_us: the
  *            median of a raw FUTEX_WAKE of a sleeping thread in the same
  *            run, and ratio = us / futex_us
+ *   switch   the floor under any hand-off between threads that share a
+ *            CPU (three threads on two CPUs: an issuer and two ranks): µs
+ *            per round trip of two threads pinned to one CPU passing a
+ *            turn back and forth with sched_yield, and with futex
+ *            wait/wake; and the futex round trip between two CPUs.
+ *            Medians of 5 runs of 20,000 round trips
  *   publish  ns per op on the issuing thread for a 4-element dt_add on a
  *            runtime of 8 and of 64 ranks (bursts that never fill a queue);
  *            ratio_64_to_8 should stay near 1: one record per op whatever
@@ -16,6 +22,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +116,84 @@ static void bench_wake(int reps) {
   printf("{\"bench\":\"wake\",\"us\":%.2f,\"p90_us\":%.2f,\"min_us\":%.2f,"
          "\"futex_us\":%.2f,\"ratio\":%.2f}\n", lat[N / 2], lat[N * 9 / 10],
          lat[0], base, lat[N / 2] / base);
+}
+
+/* ---- switch: round trips between two threads, pinned */
+typedef struct pingpong {
+  _Atomic uint32_t turn; /* even: the first thread's, odd: the second's */
+  bool futex;
+  int cpu;               /* the second thread's CPU */
+} pingpong;
+
+static void pin_self(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+/* waits until turn != v, yielding or sleeping on the futex */
+static void pp_wait(pingpong *p, uint32_t v) {
+  while (atomic_load(&p->turn) == v) {
+    if (p->futex)
+      syscall(SYS_futex, &p->turn, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+    else
+      sched_yield();
+  }
+}
+static void pp_pass(pingpong *p, uint32_t next) {
+  atomic_store(&p->turn, next);
+  if (p->futex) syscall(SYS_futex, &p->turn, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+enum { PP_ROUNDS = 20000 };
+static void *pp_second(void *arg) {
+  pingpong *p = arg;
+  pin_self(p->cpu);
+  for (uint32_t i = 0; i < PP_ROUNDS; i++) {
+    pp_wait(p, 2 * i);     /* the first passed 2i + 1 */
+    pp_pass(p, 2 * i + 2);
+  }
+  return NULL;
+}
+
+/* µs per round trip; -1 if the threads cannot be placed */
+static double pp_run(bool futex, int cpu_a, int cpu_b) {
+  pingpong p = {.futex = futex, .cpu = cpu_b};
+  cpu_set_t old;
+  pthread_getaffinity_np(pthread_self(), sizeof old, &old);
+  pin_self(cpu_a);
+  pthread_t t;
+  if (pthread_create(&t, NULL, pp_second, &p)) return -1;
+  double t0 = bench_now();
+  for (uint32_t i = 0; i < PP_ROUNDS; i++) {
+    pp_pass(&p, 2 * i + 1);
+    pp_wait(&p, 2 * i + 1);
+  }
+  double us = (bench_now() - t0) / PP_ROUNDS * 1e6;
+  pthread_join(t, NULL);
+  pthread_setaffinity_np(pthread_self(), sizeof old, &old);
+  return us;
+}
+
+static void bench_switch(int reps) {
+  (void)reps; /* medians of 5 */
+  /* the first two CPUs this thread may run on */
+  cpu_set_t set;
+  int c[2] = {-1, -1}, k = 0;
+  if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0)
+    for (int i = 0; i < CPU_SETSIZE && k < 2; i++)
+      if (CPU_ISSET(i, &set)) c[k++] = i;
+  double v[3][5];
+  for (int r = 0; r < 5; r++) {
+    v[0][r] = k > 0 ? pp_run(false, c[0], c[0]) : -1;
+    v[1][r] = k > 0 ? pp_run(true, c[0], c[0]) : -1;
+    v[2][r] = k > 1 ? pp_run(true, c[0], c[1]) : -1;
+  }
+  for (int j = 0; j < 3; j++) qsort(v[j], 5, sizeof **v, cmp_double);
+  printf("{\"bench\":\"switch\",\"yield_same_cpu_us\":%.2f,"
+         "\"futex_same_cpu_us\":%.2f,\"futex_two_cpus_us\":%.2f}\n",
+         v[0][2], v[1][2], v[2][2]);
 }
 
 static double thread_cpu_now(void) {
@@ -224,6 +309,7 @@ int bench_sched(int argc, char **argv) {
                                       {"queue", bench_sched_queue},
                                       {"spawn_pool", bench_spawn_pool},
                                       {"wake", bench_wake},
+                                      {"switch", bench_switch},
                                       {"publish", bench_publish},
                                       {"publish_sustained", bench_publish_sustained}};
   return bench_main(argc, argv, "sched", figs,
