@@ -9,7 +9,6 @@
  * 0, 0) and takes out[0] (uniform) or out[0], out[1] (Box–Muller normal). */
 #include <math.h>
 #include <stdbool.h>
-#include <string.h>
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/vmath.h"
@@ -98,23 +97,24 @@ void cpu_philox_uniform_block(uint64_t seed, uint64_t first, int64_t n,
   }
 }
 
-/* float32 uniforms: to_unit's double exactly, rounded to float and kept
- * below 1, as the generic path below stores them (the same bits), but in
- * a loop that vectorises: the 53-bit integer is built as a 21-bit high
- * part (an exact int32 conversion) and a 32-bit low part (exact through
- * the 2^52 bias: AVX2 converts no unsigned or 64-bit integer) */
+/* to_unit's 53-bit double of words (w0, w1), exactly, in a form that
+ * vectorises: a 21-bit high part (an exact int32 conversion) and a 32-bit
+ * low part (exact through the 2^52 bias: AVX2 converts no unsigned or
+ * 64-bit integer) */
+static inline double unit53(uint32_t w0, uint32_t w1) {
+  uint32_t hi = w0 >> 11, lo = (w0 << 21) | (w1 >> 11);
+  double lo_d = vm_as_double(0x4330000000000000ull | lo) - 4503599627370496.0;
+  return ((double)(int32_t)hi * 4294967296.0 + lo_d) *
+         (1.0 / 9007199254740992.0);
+}
+
+/* float32 uniforms: to_unit's double rounded to float and kept below 1,
+ * as the generic path below stores them (the same bits) */
 CPU_CLONES static void uniform_f32(float *restrict out,
                                    const uint32_t *restrict r0,
                                    const uint32_t *restrict r1, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
-    uint32_t hi = r0[i] >> 11, lo = (r0[i] << 21) | (r1[i] >> 11);
-    uint64_t biased = 0x4330000000000000ull | lo;
-    double lo_d;
-    memcpy(&lo_d, &biased, sizeof lo_d);
-    lo_d -= 4503599627370496.0; /* 2^52 */
-    double u = ((double)(int32_t)hi * 4294967296.0 + lo_d) *
-               (1.0 / 9007199254740992.0);
-    float f = (float)u;
+    float f = (float)unit53(r0[i], r1[i]);
     out[i] = f < 0.99999994f ? f : 0.99999994f;
   }
 }
@@ -132,25 +132,6 @@ typedef struct normal_parts {
   float f[RBLOCK], e[RBLOCK], th[RBLOCK];
   int32_t quad[RBLOCK];
 } normal_parts;
-
-static inline double vm_as_double(uint64_t u) {
-  double d;
-  memcpy(&d, &u, sizeof d);
-  return d;
-}
-static inline uint64_t vm_as_u64(double d) {
-  uint64_t u;
-  memcpy(&u, &d, sizeof u);
-  return u;
-}
-
-/* the 53-bit uniform of words (hi, lo), exactly (as in uniform_f32) */
-static inline double unit53(uint32_t w0, uint32_t w1) {
-  uint32_t hi = w0 >> 11, lo = (w0 << 21) | (w1 >> 11);
-  double lo_d = vm_as_double(0x4330000000000000ull | lo) - 4503599627370496.0;
-  return ((double)(int32_t)hi * 4294967296.0 + lo_d) *
-         (1.0 / 9007199254740992.0);
-}
 
 CPU_CLONES static void normal_split(normal_parts *restrict np,
                                     const uint32_t r[4][RBLOCK], int64_t n) {

@@ -67,6 +67,16 @@ static inline float vm_float(uint32_t u) {
   memcpy(&f, &u, sizeof f);
   return f;
 }
+static inline uint64_t vm_as_u64(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+static inline double vm_as_double(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
 
 /* exp(a + b), for a the large part and b a small correction (|b| <~ 2):
  * n is rounded from a + b, the reduction subtracts n ln2 from a first.
