@@ -172,6 +172,46 @@ static void test_blocks(void **state) {
   }
 }
 
+/* gelu's derivative (gelu_backward's float32 blocks) against double: at
+ * most 8 ulp of the result, or 2^-25 absolute where Phi(x) + x phi(x)
+ * cancels (it crosses zero at x = -0.7518); gradients are scaled, not
+ * replaced: g = 3 everywhere, and NaN in, NaN out */
+static double ref_dgelu(double x) {
+  return 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+}
+
+static void test_gelu_grad(void **state) {
+  (void)state;
+  int n = (int)(sweep_points() / 5);
+  float *x = malloc(sizeof *x * (size_t)n), *g = malloc(sizeof *g * (size_t)n);
+  assert_non_null(x);
+  assert_non_null(g);
+  for (int i = 0; i < n; i++) {
+    x[i] = -20.0f + 40.0f * (float)i / (float)n;
+    g[i] = 3.0f;
+  }
+  cpu_vgelu_grad_f32(g, x, n);
+  double worst = 0;
+  int at = 0;
+  for (int i = 0; i < n; i++) {
+    double want = 3.0 * ref_dgelu((double)x[i]);
+    float a = fabsf((float)want);
+    double ulp = fmax((double)(nextafterf(a, INFINITY) - a), 0x1p-25);
+    double e = fabs((double)g[i] - want) / ulp;
+    if (e > worst) worst = e, at = i;
+  }
+  print_message("gelu': max %.2f ulp (at %.9g)\n", worst, (double)x[at]);
+  if (worst > 8)
+    fail_msg("gelu' at x = %.9g: %.9g, want %.9g", (double)x[at],
+             (double)g[at], 3.0 * ref_dgelu((double)x[at]));
+  float e[2] = {NAN, 1.0f}, one[2] = {1.0f, 1.0f};
+  cpu_vgelu_grad_f32(one, e, 2);
+  assert_true(isnan(one[0]));
+  assert_true(fabs((double)one[1] - ref_dgelu(1.0)) < 1e-7);
+  free(x);
+  free(g);
+}
+
 /* cpu_vmax_f32 against a plain loop, with signed zeros, infinities and
  * NaN (negative NaN loses to everything, positive NaN wins) */
 static void test_max(void **state) {
@@ -204,6 +244,7 @@ int main(void) {
       cmocka_unit_test(test_sweeps),
       cmocka_unit_test(test_blocks),
       cmocka_unit_test(test_max),
+      cmocka_unit_test(test_gelu_grad),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,15 +9,12 @@
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/nn.h"
+#include "kernels/cpu/vmath.h"
 
 
 /* ------------------------------------------------------- gelu_backward */
 /* d/dx x·Φ(x) = Φ(x) + x·φ(x); Φ through erfc, as the forward (no
- * cancellation for x << 0) */
-static inline float dgelu_f(float x) {
-  float cdf = 0.5f * erfcf(-x * 0.70710678118654752f);
-  return cdf + x * 0.39894228040143268f * expf(-0.5f * x * x);
-}
+ * cancellation for x << 0); float32 in vectorised blocks (vmath.h) */
 static inline double dgelu_d(double x) {
   double cdf = 0.5 * erfc(-x * 0.70710678118654752);
   return cdf + x * 0.39894228040143267794 * exp(-0.5 * x * x);
@@ -33,9 +30,7 @@ static void gelu_bw_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
     cpu_load(bg, c->ct, p[1] + s * st[1], c->dt[1], st[1], k);
     cpu_load(bx, c->ct, p[2] + s * st[2], c->dt[2], st[2], k);
     if (c->ct == DT_FLOAT32) {
-      float *g = (float *)bg;
-      const float *x = (const float *)bx;
-      for (int64_t i = 0; i < k; i++) g[i] *= dgelu_f(x[i]);
+      cpu_vgelu_grad_f32((float *)bg, (const float *)bx, k);
     } else {
       double *g = (double *)bg;
       const double *x = (const double *)bx;

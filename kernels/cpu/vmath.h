@@ -201,6 +201,8 @@ void cpu_vexp_f32(float *y, const float *x, float shift, int64_t n); /* exp(x - 
 void cpu_vgelu_f32(float *y, const float *x, int64_t n);      /* erf form */
 float cpu_vgelu_one(float x); /* the same, one element */
 void cpu_vgelu_tanh_f32(float *y, const float *x, int64_t n);
+/* g[i] *= gelu'(x[i]) (erf form) */
+void cpu_vgelu_grad_f32(float *g, const float *x, int64_t n);
 void cpu_vtanh_f32(float *y, const float *x, int64_t n);
 void cpu_vsigmoid_f32(float *y, const float *x, int64_t n);
 void cpu_vsilu_f32(float *y, const float *x, int64_t n);
