@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/nn.h"
+#include "kernels/cpu/reduce.h"
 #include "kernels/cpu/vmath.h"
 
 
@@ -169,6 +170,34 @@ static void ce_grad_row(row o, row x, const row *t, int64_t cls, int64_t nc,
   }
 }
 
+/* The same for a unit-stride float32 row and output with a class target,
+ * in vectorised float: o = exp(x - max) (vmath.h, within 1 ulp), the sum
+ * in the eight double lanes of reduce.h, then o = o * (w sq / sum) - w
+ * eps / C, and the target's element in double. Within a few ulp of the
+ * double path (test_grad_ops); a row with an infinite or NaN max takes
+ * the double path. False when it does not apply. */
+CPU_CLONES static void scale_shift_f32(float *restrict o, int64_t n, float k,
+                                       float c) {
+  for (int64_t i = 0; i < n; i++) o[i] = o[i] * k - c;
+}
+
+static bool ce_grad_row_f32(row o, row x, int64_t cls, int64_t nc, double eps,
+                            double w) {
+  if (x.d != DT_FLOAT32 || x.sb != 4 || o.d != DT_FLOAT32 || o.sb != 4)
+    return false;
+  const float *xf = (const float *)(const void *)x.p;
+  float *of = (float *)(void *)o.p, mx = cpu_vmax_f32(xf, nc);
+  if (!isfinite(mx)) return false;
+  double lanes[CPU_ROW_LANES] = {0};
+  cpu_vexp_f32(of, xf, mx, nc);
+  cpu_lanes_sum_f32(of, nc, lanes);
+  double k = w / cpu_lanes_total(lanes), uni = eps / (double)nc;
+  double e_cls = of[cls];
+  scale_shift_f32(of, nc, (float)k, (float)(w * uni));
+  of[cls] = (float)(e_cls * k - w * (1 - eps + uni));
+  return true;
+}
+
 typedef struct ce_grad_job { const cpu_view *out; const cpu_ce_grad_args *a; } ce_grad_job;
 
 /* positions [begin, end): each writes its own row of out (indices were
@@ -200,7 +229,8 @@ static void ce_grad_range(int64_t begin, int64_t end, void *arg) {
       }
       continue;
     }
-    ce_grad_row(ro, rx, NULL, cls, nc, a->label_smoothing, w);
+    if (!ce_grad_row_f32(ro, rx, cls, nc, a->label_smoothing, w))
+      ce_grad_row(ro, rx, NULL, cls, nc, a->label_smoothing, w);
   }
 }
 
