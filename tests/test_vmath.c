@@ -26,6 +26,7 @@ static float f_exp(float x) { return cpu_vexpf(x); }
 static float f_erf(float x) { return cpu_verff(x); }
 static float f_erfc(float x) { return cpu_verfcf(x); }
 static float f_tanh(float x) { return cpu_vtanhf(x); }
+static float f_log(float x) { return cpu_vlogf(x); }
 
 /* the distance of got from the exact ref in units of the float spacing at
  * ref (the denormal spacing below FLT_MIN); an infinite ref must be met
@@ -85,6 +86,7 @@ static const fn_case cases[] = {
     {"exp", f_exp, exp, -104.0f, 89.0f, 2.0, 0},
     {"erf", f_erf, erf, -4.5f, 4.5f, 2.0, 0},
     {"tanh", f_tanh, tanh, -10.0f, 10.0f, 2.0, 0},
+    {"log", f_log, log, 0.0f, 4.0f, 2.0, 0},
     /* erfc below FLT_MIN is denormal: absolute error there */
     {"erfc", f_erfc, erfc, -4.0f, 10.5f, 6.0, 0x1p-126},
 };
@@ -116,6 +118,20 @@ static void test_edges(void **state) {
     double e = ulp_error(cpu_vexpf(xs[i]), exp((double)xs[i]));
     if (e > 2) fail_msg("exp(%.9g): %.2f ulp", (double)xs[i], e);
   }
+  expect("log(0)", cpu_vlogf(0.0f), -INFINITY);
+  expect("log(-0)", cpu_vlogf(-0.0f), -INFINITY);
+  expect("log(1)", cpu_vlogf(1.0f), 0.0f);
+  expect("log(-1)", cpu_vlogf(-1.0f), NAN);
+  expect("log(-inf)", cpu_vlogf(-INFINITY), NAN);
+  expect("log(inf)", cpu_vlogf(INFINITY), INFINITY);
+  expect("log(nan)", cpu_vlogf(NAN), NAN);
+  const float ls[] = {0x1p-149f, 0x1p-127f, 0x1p-126f, FLT_MAX, 0.70710677f,
+                      0.70710683f, 1.41421354f, 1.41421366f, 1.0000001f,
+                      0.99999994f};
+  for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) {
+    double e = ulp_error(cpu_vlogf(ls[i]), log((double)ls[i]));
+    if (e > 2) fail_msg("log(%.9g): %.2f ulp", (double)ls[i], e);
+  }
   expect("erf(inf)", cpu_verff(INFINITY), 1.0f);
   expect("erf(-inf)", cpu_verff(-INFINITY), -1.0f);
   expect("erf(nan)", cpu_verff(NAN), NAN);
@@ -142,8 +158,9 @@ static void test_blocks(void **state) {
     x[i] = (float)(i - N / 2) * (40.0f / N);
   x[0] = INFINITY; x[1] = -INFINITY; x[2] = NAN; x[3] = 0x1p-140f;
   x[4] = -95.0f; x[5] = 88.5f;
-  for (int f = 0; f < 6; f++) {
+  for (int f = 0; f < 7; f++) {
     switch (f) {
+    case 6: cpu_vlog_f32(y, x, N); break;
     case 0: cpu_vexp_f32(y, x, 0.5f, N); break;
     case 1: cpu_vgelu_f32(y, x, N); break;
     case 2: cpu_vgelu_tanh_f32(y, x, N); break;
@@ -163,6 +180,7 @@ static void test_blocks(void **state) {
       }
       case 3: w = cpu_vtanhf(v); break;
       case 4: w = 1.0f / (1.0f + cpu_vexpf(-v)); break;
+      case 6: w = cpu_vlogf(v); break;
       default: w = v / (1.0f + cpu_vexpf(-v)); break;
       }
       if (memcmp(&w, &y[i], sizeof w) && !(isnan(w) && isnan(y[i])))

@@ -9,6 +9,10 @@ CPU_CLONES void cpu_vexp_f32(float *y, const float *x, float shift,
   for (int64_t i = 0; i < n; i++) y[i] = cpu_vexpf(x[i] - shift);
 }
 
+CPU_CLONES void cpu_vlog_f32(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = cpu_vlogf(x[i]);
+}
+
 /* x Phi(x) with E = erfc(|x|/sqrt 2): 0.5 x E for x < 0 (no cancellation
  * in the tail), x - 0.5 x E for x >= 0 (E <= 1: no cancellation either).
  * One erfc tail evaluation per element, no erf polynomial. */

@@ -26,6 +26,7 @@
 #ifndef CPU_VMATH_H
 #define CPU_VMATH_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -180,6 +181,36 @@ static inline float cpu_verfcf(float x) {
   return (x > -1.0f && x < 0.5f) ? small : big;
 }
 
+/* log(x): x = m 2^e with m in [sqrt 1/2, sqrt 2) from the bits (denormals
+ * scaled by 2^23 first), log1p(f) = f + f^2 g(f) for f = m - 1 (exact),
+ * g a degree-8 fit (Lawson-weighted least squares, 0.07 ulp on its own),
+ * e ln2 in two parts. x < 0 or NaN: NaN; 0: -inf; inf: inf. */
+static inline float cpu_vlogf(float x) {
+  float xs = x < 0x1p-126f ? x * 0x1p23f : x; /* denormals: normal first */
+  float eb = x < 0x1p-126f ? -23.0f : 0.0f;
+  uint32_t b = vm_bits(xs);
+  int32_t e = (int32_t)(b >> 23) - 127;
+  float m = vm_float((b & 0x007fffffu) | 0x3f800000u);
+  float big = m > 1.41421356f ? 1.0f : 0.0f;
+  m = big != 0.0f ? 0.5f * m : m;
+  float f = m - 1.0f, ef = (float)e + big + eb;
+  float g = -7.623032334e-02f;
+  g = VM_FMA(g, f, 1.290558371e-01f);
+  g = VM_FMA(g, f, -1.324303341e-01f);
+  g = VM_FMA(g, f, 1.418162212e-01f);
+  g = VM_FMA(g, f, -1.660904774e-01f);
+  g = VM_FMA(g, f, 2.000198523e-01f);
+  g = VM_FMA(g, f, -2.500158530e-01f);
+  g = VM_FMA(g, f, 3.333332550e-01f);
+  g = VM_FMA(g, f, -4.999998831e-01f);
+  float y = VM_FMA(f * f, g, f);
+  /* ln2 = 0.693145751953125 (16 bits: e ln2hi exact) + 1.42860677e-06 */
+  y = VM_FMA(ef, 0.693145751953125f, VM_FMA(ef, 1.42860677e-06f, y));
+  y = x == 0.0f ? -INFINITY : y;
+  y = x == INFINITY ? INFINITY : y;
+  return x < 0.0f || x != x ? NAN : y;
+}
+
 static inline float cpu_vtanhf(float x) {
   float ax = vm_float(vm_bits(x) & 0x7fffffffu);
   float s = x * x;
@@ -198,6 +229,7 @@ static inline float cpu_vtanhf(float x) {
 /* ---- blocks (kernels/cpu/vmath.c): y[i] = f(x[i]) for i < n, in place
  * allowed (y == x) */
 void cpu_vexp_f32(float *y, const float *x, float shift, int64_t n); /* exp(x - shift) */
+void cpu_vlog_f32(float *y, const float *x, int64_t n);
 void cpu_vgelu_f32(float *y, const float *x, int64_t n);      /* erf form */
 float cpu_vgelu_one(float x); /* the same, one element */
 void cpu_vgelu_tanh_f32(float *y, const float *x, int64_t n);
