@@ -52,6 +52,19 @@ extern "C" {
 #define DT_API
 #endif
 
+/* ----------------------------------------------------------------- version
+ * The version of these headers (the same as the project's, checked at
+ * build time); dt_version() is the library's ("0.1.0"), so a program can
+ * see whether it runs on the library it was compiled against. Static
+ * storage; any thread. docs/abi.md: what a version change may break. */
+#define DT_VERSION_MAJOR 0
+#define DT_VERSION_MINOR 1
+#define DT_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH, for #if */
+#define DT_VERSION_NUMBER                                                   \
+  (DT_VERSION_MAJOR * 10000 + DT_VERSION_MINOR * 100 + DT_VERSION_PATCH)
+DT_API const char *dt_version(void);
+
 /* ------------------------------------------------------------------ errors */
 typedef enum dt_status {
   DT_OK = 0, DT_ERR_INVALID_ARGUMENT, DT_ERR_SHAPE, DT_ERR_DTYPE,
