@@ -74,3 +74,14 @@ if(TARGET test_version)
   target_compile_definitions(test_version PRIVATE
     DTORCH_PROJECT_VERSION="${PROJECT_VERSION}")
 endif()
+
+# the Python package (python/): pip install into a venv under the build dir,
+# pytest python/tests against this build's libdtorch.so.0
+if(DTORCH_BUILD_TESTS AND NOT DTORCH_SANITIZE)
+  add_test(NAME python_package COMMAND
+    ${CMAKE_CURRENT_SOURCE_DIR}/scripts/python-test.sh
+    ${CMAKE_CURRENT_BINARY_DIR}/python-venv ${CMAKE_CURRENT_SOURCE_DIR}
+    $<TARGET_FILE:dtorch>)
+  set_tests_properties(python_package PROPERTIES LABELS "python;install"
+    SKIP_RETURN_CODE 77 TIMEOUT 2400)
+endif()

@@ -266,6 +266,19 @@ DT_API dt_status  dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes);
  * it is known at the call or later. */
 DT_API dt_future *dt_to_host_async(dt_tensor *t, void *dst, size_t dst_bytes);
 
+/* Zero-copy access to a single-device tensor's memory on its rank (the
+ * Python package's numpy and DLPack views). Waits until every op issued
+ * to t's rank before the call has run, then *data = the address of t's
+ * first element (NULL for no elements); read t's elements through
+ * dt_tensor_strides / dt_tensor_storage_offset's layout (already applied
+ * to *data). Tensors are values: do not write through it (views share the
+ * memory). Valid while a reference to t (or a view of it) is held and
+ * its runtime lives. Errors: t or data NULL, t a DTensor
+ * (DT_ERR_UNSUPPORTED), a dry run, t's runtime destroyed, an op t came
+ * from failed (its status and message). Thread safety: any thread but a
+ * rank's. */
+DT_API dt_status  dt_tensor_local_data(dt_tensor *t, void **data);
+
 /* rank = the runtime's rank id; error if the rank is not in t's mesh (a
  * single-device tensor: its own rank). The shard, contiguous. */
 DT_API dt_status  dt_local_to_host(dt_tensor *t, int rank, void *dst,
