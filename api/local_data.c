@@ -22,7 +22,7 @@ dt_status dt_tensor_local_data(dt_tensor *t, void **data) {
                           "is one shard per rank); fetch it with dt_to_host or "
                           "a shard with dt_local_to_host", fn);
   core_storage *s = t->local.storage;
-  if (!s) return DT_OK; /* no elements: no memory */
+  if (!s || core_tensor_numel(t) == 0) return DT_OK; /* no elements */
   if (atomic_load_explicit(&s->rt->dead, memory_order_acquire))
     return core_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was "
                           "destroyed", fn);

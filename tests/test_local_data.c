@@ -70,6 +70,19 @@ static void test_errors(void **state) {
   p = (void *)1;
   assert_int_equal(dt_tensor_local_data(e, &p), DT_OK);
   assert_null(p);
+  /* an op that fails on the rank (integer division by a zero element):
+   * its error, not an address */
+  dt_tensor *n = dt_from_host((const int32_t[]){7, 8}, DT_SHAPE(2), &(dt_tensor_options){.dtype = DT_INT32});
+  dt_tensor *z = dt_from_host((const int32_t[]){1, 0}, DT_SHAPE(2), &(dt_tensor_options){.dtype = DT_INT32});
+  dt_tensor *q = dt_floor_divide(n, z);
+  assert_non_null(q);
+  p = (void *)1;
+  assert_int_equal(dt_tensor_local_data(q, &p), DT_ERR_INVALID_ARGUMENT);
+  assert_null(p);
+  assert_non_null(strstr(dt_last_error(), "zero"));
+  dt_tensor_release(q);
+  dt_tensor_release(z);
+  dt_tensor_release(n);
   dt_tensor_release(e);
   dt_tensor_release(d);
   dt_mesh_release(m);
