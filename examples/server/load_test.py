@@ -140,8 +140,10 @@ def pct(xs, q):
 async def run(args, port, proc, inputs, refs):
     rng = random.Random(2)
     res = {"clients": args.clients, "requests": args.requests}
-    await client(port, [[0]], inputs, refs, [], [])  # warm-up
+    # the baseline: the model loaded (the server waited for its reads),
+    # no request yet
     base = await metrics(port)
+    await client(port, [[0]], inputs, refs, [], [])  # warm-up
     jobs = [rng.sample(range(IN_ROWS), rng.randint(1, 8)) for _ in range(args.requests)]
     lat, failures = [], []
     t0 = time.perf_counter()

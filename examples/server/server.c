@@ -206,7 +206,7 @@ static enum MHD_Result finish(request *q) {
   return reply(q->conn, MHD_HTTP_OK, text, "application/json");
 }
 
-static char *metrics_text(server *s);
+static char *metrics_text(server *s, struct MHD_Connection *c);
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version,
@@ -223,7 +223,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return MHD_YES;
   }
   if (strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0) {
-    char *text = metrics_text(s);
+    char *text = metrics_text(s, c);
     return text ? reply(c, MHD_HTTP_OK, text, "text/plain; version=0.0.4") : MHD_NO;
   }
   if (strcmp(url, "/v1/forward") != 0 || strcmp(method, "POST") != 0)
@@ -272,7 +272,7 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static char *metrics_text(server *s) {
+static char *metrics_text(server *s, struct MHD_Connection *c) {
   size_t cap = 8192 + 256 * (size_t)dt_runtime_num_ranks(s->m.rt), n = 0;
   char *t = malloc(cap);
   double *lat = malloc(sizeof(double) * LAT_RING);
@@ -289,7 +289,11 @@ static char *metrics_text(server *s) {
   qsort(lat, (size_t)k, sizeof(double), cmp_double);
   double p50 = k ? lat[(k - 1) / 2] : 0, p99 = k ? lat[(k - 1) * 99 / 100] : 0;
   free(lat);
-  const union MHD_DaemonInfo *ci = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+  /* the daemon through the connection: s->d is stored after the workers
+   * start */
+  const union MHD_ConnectionInfo *di = MHD_get_connection_info(c, MHD_CONNECTION_INFO_DAEMON);
+  const union MHD_DaemonInfo *ci =
+      di ? MHD_get_daemon_info(di->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS) : NULL;
 #define OUT(...) n += (size_t)snprintf(t + n, n < cap ? cap - n : 0, __VA_ARGS__)
   OUT("# requests answered, failed, and issued but not yet answered\n");
   OUT("dtorch_server_requests_total %lld\n", (long long)atomic_load(&s->requests));

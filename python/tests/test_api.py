@@ -110,3 +110,12 @@ def test_no_leaked_handles():
     del a, c
     gc.collect()
     assert dtorch.live_tensors() == base
+
+
+def test_backward_and_grad():
+    x = torch.randn(3, 4)
+    a = dtorch.Tensor(x, requires_grad=True)
+    assert a.requires_grad and a.grad is None
+    loss = (a * a).sum()
+    loss.backward()
+    torch.testing.assert_close(a.grad.to_torch(), 2 * x)
