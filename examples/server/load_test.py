@@ -10,7 +10,8 @@
    (1-8 rows each) at once; every answer is checked against the reference;
    p50/p99 latency and throughput are reported;
 3. after the run /metrics must show the live tensors and every rank's
-   memory back at their values before it (no leak);
+   memory back at their values before it (no leak) and every rank's queue
+   empty;
 4. a burst of slow requests (repeat=50), SIGTERM while they are in flight
    (/metrics in_flight >= 1): each request the server had taken must be
    answered correctly, the server must exit 0 with 0 live tensors.
@@ -158,14 +159,16 @@ async def run(args, port, proc, inputs, refs):
     res["server_p50_ms"] = round(after['dtorch_server_latency_seconds{quantile="0.5"}'] * 1e3, 3)
     res["server_p99_ms"] = round(after['dtorch_server_latency_seconds{quantile="0.99"}'] * 1e3, 3)
     # no leak: the live tensors and each rank's memory in use return to
-    # their values before the run (frees are stream-ordered: allow 5 s)
-    keys = [k for k in base if k == "dtorch_live_tensors" or
-            k.startswith("dtorch_rank_memory_used_bytes")]
+    # their values before the run, and every rank's queue empties (frees
+    # are stream-ordered: allow 5 s)
+    want = {k: base[k] for k in base if k == "dtorch_live_tensors" or
+            k.startswith("dtorch_rank_memory_used_bytes")}
+    want.update({k: 0 for k in base if k.startswith("dtorch_rank_queue_depth")})
     deadline = time.time() + 5
-    while any(after[k] != base[k] for k in keys) and time.time() < deadline:
+    while any(after[k] != v for k, v in want.items()) and time.time() < deadline:
         await asyncio.sleep(0.05)
         after = await metrics(port)
-    leaks = {k: (base[k], after[k]) for k in keys if after[k] != base[k]}
+    leaks = {k: (v, after[k]) for k, v in want.items() if after[k] != v}
     res["leaks"] = leaks
     res["live_tensors_after"] = int(after["dtorch_live_tensors"])
 

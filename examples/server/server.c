@@ -1,7 +1,8 @@
 /* An HTTP server that embeds dtorch: libmicrohttpd's thread pool accepts
- * connections; POST /v1/forward runs the tensor-parallel MLP of model.h
+ * connections; POST /v1/forward runs the tensor-parallel MLP below
  * on a dtorch runtime and answers JSON; GET /metrics reports per-rank
- * memory, requests in flight and latencies (Prometheus text).
+ * memory and queue depth, requests in flight and latencies (Prometheus
+ * text).
  *
  * No thread waits for a tensor: the handler issues the ops and the fetch,
  * suspends the connection (MHD_suspend_connection) and returns; the
@@ -17,6 +18,8 @@
  * prints "listening on 127.0.0.1:PORT" once it serves (port 0: any free
  * port). Listens on loopback only. */
 #include <cjson/cJSON.h>
+#include <dtorch/dtorch.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -28,8 +31,156 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model.h"
+/* ---- the model */
+/* The served model: a two-layer MLP, y = relu(x W1ᵀ + b1) W2ᵀ + b2,
+ * tensor-parallel over a 1-d "tp" mesh (Megatron's split: W1 and b1 by
+ * rows, Shard(0); W2 by columns, Shard(1); b2 replicated), loaded from a
+ * safetensors file whose tensors are named w1, b1, w2, b2. Public API only. */
+typedef struct model {
+  dt_runtime *rt;
+  dt_mesh *mesh;
+  dt_tensor *w1, *b1, *w2, *b2;
+  int in, hidden, out;
+} model;
 
+/* Writes a model of seeded random weights (scaled 1/sqrt(fan in)) to path.
+ * 0 on success; -1 with the error printed. */
+static int model_write(const char *path, int in, int hidden, int out, uint64_t seed);
+/* Loads path onto a new runtime of tp ranks. 0 on success; -1 with the
+ * error printed (nothing left to free). */
+static int model_load(model *m, const char *path, int tp);
+static void model_free(model *m);
+/* Issues the forward of rows x cols floats (row-major; cols must be
+ * m->in: dtorch's shape checks say so otherwise), `repeat` times (the
+ * last result is fetched; a stand-in for decode steps), and the fetch of
+ * the result into out (rows x m->out floats, valid until the future
+ * completes). Returns the future, with *y the tensor to release after it
+ * completes; NULL with dtorch's error set when an op refuses the input. */
+static dt_future *model_forward_async(model *m, const float *x, int rows, int cols,
+                                      int repeat, float *out, dt_tensor **y);
+
+static const char *const NAMES[4] = {"w1", "b1", "w2", "b2"};
+
+static int fail(const char *what) {
+  fprintf(stderr, "model: %s: %s\n", what, dt_last_error());
+  return -1;
+}
+
+static int model_write(const char *path, int in, int hidden, int out, uint64_t seed) {
+  dt_manual_seed(seed);
+  dt_shape shapes[4] = {DT_SHAPE(hidden, in), DT_SHAPE(hidden), DT_SHAPE(out, hidden),
+                        DT_SHAPE(out)};
+  double scale[4] = {1 / sqrt(in), 0.1, 1 / sqrt(hidden), 0.1};
+  dt_tensor *t[4] = {0};
+  int rc = 0;
+  for (int i = 0; i < 4 && !rc; i++) {
+    dt_tensor *r = dt_randn(shapes[i], NULL);
+    t[i] = dt_mul_scalar(r, scale[i]);
+    dt_tensor_release(r);
+    if (!t[i]) rc = fail("randn");
+  }
+  if (!rc && dt_save_safetensors(path, t, NAMES, 4) != DT_OK) rc = fail(path);
+  for (int i = 0; i < 4; i++) dt_tensor_release(t[i]);
+  return rc;
+}
+
+/* the model's sizes from the file's header: w1 [hidden, in], w2 [out, hidden] */
+static int read_dims(model *m, const char *path) {
+  dt_safetensors_info *info = dt_safetensors_index(path);
+  if (!info) return fail(path);
+  m->in = m->hidden = m->out = 0;
+  for (int i = 0; i < info->n; i++) {
+    const dt_safetensors_entry *e = &info->tensors[i];
+    if (strcmp(e->name, "w1") == 0 && e->shape.ndim == 2) {
+      m->hidden = (int)e->shape.dims[0];
+      m->in = (int)e->shape.dims[1];
+    } else if (strcmp(e->name, "w2") == 0 && e->shape.ndim == 2) {
+      m->out = (int)e->shape.dims[0];
+    }
+  }
+  dt_safetensors_info_free(info);
+  if (!m->in || !m->hidden || !m->out) {
+    fprintf(stderr, "model: %s has no 2-d w1 and w2\n", path);
+    return -1;
+  }
+  return 0;
+}
+
+static int model_load(model *m, const char *path, int tp) {
+  memset(m, 0, sizeof *m);
+  if (read_dims(m, path)) return -1;
+  /* auto_redistribute: the row-parallel layer's Partial(sum) output meets
+   * the replicated bias; dtorch inserts the all-reduce it needs */
+  m->rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = tp,
+                                                   .auto_redistribute = true});
+  if (!m->rt) return fail("runtime");
+  m->mesh = dt_mesh_init(m->rt, "cpu", DT_SHAPE(tp), (const char *const[]){"tp"});
+  if (!m->mesh) {
+    model_free(m);
+    return fail("mesh");
+  }
+  const dt_placement pl[4] = {DT_SHARD(0), DT_SHARD(0), DT_SHARD(1), DT_REPLICATE};
+  dt_tensor **slot[4] = {&m->w1, &m->b1, &m->w2, &m->b2};
+  for (int i = 0; i < 4; i++) {
+    dt_load_options o = {.mesh = m->mesh, .placements = &pl[i]};
+    *slot[i] = dt_load_safetensors(path, NAMES[i], &o);
+    if (!*slot[i]) {
+      fail(NAMES[i]);
+      model_free(m);
+      return -1;
+    }
+  }
+  /* the weights are read by the ranks; wait, so a bad file fails here */
+  if (dt_runtime_synchronize(m->rt) != DT_OK) {
+    fail("load");
+    model_free(m);
+    return -1;
+  }
+  return 0;
+}
+
+static void model_free(model *m) {
+  dt_tensor_release(m->w1);
+  dt_tensor_release(m->b1);
+  dt_tensor_release(m->w2);
+  dt_tensor_release(m->b2);
+  dt_mesh_release(m->mesh);
+  dt_runtime_destroy(m->rt);
+  memset(m, 0, sizeof *m);
+}
+
+static dt_tensor *forward(model *m, dt_tensor *x) {
+  dt_tensor *z = dt_linear(x, m->w1, m->b1); /* [rows, hidden] S(1) */
+  dt_tensor *h = dt_relu(z);
+  dt_tensor_release(z);
+  dt_tensor *y = dt_linear(h, m->w2, m->b2); /* [rows, out] */
+  dt_tensor_release(h);
+  return y;
+}
+
+static dt_future *model_forward_async(model *m, const float *x, int rows, int cols,
+                                      int repeat, float *out, dt_tensor **y) {
+  *y = NULL;
+  dt_tensor_options o = {.mesh = m->mesh, .placements = DT_PLACEMENTS(DT_REPLICATE)};
+  dt_tensor *xt = dt_from_host(x, DT_SHAPE(rows, cols), &o);
+  if (!xt) return NULL;
+  dt_tensor *r = NULL;
+  for (int i = 0; i < repeat; i++) {
+    dt_tensor_release(r);
+    if (!(r = forward(m, xt))) break;
+  }
+  dt_tensor_release(xt);
+  if (!r) return NULL;
+  dt_future *f = dt_to_host_async(r, out, (size_t)rows * m->out * sizeof(float));
+  if (!f) {
+    dt_tensor_release(r);
+    return NULL;
+  }
+  *y = r;
+  return f;
+}
+
+/* ---- the HTTP server */
 enum { MAX_BODY = 4 << 20, MAX_ROWS = 1024, MAX_REPEAT = 1000, LAT_RING = 1 << 16 };
 
 typedef struct server {
@@ -163,6 +314,10 @@ static enum MHD_Result start(request *q) {
   if (err) return reply_error(q, MHD_HTTP_BAD_REQUEST, err);
   model *m = &q->s->m;
   q->rows = rows;
+  /* in flight from here until answered (completed() counts it down): the
+   * issue below can wait for room in the ranks' queues under load */
+  atomic_store_explicit(&q->state, REQ_WAITING, memory_order_relaxed);
+  atomic_fetch_add_explicit(&q->s->in_flight, 1, memory_order_relaxed);
   q->out = malloc(sizeof(float) * (size_t)rows * m->out);
   /* dtorch checks the shapes: a row of the wrong width fails in dt_linear
    * with its message (from_host copies x before it returns) */
@@ -174,8 +329,6 @@ static enum MHD_Result start(request *q) {
     dt_clear_error();
     return reply_error(q, MHD_HTTP_BAD_REQUEST, msg);
   }
-  atomic_store_explicit(&q->state, REQ_WAITING, memory_order_relaxed);
-  atomic_fetch_add_explicit(&q->s->in_flight, 1, memory_order_relaxed);
   MHD_suspend_connection(q->conn);
   if (dt_future_then(q->f, on_done, q) != DT_OK) { /* only on bad arguments */
     atomic_store_explicit(&q->state, REQ_DONE, memory_order_relaxed);
@@ -295,7 +448,7 @@ static char *metrics_text(server *s, struct MHD_Connection *c) {
   const union MHD_DaemonInfo *ci =
       di ? MHD_get_daemon_info(di->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS) : NULL;
 #define OUT(...) n += (size_t)snprintf(t + n, n < cap ? cap - n : 0, __VA_ARGS__)
-  OUT("# requests answered, failed, and issued but not yet answered\n");
+  OUT("# requests answered, failed, and taken but not yet answered\n");
   OUT("dtorch_server_requests_total %lld\n", (long long)atomic_load(&s->requests));
   OUT("dtorch_server_errors_total %lld\n", (long long)atomic_load(&s->errors));
   OUT("dtorch_server_in_flight %lld\n", (long long)atomic_load(&s->in_flight));
@@ -312,6 +465,8 @@ static char *metrics_text(server *s, struct MHD_Connection *c) {
     dt_runtime_memory(s->m.rt, r, &ms);
     OUT("dtorch_rank_memory_used_bytes{rank=\"%d\"} %lld\n", r, (long long)ms.used);
     OUT("dtorch_rank_memory_peak_bytes{rank=\"%d\"} %lld\n", r, (long long)ms.peak);
+    OUT("dtorch_rank_queue_depth{rank=\"%d\"} %lld\n", r,
+        (long long)dt_runtime_queue_depth(s->m.rt, r));
   }
 #undef OUT
   return t;

@@ -190,6 +190,12 @@ typedef struct dt_memory_stats { int64_t used, peak, capacity; } dt_memory_stats
 DT_API dt_status   dt_runtime_empty_cache(dt_runtime *rt);
 DT_API dt_status   dt_runtime_memory(const dt_runtime *rt, int rank,
                                      dt_memory_stats *out);
+/* Records issued to `rank` and not yet run (its own stream and the
+ * all-rank records it has not reached): a gauge for a server's metrics,
+ * exact only while nothing is being issued. Returns: the count, or -1
+ * with the error set (rt NULL, rank out of range). Thread safety: any
+ * thread. */
+DT_API int64_t     dt_runtime_queue_depth(const dt_runtime *rt, int rank);
 
 /* ------------------------------------------------------------------ meshes
  * An n-D arrangement of a runtime's ranks, row-major, with optional dim

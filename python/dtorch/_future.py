@@ -15,6 +15,9 @@ class TensorFuture:
     def __del__(self):
         f, self._f = getattr(self, "_f", None), None
         if f and _lib is not None and _lib.dt_future_release is not None:
+            # dtorch writes into self._out until the future completes: a
+            # future dropped early waits for that before the buffer goes
+            _lib.dt_future_wait(f, -1)
             _lib.dt_future_release(f)
 
     def is_ready(self):

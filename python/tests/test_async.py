@@ -86,3 +86,16 @@ def test_await_from_several_loops_in_threads():
         res = list(ex.map(one, range(16)))
     for i, r in enumerate(res):
         torch.testing.assert_close(r, torch.full((16,), 2.0 * i))
+
+
+def test_dropped_future_keeps_its_buffer_until_done():
+    import gc
+    gc.collect()
+    base = dtorch.live_tensors()
+    for _ in range(20):
+        c = dtorch.matmul(dtorch.rand(200, 200), dtorch.rand(200, 200))
+        c.to_torch_async()  # dropped at once: its destination must outlive the fetch
+        del c
+    gc.collect()
+    dtorch.synchronize()
+    assert dtorch.live_tensors() == base
