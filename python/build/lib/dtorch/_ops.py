@@ -185,3 +185,8 @@ def synchronize():
 def version():
     """The loaded library's version ("0.1.0")."""
     return _lib.dt_version().decode()
+
+
+# what `from ._ops import *` gives the package: the factories and ops
+__all__ = [n for n, v in list(globals().items())
+           if callable(v) and not n.startswith("_") and getattr(v, "__module__", "") == __name__]
