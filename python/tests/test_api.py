@@ -119,3 +119,26 @@ def test_backward_and_grad():
     loss = (a * a).sum()
     loss.backward()
     torch.testing.assert_close(a.grad.to_torch(), 2 * x)
+
+
+def test_every_factory_takes_a_mesh_and_a_device():
+    import warnings
+    from dtorch.distributed_spec import init_device_mesh, Shard, Replicate
+    warnings.simplefilter("ignore")
+    mesh = init_device_mesh("cuda", 2, mesh_dim_names=["dp"])
+    kw = dict(device_mesh=mesh, placements=[Shard(0)])
+    assert dtorch.arange(8, **kw).to_local(1).tolist() == [4, 5, 6, 7]
+    assert dtorch.full((4,), 2.5, **kw).to_local(0).tolist() == [2.5, 2.5]
+    assert dtorch.tensor([1, 2, 3, 4], **kw).to_local(1).tolist() == [3, 4]
+    for f in (dtorch.zeros, dtorch.ones, dtorch.empty, dtorch.rand, dtorch.randn):
+        t = f(4, 3, **kw)
+        assert tuple(t.shape) == (4, 3) and list(t.placements) == [Shard(0)]
+        assert tuple(t.to_local(0).shape) == (2, 3)
+    r = dtorch.ones(2, device_mesh=mesh)  # placements default: all Replicate()
+    assert list(r.placements) == [Replicate()]
+    # a device is one rank of the runtime; "cuda:1" is emulated on rank 1
+    t = dtorch.ones(3, device="cpu:1")
+    assert t.device_mesh is None and t.to_torch().tolist() == [1, 1, 1]
+    assert dtorch.zeros(2, device="cuda:1").tolist() == [0, 0]
+    with pytest.raises(dtorch.DTorchError, match="cpu:99|99"):
+        dtorch.ones(2, device="cpu:99")
