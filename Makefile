@@ -4,8 +4,9 @@ BUILD ?= build
 BUILD_TYPE ?= RelWithDebInfo
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PREFIX ?= /usr/local
 
-.PHONY: all bootstrap configure build demo test bench clean
+.PHONY: all bootstrap configure build demo test bench install clean
 all: build
 
 bootstrap:
@@ -25,6 +26,10 @@ test: build
 
 bench: build
 	$(BUILD)/dtorch bench core
+
+# headers, libdtorch.so.0 + libdtorch.a, dtorch.pc, the CMake package
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD)

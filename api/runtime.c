@@ -44,6 +44,10 @@ dt_status dt_runtime_memory(const dt_runtime *rt, int rank,
   return runtime_memory(rt, rank, out);
 }
 
+int64_t dt_runtime_queue_depth(const dt_runtime *rt, int rank) {
+  return runtime_queue_depth(rt, rank);
+}
+
 dt_status dt_runtime_empty_cache(dt_runtime *rt) {
   return runtime_empty_cache(rt);
 }

@@ -504,6 +504,19 @@ dt_status runtime_memory(const dt_runtime *rt, int rank,
   return DT_OK;
 }
 
+int64_t runtime_queue_depth(const dt_runtime *rt, int rank) {
+  if (!rt) {
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_queue_depth: rt is NULL");
+    return -1;
+  }
+  if (rank < 0 || rank >= rt->nranks) {
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_queue_depth: rank %d is "
+                   "outside [0, %d)", rank, rt->nranks);
+    return -1;
+  }
+  return rt->pool ? (int64_t)sched_pool_queue_depth(rt->pool, rank) : 0;
+}
+
 /* ---- streams and events */
 static dt_status check_rank(const dt_runtime *rt, int rank, const char *fn) {
   if (!rt) return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rt is NULL", fn);

@@ -94,5 +94,7 @@ dt_status runtime_fault_clear(dt_runtime *rt);
 int64_t runtime_fault_count(const dt_runtime *rt);
 /* dt_runtime_memory (dtorch.h) */
 dt_status runtime_memory(const dt_runtime *rt, int rank, dt_memory_stats *out);
+/* dt_runtime_queue_depth (dtorch.h) */
+int64_t runtime_queue_depth(const dt_runtime *rt, int rank);
 
 #endif

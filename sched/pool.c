@@ -747,3 +747,12 @@ sched_pool_stats sched_pool_get_stats(const sched_pool *p) {
   s.wakes = atomic_load_explicit(&p->wakes, memory_order_relaxed);
   return s;
 }
+
+uint64_t sched_pool_queue_depth(const sched_pool *p, int rank) {
+  rank_state *rs = &p->ranks[rank];
+  /* relaxed: a gauge; the rank may run tickets claimed after the tail was
+   * read, so done can pass it: clamp at 0 */
+  uint64_t tail = atomic_load_explicit(&((sched_pool *)p)->btail, memory_order_relaxed);
+  uint64_t done = atomic_load_explicit(&rs->bdone, memory_order_relaxed);
+  return sched_queue_depth(rs->queue) + (tail > done ? tail - done : 0);
+}

@@ -98,5 +98,9 @@ typedef struct sched_pool_stats {
   int64_t records_run, chunks_run, chunks_stolen, parks, wakes;
 } sched_pool_stats;
 sched_pool_stats sched_pool_get_stats(const sched_pool *p);
+/* Any thread: records waiting for `rank` — claimed in its queue and not
+ * yet popped, plus broadcast tickets it has not run. A gauge (relaxed
+ * reads of counters that move): exact only while nothing is issued. */
+uint64_t sched_pool_queue_depth(const sched_pool *p, int rank);
 
 #endif

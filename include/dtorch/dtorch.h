@@ -52,6 +52,19 @@ extern "C" {
 #define DT_API
 #endif
 
+/* ----------------------------------------------------------------- version
+ * The version of these headers (the same as the project's, checked at
+ * build time); dt_version() is the library's ("0.1.0"), so a program can
+ * see whether it runs on the library it was compiled against. Static
+ * storage; any thread. docs/abi.md: what a version change may break. */
+#define DT_VERSION_MAJOR 0
+#define DT_VERSION_MINOR 1
+#define DT_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH, for #if */
+#define DT_VERSION_NUMBER                                                   \
+  (DT_VERSION_MAJOR * 10000 + DT_VERSION_MINOR * 100 + DT_VERSION_PATCH)
+DT_API const char *dt_version(void);
+
 /* ------------------------------------------------------------------ errors */
 typedef enum dt_status {
   DT_OK = 0, DT_ERR_INVALID_ARGUMENT, DT_ERR_SHAPE, DT_ERR_DTYPE,
@@ -177,6 +190,12 @@ typedef struct dt_memory_stats { int64_t used, peak, capacity; } dt_memory_stats
 DT_API dt_status   dt_runtime_empty_cache(dt_runtime *rt);
 DT_API dt_status   dt_runtime_memory(const dt_runtime *rt, int rank,
                                      dt_memory_stats *out);
+/* Records issued to `rank` and not yet run (its own stream and the
+ * all-rank records it has not reached): a gauge for a server's metrics,
+ * exact only while nothing is being issued. Returns: the count, or -1
+ * with the error set (rt NULL, rank out of range). Thread safety: any
+ * thread. */
+DT_API int64_t     dt_runtime_queue_depth(const dt_runtime *rt, int rank);
 
 /* ------------------------------------------------------------------ meshes
  * An n-D arrangement of a runtime's ranks, row-major, with optional dim
@@ -252,6 +271,19 @@ DT_API dt_status  dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes);
  * op it came from failed) completes the future with that error, whether
  * it is known at the call or later. */
 DT_API dt_future *dt_to_host_async(dt_tensor *t, void *dst, size_t dst_bytes);
+
+/* Zero-copy access to a single-device tensor's memory on its rank (the
+ * Python package's numpy and DLPack views). Waits until every op issued
+ * to t's rank before the call has run, then *data = the address of t's
+ * first element (NULL for no elements); read t's elements through
+ * dt_tensor_strides / dt_tensor_storage_offset's layout (already applied
+ * to *data). Tensors are values: do not write through it (views share the
+ * memory). Valid while a reference to t (or a view of it) is held and
+ * its runtime lives. Errors: t or data NULL, t a DTensor
+ * (DT_ERR_UNSUPPORTED), a dry run, t's runtime destroyed, an op t came
+ * from failed (its status and message). Thread safety: any thread but a
+ * rank's. */
+DT_API dt_status  dt_tensor_local_data(dt_tensor *t, void **data);
 
 /* rank = the runtime's rank id; error if the rank is not in t's mesh (a
  * single-device tensor: its own rank). The shard, contiguous. */

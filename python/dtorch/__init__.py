@@ -1,0 +1,43 @@
+"""dtorch: PyTorch's tensor API on dtorch's runtime, with distributed
+tensors (DeviceMesh + placements) as seed 003 describes.
+
+    import dtorch
+    a = dtorch.randn(4, 8)
+    c = (a + a * 2.0).relu().sum()
+
+dtypes, devices, finfo/iinfo are PyTorch's own objects (dtorch.float32 is
+torch.float32). The library is found as dtorch._lib says (DTORCH_LIBRARY,
+the package dir, the system loader).
+"""
+import torch as _torch
+
+from . import _lib  # noqa: F401  (loads libdtorch first)
+from ._errors import DTorchError, InvalidArgumentError, PlacementError, \
+    UnsupportedError, DTorchTimeoutError, DTorchMemoryError  # noqa: F401
+from ._tensor import Tensor  # noqa: F401
+from ._future import TensorFuture  # noqa: F401
+from ._ops import *  # noqa: F401,F403
+from ._ops import empty, zeros, ones, rand, randn, full, arange, tensor, \
+    zeros_like, ones_like, full_like, manual_seed, add, sub, mul, div, pow, \
+    matmul, maximum, minimum, where, transpose, permute, reshape, softmax, \
+    log_softmax, clamp, var, cat, stack, live_tensors, synchronize, version  # noqa: F401
+from . import distributed_spec, nn  # noqa: F401
+from .distributed_spec import DeviceMesh, init_device_mesh, Shard, Replicate, \
+    Partial, Placement  # noqa: F401
+
+# the type system is PyTorch's
+dtype = _torch.dtype
+device = _torch.device
+finfo = _torch.finfo
+iinfo = _torch.iinfo
+Size = _torch.Size
+float32 = float = _torch.float32
+float64 = double = _torch.float64
+float16 = half = _torch.float16
+bfloat16 = _torch.bfloat16
+int32 = int = _torch.int32
+int64 = long = _torch.int64
+uint8 = _torch.uint8
+bool = _torch.bool
+
+__version__ = "0.1.0"

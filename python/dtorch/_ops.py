@@ -1,0 +1,192 @@
+"""The functional API: factories with positional sizes and device_mesh= /
+placements=, and the ops as functions (dtorch.add(a, b), dtorch.matmul)."""
+import ctypes
+import numbers
+
+import torch
+
+from . import _errors, _lib
+from ._tensor import Tensor, _binary, _dims_arg, _Options, _sizes, _wrap
+
+
+def _factory(name):
+    fn = getattr(_lib, "dt_" + name)
+
+    def factory(*size, dtype=None, device=None, device_mesh=None,
+                placements=None, requires_grad=False):
+        o = _Options(dtype, device, device_mesh, placements, requires_grad)
+        shape = _lib.shape_of(_sizes(size))
+        return Tensor._from_handle(o.call(lambda opts: fn(shape, opts)))
+    factory.__name__ = name
+    factory.__doc__ = (f"dtorch.{name}(*size, dtype=None, device=None, "
+                       "device_mesh=None, placements=None, requires_grad=False); "
+                       "device and device_mesh are exclusive")
+    return factory
+
+
+empty = _factory("empty")
+zeros = _factory("zeros")
+ones = _factory("ones")
+rand = _factory("rand")
+randn = _factory("randn")
+
+
+def full(size, fill_value, *, dtype=None, device=None, device_mesh=None,
+         placements=None, requires_grad=False):
+    if dtype is None and isinstance(fill_value, bool):
+        dtype = torch.bool
+    elif dtype is None and isinstance(fill_value, numbers.Integral):
+        dtype = torch.int64
+    o = _Options(dtype, device, device_mesh, placements, requires_grad)
+    shape = _lib.shape_of(_sizes((size,) if isinstance(size, int) else (tuple(size),)))
+    return Tensor._from_handle(o.call(lambda opts: _lib.dt_full(shape, float(fill_value), opts)))
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, device_mesh=None,
+           placements=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
+        dtype = torch.int64 if ints else torch.float32
+    o = _Options(dtype, device, device_mesh, placements, requires_grad)
+    return Tensor._from_handle(o.call(
+        lambda opts: _lib.dt_arange(float(start), float(end), float(step), opts)))
+
+
+def tensor(data, *, dtype=None, device=None, device_mesh=None, placements=None,
+           requires_grad=False):
+    """dtorch.tensor(data, ...): torch.tensor(data, dtype=dtype)'s value."""
+    t = data.detach().clone() if isinstance(data, torch.Tensor) else torch.tensor(data, dtype=dtype)
+    return Tensor(t, dtype=dtype, device=device, device_mesh=device_mesh,
+                  placements=placements, requires_grad=requires_grad)
+
+
+def zeros_like(t):
+    return _wrap(_lib.dt_zeros_like(t._h))
+
+
+def ones_like(t):
+    return _wrap(_lib.dt_ones_like(t._h))
+
+
+def full_like(t, fill_value):
+    return _wrap(_lib.dt_full_like(t._h, float(fill_value)))
+
+
+def manual_seed(seed):
+    """Seeds dtorch's Philox stream (and resets its offset)."""
+    _lib.dt_manual_seed(int(seed) & (2**64 - 1))
+
+
+# ---- ops as functions
+def add(a, b):
+    return a + b
+
+
+def sub(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a * b
+
+
+def div(a, b):
+    return a / b
+
+
+def pow(a, b):
+    return a ** b
+
+
+def matmul(a, b):
+    return _binary("matmul", a, b)
+
+
+def maximum(a, b):
+    return _binary("maximum", a, b)
+
+
+def minimum(a, b):
+    return _binary("minimum", a, b)
+
+
+def where(cond, a, b):
+    return _wrap(_lib.dt_where(cond._h, a._h, b._h))
+
+
+def transpose(a, dim0, dim1):
+    return a.transpose(dim0, dim1)
+
+
+def permute(a, dims):
+    return a.permute(*dims)
+
+
+def reshape(a, shape):
+    return a.reshape(*shape)
+
+
+def softmax(a, dim):
+    return a.softmax(dim)
+
+
+def log_softmax(a, dim):
+    return a.log_softmax(dim)
+
+
+def clamp(a, min=None, max=None):
+    return a.clamp(min, max)
+
+
+def var(a, dim=None, unbiased=True, keepdim=False):
+    dims, n = _dims_arg(dim)
+    return _wrap(_lib.dt_var(a._h, dims, n, unbiased, keepdim))
+
+
+def _seq(tensors):
+    tensors = list(tensors)
+    return (ctypes.c_void_p * max(1, len(tensors)))(*[t._h for t in tensors]), len(tensors)
+
+
+def cat(tensors, dim=0):
+    arr, n = _seq(tensors)
+    return _wrap(_lib.dt_cat(arr, n, dim))
+
+
+def stack(tensors, dim=0):
+    arr, n = _seq(tensors)
+    return _wrap(_lib.dt_stack(arr, n, dim))
+
+
+def _function(name):
+    def fn(a, *args, **kwargs):
+        return getattr(a, name)(*args, **kwargs)
+    fn.__name__ = name
+    return fn
+
+
+for _n in _lib.UNARY + _lib.REDUCE:
+    if _n not in ("zeros_like", "ones_like", "contiguous"):
+        globals()[_n] = _function(_n)
+
+
+def live_tensors():
+    """dtorch tensor handles alive in this process (a leak check)."""
+    return _lib.dt_live_tensors()
+
+
+def synchronize():
+    """Waits for every op issued to the default runtime."""
+    _errors.check(_lib.dt_runtime_synchronize(_lib.dt_runtime_default()))
+
+
+def version():
+    """The loaded library's version ("0.1.0")."""
+    return _lib.dt_version().decode()
+
+
+# what `from ._ops import *` gives the package: the factories and ops
+__all__ = [n for n, v in list(globals().items())
+           if callable(v) and not n.startswith("_") and getattr(v, "__module__", "") == __name__]

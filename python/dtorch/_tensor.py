@@ -1,0 +1,522 @@
+"""dtorch.Tensor: a handle on a dtorch tensor (single-device or a DTensor
+on a DeviceMesh) with PyTorch's operators, methods and dtypes."""
+import ctypes
+import numbers
+
+import torch
+
+from . import _errors, _lib
+from .distributed_spec import DeviceMesh, Placement, Replicate, _device, \
+    _from_c, _placements_array
+
+# dt_dtype order (dtorch.h) <-> torch dtypes
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16,
+          torch.int32, torch.int64, torch.uint8, torch.bool]
+_DT = {d: i for i, d in enumerate(DTYPES)}
+_MODES = {"raise_error": 0, "replicate": 1, "keep": 2}
+
+
+def dt_dtype(dtype):
+    if dtype is None:
+        return 0
+    try:
+        return _DT[dtype]
+    except KeyError:
+        raise TypeError(f"dtorch: dtype {dtype} is not one of "
+                        f"{[str(d) for d in DTYPES]}") from None
+
+
+def _sizes(size):
+    """zeros(4, 8), zeros((4, 8)), zeros([4, 8]), zeros(torch.Size(...))"""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, numbers.Integral):
+            raise TypeError(f"dtorch: size must be ints, got {size!r}")
+    return tuple(int(s) for s in size)
+
+
+class _Options:
+    """dt_tensor_options with the Python objects it points into kept alive."""
+
+    def __init__(self, dtype=None, device=None, device_mesh=None,
+                 placements=None, requires_grad=False):
+        self.c = _lib.TensorOptions()
+        self.c.dtype = dt_dtype(dtype)
+        self.c.requires_grad = bool(requires_grad)
+        self.mesh = device_mesh
+        if device_mesh is not None:
+            if not isinstance(device_mesh, DeviceMesh):
+                raise TypeError(f"device_mesh: {device_mesh!r} is not a DeviceMesh")
+            self.c.mesh = device_mesh._h
+            if placements is not None:
+                self.pl = _placements_array(placements, device_mesh.ndim)
+                self.c.placements = self.pl
+        elif placements is not None:
+            raise ValueError("placements given without a device_mesh")
+        self.device = None if device is None else str(device)
+        if self.device is not None:
+            self.c.device = self.device.encode()
+
+    def call(self, fn):
+        """fn(options pointer); a "cuda" device is emulated as
+        distributed_spec says."""
+        ref = ctypes.byref(self.c)
+        if self.device is None or not self.device.startswith("cuda"):
+            return _errors.handle(fn(ref))
+
+        def with_device(d):
+            self.c.device = d
+            return fn(ref)
+        return _device(self.device, with_device)
+
+
+def _wrap(ptr):
+    return Tensor._from_handle(_errors.handle(ptr))
+
+
+def _scalar_ok(x):
+    return isinstance(x, numbers.Real) and not isinstance(x, Tensor)
+
+
+def _as_tensor(x, like):
+    if isinstance(x, Tensor):
+        return x
+    if _scalar_ok(x):
+        return _wrap(_lib.dt_full_like(like._h, float(x)))
+    if isinstance(x, torch.Tensor):
+        return Tensor(x)
+    return NotImplemented
+
+
+def _binary(name, a, b):
+    b = _as_tensor(b, a)
+    if b is NotImplemented:
+        return NotImplemented
+    return _wrap(getattr(_lib, "dt_" + name)(a._h, b._h))
+
+
+def _dims_arg(dim):
+    if dim is None:
+        return None, 0
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return (ctypes.c_int * len(dims))(*dims), len(dims)
+
+
+class Tensor:
+    """dtorch.Tensor(data, *, dtype=None, device=None, device_mesh=None,
+    placements=None, requires_grad=False): data is a torch.Tensor (or
+    anything torch.as_tensor takes); with device_mesh it becomes a DTensor
+    holding data as its global value, laid out by placements (all
+    Replicate() when not given)."""
+
+    __slots__ = ("_h", "__weakref__")
+    __hash__ = object.__hash__
+
+    def __init__(self, data, *, dtype=None, device=None, device_mesh=None,
+                 placements=None, requires_grad=False):
+        self._h = None
+        t = data if isinstance(data, torch.Tensor) else torch.as_tensor(data)
+        t = t.detach()
+        if dtype is not None:
+            t = t.to(dtype)
+        t = t.to("cpu").contiguous()
+        o = _Options(t.dtype, device, device_mesh, placements, requires_grad)
+        shape = _lib.shape_of(t.shape)
+        # dt_from_host copies the data before it returns
+        self._h = o.call(lambda opts: _lib.dt_from_host(
+            ctypes.c_void_p(t.data_ptr()), shape, opts))
+
+    @classmethod
+    def _from_handle(cls, h):
+        obj = cls.__new__(cls)
+        obj._h = h
+        return obj
+
+    def __del__(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h and _lib is not None and _lib.dt_tensor_release is not None:
+            _lib.dt_tensor_release(h)
+
+    # ---- metadata
+    @property
+    def shape(self):
+        return torch.Size(_lib.dims_of(_lib.dt_tensor_shape(self._h)))
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def dim(self):
+        return self.ndim
+
+    def numel(self):
+        return _lib.dt_tensor_numel(self._h)
+
+    @property
+    def dtype(self):
+        return DTYPES[_lib.dt_tensor_dtype(self._h)]
+
+    @property
+    def device_mesh(self):
+        """The DeviceMesh of a DTensor; None for a single-device tensor."""
+        m = _lib.dt_tensor_mesh(self._h)
+        return DeviceMesh._wrap(m) if m else None
+
+    @property
+    def placements(self):
+        m = self.device_mesh
+        if m is None:
+            return None
+        return tuple(_from_c(_lib.dt_tensor_placement(self._h, i)) for i in range(m.ndim))
+
+    def is_dtensor(self):
+        return bool(_lib.dt_tensor_mesh(self._h))
+
+    @property
+    def requires_grad(self):
+        return _lib.dt_tensor_requires_grad(self._h)
+
+    def __len__(self):
+        s = self.shape
+        if not s:
+            raise TypeError("len() of a 0-d tensor")
+        return s[0]
+
+    def __repr__(self):
+        head = f"shape={tuple(self.shape)}, dtype={self.dtype}"
+        if self.is_dtensor():
+            head += f", device_mesh={self.device_mesh!r}, placements={list(self.placements)}"
+        if self.numel() <= 64:
+            try:
+                vals = repr(self.to_torch()).replace("tensor(", "", 1)[:-1]
+                return f"dtorch.Tensor({vals}, {head})"
+            except _errors.DTorchError as e:
+                return f"dtorch.Tensor({head}, error={e})"
+        return f"dtorch.Tensor({head})"
+
+    # ---- values
+    def to_torch(self):
+        """The full (global) value as a new torch.Tensor on the CPU (a
+        Partial DTensor is reduced); waits for the ops it comes from."""
+        out = torch.empty(tuple(self.shape), dtype=self.dtype)
+        _errors.check(_lib.dt_to_host(self._h, ctypes.c_void_p(out.data_ptr()),
+                                      out.numel() * out.element_size()))
+        return out
+
+    def to_torch_async(self):
+        """A TensorFuture of to_torch()'s value; returns at once."""
+        from ._future import TensorFuture
+        out = torch.empty(tuple(self.shape), dtype=self.dtype)
+        f = _errors.handle(_lib.dt_to_host_async(
+            self._h, ctypes.c_void_p(out.data_ptr()), out.numel() * out.element_size()))
+        return TensorFuture(f, out, self)
+
+    def to_local(self, rank):
+        """The shard runtime rank `rank` holds, as a new torch.Tensor."""
+        shape = _lib.dims_of(_lib.dt_tensor_local_shape(self._h, rank))
+        out = torch.empty(shape, dtype=self.dtype)
+        _errors.check(_lib.dt_local_to_host(self._h, rank, ctypes.c_void_p(out.data_ptr()),
+                                            out.numel() * out.element_size()))
+        return out
+
+    def item(self):
+        return self.to_torch().item()
+
+    def tolist(self):
+        return self.to_torch().tolist()
+
+    def numpy(self):
+        """A read-only numpy view of a single-device tensor's memory (no
+        copy); a DTensor's full value, copied."""
+        import numpy
+        if self.is_dtensor():
+            return self.to_torch().numpy()
+        return numpy.asarray(self)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.to_torch().numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        return bool(self.item())
+
+    # zero-copy views (_interop.py)
+    @property
+    def __array_interface__(self):
+        from ._interop import array_interface
+        return array_interface(self)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        from ._interop import dlpack
+        return dlpack(self, copy)
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU: dtorch's ranks are host memory
+
+    # ---- placements
+    def redistribute(self, device_mesh=None, placements=None):
+        """To placements (all Replicate() when None) on device_mesh (this
+        tensor's mesh when None); runs the collectives that needs."""
+        mesh = device_mesh or self.device_mesh
+        if mesh is None:
+            raise ValueError("redistribute: a single-device tensor needs a device_mesh")
+        pl = [Replicate()] * mesh.ndim if placements is None else placements
+        arr = _placements_array(pl, mesh.ndim)
+        return _wrap(_lib.dt_redistribute(self._h, device_mesh._h if device_mesh else None, arr))
+
+    def redistribute_like(self, other):
+        return _wrap(_lib.dt_redistribute_like(self._h, other._h))
+
+    def redistribute_by_dict(self, device_mesh=None, placements_dict=None,
+                             default_placement_mode="raise_error"):
+        """placements by mesh dim name; the dims not named follow
+        default_placement_mode: "raise_error", "replicate" or "keep"."""
+        if default_placement_mode not in _MODES:
+            raise ValueError(f"redistribute_by_dict: default_placement_mode "
+                             f"{default_placement_mode!r} is not one of {list(_MODES)}")
+        items = list((placements_dict or {}).items())
+        names = (ctypes.c_char_p * max(1, len(items)))(*[k.encode() for k, _ in items])
+        for _, p in items:
+            if not isinstance(p, Placement):
+                raise TypeError(f"redistribute_by_dict: {p!r} is not a placement")
+        pl = (_lib.Placement * max(1, len(items)))(*[p._c() for _, p in items])
+        return _wrap(_lib.dt_redistribute_by_dict(
+            self._h, device_mesh._h if device_mesh else None, names, pl, len(items),
+            _MODES[default_placement_mode]))
+
+    # ---- operators
+    def __add__(self, o):
+        return _wrap(_lib.dt_add_scalar(self._h, o)) if _scalar_ok(o) else _binary("add", self, o)
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        return _wrap(_lib.dt_sub_scalar(self._h, o)) if _scalar_ok(o) else _binary("sub", self, o)
+
+    def __rsub__(self, o):
+        return _binary("sub", _as_tensor(o, self), self)
+
+    def __mul__(self, o):
+        return _wrap(_lib.dt_mul_scalar(self._h, o)) if _scalar_ok(o) else _binary("mul", self, o)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, o):
+        return _wrap(_lib.dt_div_scalar(self._h, o)) if _scalar_ok(o) else _binary("div", self, o)
+
+    def __rtruediv__(self, o):
+        return _binary("div", _as_tensor(o, self), self)
+
+    def __floordiv__(self, o):
+        if _scalar_ok(o):
+            return _wrap(_lib.dt_floor_divide_scalar(self._h, o))
+        return _binary("floor_divide", self, o)
+
+    def __mod__(self, o):
+        return _wrap(_lib.dt_remainder_scalar(self._h, o)) if _scalar_ok(o) else _binary("remainder", self, o)
+
+    def __pow__(self, o):
+        return _wrap(_lib.dt_pow_scalar(self._h, o)) if _scalar_ok(o) else _binary("pow", self, o)
+
+    def __rpow__(self, o):
+        return _binary("pow", _as_tensor(o, self), self)
+
+    def __matmul__(self, o):
+        return _binary("matmul", self, o)
+
+    def __rmatmul__(self, o):
+        return _binary("matmul", _as_tensor(o, self), self)
+
+    def __neg__(self):
+        return _wrap(_lib.dt_neg(self._h))
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _wrap(_lib.dt_abs(self._h))
+
+    def __invert__(self):
+        return _wrap(_lib.dt_logical_not(self._h))
+
+    def __and__(self, o):
+        return _binary("logical_and", self, o)
+
+    def __or__(self, o):
+        return _binary("logical_or", self, o)
+
+    def __eq__(self, o):
+        return _binary("eq", self, o)
+
+    def __ne__(self, o):
+        return _binary("ne", self, o)
+
+    def __lt__(self, o):
+        return _binary("lt", self, o)
+
+    def __le__(self, o):
+        return _binary("le", self, o)
+
+    def __gt__(self, o):
+        return _binary("gt", self, o)
+
+    def __ge__(self, o):
+        return _binary("ge", self, o)
+
+    def __getitem__(self, idx):
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        t, dim = self, 0
+        for i in idx:
+            if i is None:
+                t = t.unsqueeze(dim)
+                dim += 1
+            elif isinstance(i, numbers.Integral):
+                t = _wrap(_lib.dt_select(t._h, dim, int(i)))
+            elif isinstance(i, slice):
+                if i.step is not None and i.step < 1:
+                    raise ValueError("dtorch: slice step must be >= 1")
+                start = 0 if i.start is None else i.start
+                stop = t.shape[dim] if i.stop is None else i.stop
+                t = _wrap(_lib.dt_slice(t._h, dim, start, stop, i.step or 1))
+                dim += 1
+            else:
+                raise TypeError(f"dtorch: index {i!r}: ints, slices and None only")
+        return t
+
+    # ---- methods (PyTorch's names)
+    def matmul(self, o):
+        return _binary("matmul", self, o)
+
+    def add(self, o):
+        return self + o
+
+    def sub(self, o):
+        return self - o
+
+    def mul(self, o):
+        return self * o
+
+    def div(self, o):
+        return self / o
+
+    def pow(self, o):
+        return self ** o
+
+    def softmax(self, dim):
+        return _wrap(_lib.dt_softmax(self._h, dim))
+
+    def log_softmax(self, dim):
+        return _wrap(_lib.dt_log_softmax(self._h, dim))
+
+    def clamp(self, min=None, max=None):
+        lo = float("-inf") if min is None else min
+        hi = float("inf") if max is None else max
+        return _wrap(_lib.dt_clamp(self._h, lo, hi))
+
+    def transpose(self, dim0, dim1):
+        return _wrap(_lib.dt_transpose(self._h, dim0, dim1))
+
+    def t(self):
+        return self.transpose(0, 1)
+
+    @property
+    def T(self):
+        return self.permute(*reversed(range(self.ndim)))
+
+    def permute(self, *dims):
+        dims = _sizes(dims)
+        return _wrap(_lib.dt_permute(self._h, (ctypes.c_int * len(dims))(*dims), len(dims)))
+
+    def view(self, *shape):
+        return _wrap(_lib.dt_view(self._h, _lib.shape_of(_sizes(shape))))
+
+    def reshape(self, *shape):
+        return _wrap(_lib.dt_reshape(self._h, _lib.shape_of(_sizes(shape))))
+
+    def expand(self, *shape):
+        return _wrap(_lib.dt_expand(self._h, _lib.shape_of(_sizes(shape))))
+
+    def squeeze(self, dim=None):
+        if dim is None:
+            return _wrap(_lib.dt_squeeze_all(self._h))
+        return _wrap(_lib.dt_squeeze(self._h, dim))
+
+    def unsqueeze(self, dim):
+        return _wrap(_lib.dt_unsqueeze(self._h, dim))
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        return _wrap(_lib.dt_flatten(self._h, start_dim, end_dim))
+
+    def to(self, dtype):
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError("dtorch.Tensor.to: a dtype (devices: redistribute)")
+        return _wrap(_lib.dt_cast(self._h, dt_dtype(dtype)))
+
+    def float(self):
+        return self.to(torch.float32)
+
+    def double(self):
+        return self.to(torch.float64)
+
+    def half(self):
+        return self.to(torch.float16)
+
+    def bfloat16(self):
+        return self.to(torch.bfloat16)
+
+    def int(self):
+        return self.to(torch.int32)
+
+    def long(self):
+        return self.to(torch.int64)
+
+    def bool(self):
+        return self.to(torch.bool)
+
+    def var(self, dim=None, unbiased=True, keepdim=False):
+        from . import _ops
+        return _ops.var(self, dim, unbiased=unbiased, keepdim=keepdim)
+
+    def backward(self):
+        _errors.check(_lib.dt_backward(self._h))
+
+    @property
+    def grad(self):
+        g = _lib.dt_grad(self._h)
+        return Tensor._from_handle(g) if g else None
+
+
+def _add_unary(name):
+    def method(self):
+        return _wrap(getattr(_lib, "dt_" + name)(self._h))
+    method.__name__ = name
+    setattr(Tensor, name, method)
+
+
+for _n in _lib.UNARY:
+    if _n not in ("zeros_like", "ones_like"):
+        _add_unary(_n)
+Tensor.sigmoid.__doc__ = "1 / (1 + exp(-x))"
+
+
+def _add_reduce(name):
+    def method(self, dim=None, keepdim=False):
+        dims, n = _dims_arg(dim)
+        return _wrap(getattr(_lib, "dt_" + name)(self._h, dims, n, keepdim))
+    method.__name__ = name
+    setattr(Tensor, name, method)
+
+
+for _n in _lib.REDUCE:
+    _add_reduce(_n)

@@ -1,0 +1,259 @@
+"""Device meshes and placements (seed 003: ``from dtorch.distributed_spec
+import DeviceMesh, init_device_mesh, Shard, Replicate, Partial``).
+
+A mesh arranges ranks of dtorch's runtime (this thread's, by default the
+process's default runtime: DTORCH_NUM_RANKS ranks, or 8). dtorch runs
+every rank in this process (the seed's "single-device emulation", always
+on), so a mesh of device_type "cuda" is emulated on CPU ranks when the
+library has no CUDA backend: a ``DTorchEmulationWarning`` says so once,
+and ``mesh.device_type`` stays "cuda".
+"""
+import ctypes
+import warnings
+import weakref
+
+from . import _errors, _lib
+
+__all__ = ["DeviceMesh", "init_device_mesh", "Placement", "Shard",
+           "Replicate", "Partial", "DTorchEmulationWarning"]
+
+
+class DTorchEmulationWarning(UserWarning):
+    """A "cuda" mesh or device runs on dtorch's CPU ranks."""
+
+
+_warned = False
+
+
+def _device(device_type, call):
+    """Calls call(c_device_type); a CUDA request the library cannot serve
+    (DT_ERR_DEVICE) is emulated on CPU ranks."""
+    global _warned
+    dev = (device_type or "cpu").encode()
+    ptr = call(dev)
+    if ptr or not dev.startswith(b"cuda") or _lib.dt_last_status() != 7:
+        return _errors.handle(ptr)
+    _lib.dt_clear_error()
+    if not _warned:
+        _warned = True
+        warnings.warn("dtorch: this libdtorch has no CUDA backend; \"cuda\" "
+                      "meshes and devices run on its CPU ranks",
+                      DTorchEmulationWarning, stacklevel=4)
+    return _errors.handle(call(b"cpu" + dev[4:]))
+
+
+# the Python object of each live mesh handle, so t.device_mesh is mesh
+_by_handle = weakref.WeakValueDictionary()
+
+
+def _names_array(names, ndim):
+    if names is None:
+        return None, None
+    names = list(names)
+    if len(names) != ndim:
+        raise ValueError(f"DeviceMesh: {len(names)} mesh_dim_names for a "
+                         f"{ndim}-d mesh")
+    keep = [n.encode() for n in names]
+    return (ctypes.c_char_p * ndim)(*keep), keep
+
+
+def _flatten(mesh):
+    try:
+        import torch
+        if isinstance(mesh, torch.Tensor):
+            return [int(x) for x in mesh.flatten().tolist()], tuple(mesh.shape)
+    except ImportError:
+        pass
+    if isinstance(mesh, (list, tuple)) and mesh and isinstance(mesh[0], (list, tuple)):
+        parts = [_flatten(m) for m in mesh]
+        shapes = {p[1] for p in parts}
+        if len(shapes) != 1:
+            raise ValueError("DeviceMesh: the nested lists are ragged")
+        return [r for p in parts for r in p[0]], (len(mesh),) + parts[0][1]
+    return [int(x) for x in mesh], (len(mesh),)
+
+
+class DeviceMesh:
+    """An n-d arrangement of ranks: DeviceMesh("cuda") is one device;
+    DeviceMesh("cuda", [[0, 1], [2, 3]], mesh_dim_names=["dp", "tp"]) a
+    2-d mesh of runtime ranks 0-3 (a nested list or a torch.Tensor)."""
+
+    def __init__(self, device_type, mesh=None, mesh_dim_names=None, *, _handle=None):
+        self.device_type = device_type
+        if _handle is not None:
+            self._h = _handle
+        else:
+            ranks, shape = _flatten([0] if mesh is None else mesh)
+            names, _keep = _names_array(mesh_dim_names, len(shape))
+            arr = (ctypes.c_int * len(ranks))(*ranks)
+            self._h = _device(device_type, lambda d: _lib.dt_mesh_create(
+                None, d, _lib.shape_of(shape), arr, names))
+        _by_handle[self._h] = self
+
+    @classmethod
+    def _wrap(cls, borrowed):
+        m = _by_handle.get(borrowed)
+        if m is not None:
+            return m
+        buf = ctypes.create_string_buffer(64)
+        _lib.dt_mesh_format(borrowed, buf, 64)
+        dev = buf.value.split(b"'")[1].decode() if b"'" in buf.value else "cpu"
+        return cls(dev, _handle=_lib.dt_mesh_retain(borrowed))
+
+    def __del__(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h and _lib is not None and _lib.dt_mesh_release is not None:
+            _lib.dt_mesh_release(h)
+
+    @property
+    def ndim(self):
+        return _lib.dt_mesh_ndim(self._h)
+
+    @property
+    def shape(self):
+        return _lib.dims_of(_lib.dt_mesh_shape(self._h))
+
+    def size(self, mesh_dim=None):
+        return _lib.dt_mesh_size(self._h) if mesh_dim is None else self.shape[mesh_dim]
+
+    @property
+    def mesh_dim_names(self):
+        names = [_lib.dt_mesh_dim_name(self._h, i) for i in range(self.ndim)]
+        if all(n is None for n in names):
+            return None
+        return tuple(n.decode() if n else None for n in names)
+
+    @property
+    def mesh(self):
+        """The runtime ranks, as a torch.Tensor of the mesh's shape."""
+        import itertools
+        import torch
+        shape = self.shape
+        out = []
+        for coords in itertools.product(*[range(s) for s in shape]):
+            c = (ctypes.c_int64 * len(shape))(*coords)
+            out.append(_lib.dt_mesh_rank(self._h, c))
+        return torch.tensor(out, dtype=torch.int64).reshape(shape)
+
+    def __repr__(self):
+        buf = ctypes.create_string_buffer(4096)
+        _lib.dt_mesh_format(self._h, buf, 4096)
+        text = buf.value.decode()
+        if self.device_type and not text.startswith(f"DeviceMesh('{self.device_type}'"):
+            text = f"DeviceMesh('{self.device_type}'" + text[text.index(","):]
+        return text
+
+    def __eq__(self, other):
+        return isinstance(other, DeviceMesh) and (
+            self._h == other._h or (self.shape == other.shape and
+                                    self.mesh_dim_names == other.mesh_dim_names and
+                                    self.mesh.tolist() == other.mesh.tolist()))
+
+    __hash__ = object.__hash__
+
+
+def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
+    """The mesh over ranks 0..n-1 of this thread's runtime, row-major:
+    init_device_mesh("cuda", (2, 2), mesh_dim_names=["dp", "tp"])."""
+    shape = (mesh_shape,) if isinstance(mesh_shape, int) else tuple(mesh_shape)
+    names, _keep = _names_array(mesh_dim_names, len(shape))
+    h = _device(device_type, lambda d: _lib.dt_mesh_init(
+        None, d, _lib.shape_of(shape), names))
+    return DeviceMesh(device_type, _handle=h)
+
+
+class Placement:
+    """How a tensor lies along one mesh dim."""
+
+    def is_shard(self, dim=None):
+        return False
+
+    def is_replicate(self):
+        return False
+
+    def is_partial(self):
+        return False
+
+
+class Shard(Placement):
+    def __init__(self, dim):
+        self.dim = int(dim)
+
+    def is_shard(self, dim=None):
+        return dim is None or dim == self.dim
+
+    def _c(self):
+        return _lib.Placement(1, self.dim, 0)
+
+    def __eq__(self, other):
+        return isinstance(other, Shard) and other.dim == self.dim
+
+    def __hash__(self):
+        return hash(("Shard", self.dim))
+
+    def __repr__(self):
+        return f"Shard(dim={self.dim})"
+
+
+class Replicate(Placement):
+    def is_replicate(self):
+        return True
+
+    def _c(self):
+        return _lib.Placement(0, 0, 0)
+
+    def __eq__(self, other):
+        return isinstance(other, Replicate)
+
+    def __hash__(self):
+        return hash("Replicate")
+
+    def __repr__(self):
+        return "Replicate()"
+
+
+_REDUCE = ["sum", "avg", "max", "min", "product"]
+
+
+class Partial(Placement):
+    """Pending reduction: reduce_op "sum" (default), "avg", "max", "min",
+    "product"."""
+
+    def __init__(self, reduce_op="sum"):
+        if reduce_op not in _REDUCE:
+            raise ValueError(f"Partial: reduce_op {reduce_op!r} is not one of {_REDUCE}")
+        self.reduce_op = reduce_op
+
+    def is_partial(self):
+        return True
+
+    def _c(self):
+        return _lib.Placement(2, 0, _REDUCE.index(self.reduce_op))
+
+    def __eq__(self, other):
+        return isinstance(other, Partial) and other.reduce_op == self.reduce_op
+
+    def __hash__(self):
+        return hash(("Partial", self.reduce_op))
+
+    def __repr__(self):
+        return f"Partial({self.reduce_op})"
+
+
+def _from_c(p):
+    if p.kind == 1:
+        return Shard(p.dim)
+    if p.kind == 2:
+        return Partial(_REDUCE[p.reduce])
+    return Replicate()
+
+
+def _placements_array(placements, ndim):
+    placements = list(placements)
+    if len(placements) != ndim:
+        raise ValueError(f"placements: {len(placements)} given for a {ndim}-d "
+                         f"mesh ({placements})")
+    for p in placements:
+        if not isinstance(p, Placement):
+            raise TypeError(f"placements: {p!r} is not a Shard, Replicate or Partial")
+    return (_lib.Placement * ndim)(*[p._c() for p in placements])
