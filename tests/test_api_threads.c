@@ -1,8 +1,9 @@
-/* This stop's public functions from four threads at once and from a future
- * callback (the completion thread), each run checked against the same run
- * on the test's thread: the backward kernels, the fused optimiser kernels,
- * AdamW and clipping, dt_backward_ex, shadow comparison, the
- * communication report and labels. */
+/* Public functions from four threads at once and from a future callback
+ * (the completion thread), each run checked against the same run on the
+ * test's thread: the backward kernels, the fused optimiser kernels, AdamW
+ * and clipping, dt_backward_ex, shadow comparison, the communication
+ * report and labels; dt_version, dt_runtime_queue_depth and
+ * dt_tensor_local_data (the embedding API). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@
 #include "testutil.h"
 #include "threads.h"
 
-enum { NV = 9 };
+enum { NV = 11 };
 static dt_runtime *rt;
 static dt_mesh *mesh;
 
@@ -67,6 +68,20 @@ static void run(double *out) {
   double psum = NAN;
   if (ps && dt_to_host(ps, &psum, sizeof psum) == DT_OK) out[8] += psum;
   free(table);
+  /* the embedding API: a single-device result's memory read in place */
+  dt_tensor *h = dt_arange(0, 8, 1, &(dt_tensor_options){.dtype = DT_FLOAT64});
+  dt_tensor *h2 = h ? dt_mul_scalar(h, 0.5) : NULL;
+  void *hp = NULL;
+  if (h2 && dt_tensor_local_data(h2, &hp) == DT_OK && hp) {
+    out[9] = 0;
+    for (int i = 0; i < 8; i++) out[9] += ((const double *)hp)[i];
+  }
+  char ver[32];
+  snprintf(ver, sizeof ver, "%d.%d.%d", DT_VERSION_MAJOR, DT_VERSION_MINOR,
+           DT_VERSION_PATCH);
+  out[10] = !strcmp(dt_version(), ver) && dt_runtime_queue_depth(rt, 0) >= 0 &&
+            dt_runtime_queue_depth(rt, 1) >= 0 ? 1 : NAN;
+  TU_RELEASE(h, h2);
   dt_optimizer_release(opt);
   TU_RELEASE(ps, p[0], y, l, x, idx, t, one, xt, ax);
   for (int k = 0; k < 6; k++) dt_tensor_release(r[k]);
