@@ -323,6 +323,8 @@ static bool un_f32_vector(cpu_unary_op op, int64_t n, float *o,
   switch (op) {
   case CPU_EXP: cpu_vexp_f32(o, a, 0.0f, n); return true;
   case CPU_LOG: cpu_vlog_f32(o, a, n); return true;
+  case CPU_SIN: cpu_vsin_f32(o, a, n); return true;
+  case CPU_COS: cpu_vcos_f32(o, a, n); return true;
   case CPU_TANH: cpu_vtanh_f32(o, a, n); return true;
   case CPU_SIGMOID: cpu_vsigmoid_f32(o, a, n); return true;
   case CPU_SILU: cpu_vsilu_f32(o, a, n); return true;

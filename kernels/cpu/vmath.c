@@ -3,6 +3,7 @@
 #include "kernels/cpu/vmath.h"
 
 #include <math.h>
+#include <string.h>
 
 CPU_CLONES void cpu_vexp_f32(float *y, const float *x, float shift,
                              int64_t n) {
@@ -12,6 +13,35 @@ CPU_CLONES void cpu_vexp_f32(float *y, const float *x, float shift,
 CPU_CLONES void cpu_vlog_f32(float *y, const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = cpu_vlogf(x[i]);
 }
+
+/* sin / cos: the vectorised form for |x| <= CPU_VTRIG_MAX, then libm for
+ * the rest of the block (infinities and NaN included) */
+CPU_CLONES static void vsin_blk(float *restrict y, const float *restrict x,
+                                int64_t n, int32_t shift) {
+  for (int64_t i = 0; i < n; i++) {
+    float r;
+    int32_t q;
+    vm_trig_reduce(x[i], &r, &q);
+    y[i] = vm_trig_quadrant(r, q + shift);
+  }
+}
+
+static void vtrig(float *y, const float *x, int64_t n, int32_t shift) {
+  enum { B = 256 };
+  float buf[B];
+  for (int64_t s = 0; s < n; s += B) {
+    int64_t k = n - s < B ? n - s : B;
+    vsin_blk(buf, x + s, k, shift);
+    for (int64_t i = 0; i < k; i++) {
+      float v = x[s + i];
+      if (!(fabsf(v) <= CPU_VTRIG_MAX)) buf[i] = shift ? cosf(v) : sinf(v);
+    }
+    memcpy(y + s, buf, sizeof *buf * (size_t)k);
+  }
+}
+
+void cpu_vsin_f32(float *y, const float *x, int64_t n) { vtrig(y, x, n, 0); }
+void cpu_vcos_f32(float *y, const float *x, int64_t n) { vtrig(y, x, n, 1); }
 
 /* x Phi(x) with E = erfc(|x|/sqrt 2): 0.5 x E for x < 0 (no cancellation
  * in the tail), x - 0.5 x E for x >= 0 (E <= 1: no cancellation either).

@@ -211,6 +211,56 @@ static inline float cpu_vlogf(float x) {
   return x < 0.0f || x != x ? NAN : y;
 }
 
+/* sin and cos for |x| <= CPU_VTRIG_MAX: k = round(x 2/pi) by the 1.5 2^23
+ * bias, r = x - k pi/2 with pi/2 in four parts (three of 12 bits, exact
+ * in every product for k < 2^12, and the float rest: 2e-21 left over),
+ * then the Taylor series on [-pi/4, pi/4] (to x^9 for sin, x^10 for
+ * cos: below float rounding) and the quadrant k mod 4. Beyond the limit
+ * the blocks (vmath.c) redo the element with libm. */
+#define CPU_VTRIG_MAX 8192.0f
+static inline void vm_trig_reduce(float x, float *r, int32_t *q) {
+  const float magic = 12582912.0f;
+  float t = VM_FMA(x, 0.636619772367581343f, magic);
+  float k = t - magic;
+  *q = (int32_t)(vm_bits(t) - vm_bits(magic));
+  float y = VM_FMA(-k, 1.57080078125f, x);
+  y = VM_FMA(-k, -4.453584551811218e-06f, y);
+  y = VM_FMA(-k, -8.706138032721356e-10f, y);
+  *r = VM_FMA(-k, 6.223371969669989e-14f, y);
+}
+static inline float vm_sin_poly(float r) {
+  float s = r * r;
+  float p = VM_FMA(s, 2.75573192e-06f, -1.98412698e-04f);
+  p = VM_FMA(p, s, 8.33333333e-03f);
+  p = VM_FMA(p, s, -1.66666667e-01f);
+  return VM_FMA(r * s, p, r);
+}
+static inline float vm_cos_poly(float r) {
+  float s = r * r;
+  float p = VM_FMA(s, -2.75573192e-07f, 2.48015873e-05f);
+  p = VM_FMA(p, s, -1.38888889e-03f);
+  p = VM_FMA(p, s, 4.16666667e-02f);
+  p = VM_FMA(p, s, -0.5f);
+  return VM_FMA(s, p, 1.0f);
+}
+/* sin(r + q pi/2) (cos: q + 1) */
+static inline float vm_trig_quadrant(float r, int32_t q) {
+  float v = (q & 1) ? vm_cos_poly(r) : vm_sin_poly(r);
+  return (q & 2) ? -v : v;
+}
+static inline float cpu_vsinf(float x) {
+  float r;
+  int32_t q;
+  vm_trig_reduce(x, &r, &q);
+  return vm_trig_quadrant(r, q);
+}
+static inline float cpu_vcosf(float x) {
+  float r;
+  int32_t q;
+  vm_trig_reduce(x, &r, &q);
+  return vm_trig_quadrant(r, q + 1);
+}
+
 static inline float cpu_vtanhf(float x) {
   float ax = vm_float(vm_bits(x) & 0x7fffffffu);
   float s = x * x;
@@ -230,6 +280,8 @@ static inline float cpu_vtanhf(float x) {
  * allowed (y == x) */
 void cpu_vexp_f32(float *y, const float *x, float shift, int64_t n); /* exp(x - shift) */
 void cpu_vlog_f32(float *y, const float *x, int64_t n);
+void cpu_vsin_f32(float *y, const float *x, int64_t n);
+void cpu_vcos_f32(float *y, const float *x, int64_t n);
 void cpu_vgelu_f32(float *y, const float *x, int64_t n);      /* erf form */
 float cpu_vgelu_one(float x); /* the same, one element */
 void cpu_vgelu_tanh_f32(float *y, const float *x, int64_t n);
