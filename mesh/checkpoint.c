@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu.h"
 #include "mesh/dtensor.h"
 #include "mesh/shard.h"
+#include "runtime/backend.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
 #include "sched/future.h"
@@ -141,7 +142,7 @@ static void read_box(load_job *j, core_storage *st, void *mem,
 static void load_local(load_job *j, dt_runtime *rt, int rank) {
   core_storage *s = j->t->local.storage;
   const char *err;
-  s->data = sim_device_alloc(&rt->ranks[rank].dev, s->nbytes, &err);
+  s->data = rt->backend->alloc(rt, rank, s->nbytes, &err);
   runtime_note_memory(rt, rank);
   if (!s->data) {
     char m[512];

@@ -5,6 +5,7 @@
  * references on every tensor it names (inputs and outputs), taken when it
  * is published and dropped by the rank after it ran, so storage a record
  * uses cannot die before the record runs. */
+#include "runtime/backend.h"
 #include "runtime/exec.h"
 
 #include <pthread.h>
@@ -130,11 +131,11 @@ static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
     if (c->meta[i].alias >= 0) continue;
     core_storage *s = c->out[i]->local.storage;
     const char *err;
-    s->data = sim_device_alloc(&rt->ranks[rank].dev, s->nbytes, &err);
-    if (s->data)
-      sim_device_tag(s->data, c->api, c->out[i]->dtype, c->out[i]->local.ndim,
-                     c->out[i]->local.sizes, NULL, 0);
-    else {
+    s->data = rt->backend->alloc(rt, rank, s->nbytes, &err);
+    if (s->data && rt->backend->tag)
+      rt->backend->tag(s->data, c->api, c->out[i]->dtype,
+                       c->out[i]->local.ndim, c->out[i]->local.sizes);
+    else if (!s->data) {
       st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", c->api, err);
       msg = core_last_error();
     }
@@ -148,11 +149,33 @@ static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
   free(r->staging);
 }
 
-static void exec_to_host(exec_record *r) {
+/* A device backend's fetch (CUDA): one copy from a dense tensor, then the
+ * rank waits for its stream. The copy from device to pageable memory
+ * waits anyway; a pinned staging buffer completed by a host callback
+ * would free the rank thread (docs/cuda.md, "Not done"). */
+static void device_to_host(exec_record *r, dt_runtime *rt, int rank) {
+  dt_tensor *t = r->host.t;
+  const runtime_backend *be = rt->backend;
+  dt_status st = DT_OK;
+  if (r->host.bytes && !core_layout_is_contiguous(t->local.sizes,
+                                                  t->local.strides,
+                                                  t->local.ndim))
+    st = core_error_set(DT_ERR_UNSUPPORTED, "dt_to_host: a non-contiguous "
+                        "%s tensor (fetch dt_contiguous of it)", be->name);
+  if (st == DT_OK && r->host.bytes)
+    st = be->copy(rt, rank, r->host.dst, core_tensor_data(t), r->host.bytes,
+                  RUNTIME_COPY_D2H);
+  if (st == DT_OK) st = be->stream_sync(rt, rank);
+  sched_future_complete(r->future, st, st == DT_OK ? NULL : core_last_error());
+}
+
+static void exec_to_host(exec_record *r, dt_runtime *rt, int rank) {
   dt_tensor *t = r->host.t;
   const core_poison *p = core_storage_poison(t->local.storage);
   if (p) {
     sched_future_complete(r->future, p->status, p->message);
+  } else if (rt->backend->key != CORE_KEY_CPU) {
+    device_to_host(r, rt, rank);
   } else {
     if (r->host.bytes) {
       cpu_view src = {.data = core_tensor_data(t), .dtype = t->dtype,
@@ -245,7 +268,7 @@ static void exec_kind(dt_runtime *rt, exec_record *r, int rank) {
   switch (r->kind) {
   case REC_OP: exec_op(r, rt, rank); break;
   case REC_FREE: runtime_storage_destroy_on_rank(r->storage, rt, rank); break;
-  case REC_TO_HOST: exec_to_host(r); break;
+  case REC_TO_HOST: exec_to_host(r, rt, rank); break;
   case REC_CALL:
     r->call_fn.fn(r->call_fn.arg, rt, rank);
     /* acq_rel: every rank's work happens-before done() on the last one */
@@ -254,6 +277,9 @@ static void exec_kind(dt_runtime *rt, exec_record *r, int rank) {
       r->call_fn.done(r->call_fn.arg);
     break;
   case REC_BARRIER:
+    /* a device backend's work is done when its stream is (the API's
+     * synchronize points: dt_runtime_synchronize, events) */
+    if (rt->backend->key != CORE_KEY_CPU) rt->backend->stream_sync(rt, rank);
     /* acq_rel: every rank's earlier records happen-before the completion */
     if (atomic_fetch_sub_explicit(&r->pending, 1, memory_order_acq_rel) == 1) {
       sched_future_complete(r->future, DT_OK, NULL);

@@ -37,7 +37,7 @@ int cuda_rank_device(const cuda_rank *r);
 /* stream-ordered allocation: NULL + why when the rank's capacity or the
  * GPU is exhausted (the message names the rank's usage) */
 void *cuda_rank_alloc(cuda_rank *r, size_t bytes, char *why, size_t n);
-void cuda_rank_free(cuda_rank *r, void *p, size_t bytes);
+void cuda_rank_free(cuda_rank *r, void *p);
 int64_t cuda_rank_used(const cuda_rank *r);
 
 typedef enum cuda_copy_kind {
@@ -100,6 +100,8 @@ int cuda_unary(void *stream, cuda_unary_op op, int dtype, int ndim,
                const int64_t *sizes, void *out, const cuda_operand *a);
 int cuda_affine(void *stream, int dtype, int ndim, const int64_t *sizes,
                 void *out, const cuda_operand *a, double alpha, double beta);
+/* out[i] = value for i < n */
+int cuda_fill(void *stream, int dtype, int64_t n, void *out, double value);
 /* a strided copy with a cast: out (contiguous, dtype od) = a (dtype ad) */
 int cuda_copy_cast(void *stream, int od, int ad, int ndim,
                    const int64_t *sizes, void *out, const cuda_operand *a);

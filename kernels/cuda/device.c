@@ -6,6 +6,7 @@
  * cudart's message instead of failing to load. */
 #include "kernels/cuda/rank.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,18 @@ int cuda_fail(cudaError_t e, const char *what, char *why, size_t n) {
 int cuda_device_count(char *why, size_t n) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaErrorInsufficientDriver) {
+    /* cudart says "insufficient driver" when there is none at all: tell
+     * the two apart */
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!h) {
+      char what[160];
+      snprintf(what, sizeof what, "no CUDA driver (libcuda.so.1 cannot be "
+               "loaded), cudaGetDeviceCount");
+      return cuda_fail(e, what, why, n);
+    }
+    dlclose(h);
+  }
   if (e != cudaSuccess) return cuda_fail(e, "cudaGetDeviceCount", why, n);
   if (count == 0) {
     snprintf(why, n, "cudaGetDeviceCount: no CUDA device");
@@ -68,13 +81,61 @@ int cuda_rank_create(cuda_rank **out, int device, int64_t capacity, char *why,
   return 0;
 }
 
+static size_t slot_of(const cuda_rank *r, const void *p) {
+  uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ULL;
+  return (size_t)(h >> 20) & (r->live_cap - 1);
+}
+
+static bool live_put(cuda_rank *r, void *p, size_t n) {
+  if (2 * (r->live_count + 1) > r->live_cap) { /* grow: keep load <= 1/2 */
+    size_t cap = r->live_cap ? 2 * r->live_cap : 1024;
+    struct cuda_live *old = r->live;
+    size_t ocap = r->live_cap;
+    struct cuda_live *nl = calloc(cap, sizeof *nl);
+    if (!nl) return false;
+    r->live = nl;
+    r->live_cap = cap;
+    r->live_count = 0;
+    for (size_t i = 0; i < ocap; i++)
+      if (old[i].p) live_put(r, old[i].p, old[i].n);
+    free(old);
+  }
+  size_t i = slot_of(r, p);
+  while (r->live[i].p) i = (i + 1) & (r->live_cap - 1);
+  r->live[i].p = p;
+  r->live[i].n = n;
+  r->live_count++;
+  return true;
+}
+
+static size_t live_take(cuda_rank *r, const void *p) {
+  if (!r->live_cap) return 0;
+  size_t mask = r->live_cap - 1, i = slot_of(r, p);
+  while (r->live[i].p && r->live[i].p != p) i = (i + 1) & mask;
+  if (!r->live[i].p) return 0;
+  size_t n = r->live[i].n;
+  r->live[i].p = NULL;
+  r->live_count--;
+  /* backward shift: move later entries of the run into the hole */
+  for (size_t j = (i + 1) & mask; r->live[j].p; j = (j + 1) & mask) {
+    size_t h = slot_of(r, r->live[j].p);
+    if (((j - h) & mask) >= ((j - i) & mask)) {
+      r->live[i] = r->live[j];
+      r->live[j].p = NULL;
+      i = j;
+    }
+  }
+  return n;
+}
+
 void cuda_rank_destroy(cuda_rank *r) {
   if (!r) return;
   cudaSetDevice(r->device);
   cudaStreamSynchronize(r->stream);
   cuda_gemm_release(r);
   cudaStreamDestroy(r->stream);
-  cudaMemPoolDestroy(r->pool);
+  cudaMemPoolDestroy(r->pool); /* frees what tensors still held */
+  free(r->live);
   free(r);
 }
 
@@ -100,15 +161,21 @@ void *cuda_rank_alloc(cuda_rank *r, size_t bytes, char *why, size_t n) {
     cuda_fail(e, what, why, n);
     return NULL;
   }
+  if (!live_put(r, p, bytes)) {
+    cudaFreeAsync(p, r->stream);
+    snprintf(why, n, "out of host memory for the block list of cuda:%d",
+             r->device);
+    return NULL;
+  }
   r->used += (int64_t)bytes;
   return p;
 }
 
-void cuda_rank_free(cuda_rank *r, void *p, size_t bytes) {
+void cuda_rank_free(cuda_rank *r, void *p) {
   if (!p) return;
   cudaSetDevice(r->device);
   cudaFreeAsync(p, r->stream); /* stream order: after the work using p */
-  r->used -= (int64_t)bytes;
+  r->used -= (int64_t)live_take(r, p);
 }
 
 int cuda_rank_copy(cuda_rank *r, void *dst, const void *src, size_t bytes,

@@ -105,6 +105,14 @@ __global__ void unary_kernel(int op, bool affine, double alpha, double beta,
   }
 }
 
+template <typename T>
+__global__ void fill_kernel(int64_t n, T *out, double v) {
+  T x = ct_store<T>(v);
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = x;
+}
+
 template <typename O, typename I>
 __global__ void copy_kernel(int64_t n, shape_t sh, O *out, const I *a,
                             strides_t sa) {
@@ -188,6 +196,16 @@ extern "C" int cuda_affine(void *stream, int dtype, int ndim,
                            const int64_t *sizes, void *out,
                            const cuda_operand *a, double alpha, double beta) {
   return unary_launch(stream, 0, true, alpha, beta, dtype, ndim, sizes, out, a);
+}
+
+extern "C" int cuda_fill(void *stream, int dtype, int64_t n, void *out,
+                         double value) {
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  return launched(ct_dispatch_all(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    fill_kernel<T><<<ct_blocks(n, 256), 256, 0, s>>>(n, (T *)out, value);
+  }));
 }
 
 extern "C" int cuda_copy_cast(void *stream, int od, int ad, int ndim,

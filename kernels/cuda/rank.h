@@ -13,6 +13,10 @@ struct cuda_rank {
   cudaMemPool_t pool;     /* this rank's own pool: OOM is per rank */
   int64_t capacity;       /* bytes; 0 = the device's memory */
   int64_t used;           /* live bytes (rank thread only) */
+  /* sizes of the live blocks, for the usage count at free: open
+   * addressing, linear probing, backward-shift deletion (rank thread) */
+  struct cuda_live { void *p; size_t n; } *live;
+  size_t live_cap, live_count;
   void *blas;             /* cublasHandle_t, made on first GEMM */
 };
 

@@ -1,0 +1,203 @@
+/* The CUDA backend's kernel table (runtime/backend.h; docs/cuda.md): the
+ * ops bound so far, each turning a boxed call into a launch on the rank's
+ * stream (kernels/cuda). An op without an entry fails with
+ * DT_ERR_UNSUPPORTED naming it; views need no kernel and keep the CPU
+ * table's marker. Registered when the library loads, as the CPU table is
+ * (ops/registry.c calls ops_cuda_register, so that a static link keeps
+ * this file). Empty without DTORCH_CUDA. */
+#include "ops/ops.h"
+#include "runtime/backend.h"
+#include "runtime/runtime.h"
+
+#if DTORCH_HAVE_CUDA
+#include <string.h>
+
+#include "kernels/cuda/cuda.h"
+
+static dt_runtime *rt_of(const dt_tensor *t) { return t->local.storage->rt; }
+static int rank_of(const dt_tensor *t) { return t->local.storage->rank; }
+static cuda_rank *cr_of(const dt_tensor *t) {
+  return rt_of(t)->ranks[rank_of(t)].dev_ctx;
+}
+static void *stream_of(const dt_tensor *t) {
+  return cuda_rank_stream(cr_of(t));
+}
+
+static dt_status launch_failed(const dt_op_call *c) {
+  return core_error_set(DT_ERR_DEVICE, "%s: launching the CUDA kernel of %s "
+                        "failed", c->api, core_op_name(c->op));
+}
+static dt_status unsupported(const dt_op_call *c, const char *what) {
+  return core_error_set(DT_ERR_UNSUPPORTED, "%s: the CUDA kernel of %s does "
+                        "not take %s yet", c->api, core_op_name(c->op), what);
+}
+
+/* t's view as an operand broadcast to out's n dims (stride 0 where t has
+ * size 1 or lacks the dim) */
+static cuda_operand operand(const dt_tensor *t, const dt_tensor *out) {
+  cuda_operand o;
+  int n = out->local.ndim, k = t->local.ndim;
+  o.data = core_tensor_data(t);
+  for (int d = 0; d < n; d++) {
+    int td = d - (n - k);
+    o.strides[d] = td < 0 || t->local.sizes[td] == 1 ? 0 : t->local.strides[td];
+  }
+  return o;
+}
+
+static bool is_float(dt_dtype d) {
+  return d == DT_FLOAT32 || d == DT_FLOAT64 || d == DT_FLOAT16 ||
+         d == DT_BFLOAT16;
+}
+
+static dt_status cu_empty(dt_op_call *c) {
+  (void)c;
+  return DT_OK;
+}
+
+static dt_status cu_full(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  return cuda_fill(stream_of(o), (int)o->dtype, core_numel(o),
+                   core_tensor_data(o), c->args[2].d)
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_random(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  if (!is_float(o->dtype)) return unsupported(c, "integer dtypes");
+  return cuda_rand_fill(stream_of(o), core_tensor_data(o), (int)o->dtype,
+                        core_numel(o), (uint64_t)c->args[2].i,
+                        (uint64_t)c->args[3].i, c->op == CORE_OP_RANDN)
+             ? launch_failed(c) : DT_OK;
+}
+
+/* the host data is a staging copy the record frees after the kernel: a
+ * copy from pageable memory returns once the source has been read */
+static dt_status cu_from_host(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  size_t n = (size_t)core_numel(o) * core_dtype_size(o->dtype);
+  return rt_of(o)->backend->copy(rt_of(o), rank_of(o), core_tensor_data(o),
+                                 c->args[0].p, n, RUNTIME_COPY_H2D);
+}
+
+static dt_status cu_binary(dt_op_call *c) {
+  static const int ops[CORE_OP_COUNT] = {
+      [CORE_OP_ADD] = CUDA_ADD + 1, [CORE_OP_SUB] = CUDA_SUB + 1,
+      [CORE_OP_MUL] = CUDA_MUL + 1, [CORE_OP_DIV] = CUDA_DIV + 1,
+      [CORE_OP_MAXIMUM] = CUDA_MAX + 1, [CORE_OP_MINIMUM] = CUDA_MIN + 1};
+  dt_tensor *o = c->out[0], *a = c->args[0].t, *b = c->args[1].t;
+  if (!ops[c->op]) return unsupported(c, "this op");
+  if (a->dtype != o->dtype || b->dtype != o->dtype || !is_float(o->dtype))
+    return unsupported(c, "mixed or integer dtypes");
+  cuda_operand oa = operand(a, o), ob = operand(b, o);
+  return cuda_binary(stream_of(o), (cuda_binary_op)(ops[c->op] - 1),
+                     (int)o->dtype, o->local.ndim, o->local.sizes,
+                     core_tensor_data(o), &oa, &ob)
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_scalar(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  double s = c->args[1].d, alpha = 1, beta = 0;
+  switch (c->op) {
+  case CORE_OP_ADD_SCALAR: beta = s; break;
+  case CORE_OP_SUB_SCALAR: beta = -s; break;
+  case CORE_OP_MUL_SCALAR: alpha = s; break;
+  case CORE_OP_DIV_SCALAR: alpha = 1 / s; break;
+  default: return unsupported(c, "this op");
+  }
+  if (a->dtype != o->dtype || !is_float(o->dtype))
+    return unsupported(c, "integer dtypes");
+  cuda_operand oa = operand(a, o);
+  return cuda_affine(stream_of(o), (int)o->dtype, o->local.ndim,
+                     o->local.sizes, core_tensor_data(o), &oa, alpha, beta)
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_unary(dt_op_call *c) {
+  static const int ops[CORE_OP_COUNT] = {
+      [CORE_OP_NEG] = CUDA_NEG + 1, [CORE_OP_EXP] = CUDA_EXP + 1,
+      [CORE_OP_LOG] = CUDA_LOG + 1, [CORE_OP_SQRT] = CUDA_SQRT + 1,
+      [CORE_OP_TANH] = CUDA_TANH + 1, [CORE_OP_SIGMOID] = CUDA_SIGMOID + 1,
+      [CORE_OP_RELU] = CUDA_RELU + 1, [CORE_OP_SILU] = CUDA_SILU + 1,
+      [CORE_OP_GELU] = CUDA_GELU + 1};
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  if (!ops[c->op]) return unsupported(c, "this op");
+  if (a->dtype != o->dtype || !is_float(o->dtype))
+    return unsupported(c, "integer dtypes");
+  cuda_operand oa = operand(a, o);
+  return cuda_unary(stream_of(o), (cuda_unary_op)(ops[c->op] - 1),
+                    (int)o->dtype, o->local.ndim, o->local.sizes,
+                    core_tensor_data(o), &oa)
+             ? launch_failed(c) : DT_OK;
+}
+
+/* cast, and the copies of reshape / contiguous / clone: a's elements in
+ * its row-major order into the dense output */
+static dt_status cu_copy(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  cuda_operand oa = {.data = core_tensor_data(a)};
+  memcpy(oa.strides, a->local.strides, sizeof(int64_t) * (size_t)a->local.ndim);
+  return cuda_copy_cast(stream_of(o), (int)o->dtype, (int)a->dtype,
+                        a->local.ndim, a->local.sizes, core_tensor_data(o), &oa)
+             ? launch_failed(c) : DT_OK;
+}
+
+static bool dense(const dt_tensor *t) {
+  return core_layout_is_contiguous(t->local.sizes, t->local.strides,
+                                   t->local.ndim);
+}
+
+/* [.., m, k] @ [.., k, n] with equal batch dims, both dense */
+static dt_status cu_matmul(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t, *b = c->args[1].t;
+  int na = a->local.ndim, nb = b->local.ndim;
+  if (na < 2 || na != nb || !dense(a) || !dense(b) || a->dtype != o->dtype ||
+      b->dtype != o->dtype)
+    return unsupported(c, "broadcast, 1-d, strided or mixed-dtype operands");
+  int64_t batch = 1;
+  for (int d = 0; d < na - 2; d++) {
+    if (a->local.sizes[d] != b->local.sizes[d])
+      return unsupported(c, "broadcast batch dims");
+    batch *= a->local.sizes[d];
+  }
+  int64_t m = a->local.sizes[na - 2], k = a->local.sizes[na - 1],
+          n = b->local.sizes[nb - 1];
+  char why[256];
+  if (cuda_gemm(cr_of(o), (int)o->dtype, batch, m, n, k, core_tensor_data(a),
+                core_tensor_data(b), core_tensor_data(o), why, sizeof why))
+    return core_error_set(DT_ERR_DEVICE, "%s: %s", c->api, why);
+  return DT_OK;
+}
+
+static core_kernel_fn cuda_kernels[CORE_OP_COUNT];
+
+void ops_cuda_register(void) {
+  for (int op = 0; op < CORE_OP_COUNT; op++) /* views run no kernel */
+    if (ops_defs[op].cpu == ops_alias_cpu) cuda_kernels[op] = ops_alias_cpu;
+  static const struct { core_op_id op; core_kernel_fn fn; } bound[] = {
+      {CORE_OP_EMPTY, cu_empty}, {CORE_OP_FULL, cu_full},
+      {CORE_OP_RAND, cu_random}, {CORE_OP_RANDN, cu_random},
+      {CORE_OP_FROM_HOST, cu_from_host},
+      {CORE_OP_ADD, cu_binary}, {CORE_OP_SUB, cu_binary},
+      {CORE_OP_MUL, cu_binary}, {CORE_OP_DIV, cu_binary},
+      {CORE_OP_MAXIMUM, cu_binary}, {CORE_OP_MINIMUM, cu_binary},
+      {CORE_OP_ADD_SCALAR, cu_scalar}, {CORE_OP_SUB_SCALAR, cu_scalar},
+      {CORE_OP_MUL_SCALAR, cu_scalar}, {CORE_OP_DIV_SCALAR, cu_scalar},
+      {CORE_OP_NEG, cu_unary}, {CORE_OP_EXP, cu_unary},
+      {CORE_OP_LOG, cu_unary}, {CORE_OP_SQRT, cu_unary},
+      {CORE_OP_TANH, cu_unary}, {CORE_OP_SIGMOID, cu_unary},
+      {CORE_OP_RELU, cu_unary}, {CORE_OP_SILU, cu_unary},
+      {CORE_OP_GELU, cu_unary}, {CORE_OP_CAST, cu_copy},
+      {CORE_OP_RESHAPE, cu_copy}, {CORE_OP_FLATTEN, cu_copy},
+      {CORE_OP_CONTIGUOUS, cu_copy}, {CORE_OP_CLONE, cu_copy},
+      {CORE_OP_MATMUL, cu_matmul},
+  };
+  for (size_t i = 0; i < sizeof bound / sizeof *bound; i++)
+    cuda_kernels[bound[i].op] = bound[i].fn;
+  runtime_backend_set_kernels(CORE_KEY_CUDA, cuda_kernels);
+}
+
+#else
+void ops_cuda_register(void) {}
+#endif
