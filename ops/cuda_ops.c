@@ -103,7 +103,6 @@ static dt_status cu_scalar(dt_op_call *c) {
   case CORE_OP_ADD_SCALAR: beta = s; break;
   case CORE_OP_SUB_SCALAR: beta = -s; break;
   case CORE_OP_MUL_SCALAR: alpha = s; break;
-  case CORE_OP_DIV_SCALAR: alpha = 1 / s; break;
   default: return unsupported(c, "this op");
   }
   if (a->dtype != o->dtype || !is_float(o->dtype))
@@ -170,6 +169,82 @@ static dt_status cu_matmul(dt_op_call *c) {
   return DT_OK;
 }
 
+/* rows over x's dims: the dims in mask are a row's elements; y is the
+ * dense output, over the kept dims (reduce) or x's whole shape (row ops) */
+static cuda_rows rows_of(const dt_tensor *x, uint32_t mask, bool y_full) {
+  cuda_rows g = {0};
+  int n = x->local.ndim;
+  int64_t ys[DT_MAX_DIMS], s = 1;
+  for (int d = n - 1; d >= 0; d--) { /* y's dense strides */
+    ys[d] = s;
+    if (y_full || !(mask >> d & 1)) s *= x->local.sizes[d];
+  }
+  for (int d = 0; d < n; d++) {
+    bool inner = mask >> d & 1;
+    int k = inner ? g.ninner++ : g.nouter++;
+    int64_t *sz = inner ? g.inner : g.outer, *sx = inner ? g.x_inner : g.x_outer,
+            *sy = inner ? g.y_inner : g.y_outer;
+    sz[k] = x->local.sizes[d];
+    sx[k] = x->local.strides[d];
+    sy[k] = inner && !y_full ? 0 : ys[d];
+  }
+  return g;
+}
+
+/* cuda_reduce's op codes follow the op list's order */
+_Static_assert(CORE_OP_MEAN == CORE_OP_SUM + 1 && CORE_OP_AMAX == CORE_OP_SUM + 2 &&
+               CORE_OP_AMIN == CORE_OP_SUM + 3 && CORE_OP_PROD == CORE_OP_SUM + 4,
+               "sum, mean, amax, amin, prod in order");
+
+static dt_status cu_reduce(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  if (a->dtype != o->dtype || !is_float(a->dtype))
+    return unsupported(c, "integer dtypes");
+  dt_shape dims = c->args[1].ints;
+  int n = a->local.ndim;
+  uint32_t mask = dims.ndim ? 0 : (uint32_t)((1ull << n) - 1);
+  for (int i = 0; i < dims.ndim; i++) { /* infer checked them */
+    int d;
+    if (ops_wrap_dim(c, "dim", dims.dims[i], n, &d) != DT_OK) return DT_ERR_INTERNAL;
+    mask |= 1u << d;
+  }
+  cuda_rows g = rows_of(a, mask, false);
+  return cuda_reduce(stream_of(o), (int)(c->op - CORE_OP_SUM), (int)o->dtype,
+                     &g, core_tensor_data(o), core_tensor_data(a))
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_softmax(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  int d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim, &d);
+  if (st != DT_OK) return st;
+  if (a->dtype != o->dtype || !is_float(a->dtype))
+    return unsupported(c, "mixed dtypes");
+  cuda_rows g = rows_of(a, a->local.ndim ? 1u << d : 0, true);
+  return cuda_softmax(stream_of(o), c->op == CORE_OP_LOG_SOFTMAX,
+                      (int)o->dtype, &g, core_tensor_data(o),
+                      core_tensor_data(a))
+             ? launch_failed(c) : DT_OK;
+}
+
+/* layer_norm (x, w, b, eps) and rms_norm (x, w, eps) over the last dim */
+static dt_status cu_norm(dt_op_call *c) {
+  bool rms = c->op == CORE_OP_RMS_NORM;
+  dt_tensor *o = c->out[0], *x = c->args[0].t, *w = c->args[1].t,
+            *b = rms ? NULL : c->args[2].t;
+  double eps = c->args[rms ? 2 : 3].d;
+  if (x->dtype != o->dtype || !is_float(x->dtype) || x->local.ndim < 1 ||
+      (w && (w->dtype != x->dtype || !dense(w))) ||
+      (b && (b->dtype != x->dtype || !dense(b))))
+    return unsupported(c, "mixed dtypes, strided weights or 0-d inputs");
+  cuda_rows g = rows_of(x, 1u << (x->local.ndim - 1), true);
+  return cuda_norm(stream_of(o), rms, (int)o->dtype, &g, core_tensor_data(o),
+                   core_tensor_data(x), w ? core_tensor_data(w) : NULL,
+                   b ? core_tensor_data(b) : NULL, eps)
+             ? launch_failed(c) : DT_OK;
+}
+
 static core_kernel_fn cuda_kernels[CORE_OP_COUNT];
 
 void ops_cuda_register(void) {
@@ -183,7 +258,7 @@ void ops_cuda_register(void) {
       {CORE_OP_MUL, cu_binary}, {CORE_OP_DIV, cu_binary},
       {CORE_OP_MAXIMUM, cu_binary}, {CORE_OP_MINIMUM, cu_binary},
       {CORE_OP_ADD_SCALAR, cu_scalar}, {CORE_OP_SUB_SCALAR, cu_scalar},
-      {CORE_OP_MUL_SCALAR, cu_scalar}, {CORE_OP_DIV_SCALAR, cu_scalar},
+      {CORE_OP_MUL_SCALAR, cu_scalar},
       {CORE_OP_NEG, cu_unary}, {CORE_OP_EXP, cu_unary},
       {CORE_OP_LOG, cu_unary}, {CORE_OP_SQRT, cu_unary},
       {CORE_OP_TANH, cu_unary}, {CORE_OP_SIGMOID, cu_unary},
@@ -192,6 +267,11 @@ void ops_cuda_register(void) {
       {CORE_OP_RESHAPE, cu_copy}, {CORE_OP_FLATTEN, cu_copy},
       {CORE_OP_CONTIGUOUS, cu_copy}, {CORE_OP_CLONE, cu_copy},
       {CORE_OP_MATMUL, cu_matmul},
+      {CORE_OP_SUM, cu_reduce}, {CORE_OP_MEAN, cu_reduce},
+      {CORE_OP_AMAX, cu_reduce}, {CORE_OP_AMIN, cu_reduce},
+      {CORE_OP_PROD, cu_reduce},
+      {CORE_OP_SOFTMAX, cu_softmax}, {CORE_OP_LOG_SOFTMAX, cu_softmax},
+      {CORE_OP_LAYER_NORM, cu_norm}, {CORE_OP_RMS_NORM, cu_norm},
   };
   for (size_t i = 0; i < sizeof bound / sizeof *bound; i++)
     cuda_kernels[bound[i].op] = bound[i].fn;

@@ -565,7 +565,10 @@ dt_status runtime_synchronize(dt_runtime *rt) {
   /* the fast way: watch the queues drain (no record, no wake-up); then
    * a barrier record every rank runs, whose future parks this thread */
   dt_status st = DT_OK;
-  if (!sched_pool_try_drain(rt->pool, SYNC_WATCH_NS)) {
+  /* a device backend's queues drain before its streams do: always the
+   * barrier there (its records sync the rank's stream) */
+  bool cpu = rt->backend->key == CORE_KEY_CPU;
+  if (!cpu || !sched_pool_try_drain(rt->pool, SYNC_WATCH_NS)) {
     dt_future *f = runtime_publish_barrier(rt, -1);
     if (!f) return core_last_status();
     st = sched_future_wait(f, -1);

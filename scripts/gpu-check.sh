@@ -37,7 +37,7 @@ nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 arch=native   # only the GPU present: the build takes a minute, not three
 cmake_ver=$(cmake --version | head -1 | awk '{print $3}')
 if [ "$(printf '%s\n3.24\n' "$cmake_ver" | sort -V | head -1)" != "3.24" ]; then
-  arch="80-real;89-real;90"   # cmake < 3.24 has no "native"
+  arch="80-real;90"   # cmake < 3.24 has no "native"
 fi
 mkdir -p "$build"
 log "configure $build: DTORCH_CUDA=on, architectures $arch, $(nproc) jobs"

@@ -133,6 +133,54 @@ static void copies_casts_matmul(void **state) {
   compare(c_mm, 2, mm, 3 * 64 * 40, 2e-5, false, "batched matmul");
 }
 
+static dt_tensor *r_sum(dt_tensor *const *x) {
+  int d[2] = {0, 2};
+  return dt_sum(x[0], d, 2, false);
+}
+static dt_tensor *r_mean(dt_tensor *const *x) {
+  int d[1] = {-1};
+  return dt_mean(x[0], d, 1, true);
+}
+static dt_tensor *r_amax(dt_tensor *const *x) {
+  int d[1] = {1};
+  return dt_amax(x[0], d, 1, false);
+}
+static dt_tensor *r_all(dt_tensor *const *x) { return dt_sum(x[0], NULL, 0, false); }
+static dt_tensor *r_tsum(dt_tensor *const *x) { /* strided input */
+  int d[1] = {0};
+  dt_tensor *t = dt_transpose(x[0], 0, 2);
+  dt_tensor *y = dt_sum(t, d, 1, false);
+  dt_tensor_release(t);
+  return y;
+}
+static dt_tensor *n_softmax(dt_tensor *const *x) { return dt_softmax(x[0], 1); }
+static dt_tensor *n_logsoftmax(dt_tensor *const *x) {
+  return dt_log_softmax(x[0], -1);
+}
+static dt_tensor *n_layer_norm(dt_tensor *const *x) {
+  return dt_layer_norm(x[0], x[1], x[2], 1e-5);
+}
+static dt_tensor *n_layer_norm_plain(dt_tensor *const *x) {
+  return dt_layer_norm(x[0], NULL, NULL, 1e-5);
+}
+
+/* short rows (a warp each) and long rows (a block each) */
+static void reductions_and_norms(void **state) {
+  (void)state;
+  dt_shape s[1] = {DT_SHAPE(6, 50, 7)};
+  compare(r_sum, 1, s, 50, 1e-6, false, "sum over dims 0, 2");
+  compare(r_mean, 1, s, 300, 1e-6, false, "mean over the last dim");
+  compare(r_amax, 1, s, 42, 0, false, "amax over dim 1");
+  compare(r_tsum, 1, s, 300, 1e-6, false, "sum of a transposed view");
+  dt_shape big[1] = {DT_SHAPE(3, 5000)};
+  compare(r_all, 1, big, 1, 1e-6, false, "sum of everything (a block)");
+  compare(n_softmax, 1, s, 2100, 1e-6, false, "softmax over dim 1");
+  compare(n_logsoftmax, 1, big, 15000, 1e-6, false, "log_softmax, long rows");
+  dt_shape ln[3] = {DT_SHAPE(9, 2000), DT_SHAPE(2000), DT_SHAPE(2000)};
+  compare(n_layer_norm, 3, ln, 18000, 1e-5, false, "layer_norm, affine");
+  compare(n_layer_norm_plain, 1, ln, 18000, 1e-5, false, "layer_norm");
+}
+
 /* the same Philox stream: uniform bitwise, normal within rounding */
 static void random_matches_cpu(void **state) {
   (void)state;
@@ -224,6 +272,7 @@ int main(void) {
       cmocka_unit_test(binary_ops),
       cmocka_unit_test(unary_ops),
       cmocka_unit_test(copies_casts_matmul),
+      cmocka_unit_test(reductions_and_norms),
       cmocka_unit_test(random_matches_cpu),
       cmocka_unit_test(per_rank_oom),
       cmocka_unit_test(eight_ranks_one_gpu),

@@ -106,6 +106,27 @@ int cuda_fill(void *stream, int dtype, int64_t n, void *out, double value);
 int cuda_copy_cast(void *stream, int od, int ad, int ndim,
                    const int64_t *sizes, void *out, const cuda_operand *a);
 
+/* Rows of elements (kernels/cuda/rows.cu): the outer dims index rows, the
+ * inner dims the elements of a row; each has sizes and the strides of the
+ * input x and the output y, in elements. */
+typedef struct cuda_rows {
+  int nouter, ninner;
+  int64_t outer[CUDA_MAX_DIMS], x_outer[CUDA_MAX_DIMS], y_outer[CUDA_MAX_DIMS];
+  int64_t inner[CUDA_MAX_DIMS], x_inner[CUDA_MAX_DIMS], y_inner[CUDA_MAX_DIMS];
+} cuda_rows;
+/* y[row] = op over the row's elements: 0 sum, 1 mean, 2 max, 3 min,
+ * 4 prod (float dtypes; accumulated in double) */
+int cuda_reduce(void *stream, int op, int dtype, const cuda_rows *g,
+                void *out, const void *x);
+/* softmax or log_softmax of each row (max-shifted, sums in double) */
+int cuda_softmax(void *stream, bool log_softmax, int dtype,
+                 const cuda_rows *g, void *out, const void *x);
+/* layer_norm (rms = false) or rms_norm of each row (one inner dim), with
+ * optional weight and bias (NULL) of x's dtype, dense, one per element */
+int cuda_norm(void *stream, bool rms, int dtype, const cuda_rows *g,
+              void *out, const void *x, const void *w, const void *b,
+              double eps);
+
 /* ---- libraries opened at run time (kernels/cuda/libs.c) */
 /* opens cuBLAS (and NCCL if nccl) once; -1 + why if missing */
 int cuda_libs_open(bool nccl, char *why, size_t n);
