@@ -41,6 +41,10 @@ __device__ __forceinline__ double pick(int op, double a, double b) {
   }
 }
 
+__host__ __device__ double identity(int op) {
+  return op == 2 ? -INFINITY : op == 3 ? INFINITY : op == 4 ? 1.0 : 0.0;
+}
+
 /* reduces v over the group: a warp (G = 32) or the block (G = 1024) */
 template <int G>
 __device__ double group_reduce(int op, double v, double *smem) {
@@ -51,7 +55,7 @@ __device__ double group_reduce(int op, double v, double *smem) {
   __syncthreads(); /* smem may still be read by a previous call */
   if (lane == 0) smem[warp] = v;
   __syncthreads();
-  v = smem[lane < (int)(blockDim.x >> 5) ? lane : 0];
+  v = lane < (int)(blockDim.x >> 5) ? smem[lane] : identity(op);
   for (int o = 16; o > 0; o >>= 1)
     v = pick(op, v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
@@ -64,10 +68,6 @@ template <int G> __device__ int64_t row_of() {
 }
 template <int G> __device__ int lane_of() {
   return G == 32 ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
-}
-
-double identity(int op) {
-  return op == 2 ? -INFINITY : op == 3 ? INFINITY : op == 4 ? 1.0 : 0.0;
 }
 
 template <typename T, int G>
