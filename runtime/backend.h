@@ -77,6 +77,12 @@ typedef struct runtime_backend {
   void (*event_destroy)(void *ev);
   /* the rank's stream has run everything issued to it */
   dt_status (*stream_sync)(dt_runtime *rt, int rank);
+  /* (optional) copies dense tensor t (bytes of it) to host dst and
+   * completes f when done, without making the rank thread wait; takes a
+   * reference of its own on t and f. NULL: the engine copies on the rank
+   * thread with copy + stream_sync. */
+  dt_status (*to_host)(dt_runtime *rt, int rank, dt_tensor *t, void *dst,
+                       size_t bytes, struct dt_future *f);
   /* per op id: what a rank runs (c->kernel); NULL entries are ops the
    * backend lacks */
   const core_kernel_fn *kernels;

@@ -10,8 +10,11 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "runtime/cuda_map.h"
+#include "runtime/offload.h"
 #include "runtime/runtime.h"
+#include "sched/future.h"
 
 #if !DTORCH_HAVE_CUDA
 
@@ -102,6 +105,59 @@ static dt_status cu_stream_sync(dt_runtime *rt, int rank) {
   return DT_OK;
 }
 
+/* A fetch: the rank records an event after the work that makes t and
+ * hands the wait and the copy to the runtime's offload thread, which
+ * completes the future; the rank thread goes on. The job holds t, so its
+ * memory lives until the copy is done. */
+typedef struct fetch_job {
+  dt_tensor *t;
+  void *dst, *ev;
+  size_t bytes;
+  int gpu;
+  struct dt_future *f;
+} fetch_job;
+
+static void fetch_run(void *p) {
+  fetch_job *j = p;
+  char why[WHY];
+  dt_status st = DT_OK;
+  if (cuda_event_sync(j->ev, why, sizeof why) ||
+      (j->bytes && cuda_copy_to_host(j->gpu, j->dst, core_tensor_data(j->t),
+                                     j->bytes, why, sizeof why)))
+    st = core_error_set(DT_ERR_DEVICE, "dt_to_host: cuda:%d: %s", j->gpu, why);
+  sched_future_complete(j->f, st, st == DT_OK ? NULL : core_last_error());
+  sched_future_release(j->f);
+  cuda_event_destroy(j->ev);
+  core_tensor_release(j->t);
+  free(j);
+}
+
+static dt_status cu_to_host(dt_runtime *rt, int rank, dt_tensor *t, void *dst,
+                            size_t bytes, struct dt_future *f) {
+  fetch_job *j = malloc(sizeof *j);
+  if (!j)
+    return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_to_host: out of host "
+                          "memory");
+  j->ev = cu_event_record(rt, rank);
+  if (!j->ev) {
+    free(j);
+    return core_last_status();
+  }
+  j->t = core_tensor_retain(t);
+  j->dst = dst;
+  j->bytes = bytes;
+  j->gpu = rt->ranks[rank].gpu;
+  j->f = sched_future_retain(f);
+  dt_status st = runtime_offload_push(rt->offload, fetch_run, j);
+  if (st != DT_OK) {
+    sched_future_release(j->f);
+    core_tensor_release(j->t);
+    cuda_event_destroy(j->ev);
+    free(j);
+  }
+  return st;
+}
+
 static runtime_backend cuda_backend = {
     .name = "cuda",
     .key = CORE_KEY_CUDA,
@@ -113,6 +169,7 @@ static runtime_backend cuda_backend = {
     .event_done = cuda_event_done,
     .event_destroy = cuda_event_destroy,
     .stream_sync = cu_stream_sync,
+    .to_host = cu_to_host,
     .kernels = NULL, /* ops/cuda_ops.c registers them at load time */
     .coll = NULL,    /* not yet: DTensors run on CPU ranks (docs/cuda.md) */
 };

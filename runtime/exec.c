@@ -149,10 +149,9 @@ static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
   free(r->staging);
 }
 
-/* A device backend's fetch (CUDA): one copy from a dense tensor, then the
- * rank waits for its stream. The copy from device to pageable memory
- * waits anyway; a pinned staging buffer completed by a host callback
- * would free the rank thread (docs/cuda.md, "Not done"). */
+/* A device backend's fetch (CUDA): the backend's to_host, which completes
+ * the future from its offload thread; else one copy and the rank waits
+ * for its stream. */
 static void device_to_host(exec_record *r, dt_runtime *rt, int rank) {
   dt_tensor *t = r->host.t;
   const runtime_backend *be = rt->backend;
@@ -162,6 +161,10 @@ static void device_to_host(exec_record *r, dt_runtime *rt, int rank) {
                                                   t->local.ndim))
     st = core_error_set(DT_ERR_UNSUPPORTED, "dt_to_host: a non-contiguous "
                         "%s tensor (fetch dt_contiguous of it)", be->name);
+  if (st == DT_OK && be->to_host) { /* completes the future later */
+    st = be->to_host(rt, rank, t, r->host.dst, r->host.bytes, r->future);
+    if (st == DT_OK) return;
+  }
   if (st == DT_OK && r->host.bytes)
     st = be->copy(rt, rank, r->host.dst, core_tensor_data(t), r->host.bytes,
                   RUNTIME_COPY_D2H);

@@ -20,6 +20,7 @@
 #include "runtime/backend.h"
 #include "runtime/cuda_map.h"
 #include "runtime/exec.h"
+#include "runtime/offload.h"
 #include "runtime/trace.h"
 #include "sched/future.h"
 #include "sim/collectives.h"
@@ -281,11 +282,16 @@ static dt_status resolve(const dt_runtime_options *o, settings *s) {
 /* CUDA: every rank's stream and pool, made before the threads start */
 static dt_status open_cuda_ranks(dt_runtime *rt, const int *gpu) {
   rt->backend = runtime_backend_cuda_table();
+  if (!(rt->offload = runtime_offload_create()))
+    return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_runtime_create: out of "
+                          "host memory");
   for (int i = 0; i < rt->nranks; i++) {
     rt->ranks[i].gpu = gpu[i];
     dt_status st = runtime_cuda_rank_open(rt, i);
     if (st != DT_OK) {
       while (i-- > 0) runtime_cuda_rank_close(rt, i);
+      runtime_offload_destroy(rt->offload);
+      rt->offload = NULL;
       return st;
     }
   }
@@ -293,6 +299,8 @@ static dt_status open_cuda_ranks(dt_runtime *rt, const int *gpu) {
 }
 
 static void close_cuda_ranks(dt_runtime *rt) {
+  runtime_offload_destroy(rt->offload); /* its jobs use the streams */
+  rt->offload = NULL;
   if (rt->backend->key != CORE_KEY_CUDA) return;
   for (int i = 0; i < rt->nranks; i++) runtime_cuda_rank_close(rt, i);
 }
@@ -391,6 +399,10 @@ static void teardown(dt_runtime *rt) {
   sched_pool_destroy(rt->pool); /* runs every published record, joins */
   rt->pool = NULL;
   atomic_store_explicit(&rt->dead, true, memory_order_release);
+  /* a device backend's fetches still queued finish now; the tensors they
+   * release find the runtime dead and free only their structs */
+  runtime_offload_destroy(rt->offload);
+  rt->offload = NULL;
   for (int i = 0; i < rt->nranks; i++) {
     /* storages other ranks handed over: structs only, data goes below */
     core_storage *s = atomic_exchange_explicit(&rt->ranks[i].remote_free, NULL,

@@ -43,6 +43,7 @@ struct dt_runtime {
   struct sched_faults *faults; /* the pool's (dt_fault_inject) */
   bool dry_run;               /* shapes only (runtime/dry.c) */
   struct runtime_dry *dry;    /* its counts and cost model, else NULL */
+  struct runtime_offload *offload; /* device backends: waits off the ranks */
   _Atomic int spmd_active;    /* dt_spmd_run calls in flight (runtime/spmd.h) */
 };
 

@@ -56,6 +56,12 @@ void *cuda_event_record(cuda_rank *r, char *why, size_t n);
 int cuda_event_wait(cuda_rank *r, void *ev, char *why, size_t n);
 bool cuda_event_done(void *ev);
 void cuda_event_destroy(void *ev);
+/* waits for ev (an offload thread, never a rank thread) */
+int cuda_event_sync(void *ev, char *why, size_t n);
+/* a synchronous copy from device memory of `device` to pageable host
+ * memory, ordered after nothing (the caller waited for the producer) */
+int cuda_copy_to_host(int device, void *dst, const void *src, size_t bytes,
+                      char *why, size_t n);
 /* waits for the stream (the API's synchronize points only) */
 int cuda_rank_sync(cuda_rank *r, char *why, size_t n);
 

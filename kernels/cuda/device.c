@@ -225,6 +225,19 @@ void cuda_event_destroy(void *ev) {
   if (ev) cudaEventDestroy((cudaEvent_t)ev);
 }
 
+int cuda_event_sync(void *ev, char *why, size_t n) {
+  cudaError_t e = cudaEventSynchronize((cudaEvent_t)ev);
+  return e == cudaSuccess ? 0 : cuda_fail(e, "cudaEventSynchronize", why, n);
+}
+
+int cuda_copy_to_host(int device, void *dst, const void *src, size_t bytes,
+                      char *why, size_t n) {
+  cudaSetDevice(device);
+  /* the legacy stream does not wait for the ranks' non-blocking streams */
+  cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+  return e == cudaSuccess ? 0 : cuda_fail(e, "cudaMemcpy (to host)", why, n);
+}
+
 int cuda_rank_sync(cuda_rank *r, char *why, size_t n) {
   cudaSetDevice(r->device);
   cudaError_t e = cudaStreamSynchronize(r->stream);
