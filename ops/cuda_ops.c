@@ -245,6 +245,48 @@ static dt_status cu_norm(dt_op_call *c) {
              ? launch_failed(c) : DT_OK;
 }
 
+/* dropout(x, p, train, seed, offset): the CPU backend's mask */
+static dt_status cu_dropout(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  double p = c->args[1].d;
+  if (a->dtype != o->dtype || !is_float(a->dtype))
+    return unsupported(c, "integer dtypes");
+  if (c->shard) return unsupported(c, "DTensor shards");
+  if (!c->args[2].b || p == 0.0) return cu_copy(c);
+  if (p == 1.0)
+    return cuda_fill(stream_of(o), (int)o->dtype, core_numel(o),
+                     core_tensor_data(o), 0.0) ? launch_failed(c) : DT_OK;
+  cuda_operand oa = operand(a, o);
+  return cuda_dropout(stream_of(o), (int)o->dtype, o->local.ndim,
+                      o->local.sizes, core_tensor_data(o), &oa, p,
+                      (uint64_t)c->args[3].i, (uint64_t)c->args[4].i)
+             ? launch_failed(c) : DT_OK;
+}
+
+/* cat(list, dim): each input copied into its slice of the output */
+static dt_status cu_cat(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  int n = o->local.ndim, d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, n, &d);
+  if (st != DT_OK) return st;
+  int64_t at = 0;
+  for (int i = 0; i < c->args[0].list.n; i++) {
+    const dt_tensor *a = c->args[0].list.v[i];
+    if (a->local.ndim != n) continue; /* PyTorch's legacy empty 1-d input */
+    cuda_operand so = {.data = (char *)core_tensor_data(o) +
+                               at * o->local.strides[d] *
+                                   (int64_t)core_dtype_size(o->dtype)},
+                 sa = {.data = core_tensor_data(a)};
+    memcpy(so.strides, o->local.strides, sizeof(int64_t) * (size_t)n);
+    memcpy(sa.strides, a->local.strides, sizeof(int64_t) * (size_t)n);
+    if (cuda_copy_strided(stream_of(o), (int)o->dtype, (int)a->dtype, n,
+                          a->local.sizes, &so, &sa))
+      return launch_failed(c);
+    at += a->local.sizes[d];
+  }
+  return DT_OK;
+}
+
 static core_kernel_fn cuda_kernels[CORE_OP_COUNT];
 
 void ops_cuda_register(void) {
@@ -272,6 +314,7 @@ void ops_cuda_register(void) {
       {CORE_OP_PROD, cu_reduce},
       {CORE_OP_SOFTMAX, cu_softmax}, {CORE_OP_LOG_SOFTMAX, cu_softmax},
       {CORE_OP_LAYER_NORM, cu_norm}, {CORE_OP_RMS_NORM, cu_norm},
+      {CORE_OP_DROPOUT, cu_dropout}, {CORE_OP_CAT, cu_cat},
   };
   for (size_t i = 0; i < sizeof bound / sizeof *bound; i++)
     cuda_kernels[bound[i].op] = bound[i].fn;

@@ -164,6 +164,27 @@ static dt_tensor *n_layer_norm_plain(dt_tensor *const *x) {
   return dt_layer_norm(x[0], NULL, NULL, 1e-5);
 }
 
+static dt_tensor *j_cat(dt_tensor *const *x) {
+  dt_tensor *t = dt_transpose(x[1], 0, 1); /* a strided input */
+  dt_tensor *v[3] = {x[0], t, x[0]};
+  dt_tensor *y = dt_cat(v, 3, 1);
+  dt_tensor_release(t);
+  return y;
+}
+static dt_tensor *d_dropout(dt_tensor *const *x) {
+  dt_manual_seed(77);
+  return dt_dropout(x[0], 0.3, true);
+}
+
+/* cat along dim 1; dropout's mask from the shared Philox stream: bitwise */
+static void cat_and_dropout(void **state) {
+  (void)state;
+  dt_shape s[2] = {DT_SHAPE(5, 7), DT_SHAPE(3, 5)};
+  compare(j_cat, 2, s, 5 * 17, 0, false, "cat of three, one strided");
+  dt_shape d[1] = {DT_SHAPE(41, 333)};
+  compare(d_dropout, 1, d, 41 * 333, 0, false, "dropout p = 0.3");
+}
+
 /* short rows (a warp each) and long rows (a block each) */
 static void reductions_and_norms(void **state) {
   (void)state;
@@ -273,6 +294,7 @@ int main(void) {
       cmocka_unit_test(unary_ops),
       cmocka_unit_test(copies_casts_matmul),
       cmocka_unit_test(reductions_and_norms),
+      cmocka_unit_test(cat_and_dropout),
       cmocka_unit_test(random_matches_cpu),
       cmocka_unit_test(per_rank_oom),
       cmocka_unit_test(eight_ranks_one_gpu),

@@ -111,6 +111,15 @@ int cuda_fill(void *stream, int dtype, int64_t n, void *out, double value);
 /* a strided copy with a cast: out (contiguous, dtype od) = a (dtype ad) */
 int cuda_copy_cast(void *stream, int od, int ad, int ndim,
                    const int64_t *sizes, void *out, const cuda_operand *a);
+/* the same into a strided output (a slice of cat's output) */
+int cuda_copy_strided(void *stream, int od, int ad, int ndim,
+                      const int64_t *sizes, const cuda_operand *out,
+                      const cuda_operand *a);
+/* out (dense) = a scaled by 1 / (1 - p) where the uniform of stream
+ * element offset + i is >= p, else 0: the CPU backend's dropout mask */
+int cuda_dropout(void *stream, int dtype, int ndim, const int64_t *sizes,
+                 void *out, const cuda_operand *a, double p, uint64_t seed,
+                 uint64_t offset);
 
 /* Rows of elements (kernels/cuda/rows.cu): the outer dims index rows, the
  * inner dims the elements of a row; each has sizes and the strides of the

@@ -114,11 +114,12 @@ __global__ void fill_kernel(int64_t n, T *out, double v) {
 }
 
 template <typename O, typename I>
-__global__ void copy_kernel(int64_t n, shape_t sh, O *out, const I *a,
-                            strides_t sa) {
+__global__ void copy_kernel(int64_t n, shape_t sh, O *out, strides_t so,
+                            bool dense_out, const I *a, strides_t sa) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
-    out[i] = ct_store<O>((double)ct_load(a[offset_of(i, sh, sa)]));
+    out[dense_out ? i : offset_of(i, sh, so)] =
+        ct_store<O>((double)ct_load(a[offset_of(i, sh, sa)]));
 }
 
 int64_t make_shape(int ndim, const int64_t *sizes, shape_t *sh) {
@@ -211,17 +212,31 @@ extern "C" int cuda_fill(void *stream, int dtype, int64_t n, void *out,
 extern "C" int cuda_copy_cast(void *stream, int od, int ad, int ndim,
                               const int64_t *sizes, void *out,
                               const cuda_operand *a) {
+  cuda_operand o = {out, {0}};
+  int64_t s = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    o.strides[d] = s;
+    s *= sizes[d];
+  }
+  return cuda_copy_strided(stream, od, ad, ndim, sizes, &o, a);
+}
+
+extern "C" int cuda_copy_strided(void *stream, int od, int ad, int ndim,
+                                 const int64_t *sizes, const cuda_operand *o,
+                                 const cuda_operand *a) {
   shape_t sh;
   int64_t n = make_shape(ndim, sizes, &sh);
   if (n == 0) return 0;
   cudaStream_t s = (cudaStream_t)stream;
-  strides_t sa = strides_of(a, ndim);
+  strides_t sa = strides_of(a, ndim), so = strides_of(o, ndim);
+  bool dn = dense(o, sh);
+  void *out = o->data;
   bool ok = ct_dispatch_all(od, [&](auto zo) {
     typedef decltype(zo) O;
     ok = ct_dispatch_all(ad, [&](auto zi) {
       typedef decltype(zi) I;
-      copy_kernel<O, I><<<ct_blocks(n, 256), 256, 0, s>>>(n, sh, (O *)out,
-                                                          (const I *)a->data, sa);
+      copy_kernel<O, I><<<ct_blocks(n, 256), 256, 0, s>>>(
+          n, sh, (O *)out, so, dn, (const I *)a->data, sa);
     });
   });
   return launched(ok);

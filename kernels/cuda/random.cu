@@ -50,6 +50,50 @@ __global__ void rand_kernel(T *dst, int64_t n, uint64_t seed, uint64_t first,
   }
 }
 
+struct dims_t {
+  int64_t s[CUDA_MAX_DIMS];
+};
+
+/* element i of the dense output takes stream element first + i, as the
+ * CPU backend's cpu_dropout; the value is divided in double and rounded
+ * once, so kept elements match it bitwise */
+template <typename T>
+__global__ void dropout_kernel(int64_t n, int ndim, dims_t sz, cuda_operand a,
+                               T *out, double p, uint64_t seed,
+                               uint64_t first) {
+  double q = 1.0 - p;
+  const T *x = (const T *)a.data;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t off = 0, r = i;
+    for (int d = ndim - 1; d >= 0; d--) {
+      int64_t qd = r / sz.s[d];
+      off += (r - qd * sz.s[d]) * a.strides[d];
+      r = qd;
+    }
+    double v = (double)ct_load(x[off]);
+    out[i] = ct_store<T>(uniform_at(seed, first + (uint64_t)i) >= p ? v / q
+                                                                   : 0.0);
+  }
+}
+
+extern "C" int cuda_dropout(void *stream, int dtype, int ndim,
+                            const int64_t *sizes, void *out,
+                            const cuda_operand *a, double p, uint64_t seed,
+                            uint64_t offset) {
+  dims_t sz;
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= (sz.s[d] = sizes[d]);
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  bool ok = ct_dispatch_float(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    dropout_kernel<T><<<ct_blocks(n, 256), 256, 0, s>>>(
+        n, ndim, sz, *a, (T *)out, p, seed, offset);
+  });
+  return ok && cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
 extern "C" int cuda_rand_fill(void *stream, void *dst, int dtype, int64_t n,
                               uint64_t seed, uint64_t first, bool normal) {
   double top = dtype == CT_F16    ? 0.99951171875
