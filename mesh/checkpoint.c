@@ -314,6 +314,12 @@ dt_tensor *mesh_st_load(const char *path, const char *name,
     core_error_set(DT_ERR_DEVICE, "%s: the runtime was destroyed", fn);
     return NULL;
   }
+  if (tg->rt->backend->key != CORE_KEY_CPU) { /* reads land in host memory */
+    core_error_set(DT_ERR_UNSUPPORTED, "%s: loading into a \"%s\" runtime "
+                   "is not supported yet (docs/cuda.md)", fn,
+                   tg->rt->backend->name);
+    return NULL;
+  }
   dt_safetensors_info info;
   int fd, at;
   if (open_header(path, fn, &fd, &info) != DT_OK) return NULL;

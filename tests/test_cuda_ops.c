@@ -280,6 +280,36 @@ static void eight_ranks_one_gpu(void **state) {
   dt_runtime_destroy(rt);
 }
 
+static dt_status spmd_nothing(dt_spmd_ctx *ctx) {
+  (void)ctx;
+  return DT_OK;
+}
+
+/* what the CUDA backend lacks fails with a status and a message, never
+ * runs CPU code on device memory */
+static void unsupported_paths(void **state) {
+  (void)state;
+  dt_runtime_set_current(gpu_rt);
+  dt_tensor *x = dt_full(DT_SHAPE(4, 4), 1, NULL);
+  assert_non_null(x);
+  int d[1] = {1};
+  assert_null(dt_argmax(x, d, 1, false));
+  assert_int_equal(dt_last_status(), DT_ERR_UNSUPPORTED);
+  assert_non_null(strstr(dt_last_error(), "argmax"));
+  assert_non_null(strstr(dt_last_error(), "cuda"));
+  assert_null(dt_mesh_init(gpu_rt, "cuda", DT_SHAPE(1), NULL));
+  assert_int_equal(dt_last_status(), DT_ERR_UNSUPPORTED);
+  assert_int_equal(dt_spmd_run(gpu_rt, spmd_nothing, NULL), DT_ERR_UNSUPPORTED);
+  /* a CPU tensor and a CUDA tensor in one op: a device error */
+  dt_runtime_set_current(cpu_rt);
+  dt_tensor *c = dt_full(DT_SHAPE(4, 4), 1, NULL);
+  assert_null(dt_add(x, c));
+  assert_int_equal(dt_last_status(), DT_ERR_DEVICE);
+  dt_tensor_release(c);
+  dt_tensor_release(x);
+  dt_runtime_set_current(NULL);
+}
+
 int main(void) {
   dt_runtime_options g = {.device = "cuda", .num_ranks = 1};
   gpu_rt = dt_runtime_create(&g);
@@ -298,6 +328,7 @@ int main(void) {
       cmocka_unit_test(random_matches_cpu),
       cmocka_unit_test(per_rank_oom),
       cmocka_unit_test(eight_ranks_one_gpu),
+      cmocka_unit_test(unsupported_paths),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   dt_runtime_destroy(gpu_rt);
