@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda.h"
+#include "ops/cuda_geom.h"
 
 static dt_runtime *rt_of(const dt_tensor *t) { return t->local.storage->rt; }
 static int rank_of(const dt_tensor *t) { return t->local.storage->rank; }
@@ -23,6 +24,20 @@ static void *stream_of(const dt_tensor *t) {
   return cuda_rank_stream(cr_of(t));
 }
 
+/* t's view as an operand broadcast to out's dims */
+static cuda_operand operand_of(const dt_tensor *t, const dt_tensor *out) {
+  cuda_operand o;
+  o.data = core_tensor_data(t);
+  ops_cuda_broadcast(out->local.ndim, t->local.ndim, t->local.sizes,
+                     t->local.strides, o.strides);
+  return o;
+}
+
+static cuda_rows rows_of(const dt_tensor *x, uint32_t mask, bool y_full) {
+  return ops_cuda_rows(x->local.ndim, x->local.sizes, x->local.strides, mask,
+                       y_full);
+}
+
 static dt_status launch_failed(const dt_op_call *c) {
   return core_error_set(DT_ERR_DEVICE, "%s: launching the CUDA kernel of %s "
                         "failed", c->api, core_op_name(c->op));
@@ -30,19 +45,6 @@ static dt_status launch_failed(const dt_op_call *c) {
 static dt_status unsupported(const dt_op_call *c, const char *what) {
   return core_error_set(DT_ERR_UNSUPPORTED, "%s: the CUDA kernel of %s does "
                         "not take %s yet", c->api, core_op_name(c->op), what);
-}
-
-/* t's view as an operand broadcast to out's n dims (stride 0 where t has
- * size 1 or lacks the dim) */
-static cuda_operand operand(const dt_tensor *t, const dt_tensor *out) {
-  cuda_operand o;
-  int n = out->local.ndim, k = t->local.ndim;
-  o.data = core_tensor_data(t);
-  for (int d = 0; d < n; d++) {
-    int td = d - (n - k);
-    o.strides[d] = td < 0 || t->local.sizes[td] == 1 ? 0 : t->local.strides[td];
-  }
-  return o;
 }
 
 static bool is_float(dt_dtype d) {
@@ -89,7 +91,7 @@ static dt_status cu_binary(dt_op_call *c) {
   if (!ops[c->op]) return unsupported(c, "this op");
   if (a->dtype != o->dtype || b->dtype != o->dtype || !is_float(o->dtype))
     return unsupported(c, "mixed or integer dtypes");
-  cuda_operand oa = operand(a, o), ob = operand(b, o);
+  cuda_operand oa = operand_of(a, o), ob = operand_of(b, o);
   return cuda_binary(stream_of(o), (cuda_binary_op)(ops[c->op] - 1),
                      (int)o->dtype, o->local.ndim, o->local.sizes,
                      core_tensor_data(o), &oa, &ob)
@@ -107,7 +109,7 @@ static dt_status cu_scalar(dt_op_call *c) {
   }
   if (a->dtype != o->dtype || !is_float(o->dtype))
     return unsupported(c, "integer dtypes");
-  cuda_operand oa = operand(a, o);
+  cuda_operand oa = operand_of(a, o);
   return cuda_affine(stream_of(o), (int)o->dtype, o->local.ndim,
                      o->local.sizes, core_tensor_data(o), &oa, alpha, beta)
              ? launch_failed(c) : DT_OK;
@@ -124,7 +126,7 @@ static dt_status cu_unary(dt_op_call *c) {
   if (!ops[c->op]) return unsupported(c, "this op");
   if (a->dtype != o->dtype || !is_float(o->dtype))
     return unsupported(c, "integer dtypes");
-  cuda_operand oa = operand(a, o);
+  cuda_operand oa = operand_of(a, o);
   return cuda_unary(stream_of(o), (cuda_unary_op)(ops[c->op] - 1),
                     (int)o->dtype, o->local.ndim, o->local.sizes,
                     core_tensor_data(o), &oa)
@@ -167,28 +169,6 @@ static dt_status cu_matmul(dt_op_call *c) {
                 core_tensor_data(b), core_tensor_data(o), why, sizeof why))
     return core_error_set(DT_ERR_DEVICE, "%s: %s", c->api, why);
   return DT_OK;
-}
-
-/* rows over x's dims: the dims in mask are a row's elements; y is the
- * dense output, over the kept dims (reduce) or x's whole shape (row ops) */
-static cuda_rows rows_of(const dt_tensor *x, uint32_t mask, bool y_full) {
-  cuda_rows g = {0};
-  int n = x->local.ndim;
-  int64_t ys[DT_MAX_DIMS], s = 1;
-  for (int d = n - 1; d >= 0; d--) { /* y's dense strides */
-    ys[d] = s;
-    if (y_full || !(mask >> d & 1)) s *= x->local.sizes[d];
-  }
-  for (int d = 0; d < n; d++) {
-    bool inner = mask >> d & 1;
-    int k = inner ? g.ninner++ : g.nouter++;
-    int64_t *sz = inner ? g.inner : g.outer, *sx = inner ? g.x_inner : g.x_outer,
-            *sy = inner ? g.y_inner : g.y_outer;
-    sz[k] = x->local.sizes[d];
-    sx[k] = x->local.strides[d];
-    sy[k] = inner && !y_full ? 0 : ys[d];
-  }
-  return g;
 }
 
 /* cuda_reduce's op codes follow the op list's order */
@@ -256,7 +236,7 @@ static dt_status cu_dropout(dt_op_call *c) {
   if (p == 1.0)
     return cuda_fill(stream_of(o), (int)o->dtype, core_numel(o),
                      core_tensor_data(o), 0.0) ? launch_failed(c) : DT_OK;
-  cuda_operand oa = operand(a, o);
+  cuda_operand oa = operand_of(a, o);
   return cuda_dropout(stream_of(o), (int)o->dtype, o->local.ndim,
                       o->local.sizes, core_tensor_data(o), &oa, p,
                       (uint64_t)c->args[3].i, (uint64_t)c->args[4].i)
