@@ -7,7 +7,9 @@
  *           directly (kernels/cuda cuda_gemm on its own stream)
  *   issue   the caller's time to issue a small dt_add on a "cuda" runtime
  *           vs a "cpu" one (the dispatch path; the work is not timed)
- *   all_reduce  not implemented on CUDA yet: reported as such
+ *   all_reduce  8 members on one GPU, 256 MiB each: the emulated
+ *           collective's data movement (kernels/cuda/coll.cu) vs the HBM
+ *           bound 2 N S / B; called directly, not through the API yet
  * Prints one JSON object per figure; without a usable GPU one object
  * saying why, and exit status 0. */
 #include "bench/bench.h"
@@ -176,10 +178,83 @@ static void fig_issue(int reps) {
          "\"cpu_ns\":%.0f,\"ratio\":%.3f}\n", ng, nc, nc / ng);
 }
 
+/* one emulated all_reduce: inputs ready (events) -> every member reduces
+ * its segment through the pointer table -> every stream done */
+static int all_reduce_once(cuda_rank **r, int n, void **in, void **out,
+                           int64_t count) {
+  char why[256];
+  void *ev[CUDA_COLL_MAX];
+  int bad = 0;
+  for (int i = 0; i < n; i++) ev[i] = cuda_event_record(r[i], why, sizeof why);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (j != i && ev[j]) bad |= cuda_event_wait(r[i], ev[j], why, sizeof why);
+  for (int i = 0; i < n; i++) {
+    int64_t b = count * i / n, e = count * (i + 1) / n;
+    bad |= cuda_reduce_ptrs(cuda_rank_stream(r[i]), 0, 0, n,
+                            (const void *const *)in, out, b, e);
+  }
+  for (int i = 0; i < n; i++) {
+    bad |= cuda_rank_sync(r[i], why, sizeof why);
+    cuda_event_destroy(ev[i]);
+  }
+  return bad;
+}
+
+/* 8 members on GPU 0, 256 MiB each, vs the HBM bound 2 N S / B, B from a
+ * D2D copy in the same run. Not yet through the API: DTensors do not run
+ * on CUDA (docs/cuda.md); this is the data movement the emulated
+ * collective will use. */
 static void fig_all_reduce(int reps) {
-  (void)reps;
-  printf("{\"bench\":\"gpu_all_reduce\",\"status\":\"not implemented\","
-         "\"why\":\"CUDA collectives are not built yet (docs/cuda.md)\"}\n");
+  enum { N = 8 };
+  const int64_t count = 64 << 20;
+  const size_t bytes = sizeof(float) * (size_t)count;
+  cuda_rank *r[N] = {0};
+  void *in[N] = {0}, *out[N] = {0};
+  char why[256];
+  int bad = 0;
+  for (int i = 0; i < N && !bad; i++) {
+    bad = cuda_rank_create(&r[i], 0, 0, why, sizeof why);
+    if (!bad) {
+      in[i] = cuda_rank_alloc(r[i], bytes, why, sizeof why);
+      out[i] = cuda_rank_alloc(r[i], bytes, why, sizeof why);
+      bad = !in[i] || !out[i] ||
+            cuda_fill(cuda_rank_stream(r[i]), 0, count, in[i], i + 1);
+    }
+  }
+  double best = 1e300;
+  for (int k = 0; !bad && k <= reps; k++) {
+    double t0 = bench_now();
+    bad = all_reduce_once(r, N, in, out, count);
+    double t = bench_now() - t0;
+    if (k && t < best) best = t;
+  }
+  float probe[4] = {0};
+  if (!bad) { /* 1 + 2 + ... + 8 = 36 at both ends of member 5's output */
+    cuda_rank_copy(r[5], probe, out[5], 2 * sizeof(float), CUDA_COPY_D2H, why,
+                   sizeof why);
+    cuda_rank_copy(r[5], probe + 2, (float *)out[5] + count - 2,
+                   2 * sizeof(float), CUDA_COPY_D2H, why, sizeof why);
+    cuda_rank_sync(r[5], why, sizeof why);
+    for (int i = 0; i < 4; i++) bad |= probe[i] != 36.0f;
+  }
+  for (int i = 0; i < N; i++) {
+    if (!r[i]) continue;
+    cuda_rank_free(r[i], in[i]);
+    cuda_rank_free(r[i], out[i]);
+    cuda_rank_destroy(r[i]);
+  }
+  if (bad) {
+    fprintf(stderr, "bench gpu all_reduce failed: %s\n", why);
+    exit(1);
+  }
+  double copy = memcpy_d2d(bytes, reps);
+  double hbm = 2.0 * (double)bytes / copy;          /* bytes per second */
+  double bound = 2.0 * N * (double)bytes / hbm;     /* seconds */
+  printf("{\"bench\":\"gpu_all_reduce\",\"ranks\":%d,\"bytes\":%zu,"
+         "\"seconds\":%.6f,\"bound_seconds\":%.6f,\"hbm_gbs\":%.1f,"
+         "\"ratio\":%.3f,\"path\":\"kernel (cuda_reduce_ptrs), not the "
+         "API\"}\n", N, bytes, best, bound, hbm / 1e9, bound / best);
 }
 
 int bench_gpu(int argc, char **argv) {

@@ -17,6 +17,9 @@
 #include <cmocka.h>
 
 #include "dtorch/dtorch.h"
+#if DTORCH_HAVE_CUDA
+#include "kernels/cuda/cuda.h"
+#endif
 
 static dt_runtime *gpu_rt, *cpu_rt;
 
@@ -280,6 +283,51 @@ static void eight_ranks_one_gpu(void **state) {
   dt_runtime_destroy(rt);
 }
 
+/* the emulated all_reduce's data movement: 5 members' buffers on one GPU,
+ * each member reducing its segment, equal to a float loop in member order
+ * (the CPU backend's order and precision) */
+static void reduce_through_pointer_table(void **state) {
+  (void)state;
+#if DTORCH_HAVE_CUDA
+  enum { N = 5, COUNT = 100003 };
+  char why[256];
+  cuda_rank *r;
+  assert_int_equal(cuda_rank_create(&r, 0, 0, why, sizeof why), 0);
+  static float host[N][COUNT], want[COUNT], got[COUNT];
+  void *in[N], *out[N];
+  for (int k = 0; k < N; k++) {
+    fill(host[k], COUNT, 99u + (unsigned)k, false);
+    in[k] = cuda_rank_alloc(r, sizeof host[k], why, sizeof why);
+    out[k] = cuda_rank_alloc(r, sizeof host[k], why, sizeof why);
+    assert_non_null(in[k]);
+    assert_non_null(out[k]);
+    assert_int_equal(cuda_rank_copy(r, in[k], host[k], sizeof host[k],
+                                    CUDA_COPY_H2D, why, sizeof why), 0);
+  }
+  for (int i = 0; i < COUNT; i++) {
+    float acc = host[0][i];
+    for (int k = 1; k < N; k++) acc += host[k][i];
+    want[i] = acc;
+  }
+  for (int m = 0; m < N; m++) /* member m's segment */
+    assert_int_equal(cuda_reduce_ptrs(cuda_rank_stream(r), 0, 0, N,
+                                      (const void *const *)in, out,
+                                      (int64_t)COUNT * m / N,
+                                      (int64_t)COUNT * (m + 1) / N), 0);
+  for (int k = 0; k < N; k++) {
+    assert_int_equal(cuda_rank_copy(r, got, out[k], sizeof got, CUDA_COPY_D2H,
+                                    why, sizeof why), 0);
+    assert_int_equal(cuda_rank_sync(r, why, sizeof why), 0);
+    assert_memory_equal(got, want, sizeof got);
+  }
+  for (int k = 0; k < N; k++) {
+    cuda_rank_free(r, in[k]);
+    cuda_rank_free(r, out[k]);
+  }
+  cuda_rank_destroy(r);
+#endif
+}
+
 static dt_status spmd_nothing(dt_spmd_ctx *ctx) {
   (void)ctx;
   return DT_OK;
@@ -329,6 +377,7 @@ int main(void) {
       cmocka_unit_test(per_rank_oom),
       cmocka_unit_test(eight_ranks_one_gpu),
       cmocka_unit_test(unsupported_paths),
+      cmocka_unit_test(reduce_through_pointer_table),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   dt_runtime_destroy(gpu_rt);
