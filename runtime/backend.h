@@ -83,6 +83,11 @@ typedef struct runtime_backend {
    * thread with copy + stream_sync. */
   dt_status (*to_host)(dt_runtime *rt, int rank, dt_tensor *t, void *dst,
                        size_t bytes, struct dt_future *f);
+  /* (optional) runs fn(arg) off the rank thread once the work issued to
+   * the rank's stream so far is done (barriers, events). NULL: the work is
+   * done when the rank thread reaches this point (the CPU) */
+  dt_status (*when_done)(dt_runtime *rt, int rank, void (*fn)(void *),
+                         void *arg);
   /* per op id: what a rank runs (c->kernel); NULL entries are ops the
    * backend lacks */
   const core_kernel_fn *kernels;

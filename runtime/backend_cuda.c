@@ -158,6 +158,43 @@ static dt_status cu_to_host(dt_runtime *rt, int rank, dt_tensor *t, void *dst,
   return st;
 }
 
+/* fn(arg) once the stream's work so far is done: an event, waited for on
+ * the offload thread (barriers: dt_runtime_synchronize, dt_event_record) */
+typedef struct done_job {
+  void *ev;
+  void (*fn)(void *);
+  void *arg;
+} done_job;
+
+static void done_run(void *p) {
+  done_job *j = p;
+  char why[WHY];
+  cuda_event_sync(j->ev, why, sizeof why); /* an error: the stream is dead;
+                                              later fetches report it */
+  cuda_event_destroy(j->ev);
+  j->fn(j->arg);
+  free(j);
+}
+
+static dt_status cu_when_done(dt_runtime *rt, int rank, void (*fn)(void *),
+                              void *arg) {
+  done_job *j = malloc(sizeof *j);
+  if (!j)
+    return core_error_set(DT_ERR_OUT_OF_MEMORY, "barrier: out of host memory");
+  if (!(j->ev = cu_event_record(rt, rank))) {
+    free(j);
+    return core_last_status();
+  }
+  j->fn = fn;
+  j->arg = arg;
+  dt_status st = runtime_offload_push(rt->offload, done_run, j);
+  if (st != DT_OK) {
+    cuda_event_destroy(j->ev);
+    free(j);
+  }
+  return st;
+}
+
 static runtime_backend cuda_backend = {
     .name = "cuda",
     .key = CORE_KEY_CUDA,
@@ -170,6 +207,7 @@ static runtime_backend cuda_backend = {
     .event_destroy = cuda_event_destroy,
     .stream_sync = cu_stream_sync,
     .to_host = cu_to_host,
+    .when_done = cu_when_done,
     .kernels = NULL, /* ops/cuda_ops.c registers them at load time */
     .coll = NULL,    /* not yet: DTensors run on CPU ranks (docs/cuda.md) */
 };

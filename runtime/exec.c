@@ -27,6 +27,24 @@
 #include "sched/trace.h"
 #include "sim/collectives.h"
 
+/* A barrier of a device backend (CUDA): ranks arrive when their streams
+ * are done, later than their threads pass the record, whose ring slot may
+ * be reused by then; so the count lives here, freed by the last arrival. */
+typedef struct device_barrier {
+  _Atomic int pending;
+  dt_future *future;
+} device_barrier;
+
+static void device_barrier_arrive(void *p) {
+  device_barrier *b = p;
+  /* acq_rel: every rank's stream work happens-before the completion */
+  if (atomic_fetch_sub_explicit(&b->pending, 1, memory_order_acq_rel) != 1)
+    return;
+  sched_future_complete(b->future, DT_OK, NULL);
+  sched_future_release(b->future);
+  free(b);
+}
+
 typedef enum rec_kind { REC_OP, REC_FREE, REC_TO_HOST, REC_BARRIER,
                         REC_CALL } rec_kind;
 
@@ -40,6 +58,7 @@ typedef struct exec_record {
   struct { dt_tensor *t; void *dst; size_t bytes; } host;
   struct { runtime_call_fn fn; runtime_done_fn done; void *arg;
            const char *name; } call_fn; /* REC_CALL */
+  struct device_barrier *dbar;  /* REC_BARRIER of a device backend */
   uint64_t flow;                /* trace: first flow id, 0: none */
   bool flow_all;                /* trace: one id per rank (flow + rank) */
   dt_op_call call;              /* REC_OP */
@@ -280,9 +299,14 @@ static void exec_kind(dt_runtime *rt, exec_record *r, int rank) {
       r->call_fn.done(r->call_fn.arg);
     break;
   case REC_BARRIER:
-    /* a device backend's work is done when its stream is (the API's
-     * synchronize points: dt_runtime_synchronize, events) */
-    if (rt->backend->key != CORE_KEY_CPU) rt->backend->stream_sync(rt, rank);
+    if (r->dbar) { /* arrives when the stream is done, off this thread */
+      if (rt->backend->when_done(rt, rank, device_barrier_arrive, r->dbar) !=
+          DT_OK) {
+        rt->backend->stream_sync(rt, rank);
+        device_barrier_arrive(r->dbar);
+      }
+      break;
+    }
     /* acq_rel: every rank's earlier records happen-before the completion */
     if (atomic_fetch_sub_explicit(&r->pending, 1, memory_order_acq_rel) == 1) {
       sched_future_complete(r->future, DT_OK, NULL);
@@ -625,16 +649,31 @@ dt_future *runtime_publish_barrier(dt_runtime *rt, int rank) {
     sched_future_complete(f, DT_OK, NULL);
     return f;
   }
+  int n = rank >= 0 ? 1 : rt->nranks;
+  device_barrier *b = NULL;
+  if (rt->backend->when_done) { /* made before the slot: nothing to undo */
+    if (!(b = malloc(sizeof *b))) {
+      sched_future_release(f);
+      core_error_set(DT_ERR_OUT_OF_MEMORY, "barrier: out of host memory");
+      return NULL;
+    }
+    atomic_init(&b->pending, n);
+    b->future = sched_future_retain(f);
+  }
   sched_claim q;
   exec_record *r = claim(rt, rank, &q);
   if (!r) {
+    if (b) {
+      sched_future_release(b->future);
+      free(b);
+    }
     sched_future_release(f);
     return NULL;
   }
   r->kind = REC_BARRIER;
-  atomic_store_explicit(&r->pending, rank >= 0 ? 1 : rt->nranks,
-                        memory_order_relaxed);
-  r->future = sched_future_retain(f);
+  atomic_store_explicit(&r->pending, n, memory_order_relaxed);
+  r->future = b ? NULL : sched_future_retain(f);
+  r->dbar = b;
   /* the queues' release/acquire publishes `pending` to the ranks */
   commit(rt, &q, r);
   return f;
