@@ -9,7 +9,7 @@
 # GPU and no driver, so nothing links libcuda.so: cudart is linked
 # statically (it opens libcuda.so.1 itself when first called), and cuBLAS
 # and NCCL are opened with dlopen when a "cuda" runtime is created
-# (kernels/cuda/cuda_libs.c). Linking them would also cost every process
+# (kernels/cuda/libs.c). Linking them would also cost every process
 # ~150 ms of loading 570 MB of cuBLAS/cuBLASLt that a CPU run never calls.
 
 string(TOLOWER "${DTORCH_CUDA}" _dt_cuda)
