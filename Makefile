@@ -13,7 +13,10 @@ bootstrap:
 	@scripts/bootstrap.sh
 
 configure: bootstrap
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
+	@mkdir -p $(BUILD)
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) \
+	  >$(BUILD)/configure.log || { cat $(BUILD)/configure.log; exit 1; }
+	@grep '^-- dtorch' $(BUILD)/configure.log || true
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)

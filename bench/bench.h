@@ -67,5 +67,6 @@ int bench_dispatch(int argc, char **argv);
 int bench_demo(int argc, char **argv);
 int bench_io(int argc, char **argv);
 int bench_ops(int argc, char **argv);
+int bench_gpu(int argc, char **argv);
 
 #endif

@@ -53,7 +53,8 @@ dt_tensor *core_tensor_make(dt_dtype dtype, int ndim, const int64_t *sizes,
     return NULL;
   }
   atomic_init(&t->refcount, 1);
-  t->keys = CORE_KEYSET(CORE_KEY_CPU);
+  /* the backend key follows the memory: a view of a CUDA tensor is one */
+  t->keys = CORE_KEYSET(storage ? (core_key)storage->key : CORE_KEY_CPU);
   t->dtype = dtype;
   t->requires_grad = false;
   t->spec = NULL;

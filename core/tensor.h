@@ -36,6 +36,7 @@ typedef struct core_storage {
   size_t nbytes;
   struct dt_runtime *rt;         /* holds a reference on it */
   int rank;
+  int key;                       /* its backend's dispatch key (core_key) */
   struct core_storage *next_free;  /* remote-free stack link */
   void (*on_last_release)(struct core_storage *s);
 } core_storage;

@@ -8,6 +8,7 @@
 #include "dispatch/dtensor.h"
 #include "dispatch/intercept.h"
 #include "ops/ops.h"
+#include "runtime/backend.h"
 #include "runtime/exec.h"
 #include "sched/future.h"
 
@@ -20,15 +21,17 @@ void dispatch_tls_set_include(core_keyset ks) { tls_include = ks; }
 void dispatch_tls_set_exclude(core_keyset ks) { tls_exclude = ks; }
 
 
+static dt_status backend_layer(dt_op_call *c, core_key key);
+static dt_status layer_cpu(dt_op_call *c) {
+  return backend_layer(c, CORE_KEY_CPU);
+}
 static dt_status layer_cuda(dt_op_call *c) {
-  return core_error_set(DT_ERR_DEVICE,
-                      "%s: the CUDA backend is not built into this dtorch",
-                      c->api);
+  return backend_layer(c, CORE_KEY_CUDA);
 }
 
 typedef dt_status (*dispatch_layer_fn)(dt_op_call *c);
 static const dispatch_layer_fn layers[CORE_KEY_COUNT] = {
-    [CORE_KEY_CPU] = dispatch_backend,
+    [CORE_KEY_CPU] = layer_cpu,
     [CORE_KEY_CUDA] = layer_cuda,
     [CORE_KEY_DTENSOR] = dispatch_dtensor_layer,
     [CORE_KEY_AUTOGRAD] = dispatch_autograd_layer,
@@ -47,7 +50,8 @@ static core_keyset call_keys(const dt_op_call *c) {
         if (c->args[i].list.v[j]) ks |= c->args[i].list.v[j]->keys;
     }
   }
-  if (!(ks & CORE_BACKEND_KEYS)) ks |= CORE_KEYSET(CORE_KEY_CPU); /* factories */
+  if (!(ks & CORE_BACKEND_KEYS)) /* factories: their runtime's backend */
+    ks |= CORE_KEYSET(c->rt ? c->rt->backend->key : CORE_KEY_CPU);
   return (ks | tls_include | dispatch_intercept_keys()) & ~tls_exclude;
 }
 
@@ -162,7 +166,29 @@ static dt_status make_outputs(dt_op_call *c, dt_runtime *rt, int rank,
   return DT_OK;
 }
 
+/* The kernel the backend of `key` runs for c on rt's ranks. */
+static dt_status backend_kernel(dt_op_call *c, core_key key, dt_runtime *rt) {
+  const runtime_backend *be = runtime_backend_of_key(key);
+  if (!be || !be->kernels)
+    return core_error_set(DT_ERR_DEVICE, "%s: the %s backend is not built "
+                          "into this dtorch", c->api,
+                          key == CORE_KEY_CUDA ? "CUDA" : "requested");
+  if (rt->backend != be)
+    return core_error_set(DT_ERR_DEVICE, "%s: expected all tensors on one "
+                          "device kind, but found %s and %s tensors", c->api,
+                          be->name, rt->backend->name);
+  c->kernel = be->kernels[c->op];
+  if (!c->kernel)
+    return core_error_set(DT_ERR_UNSUPPORTED, "%s: op %s has no %s kernel yet",
+                          c->api, core_op_name(c->op), be->name);
+  return DT_OK;
+}
+
 dt_status dispatch_backend(dt_op_call *c) {
+  return backend_layer(c, CORE_KEY_CPU);
+}
+
+static dt_status backend_layer(dt_op_call *c, core_key key) {
   const ops_def *d = &ops_defs[c->op];
   if (c->nout)
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
@@ -175,7 +201,7 @@ dt_status dispatch_backend(dt_op_call *c) {
   c->nmeta = 1;
   c->meta[0].alias = -1;
   c->meta[0].offset = 0;
-  c->kernel = d->cpu;
+  if ((st = backend_kernel(c, key, rt)) != DT_OK) return st;
   st = d->infer(c);
   if (st != DT_OK) return st;
   CORE_ASSERT(c->nmeta >= 1 && c->nmeta <= CORE_CALL_MAX_OUTS);

@@ -20,6 +20,7 @@
 #include "mesh/dtensor.h"
 #include "mesh/shard.h"
 #include "ops/ops.h"
+#include "runtime/backend.h"
 #include "sched/trace.h"
 
 /* a stack handle over storage s (no refcount traffic: the record holds
@@ -29,7 +30,7 @@ static void local_init(dt_tensor *l, dt_dtype dtype, core_storage *s, int n,
                        int64_t offset) {
   memset(l, 0, sizeof *l);
   atomic_init(&l->refcount, 1);
-  l->keys = CORE_KEYSET(CORE_KEY_CPU);
+  l->keys = CORE_KEYSET(s ? (core_key)s->key : CORE_KEY_CPU);
   l->dtype = dtype;
   l->local.storage = s;
   l->local.ndim = n;
@@ -225,6 +226,13 @@ static dt_status run_kernel(rank_call *r, const dispatch_dtensor_job *j) {
   }
   core_kernel_fn k = ops_defs[c->op].cpu;
   if (k == ops_alias_cpu || k == ops_copy_cpu) return run_view(r);
+  /* the kernel of the backend that holds the output (runtime/backend.h);
+   * the shard views above are the CPU's: DTensors run on CPU ranks only
+   * so far (docs/cuda.md) */
+  const core_storage *os = c->out[0]->local.storage;
+  const runtime_backend *be =
+      runtime_backend_of_key(os ? (core_key)os->key : CORE_KEY_CPU);
+  if (be && be->kernels && be->kernels[c->op]) k = be->kernels[c->op];
   return k(c);
 }
 

@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu.h"
 #include "mesh/dtensor.h"
 #include "mesh/shard.h"
+#include "runtime/backend.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
 #include "sched/future.h"
@@ -141,7 +142,7 @@ static void read_box(load_job *j, core_storage *st, void *mem,
 static void load_local(load_job *j, dt_runtime *rt, int rank) {
   core_storage *s = j->t->local.storage;
   const char *err;
-  s->data = sim_device_alloc(&rt->ranks[rank].dev, s->nbytes, &err);
+  s->data = rt->backend->alloc(rt, rank, s->nbytes, &err);
   runtime_note_memory(rt, rank);
   if (!s->data) {
     char m[512];
@@ -311,6 +312,12 @@ dt_tensor *mesh_st_load(const char *path, const char *name,
   if (check_options(o, &io, fn) != DT_OK) return NULL;
   if (atomic_load_explicit(&tg->rt->dead, memory_order_acquire)) {
     core_error_set(DT_ERR_DEVICE, "%s: the runtime was destroyed", fn);
+    return NULL;
+  }
+  if (tg->rt->backend->key != CORE_KEY_CPU) { /* reads land in host memory */
+    core_error_set(DT_ERR_UNSUPPORTED, "%s: loading into a \"%s\" runtime "
+                   "is not supported yet (docs/cuda.md)", fn,
+                   tg->rt->backend->name);
     return NULL;
   }
   dt_safetensors_info info;

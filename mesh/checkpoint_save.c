@@ -22,6 +22,7 @@
 #include "mesh/dtensor.h"
 #include "mesh/dtensor_exec.h"
 #include "mesh/shard.h"
+#include "runtime/backend.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
 #include "sched/future.h"
@@ -288,6 +289,10 @@ dt_status mesh_st_save(const char *path, dt_tensor *const *tensors,
   dt_runtime *rt;
   dt_status st = check_names(names, n, fn);
   if (st == DT_OK) st = check_tensors(tensors, n, &rt, fn);
+  if (st == DT_OK && n && rt->backend->key != CORE_KEY_CPU)
+    st = core_error_set(DT_ERR_UNSUPPORTED, "%s: saving from a \"%s\" "
+                        "runtime is not supported yet (docs/cuda.md)", fn,
+                        rt->backend->name);
   if (st != DT_OK) return st;
   save_job *j = calloc(1, sizeof *j);
   dt_tensor **ts = calloc((size_t)n + 1, sizeof *ts);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "runtime/backend.h"
 #include "runtime/runtime.h"
 #include "sim/collectives.h"
 
@@ -84,9 +85,9 @@ static const char *dim_label(const dt_mesh *m, int d, char *buf,
 static dt_status check_device(const char *fn, const char *device_type) {
   if (!device_type || strcmp(device_type, "cpu") == 0) return DT_OK;
   if (strncmp(device_type, "cuda", 4) == 0)
-    return core_error_set(DT_ERR_DEVICE, "%s: device_type \"%s\": the CUDA "
-                        "backend is not built into this dtorch", fn,
-                        device_type);
+    return core_error_set(DT_ERR_DEVICE, "%s: device_type \"%s\": meshes "
+                        "of CUDA ranks are not built yet (DTensors run on "
+                        "\"cpu\" runtimes; docs/cuda.md)", fn, device_type);
   return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: device_type \"%s\" is "
                       "unknown (expected \"cpu\" or \"cuda\")", fn,
                       device_type);
@@ -170,6 +171,12 @@ static dt_status fill_ranks(dt_mesh *m, const char *fn, const int *ranks) {
  * 0..size-1) against rt and copies them. */
 static dt_mesh *mesh_build(dt_runtime *rt, const char *fn, dt_shape shape,
                            const int *ranks, const char *const *names) {
+  if (rt->backend->key != CORE_KEY_CPU) { /* the DTensor layer is CPU code */
+    core_error_set(DT_ERR_UNSUPPORTED, "%s: meshes on a \"%s\" runtime are "
+                   "not supported yet (DTensors run on \"cpu\" runtimes; "
+                   "docs/cuda.md)", fn, rt->backend->name);
+    return NULL;
+  }
   if (check_shape(rt, fn, &shape) != DT_OK ||
       check_names(fn, shape.ndim, names) != DT_OK)
     return NULL;

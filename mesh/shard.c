@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/backend.h"
 #include "runtime/runtime.h"
 #include "sched/fault.h"
 
@@ -134,7 +135,7 @@ mesh_buf mesh_rank_alloc(mesh_rank_mem *rm, size_t bytes) {
   mesh_buf b = {NULL};
   if (rm->st != DT_OK) return b; /* a failed rank only abstains */
   const char *err;
-  b.p = sim_device_alloc(&rm->rt->ranks[rm->rank].dev, bytes, &err);
+  b.p = rm->rt->backend->alloc(rm->rt, rm->rank, bytes, &err);
   if (b.p) return b;
   char m[512];
   snprintf(m, sizeof m, "%s: %s", rm->api, err);
@@ -143,7 +144,7 @@ mesh_buf mesh_rank_alloc(mesh_rank_mem *rm, size_t bytes) {
 }
 
 void mesh_rank_free(mesh_rank_mem *rm, mesh_buf b) {
-  if (b.p) sim_device_free(&rm->rt->ranks[rm->rank].dev, b.p);
+  if (b.p) rm->rt->backend->free(rm->rt, rm->rank, b.p);
 }
 
 void mesh_rank_finish(mesh_rank_mem *rm, core_storage *out, mesh_buf b) {

@@ -20,6 +20,7 @@
 #include "mesh/dtensor.h"
 #include "mesh/mesh.h"
 #include "mesh/shard.h"
+#include "runtime/backend.h"
 #include "runtime/runtime.h"
 #include "runtime/spmd.h"
 #include "sim/collectives.h"
@@ -98,7 +99,7 @@ static cpu_view narrow(cpu_view v, int dim, int64_t start, int64_t len) {
 /* device memory of the calling rank (NULL + DT_ERR_OUT_OF_MEMORY) */
 static void *dev_alloc(const here *h, size_t bytes) {
   const char *err;
-  void *p = sim_device_alloc(&h->rt->ranks[h->rank].dev, bytes, &err);
+  void *p = h->rt->backend->alloc(h->rt, h->rank, bytes, &err);
   if (!p) core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", h->fn, err);
   else runtime_note_memory(h->rt, h->rank);
   return p;
@@ -106,7 +107,7 @@ static void *dev_alloc(const here *h, size_t bytes) {
 
 static void dev_free(const here *h, void *p) {
   if (!p) return;
-  sim_device_free(&h->rt->ranks[h->rank].dev, p);
+  h->rt->backend->free(h->rt, h->rank, p);
   runtime_note_memory(h->rt, h->rank);
 }
 

@@ -122,6 +122,9 @@ static inline dt_placement ops_partial(dt_reduce_op op) {
 static inline int64_t ops_chunk(int64_t n, int64_t k) { return (n + k - 1) / k; }
 
 extern const ops_def ops_defs[CORE_OP_COUNT];
+/* registers the CUDA backend's kernel table (ops/cuda_ops.c; a no-op in a
+ * build without CUDA) */
+void ops_cuda_register(void);
 
 
 /* A kernel-side view of a tensor: pointer to its first element, sizes and

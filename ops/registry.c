@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "ops/ops.h"
+#include "runtime/backend.h"
 
 const ops_def ops_defs[CORE_OP_COUNT] = {
 #define CORE_OP(id, name, schema, infer, cpu, rule, grad) [CORE_OP_##id] = {infer, cpu, rule, grad},
@@ -11,6 +12,19 @@ const ops_def ops_defs[CORE_OP_COUNT] = {
 };
 _Static_assert(sizeof ops_defs / sizeof *ops_defs == CORE_OP_COUNT,
                "op table size");
+
+/* The CPU backend's kernel table (runtime/backend.h): registered when the
+ * library loads, before any runtime exists; the engine reaches the ops
+ * layer's kernels only through it. */
+static const core_kernel_fn cpu_kernels[CORE_OP_COUNT] = {
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad) [CORE_OP_##id] = cpu,
+#include "core/op_list.h"
+#undef CORE_OP
+};
+__attribute__((constructor)) static void register_kernels(void) {
+  runtime_backend_set_kernels(CORE_KEY_CPU, cpu_kernels);
+  ops_cuda_register();
+}
 
 bool ops_checks_data(core_op_id op) {
   return op == CORE_OP_EMBEDDING || op == CORE_OP_INDEX_SELECT ||

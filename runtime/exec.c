@@ -5,6 +5,7 @@
  * references on every tensor it names (inputs and outputs), taken when it
  * is published and dropped by the rank after it ran, so storage a record
  * uses cannot die before the record runs. */
+#include "runtime/backend.h"
 #include "runtime/exec.h"
 
 #include <pthread.h>
@@ -26,6 +27,24 @@
 #include "sched/trace.h"
 #include "sim/collectives.h"
 
+/* A barrier of a device backend (CUDA): ranks arrive when their streams
+ * are done, later than their threads pass the record, whose ring slot may
+ * be reused by then; so the count lives here, freed by the last arrival. */
+typedef struct device_barrier {
+  _Atomic int pending;
+  dt_future *future;
+} device_barrier;
+
+static void device_barrier_arrive(void *p) {
+  device_barrier *b = p;
+  /* acq_rel: every rank's stream work happens-before the completion */
+  if (atomic_fetch_sub_explicit(&b->pending, 1, memory_order_acq_rel) != 1)
+    return;
+  sched_future_complete(b->future, DT_OK, NULL);
+  sched_future_release(b->future);
+  free(b);
+}
+
 typedef enum rec_kind { REC_OP, REC_FREE, REC_TO_HOST, REC_BARRIER,
                         REC_CALL } rec_kind;
 
@@ -39,6 +58,7 @@ typedef struct exec_record {
   struct { dt_tensor *t; void *dst; size_t bytes; } host;
   struct { runtime_call_fn fn; runtime_done_fn done; void *arg;
            const char *name; } call_fn; /* REC_CALL */
+  struct device_barrier *dbar;  /* REC_BARRIER of a device backend */
   uint64_t flow;                /* trace: first flow id, 0: none */
   bool flow_all;                /* trace: one id per rank (flow + rank) */
   dt_op_call call;              /* REC_OP */
@@ -130,11 +150,11 @@ static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
     if (c->meta[i].alias >= 0) continue;
     core_storage *s = c->out[i]->local.storage;
     const char *err;
-    s->data = sim_device_alloc(&rt->ranks[rank].dev, s->nbytes, &err);
-    if (s->data)
-      sim_device_tag(s->data, c->api, c->out[i]->dtype, c->out[i]->local.ndim,
-                     c->out[i]->local.sizes, NULL, 0);
-    else {
+    s->data = rt->backend->alloc(rt, rank, s->nbytes, &err);
+    if (s->data && rt->backend->tag)
+      rt->backend->tag(s->data, c->api, c->out[i]->dtype,
+                       c->out[i]->local.ndim, c->out[i]->local.sizes);
+    else if (!s->data) {
       st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", c->api, err);
       msg = core_last_error();
     }
@@ -148,11 +168,36 @@ static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
   free(r->staging);
 }
 
-static void exec_to_host(exec_record *r) {
+/* A device backend's fetch (CUDA): the backend's to_host, which completes
+ * the future from its offload thread; else one copy and the rank waits
+ * for its stream. */
+static void device_to_host(exec_record *r, dt_runtime *rt, int rank) {
+  dt_tensor *t = r->host.t;
+  const runtime_backend *be = rt->backend;
+  dt_status st = DT_OK;
+  if (r->host.bytes && !core_layout_is_contiguous(t->local.sizes,
+                                                  t->local.strides,
+                                                  t->local.ndim))
+    st = core_error_set(DT_ERR_UNSUPPORTED, "dt_to_host: a non-contiguous "
+                        "%s tensor (fetch dt_contiguous of it)", be->name);
+  if (st == DT_OK && be->to_host) { /* completes the future later */
+    st = be->to_host(rt, rank, t, r->host.dst, r->host.bytes, r->future);
+    if (st == DT_OK) return;
+  }
+  if (st == DT_OK && r->host.bytes)
+    st = be->copy(rt, rank, r->host.dst, core_tensor_data(t), r->host.bytes,
+                  RUNTIME_COPY_D2H);
+  if (st == DT_OK) st = be->stream_sync(rt, rank);
+  sched_future_complete(r->future, st, st == DT_OK ? NULL : core_last_error());
+}
+
+static void exec_to_host(exec_record *r, dt_runtime *rt, int rank) {
   dt_tensor *t = r->host.t;
   const core_poison *p = core_storage_poison(t->local.storage);
   if (p) {
     sched_future_complete(r->future, p->status, p->message);
+  } else if (rt->backend->key != CORE_KEY_CPU) {
+    device_to_host(r, rt, rank);
   } else {
     if (r->host.bytes) {
       cpu_view src = {.data = core_tensor_data(t), .dtype = t->dtype,
@@ -245,7 +290,7 @@ static void exec_kind(dt_runtime *rt, exec_record *r, int rank) {
   switch (r->kind) {
   case REC_OP: exec_op(r, rt, rank); break;
   case REC_FREE: runtime_storage_destroy_on_rank(r->storage, rt, rank); break;
-  case REC_TO_HOST: exec_to_host(r); break;
+  case REC_TO_HOST: exec_to_host(r, rt, rank); break;
   case REC_CALL:
     r->call_fn.fn(r->call_fn.arg, rt, rank);
     /* acq_rel: every rank's work happens-before done() on the last one */
@@ -254,6 +299,14 @@ static void exec_kind(dt_runtime *rt, exec_record *r, int rank) {
       r->call_fn.done(r->call_fn.arg);
     break;
   case REC_BARRIER:
+    if (r->dbar) { /* arrives when the stream is done, off this thread */
+      if (rt->backend->when_done(rt, rank, device_barrier_arrive, r->dbar) !=
+          DT_OK) {
+        rt->backend->stream_sync(rt, rank);
+        device_barrier_arrive(r->dbar);
+      }
+      break;
+    }
     /* acq_rel: every rank's earlier records happen-before the completion */
     if (atomic_fetch_sub_explicit(&r->pending, 1, memory_order_acq_rel) == 1) {
       sched_future_complete(r->future, DT_OK, NULL);
@@ -596,16 +649,31 @@ dt_future *runtime_publish_barrier(dt_runtime *rt, int rank) {
     sched_future_complete(f, DT_OK, NULL);
     return f;
   }
+  int n = rank >= 0 ? 1 : rt->nranks;
+  device_barrier *b = NULL;
+  if (rt->backend->when_done) { /* made before the slot: nothing to undo */
+    if (!(b = malloc(sizeof *b))) {
+      sched_future_release(f);
+      core_error_set(DT_ERR_OUT_OF_MEMORY, "barrier: out of host memory");
+      return NULL;
+    }
+    atomic_init(&b->pending, n);
+    b->future = sched_future_retain(f);
+  }
   sched_claim q;
   exec_record *r = claim(rt, rank, &q);
   if (!r) {
+    if (b) {
+      sched_future_release(b->future);
+      free(b);
+    }
     sched_future_release(f);
     return NULL;
   }
   r->kind = REC_BARRIER;
-  atomic_store_explicit(&r->pending, rank >= 0 ? 1 : rt->nranks,
-                        memory_order_relaxed);
-  r->future = sched_future_retain(f);
+  atomic_store_explicit(&r->pending, n, memory_order_relaxed);
+  r->future = b ? NULL : sched_future_retain(f);
+  r->dbar = b;
   /* the queues' release/acquire publishes `pending` to the ranks */
   commit(rt, &q, r);
   return f;

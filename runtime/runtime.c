@@ -17,7 +17,10 @@
 #include "core/tensor.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm.h"
+#include "runtime/backend.h"
+#include "runtime/cuda_map.h"
 #include "runtime/exec.h"
+#include "runtime/offload.h"
 #include "runtime/trace.h"
 #include "sched/future.h"
 #include "sim/collectives.h"
@@ -82,6 +85,8 @@ typedef struct settings {
   bool auto_redistribute; /* insert redistributions (else strict) */
   uint64_t chaos_seed;   /* 0: off */
   bool dry_run;          /* shapes only (runtime/dry.h) */
+  bool cuda;             /* device "cuda" / "cuda:K" */
+  int *gpu;              /* CUDA: each rank's GPU (freed by the creator) */
 } settings;
 
 /* records in flight over all ranks: queue memory is reserved (not touched)
@@ -171,14 +176,47 @@ static dt_status resolve_timeout(const dt_runtime_options *o, int64_t *ns) {
   return DT_OK;
 }
 
+/* options.device, else DTORCH_DEVICE, else "cpu"; "cuda" / "cuda:K":
+ * the CUDA backend, whose GPU map (runtime/cuda_map.h) decides the rank
+ * count when neither the options nor DTORCH_NUM_RANKS do */
+static dt_status resolve_device(const dt_runtime_options *o, settings *s,
+                                int64_t *n) {
+  const char *dev = o && o->device ? o->device : getenv("DTORCH_DEVICE");
+  const char *what = o && o->device ? "options.device" : "DTORCH_DEVICE";
+  const char *const *rd = o ? o->rank_devices : NULL;
+  if (!dev || !*dev || strcmp(dev, "cpu") == 0) {
+    if (rd)
+      return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: "
+                            "options.rank_devices needs device \"cuda\"");
+    if (!*n) *n = RUNTIME_DEFAULT_RANKS;
+    return DT_OK;
+  }
+  if (runtime_cuda_device_index(dev) == -2)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: %s "
+                          "\"%s\" is unknown (expected \"cpu\", \"cuda\" or "
+                          "\"cuda:K\")", what, dev);
+  if (rd && !(o && o->num_ranks))
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: "
+                          "options.rank_devices needs options.num_ranks (its "
+                          "length)");
+  bool same;
+  int same_ranks;
+  dt_status st = runtime_cuda_parse_env(
+      getenv("DTORCH_DTENSOR_IN_SAME_DEVICE"),
+      getenv("DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE"),
+      RUNTIME_MAX_RANKS, &same, &same_ranks);
+  if (st != DT_OK) return st;
+  int k = (int)*n;
+  if ((st = runtime_cuda_prepare(dev, &k, same, same_ranks, rd, &s->gpu)) !=
+      DT_OK)
+    return st;
+  s->cuda = true;
+  *n = k;
+  return DT_OK;
+}
+
 static dt_status resolve(const dt_runtime_options *o, settings *s) {
   memset(s, 0, sizeof *s);
-  if (o && o->device && strcmp(o->device, "cpu") != 0)
-    return core_error_set(strncmp(o->device, "cuda", 4) == 0 ? DT_ERR_DEVICE
-                                                           : DT_ERR_INVALID_ARGUMENT,
-                        "dt_runtime_create: options.device \"%s\" is not "
-                        "available (this build has the \"cpu\" backend)",
-                        o->device);
   if (o && (o->num_ranks < 0 || o->num_ranks > RUNTIME_MAX_RANKS))
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_create: options.num_ranks %d is outside "
@@ -187,7 +225,9 @@ static dt_status resolve(const dt_runtime_options *o, settings *s) {
   int64_t n = o && o->num_ranks ? o->num_ranks
                                 : env_int("DTORCH_NUM_RANKS", 1, RUNTIME_MAX_RANKS);
   if (n < 0) return DT_ERR_INVALID_ARGUMENT;
-  s->ranks = n ? (int)n : RUNTIME_DEFAULT_RANKS;
+  dt_status st = resolve_device(o, s, &n);
+  if (st != DT_OK) return st;
+  s->ranks = (int)n;
   s->memory = o ? o->device_memory : 0;
   if (s->memory < 0)
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
@@ -202,7 +242,6 @@ static dt_status resolve(const dt_runtime_options *o, settings *s) {
                           "not a whole number of bytes (e.g. 80G, 512M, "
                           "1048576; 0 = unlimited)", mem);
   }
-  dt_status st;
   if (o && o->ring_capacity) {
     if ((st = check_ring(o->ring_capacity, s->ranks,
                          "options.ring_capacity")) != DT_OK)
@@ -240,14 +279,50 @@ static dt_status resolve(const dt_runtime_options *o, settings *s) {
   return resolve_timeout(o, &s->timeout_ns);
 }
 
+/* CUDA: every rank's stream and pool, made before the threads start */
+static dt_status open_cuda_ranks(dt_runtime *rt, const int *gpu) {
+  rt->backend = runtime_backend_cuda_table();
+  if (!(rt->offload = runtime_offload_create()))
+    return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_runtime_create: out of "
+                          "host memory");
+  for (int i = 0; i < rt->nranks; i++) {
+    rt->ranks[i].gpu = gpu[i];
+    dt_status st = runtime_cuda_rank_open(rt, i);
+    if (st != DT_OK) {
+      while (i-- > 0) runtime_cuda_rank_close(rt, i);
+      runtime_offload_destroy(rt->offload);
+      rt->offload = NULL;
+      return st;
+    }
+  }
+  return DT_OK;
+}
+
+static void close_cuda_ranks(dt_runtime *rt) {
+  runtime_offload_destroy(rt->offload); /* its jobs use the streams */
+  rt->offload = NULL;
+  if (rt->backend->key != CORE_KEY_CUDA) return;
+  for (int i = 0; i < rt->nranks; i++) runtime_cuda_rank_close(rt, i);
+}
+
+static dt_runtime *create(const dt_runtime_options *o, settings *set);
+
 dt_runtime *runtime_create(const dt_runtime_options *o) {
   settings set;
   if (resolve(o, &set) != DT_OK) {
+    free(set.gpu);
     if (core_last_status() == DT_OK) /* never fail without a message */
       core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: invalid "
                      "options");
     return NULL;
   }
+  dt_runtime *rt = create(o, &set);
+  free(set.gpu);
+  return rt;
+}
+
+static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
+  settings set = *setp;
   int n = set.ranks;
   int64_t memory = set.memory;
   dt_runtime *rt = calloc(1, sizeof *rt);
@@ -262,6 +337,7 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
   memset(slots, 0, sizeof *slots * (size_t)n);
   atomic_init(&rt->refcount, 1);
   rt->nranks = n;
+  rt->backend = &runtime_backend_cpu;
   rt->device_memory = memory;
   rt->auto_redistribute = set.auto_redistribute;
   rt->pin_ranks = set.pin;
@@ -274,6 +350,12 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
   }
   rt->ranks = slots;
   for (int i = 0; i < n; i++) sim_device_init(&slots[i].dev, i, memory);
+  if (set.cuda && open_cuda_ranks(rt, set.gpu) != DT_OK) {
+    runtime_dry_free(rt->dry);
+    free(slots);
+    free(rt);
+    return NULL;
+  }
   /* ranks are the parallelism: BLAS single-threaded (process-wide), and
    * elementwise kernels split into chunks idle ranks steal */
   cpu_blas_set_threads(1);
@@ -287,6 +369,7 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
   rt->coll = sim_coll_world_create(n, set.timeout_ns);
   if (rt->coll) sim_coll_world_set_where(rt->coll, runtime_rank_where, rt);
   if (!rt->coll) {
+    close_cuda_ranks(rt);
     runtime_dry_free(rt->dry);
     free(slots);
     free(rt);
@@ -297,6 +380,7 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
   if (!rt->pool) {
     core_error_set(DT_ERR_DEVICE, "dt_runtime_create: %s (%d ranks)", why, n);
     sim_coll_world_destroy(rt->coll);
+    close_cuda_ranks(rt);
     runtime_dry_free(rt->dry);
     free(slots);
     free(rt);
@@ -315,6 +399,10 @@ static void teardown(dt_runtime *rt) {
   sched_pool_destroy(rt->pool); /* runs every published record, joins */
   rt->pool = NULL;
   atomic_store_explicit(&rt->dead, true, memory_order_release);
+  /* a device backend's fetches still queued finish now; the tensors they
+   * release find the runtime dead and free only their structs */
+  runtime_offload_destroy(rt->offload);
+  rt->offload = NULL;
   for (int i = 0; i < rt->nranks; i++) {
     /* storages other ranks handed over: structs only, data goes below */
     core_storage *s = atomic_exchange_explicit(&rt->ranks[i].remote_free, NULL,
@@ -326,6 +414,7 @@ static void teardown(dt_runtime *rt) {
     }
     sim_device_teardown(&rt->ranks[i].dev);
   }
+  close_cuda_ranks(rt); /* the pools free what tensors still held */
   sim_coll_world_destroy(rt->coll);
   rt->coll = NULL;
 }
@@ -439,6 +528,11 @@ dt_status runtime_parse_device(dt_runtime *rt, const char *device,
                                   const char *fn, int *rank) {
   int me = runtime_spmd_rank(rt);
   *rank = me >= 0 ? me : 0; /* an SPMD rank's tensors default to its own */
+  if (device && strncmp(device, "cpu", 3) == 0 &&
+      rt->backend->key != CORE_KEY_CPU)
+    return core_error_set(DT_ERR_DEVICE, "%s: options.device \"%s\": the "
+                          "runtime's ranks are %s devices", fn, device,
+                          rt->backend->name);
   if (!device || strcmp(device, "cpu") == 0) return DT_OK;
   if (strncmp(device, "cpu:", 4) == 0) {
     char *end;
@@ -452,9 +546,21 @@ dt_status runtime_parse_device(dt_runtime *rt, const char *device,
                         "runtime has ranks cpu:0 .. cpu:%d", fn, device,
                         rt->nranks - 1);
   }
-  if (strncmp(device, "cuda", 4) == 0)
-    return core_error_set(DT_ERR_DEVICE, "%s: options.device \"%s\": the CUDA "
-                        "backend is not built into this dtorch", fn, device);
+  int k = runtime_cuda_device_index(device);
+  if (k != -2 && rt->backend->key != CORE_KEY_CUDA)
+    return core_error_set(DT_ERR_DEVICE, "%s: options.device \"%s\": the "
+                          "runtime's ranks are %s devices (a CUDA tensor "
+                          "needs a runtime made with device \"cuda\")", fn,
+                          device, rt->backend->name);
+  if (k != -2) {
+    if (k < rt->nranks) {
+      *rank = k < 0 ? *rank : k;
+      return DT_OK;
+    }
+    return core_error_set(DT_ERR_DEVICE, "%s: options.device \"%s\": the "
+                          "runtime has ranks cuda:0 .. cuda:%d", fn, device,
+                          rt->nranks - 1);
+  }
   return core_error_set(DT_ERR_INVALID_ARGUMENT,
                       "%s: options.device \"%s\" is unknown (expected "
                       "\"cpu\", \"cpu:N\" or \"cuda\")", fn, device);
@@ -471,7 +577,10 @@ dt_status runtime_synchronize(dt_runtime *rt) {
   /* the fast way: watch the queues drain (no record, no wake-up); then
    * a barrier record every rank runs, whose future parks this thread */
   dt_status st = DT_OK;
-  if (!sched_pool_try_drain(rt->pool, SYNC_WATCH_NS)) {
+  /* a device backend's queues drain before its streams do: always the
+   * barrier there (its records sync the rank's stream) */
+  bool cpu = rt->backend->key == CORE_KEY_CPU;
+  if (!cpu || !sched_pool_try_drain(rt->pool, SYNC_WATCH_NS)) {
     dt_future *f = runtime_publish_barrier(rt, -1);
     if (!f) return core_last_status();
     st = sched_future_wait(f, -1);
@@ -543,7 +652,7 @@ static void wait_event_done(void *arg) { sched_future_release(arg); }
 
 static void empty_cache(void *arg, dt_runtime *rt, int rank) {
   (void)arg;
-  sim_device_trim(&rt->ranks[rank].dev);
+  if (rt->backend->trim) rt->backend->trim(rt, rank);
 }
 
 dt_status runtime_empty_cache(dt_runtime *rt) {

@@ -12,6 +12,7 @@
 #include "sim/device.h"
 
 struct core_storage;
+struct runtime_backend;
 
 typedef struct runtime_rank_slot {
   _Alignas(64) sim_device dev;                 /* owned by the rank thread */
@@ -23,6 +24,8 @@ typedef struct runtime_rank_slot {
    * is inside an SPMD function: read by the collective watchdog's report */
   _Atomic(const char *) where;
   _Atomic bool in_spmd;
+  void *dev_ctx;      /* the backend's per-rank state (CUDA: a cuda_rank) */
+  int gpu;            /* CUDA: the rank's GPU */
 } runtime_rank_slot;
 
 struct dt_runtime {
@@ -34,11 +37,13 @@ struct dt_runtime {
   bool is_default;
   bool pin_ranks;             /* rank threads bind themselves to a CPU */
   sched_pool *pool;
+  struct runtime_backend *backend; /* the ranks' device kind (backend.h) */
   runtime_rank_slot *ranks;
   struct sim_coll_world *coll;    /* emulated collectives between the ranks */
   struct sched_faults *faults; /* the pool's (dt_fault_inject) */
   bool dry_run;               /* shapes only (runtime/dry.c) */
   struct runtime_dry *dry;    /* its counts and cost model, else NULL */
+  struct runtime_offload *offload; /* device backends: waits off the ranks */
   _Atomic int spmd_active;    /* dt_spmd_run calls in flight (runtime/spmd.h) */
 };
 

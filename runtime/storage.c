@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/fault.h"
 #include "core/tensor.h"
+#include "runtime/backend.h"
 #include "runtime/dry.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
@@ -41,6 +42,7 @@ core_storage *runtime_storage_new(dt_runtime *rt, int rank, size_t nbytes,
   s->nbytes = nbytes;
   s->rt = rt;
   s->rank = rank;
+  s->key = (int)rt->backend->key;
   s->next_free = NULL;
   s->on_last_release = last_release;
   runtime_ref(rt);
@@ -61,7 +63,7 @@ static void free_struct(core_storage *s) {
 }
 
 void runtime_storage_destroy_on_rank(core_storage *s, dt_runtime *rt, int rank) {
-  sim_device_free(&rt->ranks[rank].dev, s->data);
+  rt->backend->free(rt, rank, s->data);
   runtime_note_memory(rt, rank);
   free_struct(s);
 }

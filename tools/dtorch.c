@@ -20,6 +20,7 @@ static int usage(FILE *out) {
           "  bench demo       a DP2 x TP4 training step (mlp, transformer) vs one device\n"
           "  bench io         safetensors load/save (warm, O_DIRECT), notify_ring latency\n"
           "  bench ops        single ops (softmax, gelu, matmul, ...) vs their same-run roofline\n"
+          "  bench gpu        the CUDA backend: add vs D2D copy, sgemm vs cuBLAS, issue cost\n"
           "  ops              list the registered ops and their schemas\n"
           "  help             this text\n");
   return out == stdout ? 0 : 2;
@@ -43,8 +44,9 @@ int main(int argc, char **argv) {
       return bench_demo(argc - 3, argv + 3);
     if (argc >= 3 && !strcmp(argv[2], "io")) return bench_io(argc - 3, argv + 3);
     if (argc >= 3 && !strcmp(argv[2], "ops")) return bench_ops(argc - 3, argv + 3);
+    if (argc >= 3 && !strcmp(argv[2], "gpu")) return bench_gpu(argc - 3, argv + 3);
     fprintf(stderr, "dtorch bench: unknown suite '%s' (available: core, sched, "
-            "collectives, dispatch, demo, io, ops)\n",
+            "collectives, dispatch, demo, io, ops, gpu)\n",
             argc >= 3 ? argv[2] : "");
     return 2;
   }

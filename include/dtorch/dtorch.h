@@ -153,6 +153,9 @@ typedef struct dt_runtime_options { const char *device; /* "cpu" | "cuda" */
   double dry_link_latency_us; /* per collective step (0 = 5) */
   double dry_mem_gbps;    /* device memory bandwidth, GB/s (0 = 2000) */
   double dry_tflops;      /* matmul throughput, TFLOP/s (0 = 400) */
+  const char *const *rank_devices; /* device "cuda" only: NULL, or
+                             num_ranks strings "cuda:K", rank i on GPU K
+                             (distinct GPUs, or all one GPU); docs/cuda.md */
 } dt_runtime_options;
 /* Returns: a new runtime (its threads running). Errors: bad options or
  * environment, no memory, threads that cannot start. Ownership: destroy it.

@@ -1,0 +1,168 @@
+/* The CUDA kernels layer (built when DTORCH_CUDA is on; docs/cuda.md):
+ * plain C entry points over (device pointer, sizes, strides, stream), no
+ * runtime types, as kernels/cpu is for the CPU. The .cu files hold the
+ * kernels and their launchers; the .c files the host glue over the CUDA
+ * runtime API (device probe, streams, events, stream-ordered pools) and
+ * the libraries opened with dlopen (cuBLAS, NCCL).
+ *
+ * Every function returns 0 on success, or -1 with a message in the
+ * caller's buffer `why` (the CUDA error string and what was being done);
+ * nothing here aborts. Streams and events are passed as void * so that
+ * callers need no CUDA header. */
+#ifndef KERNELS_CUDA_CUDA_H
+#define KERNELS_CUDA_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- devices (kernels/cuda/device.c) */
+/* The number of CUDA devices, or -1 with why set: no driver
+ * (cudaGetDeviceCount's error string), or no device. */
+int cuda_device_count(char *why, size_t n);
+
+/* ---- one rank's stream and memory pool (kernels/cuda/device.c) */
+typedef struct cuda_rank cuda_rank;
+/* A non-blocking stream on `device` and a stream-ordered pool of at most
+ * `capacity` bytes (0: the device's memory). */
+int cuda_rank_create(cuda_rank **out, int device, int64_t capacity, char *why,
+                     size_t n);
+void cuda_rank_destroy(cuda_rank *r);     /* NULL: no-op */
+void *cuda_rank_stream(cuda_rank *r);
+int cuda_rank_device(const cuda_rank *r);
+/* stream-ordered allocation: NULL + why when the rank's capacity or the
+ * GPU is exhausted (the message names the rank's usage) */
+void *cuda_rank_alloc(cuda_rank *r, size_t bytes, char *why, size_t n);
+void cuda_rank_free(cuda_rank *r, void *p);
+int64_t cuda_rank_used(const cuda_rank *r);
+
+typedef enum cuda_copy_kind {
+  CUDA_COPY_H2D, CUDA_COPY_D2H, CUDA_COPY_D2D
+} cuda_copy_kind;
+/* asynchronous on the rank's stream */
+int cuda_rank_copy(cuda_rank *r, void *dst, const void *src, size_t bytes,
+                   cuda_copy_kind kind, char *why, size_t n);
+/* fn(arg) runs on a CUDA thread once the stream's work before it is done
+ * (cudaLaunchHostFunc): futures complete from there, never by blocking a
+ * rank thread */
+int cuda_rank_host_fn(cuda_rank *r, void (*fn)(void *), void *arg, char *why,
+                      size_t n);
+/* events: record on r's stream; make r's stream wait for ev */
+void *cuda_event_record(cuda_rank *r, char *why, size_t n);
+int cuda_event_wait(cuda_rank *r, void *ev, char *why, size_t n);
+bool cuda_event_done(void *ev);
+void cuda_event_destroy(void *ev);
+/* waits for ev (an offload thread, never a rank thread) */
+int cuda_event_sync(void *ev, char *why, size_t n);
+/* a synchronous copy from device memory of `device` to pageable host
+ * memory, ordered after nothing (the caller waited for the producer) */
+int cuda_copy_to_host(int device, void *dst, const void *src, size_t bytes,
+                      char *why, size_t n);
+/* waits for the stream (the API's synchronize points only) */
+int cuda_rank_sync(cuda_rank *r, char *why, size_t n);
+
+/* ---- kernels (the .cu files), asynchronous on `stream` */
+/* Philox 4x32-10 of kernels/cuda/philox.h compiled by nvcc for the host:
+ * tests compare it with the CPU backend's without a GPU */
+void cuda_philox4x32_host(const uint32_t ctr[4], const uint32_t key[2],
+                          uint32_t out[4]);
+/* the CPU backend's uniform / normal transform of element index, nvcc's
+ * host build (the device build is the same source) */
+double cuda_philox_uniform_host(uint64_t seed, uint64_t index);
+double cuda_philox_normal_host(uint64_t seed, uint64_t index);
+
+/* dtypes are dt_dtype values (dtorch.h), passed as int */
+/* dst[i] = uniform or normal element first + i of the stream, i < n */
+int cuda_rand_fill(void *stream, void *dst, int dtype, int64_t n,
+                   uint64_t seed, uint64_t first, bool normal);
+
+#define CUDA_MAX_DIMS 8
+/* A strided operand: sizes are the output's (broadcast dims have stride
+ * 0), strides and offset in elements. */
+typedef struct cuda_operand {
+  void *data;
+  int64_t strides[CUDA_MAX_DIMS];
+} cuda_operand;
+
+typedef enum cuda_binary_op {
+  CUDA_ADD, CUDA_SUB, CUDA_MUL, CUDA_DIV, CUDA_MAX, CUDA_MIN, CUDA_BINARY_COUNT
+} cuda_binary_op;
+typedef enum cuda_unary_op {
+  CUDA_NEG, CUDA_EXP, CUDA_LOG, CUDA_SQRT, CUDA_TANH, CUDA_SIGMOID,
+  CUDA_RELU, CUDA_SILU, CUDA_GELU, CUDA_UNARY_COUNT
+} cuda_unary_op;
+
+/* out = a op b over `ndim` sizes (float32/float64/float16/bfloat16, out
+ * contiguous): contiguous operands take a vectorised path */
+int cuda_binary(void *stream, cuda_binary_op op, int dtype, int ndim,
+                const int64_t *sizes, void *out, const cuda_operand *a,
+                const cuda_operand *b);
+/* out = op(a * alpha + beta) elementwise: unary ops and scalar add/mul */
+int cuda_unary(void *stream, cuda_unary_op op, int dtype, int ndim,
+               const int64_t *sizes, void *out, const cuda_operand *a);
+int cuda_affine(void *stream, int dtype, int ndim, const int64_t *sizes,
+                void *out, const cuda_operand *a, double alpha, double beta);
+/* out[i] = value for i < n */
+int cuda_fill(void *stream, int dtype, int64_t n, void *out, double value);
+/* a strided copy with a cast: out (contiguous, dtype od) = a (dtype ad) */
+int cuda_copy_cast(void *stream, int od, int ad, int ndim,
+                   const int64_t *sizes, void *out, const cuda_operand *a);
+/* the same into a strided output (a slice of cat's output) */
+int cuda_copy_strided(void *stream, int od, int ad, int ndim,
+                      const int64_t *sizes, const cuda_operand *out,
+                      const cuda_operand *a);
+/* out (dense) = a scaled by 1 / (1 - p) where the uniform of stream
+ * element offset + i is >= p, else 0: the CPU backend's dropout mask */
+int cuda_dropout(void *stream, int dtype, int ndim, const int64_t *sizes,
+                 void *out, const cuda_operand *a, double p, uint64_t seed,
+                 uint64_t offset);
+
+/* Rows of elements (kernels/cuda/rows.cu): the outer dims index rows, the
+ * inner dims the elements of a row; each has sizes and the strides of the
+ * input x and the output y, in elements. */
+typedef struct cuda_rows {
+  int nouter, ninner;
+  int64_t outer[CUDA_MAX_DIMS], x_outer[CUDA_MAX_DIMS], y_outer[CUDA_MAX_DIMS];
+  int64_t inner[CUDA_MAX_DIMS], x_inner[CUDA_MAX_DIMS], y_inner[CUDA_MAX_DIMS];
+} cuda_rows;
+/* y[row] = op over the row's elements: 0 sum, 1 mean, 2 max, 3 min,
+ * 4 prod (float dtypes; accumulated in double) */
+int cuda_reduce(void *stream, int op, int dtype, const cuda_rows *g,
+                void *out, const void *x);
+/* softmax or log_softmax of each row (max-shifted, sums in double) */
+int cuda_softmax(void *stream, bool log_softmax, int dtype,
+                 const cuda_rows *g, void *out, const void *x);
+/* layer_norm (rms = false) or rms_norm of each row (one inner dim), with
+ * optional weight and bias (NULL) of x's dtype, dense, one per element */
+int cuda_norm(void *stream, bool rms, int dtype, const cuda_rows *g,
+              void *out, const void *x, const void *w, const void *b,
+              double eps);
+
+/* The data movement of an all_reduce emulated on one GPU
+ * (kernels/cuda/coll.cu): elements [begin, end) of the n inputs reduced
+ * in member order (op: 0 sum, 1 avg, 2 max, 3 min, 4 prod; float dtypes)
+ * and written to all n outputs. A member calls it for its own segment;
+ * ordering against the other members' streams is the caller's (events). */
+#define CUDA_COLL_MAX 16
+int cuda_reduce_ptrs(void *stream, int op, int dtype, int n,
+                     const void *const *in, void *const *out, int64_t begin,
+                     int64_t end);
+
+/* ---- libraries opened at run time (kernels/cuda/libs.c) */
+/* opens cuBLAS (and NCCL if nccl) once; -1 + why if missing */
+int cuda_libs_open(bool nccl, char *why, size_t n);
+/* C[b] = A[b] @ B[b] for b < batch, row-major, contiguous, float32 /
+ * float16 / bfloat16 inputs with float32 accumulation
+ * (cublasGemmStridedBatchedEx), on r's stream with r's cuBLAS handle */
+int cuda_gemm(cuda_rank *r, int dtype, int64_t batch, int64_t m, int64_t n,
+              int64_t k, const void *a, const void *b, void *c, char *why,
+              size_t nwhy);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,243 @@
+/* Elementwise kernels: binary (broadcasting through stride-0 dims), unary,
+ * affine (scalar add / mul) and strided copies with casts. Every kernel has
+ * two paths: a generic one that turns the output's linear index into each
+ * operand's offset through the sizes and strides, and a contiguous one
+ * (every operand dense, the common case) that moves 16 bytes per load and
+ * store where the pointers allow it, which is what keeps an add at the
+ * memory's bandwidth. */
+#include <math.h>
+
+#include "kernels/cuda/cuda.h"
+#include "kernels/cuda/dtype.cuh"
+
+namespace {
+
+struct shape_t {
+  int ndim;
+  int64_t sizes[CUDA_MAX_DIMS];
+};
+struct strides_t {
+  int64_t s[CUDA_MAX_DIMS];
+};
+
+__device__ __forceinline__ int64_t offset_of(int64_t i, const shape_t &sh,
+                                             const strides_t &st) {
+  int64_t off = 0;
+  for (int d = sh.ndim - 1; d >= 0; d--) {
+    int64_t q = i / sh.sizes[d];
+    off += (i - q * sh.sizes[d]) * st.s[d];
+    i = q;
+  }
+  return off;
+}
+
+template <typename A> __device__ __forceinline__ A binop(int op, A x, A y) {
+  switch (op) {
+  case CUDA_ADD: return x + y;
+  case CUDA_SUB: return x - y;
+  case CUDA_MUL: return x * y;
+  case CUDA_DIV: return x / y;
+  case CUDA_MAX: return x > y || x != x ? x : y;
+  default: return x < y || x != x ? x : y;
+  }
+}
+
+template <typename A> __device__ __forceinline__ A unop(int op, A x) {
+  switch (op) {
+  case CUDA_NEG: return -x;
+  case CUDA_EXP: return exp(x);
+  case CUDA_LOG: return log(x);
+  case CUDA_SQRT: return sqrt(x);
+  case CUDA_TANH: return tanh(x);
+  case CUDA_SIGMOID: return A(1) / (A(1) + exp(-x));
+  case CUDA_RELU: return x > A(0) ? x : (x != x ? x : A(0));
+  case CUDA_SILU: return x / (A(1) + exp(-x));
+  default: /* gelu, the erf form (PyTorch's default) */
+    return A(0.5) * x * (A(1) + erf(x * A(0.7071067811865476)));
+  }
+}
+
+template <typename T>
+__global__ void binary_generic(int op, int64_t n, shape_t sh, T *out,
+                               const T *a, strides_t sa, const T *b,
+                               strides_t sb) {
+  typedef typename ct_acc<T>::type A;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    A x = (A)ct_load(a[offset_of(i, sh, sa)]);
+    A y = (A)ct_load(b[offset_of(i, sh, sb)]);
+    out[i] = ct_store<T>(binop<A>(op, x, y));
+  }
+}
+
+/* contiguous: V elements of T per 16-byte vector */
+template <typename T>
+__global__ void binary_dense(int op, int64_t n, T *out, const T *a,
+                             const T *b) {
+  typedef typename ct_acc<T>::type A;
+  constexpr int V = 16 / sizeof(T);
+  int64_t nv = n / V;
+  int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv;
+       i += step) {
+    uint4 va = ((const uint4 *)a)[i], vb = ((const uint4 *)b)[i], vo;
+    const T *xa = (const T *)&va, *xb = (const T *)&vb;
+    T *xo = (T *)&vo;
+#pragma unroll
+    for (int k = 0; k < V; k++)
+      xo[k] = ct_store<T>(binop<A>(op, (A)ct_load(xa[k]), (A)ct_load(xb[k])));
+    ((uint4 *)out)[i] = vo;
+  }
+  for (int64_t i = nv * V + blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+       i < n; i += step)
+    out[i] = ct_store<T>(binop<A>(op, (A)ct_load(a[i]), (A)ct_load(b[i])));
+}
+
+template <typename T>
+__global__ void unary_kernel(int op, bool affine, double alpha, double beta,
+                             int64_t n, shape_t sh, T *out, const T *a,
+                             strides_t sa, bool dense) {
+  typedef typename ct_acc<T>::type A;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    A x = (A)ct_load(a[dense ? i : offset_of(i, sh, sa)]);
+    out[i] = ct_store<T>(affine ? x * (A)alpha + (A)beta : unop<A>(op, x));
+  }
+}
+
+template <typename T>
+__global__ void fill_kernel(int64_t n, T *out, double v) {
+  T x = ct_store<T>(v);
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = x;
+}
+
+template <typename O, typename I>
+__global__ void copy_kernel(int64_t n, shape_t sh, O *out, strides_t so,
+                            bool dense_out, const I *a, strides_t sa) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[dense_out ? i : offset_of(i, sh, so)] =
+        ct_store<O>((double)ct_load(a[offset_of(i, sh, sa)]));
+}
+
+int64_t make_shape(int ndim, const int64_t *sizes, shape_t *sh) {
+  sh->ndim = ndim;
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= (sh->sizes[d] = sizes[d]);
+  return n;
+}
+
+strides_t strides_of(const cuda_operand *o, int ndim) {
+  strides_t s;
+  for (int d = 0; d < ndim; d++) s.s[d] = o->strides[d];
+  return s;
+}
+
+bool dense(const cuda_operand *o, const shape_t &sh) {
+  int64_t want = 1;
+  for (int d = sh.ndim - 1; d >= 0; d--) {
+    if (sh.sizes[d] != 1 && o->strides[d] != want) return false;
+    want *= sh.sizes[d];
+  }
+  return true;
+}
+
+int launched(bool ok) {
+  return ok && cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+} // namespace
+
+extern "C" int cuda_binary(void *stream, cuda_binary_op op, int dtype, int ndim,
+                           const int64_t *sizes, void *out,
+                           const cuda_operand *a, const cuda_operand *b) {
+  shape_t sh;
+  int64_t n = make_shape(ndim, sizes, &sh);
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  bool dn = dense(a, sh) && dense(b, sh) &&
+            (((uintptr_t)out | (uintptr_t)a->data | (uintptr_t)b->data) & 15) == 0;
+  return launched(ct_dispatch_float(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    if (dn)
+      binary_dense<T><<<ct_blocks(n / (16 / sizeof(T)) + 1, 256), 256, 0, s>>>(
+          (int)op, n, (T *)out, (const T *)a->data, (const T *)b->data);
+    else
+      binary_generic<T><<<ct_blocks(n, 256), 256, 0, s>>>(
+          (int)op, n, sh, (T *)out, (const T *)a->data, strides_of(a, ndim),
+          (const T *)b->data, strides_of(b, ndim));
+  }));
+}
+
+static int unary_launch(void *stream, int op, bool affine, double alpha,
+                        double beta, int dtype, int ndim, const int64_t *sizes,
+                        void *out, const cuda_operand *a) {
+  shape_t sh;
+  int64_t n = make_shape(ndim, sizes, &sh);
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  bool dn = dense(a, sh);
+  return launched(ct_dispatch_float(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    unary_kernel<T><<<ct_blocks(n, 256), 256, 0, s>>>(
+        op, affine, alpha, beta, n, sh, (T *)out, (const T *)a->data,
+        strides_of(a, ndim), dn);
+  }));
+}
+
+extern "C" int cuda_unary(void *stream, cuda_unary_op op, int dtype, int ndim,
+                          const int64_t *sizes, void *out,
+                          const cuda_operand *a) {
+  return unary_launch(stream, (int)op, false, 0, 0, dtype, ndim, sizes, out, a);
+}
+
+extern "C" int cuda_affine(void *stream, int dtype, int ndim,
+                           const int64_t *sizes, void *out,
+                           const cuda_operand *a, double alpha, double beta) {
+  return unary_launch(stream, 0, true, alpha, beta, dtype, ndim, sizes, out, a);
+}
+
+extern "C" int cuda_fill(void *stream, int dtype, int64_t n, void *out,
+                         double value) {
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  return launched(ct_dispatch_all(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    fill_kernel<T><<<ct_blocks(n, 256), 256, 0, s>>>(n, (T *)out, value);
+  }));
+}
+
+extern "C" int cuda_copy_cast(void *stream, int od, int ad, int ndim,
+                              const int64_t *sizes, void *out,
+                              const cuda_operand *a) {
+  cuda_operand o = {out, {0}};
+  int64_t s = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    o.strides[d] = s;
+    s *= sizes[d];
+  }
+  return cuda_copy_strided(stream, od, ad, ndim, sizes, &o, a);
+}
+
+extern "C" int cuda_copy_strided(void *stream, int od, int ad, int ndim,
+                                 const int64_t *sizes, const cuda_operand *o,
+                                 const cuda_operand *a) {
+  shape_t sh;
+  int64_t n = make_shape(ndim, sizes, &sh);
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  strides_t sa = strides_of(a, ndim), so = strides_of(o, ndim);
+  bool dn = dense(o, sh);
+  void *out = o->data;
+  bool ok = ct_dispatch_all(od, [&](auto zo) {
+    typedef decltype(zo) O;
+    ok = ct_dispatch_all(ad, [&](auto zi) {
+      typedef decltype(zi) I;
+      copy_kernel<O, I><<<ct_blocks(n, 256), 256, 0, s>>>(
+          n, sh, (O *)out, so, dn, (const I *)a->data, sa);
+    });
+  });
+  return launched(ok);
+}

@@ -1,0 +1,218 @@
+/* Row kernels: reductions over any dims, softmax / log_softmax over one
+ * dim, layer_norm / rms_norm over the last dim. The operand is seen as
+ * rows (the outer dims) of elements (the inner dims), each with its own
+ * strides for the input and the output (kernels/cuda/cuda.h, cuda_rows).
+ * A row is handled by one warp when it is short (<= 1024 elements) and by
+ * one block of 1024 threads otherwise; sums accumulate in double, so the
+ * results are within rounding of the CPU backend's, whatever the order.
+ * A reduction with few long rows keeps few SMs busy (no split-row partial
+ * sums yet). */
+#include <math.h>
+
+#include "kernels/cuda/cuda.h"
+#include "kernels/cuda/dtype.cuh"
+
+namespace {
+
+struct rows_t {
+  cuda_rows g;
+};
+
+__device__ __forceinline__ void offsets(int64_t i, int n, const int64_t *sz,
+                                        const int64_t *sx, const int64_t *sy,
+                                        int64_t *ox, int64_t *oy) {
+  int64_t x = 0, y = 0;
+  for (int d = n - 1; d >= 0; d--) {
+    int64_t q = i / sz[d], r = i - q * sz[d];
+    x += r * sx[d];
+    y += r * sy[d];
+    i = q;
+  }
+  *ox = x;
+  *oy = y;
+}
+
+__device__ __forceinline__ double pick(int op, double a, double b) {
+  switch (op) {
+  case 2: return a > b || a != a ? a : b;   /* max, NaN wins */
+  case 3: return a < b || a != a ? a : b;   /* min */
+  case 4: return a * b;                     /* prod */
+  default: return a + b;                    /* sum, mean */
+  }
+}
+
+__host__ __device__ double identity(int op) {
+  return op == 2 ? -INFINITY : op == 3 ? INFINITY : op == 4 ? 1.0 : 0.0;
+}
+
+/* reduces v over the group: a warp (G = 32) or the block (G = 1024) */
+template <int G>
+__device__ double group_reduce(int op, double v, double *smem) {
+  for (int o = 16; o > 0; o >>= 1)
+    v = pick(op, v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (G == 32) return v;
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads(); /* smem may still be read by a previous call */
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  v = lane < (int)(blockDim.x >> 5) ? smem[lane] : identity(op);
+  for (int o = 16; o > 0; o >>= 1)
+    v = pick(op, v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/* the row this group handles, and the thread's index in the group */
+template <int G> __device__ int64_t row_of() {
+  return G == 32 ? (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32
+                 : (int64_t)blockIdx.x;
+}
+template <int G> __device__ int lane_of() {
+  return G == 32 ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
+}
+
+template <typename T, int G>
+__global__ void reduce_kernel(int op, double init, rows_t R, int64_t rows,
+                              int64_t count, T *y, const T *x) {
+  __shared__ double smem[32];
+  int64_t row = row_of<G>();
+  if (row >= rows) return; /* whole groups leave together */
+  int64_t xo, yo;
+  offsets(row, R.g.nouter, R.g.outer, R.g.x_outer, R.g.y_outer, &xo, &yo);
+  double acc = init;
+  for (int64_t i = lane_of<G>(); i < count; i += G) {
+    int64_t xi, unused;
+    offsets(i, R.g.ninner, R.g.inner, R.g.x_inner, R.g.x_inner, &xi, &unused);
+    acc = pick(op, acc, (double)ct_load(x[xo + xi]));
+  }
+  acc = group_reduce<G>(op, acc, smem);
+  if (lane_of<G>() == 0) y[yo] = ct_store<T>(op == 1 ? acc / (double)count : acc);
+}
+
+template <typename T, int G>
+__global__ void softmax_kernel(bool logsm, rows_t R, int64_t rows,
+                               int64_t count, T *y, const T *x) {
+  __shared__ double smem[32];
+  int64_t row = row_of<G>();
+  if (row >= rows) return;
+  int64_t xo, yo;
+  offsets(row, R.g.nouter, R.g.outer, R.g.x_outer, R.g.y_outer, &xo, &yo);
+  double m = -INFINITY;
+  for (int64_t i = lane_of<G>(); i < count; i += G) {
+    int64_t xi, yi;
+    offsets(i, R.g.ninner, R.g.inner, R.g.x_inner, R.g.y_inner, &xi, &yi);
+    m = pick(2, m, (double)ct_load(x[xo + xi]));
+  }
+  m = group_reduce<G>(2, m, smem);
+  double s = 0;
+  for (int64_t i = lane_of<G>(); i < count; i += G) {
+    int64_t xi, yi;
+    offsets(i, R.g.ninner, R.g.inner, R.g.x_inner, R.g.y_inner, &xi, &yi);
+    s += exp((double)ct_load(x[xo + xi]) - m);
+  }
+  s = group_reduce<G>(0, s, smem);
+  double ls = log(s);
+  for (int64_t i = lane_of<G>(); i < count; i += G) {
+    int64_t xi, yi;
+    offsets(i, R.g.ninner, R.g.inner, R.g.x_inner, R.g.y_inner, &xi, &yi);
+    double v = (double)ct_load(x[xo + xi]) - m;
+    y[yo + yi] = ct_store<T>(logsm ? v - ls : exp(v) / s);
+  }
+}
+
+/* over the last dim: inner is one dim of `count` elements */
+template <typename T, int G>
+__global__ void norm_kernel(bool rms, double eps, rows_t R, int64_t rows,
+                            int64_t count, T *y, const T *x, const T *w,
+                            const T *b) {
+  __shared__ double smem[32];
+  int64_t row = row_of<G>();
+  if (row >= rows) return;
+  int64_t xo, yo, sx = R.g.x_inner[0], sy = R.g.y_inner[0];
+  offsets(row, R.g.nouter, R.g.outer, R.g.x_outer, R.g.y_outer, &xo, &yo);
+  double mean = 0;
+  if (!rms) {
+    for (int64_t i = lane_of<G>(); i < count; i += G)
+      mean += (double)ct_load(x[xo + i * sx]);
+    mean = group_reduce<G>(0, mean, smem) / (double)count;
+  }
+  double ss = 0;
+  for (int64_t i = lane_of<G>(); i < count; i += G) {
+    double d = (double)ct_load(x[xo + i * sx]) - mean;
+    ss += d * d;
+  }
+  double rstd = 1.0 / sqrt(group_reduce<G>(0, ss, smem) / (double)count + eps);
+  for (int64_t i = lane_of<G>(); i < count; i += G) {
+    double v = ((double)ct_load(x[xo + i * sx]) - mean) * rstd;
+    if (w) v *= (double)ct_load(w[i]);
+    if (b) v += (double)ct_load(b[i]);
+    y[yo + i * sy] = ct_store<T>(v);
+  }
+}
+
+int64_t count_of(const cuda_rows *g, int64_t *rows) {
+  int64_t r = 1, n = 1;
+  for (int d = 0; d < g->nouter; d++) r *= g->outer[d];
+  for (int d = 0; d < g->ninner; d++) n *= g->inner[d];
+  *rows = r;
+  return n;
+}
+
+/* launches k<T, 32> (8 rows per block) or k<T, 1024> (a row per block) */
+#define ROWS_LAUNCH(K, T, count, rows, s, ...)                               \
+  do {                                                                       \
+    if ((count) <= 1024)                                                     \
+      K<T, 32><<<(unsigned)(((rows) + 7) / 8), 256, 0, s>>>(__VA_ARGS__);    \
+    else                                                                     \
+      K<T, 1024><<<(unsigned)(rows), 1024, 0, s>>>(__VA_ARGS__);             \
+  } while (0)
+
+bool rows_fit(int64_t rows) { return rows <= 0x7FFFFFFFLL; }
+
+} // namespace
+
+extern "C" int cuda_reduce(void *stream, int op, int dtype, const cuda_rows *g,
+                           void *out, const void *x) {
+  int64_t rows, count = count_of(g, &rows);
+  if (rows == 0) return 0;
+  if (!rows_fit(rows) || op < 0 || op > 4) return -1;
+  cudaStream_t s = (cudaStream_t)stream;
+  rows_t R = {*g};
+  double init = identity(op);
+  bool ok = ct_dispatch_float(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    ROWS_LAUNCH(reduce_kernel, T, count, rows, s, op, init, R, rows, count,
+                (T *)out, (const T *)x);
+  });
+  return ok && cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int cuda_softmax(void *stream, bool logsm, int dtype,
+                            const cuda_rows *g, void *out, const void *x) {
+  int64_t rows, count = count_of(g, &rows);
+  if (rows == 0 || count == 0) return 0;
+  if (!rows_fit(rows)) return -1;
+  cudaStream_t s = (cudaStream_t)stream;
+  rows_t R = {*g};
+  bool ok = ct_dispatch_float(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    ROWS_LAUNCH(softmax_kernel, T, count, rows, s, logsm, R, rows, count,
+                (T *)out, (const T *)x);
+  });
+  return ok && cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int cuda_norm(void *stream, bool rms, int dtype, const cuda_rows *g,
+                         void *out, const void *x, const void *w,
+                         const void *b, double eps) {
+  int64_t rows, count = count_of(g, &rows);
+  if (rows == 0 || count == 0) return 0;
+  if (!rows_fit(rows) || g->ninner != 1) return -1;
+  cudaStream_t s = (cudaStream_t)stream;
+  rows_t R = {*g};
+  bool ok = ct_dispatch_float(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    ROWS_LAUNCH(norm_kernel, T, count, rows, s, rms, eps, R, rows, count,
+                (T *)out, (const T *)x, (const T *)w, (const T *)b);
+  });
+  return ok && cudaGetLastError() == cudaSuccess ? 0 : -1;
+}

@@ -1,0 +1,306 @@
+/* The CUDA backend's kernel table (runtime/backend.h; docs/cuda.md): the
+ * ops bound so far, each turning a boxed call into a launch on the rank's
+ * stream (kernels/cuda). An op without an entry fails with
+ * DT_ERR_UNSUPPORTED naming it; views need no kernel and keep the CPU
+ * table's marker. Registered when the library loads, as the CPU table is
+ * (ops/registry.c calls ops_cuda_register, so that a static link keeps
+ * this file). Empty without DTORCH_CUDA. */
+#include "ops/ops.h"
+#include "runtime/backend.h"
+#include "runtime/runtime.h"
+
+#if DTORCH_HAVE_CUDA
+#include <string.h>
+
+#include "kernels/cuda/cuda.h"
+#include "ops/cuda_geom.h"
+
+static dt_runtime *rt_of(const dt_tensor *t) { return t->local.storage->rt; }
+static int rank_of(const dt_tensor *t) { return t->local.storage->rank; }
+static cuda_rank *cr_of(const dt_tensor *t) {
+  return rt_of(t)->ranks[rank_of(t)].dev_ctx;
+}
+static void *stream_of(const dt_tensor *t) {
+  return cuda_rank_stream(cr_of(t));
+}
+
+/* t's view as an operand broadcast to out's dims */
+static cuda_operand operand_of(const dt_tensor *t, const dt_tensor *out) {
+  cuda_operand o;
+  o.data = core_tensor_data(t);
+  ops_cuda_broadcast(out->local.ndim, t->local.ndim, t->local.sizes,
+                     t->local.strides, o.strides);
+  return o;
+}
+
+static cuda_rows rows_of(const dt_tensor *x, uint32_t mask, bool y_full) {
+  return ops_cuda_rows(x->local.ndim, x->local.sizes, x->local.strides, mask,
+                       y_full);
+}
+
+static dt_status launch_failed(const dt_op_call *c) {
+  return core_error_set(DT_ERR_DEVICE, "%s: launching the CUDA kernel of %s "
+                        "failed", c->api, core_op_name(c->op));
+}
+static dt_status unsupported(const dt_op_call *c, const char *what) {
+  return core_error_set(DT_ERR_UNSUPPORTED, "%s: the CUDA kernel of %s does "
+                        "not take %s yet", c->api, core_op_name(c->op), what);
+}
+
+static bool is_float(dt_dtype d) {
+  return d == DT_FLOAT32 || d == DT_FLOAT64 || d == DT_FLOAT16 ||
+         d == DT_BFLOAT16;
+}
+
+static dt_status cu_empty(dt_op_call *c) {
+  (void)c;
+  return DT_OK;
+}
+
+static dt_status cu_full(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  return cuda_fill(stream_of(o), (int)o->dtype, core_numel(o),
+                   core_tensor_data(o), c->args[2].d)
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_random(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  if (!is_float(o->dtype)) return unsupported(c, "integer dtypes");
+  return cuda_rand_fill(stream_of(o), core_tensor_data(o), (int)o->dtype,
+                        core_numel(o), (uint64_t)c->args[2].i,
+                        (uint64_t)c->args[3].i, c->op == CORE_OP_RANDN)
+             ? launch_failed(c) : DT_OK;
+}
+
+/* the host data is a staging copy the record frees after the kernel: a
+ * copy from pageable memory returns once the source has been read */
+static dt_status cu_from_host(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  size_t n = (size_t)core_numel(o) * core_dtype_size(o->dtype);
+  return rt_of(o)->backend->copy(rt_of(o), rank_of(o), core_tensor_data(o),
+                                 c->args[0].p, n, RUNTIME_COPY_H2D);
+}
+
+static dt_status cu_binary(dt_op_call *c) {
+  static const int ops[CORE_OP_COUNT] = {
+      [CORE_OP_ADD] = CUDA_ADD + 1, [CORE_OP_SUB] = CUDA_SUB + 1,
+      [CORE_OP_MUL] = CUDA_MUL + 1, [CORE_OP_DIV] = CUDA_DIV + 1,
+      [CORE_OP_MAXIMUM] = CUDA_MAX + 1, [CORE_OP_MINIMUM] = CUDA_MIN + 1};
+  dt_tensor *o = c->out[0], *a = c->args[0].t, *b = c->args[1].t;
+  if (!ops[c->op]) return unsupported(c, "this op");
+  if (a->dtype != o->dtype || b->dtype != o->dtype || !is_float(o->dtype))
+    return unsupported(c, "mixed or integer dtypes");
+  cuda_operand oa = operand_of(a, o), ob = operand_of(b, o);
+  return cuda_binary(stream_of(o), (cuda_binary_op)(ops[c->op] - 1),
+                     (int)o->dtype, o->local.ndim, o->local.sizes,
+                     core_tensor_data(o), &oa, &ob)
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_scalar(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  double s = c->args[1].d, alpha = 1, beta = 0;
+  switch (c->op) {
+  case CORE_OP_ADD_SCALAR: beta = s; break;
+  case CORE_OP_SUB_SCALAR: beta = -s; break;
+  case CORE_OP_MUL_SCALAR: alpha = s; break;
+  default: return unsupported(c, "this op");
+  }
+  if (a->dtype != o->dtype || !is_float(o->dtype))
+    return unsupported(c, "integer dtypes");
+  cuda_operand oa = operand_of(a, o);
+  return cuda_affine(stream_of(o), (int)o->dtype, o->local.ndim,
+                     o->local.sizes, core_tensor_data(o), &oa, alpha, beta)
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_unary(dt_op_call *c) {
+  static const int ops[CORE_OP_COUNT] = {
+      [CORE_OP_NEG] = CUDA_NEG + 1, [CORE_OP_EXP] = CUDA_EXP + 1,
+      [CORE_OP_LOG] = CUDA_LOG + 1, [CORE_OP_SQRT] = CUDA_SQRT + 1,
+      [CORE_OP_TANH] = CUDA_TANH + 1, [CORE_OP_SIGMOID] = CUDA_SIGMOID + 1,
+      [CORE_OP_RELU] = CUDA_RELU + 1, [CORE_OP_SILU] = CUDA_SILU + 1,
+      [CORE_OP_GELU] = CUDA_GELU + 1};
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  if (!ops[c->op]) return unsupported(c, "this op");
+  if (a->dtype != o->dtype || !is_float(o->dtype))
+    return unsupported(c, "integer dtypes");
+  cuda_operand oa = operand_of(a, o);
+  return cuda_unary(stream_of(o), (cuda_unary_op)(ops[c->op] - 1),
+                    (int)o->dtype, o->local.ndim, o->local.sizes,
+                    core_tensor_data(o), &oa)
+             ? launch_failed(c) : DT_OK;
+}
+
+/* cast, and the copies of reshape / contiguous / clone: a's elements in
+ * its row-major order into the dense output */
+static dt_status cu_copy(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  cuda_operand oa = {.data = core_tensor_data(a)};
+  memcpy(oa.strides, a->local.strides, sizeof(int64_t) * (size_t)a->local.ndim);
+  return cuda_copy_cast(stream_of(o), (int)o->dtype, (int)a->dtype,
+                        a->local.ndim, a->local.sizes, core_tensor_data(o), &oa)
+             ? launch_failed(c) : DT_OK;
+}
+
+static bool dense(const dt_tensor *t) {
+  return core_layout_is_contiguous(t->local.sizes, t->local.strides,
+                                   t->local.ndim);
+}
+
+/* [.., m, k] @ [.., k, n] with equal batch dims, both dense */
+static dt_status cu_matmul(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t, *b = c->args[1].t;
+  int na = a->local.ndim, nb = b->local.ndim;
+  if (na < 2 || na != nb || !dense(a) || !dense(b) || a->dtype != o->dtype ||
+      b->dtype != o->dtype)
+    return unsupported(c, "broadcast, 1-d, strided or mixed-dtype operands");
+  int64_t batch = 1;
+  for (int d = 0; d < na - 2; d++) {
+    if (a->local.sizes[d] != b->local.sizes[d])
+      return unsupported(c, "broadcast batch dims");
+    batch *= a->local.sizes[d];
+  }
+  int64_t m = a->local.sizes[na - 2], k = a->local.sizes[na - 1],
+          n = b->local.sizes[nb - 1];
+  char why[256];
+  if (cuda_gemm(cr_of(o), (int)o->dtype, batch, m, n, k, core_tensor_data(a),
+                core_tensor_data(b), core_tensor_data(o), why, sizeof why))
+    return core_error_set(DT_ERR_DEVICE, "%s: %s", c->api, why);
+  return DT_OK;
+}
+
+/* cuda_reduce's op codes follow the op list's order */
+_Static_assert(CORE_OP_MEAN == CORE_OP_SUM + 1 && CORE_OP_AMAX == CORE_OP_SUM + 2 &&
+               CORE_OP_AMIN == CORE_OP_SUM + 3 && CORE_OP_PROD == CORE_OP_SUM + 4,
+               "sum, mean, amax, amin, prod in order");
+
+static dt_status cu_reduce(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  if (a->dtype != o->dtype || !is_float(a->dtype))
+    return unsupported(c, "integer dtypes");
+  dt_shape dims = c->args[1].ints;
+  int n = a->local.ndim;
+  uint32_t mask = dims.ndim ? 0 : (uint32_t)((1ull << n) - 1);
+  for (int i = 0; i < dims.ndim; i++) { /* infer checked them */
+    int d;
+    if (ops_wrap_dim(c, "dim", dims.dims[i], n, &d) != DT_OK) return DT_ERR_INTERNAL;
+    mask |= 1u << d;
+  }
+  cuda_rows g = rows_of(a, mask, false);
+  return cuda_reduce(stream_of(o), (int)(c->op - CORE_OP_SUM), (int)o->dtype,
+                     &g, core_tensor_data(o), core_tensor_data(a))
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_softmax(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  int d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim, &d);
+  if (st != DT_OK) return st;
+  if (a->dtype != o->dtype || !is_float(a->dtype))
+    return unsupported(c, "mixed dtypes");
+  cuda_rows g = rows_of(a, a->local.ndim ? 1u << d : 0, true);
+  return cuda_softmax(stream_of(o), c->op == CORE_OP_LOG_SOFTMAX,
+                      (int)o->dtype, &g, core_tensor_data(o),
+                      core_tensor_data(a))
+             ? launch_failed(c) : DT_OK;
+}
+
+/* layer_norm (x, w, b, eps) and rms_norm (x, w, eps) over the last dim */
+static dt_status cu_norm(dt_op_call *c) {
+  bool rms = c->op == CORE_OP_RMS_NORM;
+  dt_tensor *o = c->out[0], *x = c->args[0].t, *w = c->args[1].t,
+            *b = rms ? NULL : c->args[2].t;
+  double eps = c->args[rms ? 2 : 3].d;
+  if (x->dtype != o->dtype || !is_float(x->dtype) || x->local.ndim < 1 ||
+      (w && (w->dtype != x->dtype || !dense(w))) ||
+      (b && (b->dtype != x->dtype || !dense(b))))
+    return unsupported(c, "mixed dtypes, strided weights or 0-d inputs");
+  cuda_rows g = rows_of(x, 1u << (x->local.ndim - 1), true);
+  return cuda_norm(stream_of(o), rms, (int)o->dtype, &g, core_tensor_data(o),
+                   core_tensor_data(x), w ? core_tensor_data(w) : NULL,
+                   b ? core_tensor_data(b) : NULL, eps)
+             ? launch_failed(c) : DT_OK;
+}
+
+/* dropout(x, p, train, seed, offset): the CPU backend's mask */
+static dt_status cu_dropout(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  double p = c->args[1].d;
+  if (a->dtype != o->dtype || !is_float(a->dtype))
+    return unsupported(c, "integer dtypes");
+  if (c->shard) return unsupported(c, "DTensor shards");
+  if (!c->args[2].b || p == 0.0) return cu_copy(c);
+  if (p == 1.0)
+    return cuda_fill(stream_of(o), (int)o->dtype, core_numel(o),
+                     core_tensor_data(o), 0.0) ? launch_failed(c) : DT_OK;
+  cuda_operand oa = operand_of(a, o);
+  return cuda_dropout(stream_of(o), (int)o->dtype, o->local.ndim,
+                      o->local.sizes, core_tensor_data(o), &oa, p,
+                      (uint64_t)c->args[3].i, (uint64_t)c->args[4].i)
+             ? launch_failed(c) : DT_OK;
+}
+
+/* cat(list, dim): each input copied into its slice of the output */
+static dt_status cu_cat(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  int n = o->local.ndim, d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, n, &d);
+  if (st != DT_OK) return st;
+  int64_t at = 0;
+  for (int i = 0; i < c->args[0].list.n; i++) {
+    const dt_tensor *a = c->args[0].list.v[i];
+    if (a->local.ndim != n) continue; /* PyTorch's legacy empty 1-d input */
+    cuda_operand so = {.data = (char *)core_tensor_data(o) +
+                               at * o->local.strides[d] *
+                                   (int64_t)core_dtype_size(o->dtype)},
+                 sa = {.data = core_tensor_data(a)};
+    memcpy(so.strides, o->local.strides, sizeof(int64_t) * (size_t)n);
+    memcpy(sa.strides, a->local.strides, sizeof(int64_t) * (size_t)n);
+    if (cuda_copy_strided(stream_of(o), (int)o->dtype, (int)a->dtype, n,
+                          a->local.sizes, &so, &sa))
+      return launch_failed(c);
+    at += a->local.sizes[d];
+  }
+  return DT_OK;
+}
+
+static core_kernel_fn cuda_kernels[CORE_OP_COUNT];
+
+void ops_cuda_register(void) {
+  for (int op = 0; op < CORE_OP_COUNT; op++) /* views run no kernel */
+    if (ops_defs[op].cpu == ops_alias_cpu) cuda_kernels[op] = ops_alias_cpu;
+  static const struct { core_op_id op; core_kernel_fn fn; } bound[] = {
+      {CORE_OP_EMPTY, cu_empty}, {CORE_OP_FULL, cu_full},
+      {CORE_OP_RAND, cu_random}, {CORE_OP_RANDN, cu_random},
+      {CORE_OP_FROM_HOST, cu_from_host},
+      {CORE_OP_ADD, cu_binary}, {CORE_OP_SUB, cu_binary},
+      {CORE_OP_MUL, cu_binary}, {CORE_OP_DIV, cu_binary},
+      {CORE_OP_MAXIMUM, cu_binary}, {CORE_OP_MINIMUM, cu_binary},
+      {CORE_OP_ADD_SCALAR, cu_scalar}, {CORE_OP_SUB_SCALAR, cu_scalar},
+      {CORE_OP_MUL_SCALAR, cu_scalar},
+      {CORE_OP_NEG, cu_unary}, {CORE_OP_EXP, cu_unary},
+      {CORE_OP_LOG, cu_unary}, {CORE_OP_SQRT, cu_unary},
+      {CORE_OP_TANH, cu_unary}, {CORE_OP_SIGMOID, cu_unary},
+      {CORE_OP_RELU, cu_unary}, {CORE_OP_SILU, cu_unary},
+      {CORE_OP_GELU, cu_unary}, {CORE_OP_CAST, cu_copy},
+      {CORE_OP_RESHAPE, cu_copy}, {CORE_OP_FLATTEN, cu_copy},
+      {CORE_OP_CONTIGUOUS, cu_copy}, {CORE_OP_CLONE, cu_copy},
+      {CORE_OP_MATMUL, cu_matmul},
+      {CORE_OP_SUM, cu_reduce}, {CORE_OP_MEAN, cu_reduce},
+      {CORE_OP_AMAX, cu_reduce}, {CORE_OP_AMIN, cu_reduce},
+      {CORE_OP_PROD, cu_reduce},
+      {CORE_OP_SOFTMAX, cu_softmax}, {CORE_OP_LOG_SOFTMAX, cu_softmax},
+      {CORE_OP_LAYER_NORM, cu_norm}, {CORE_OP_RMS_NORM, cu_norm},
+      {CORE_OP_DROPOUT, cu_dropout}, {CORE_OP_CAT, cu_cat},
+  };
+  for (size_t i = 0; i < sizeof bound / sizeof *bound; i++)
+    cuda_kernels[bound[i].op] = bound[i].fn;
+  runtime_backend_set_kernels(CORE_KEY_CUDA, cuda_kernels);
+}
+
+#else
+void ops_cuda_register(void) {}
+#endif

@@ -1,0 +1,92 @@
+/* The CPU backend (runtime/backend.h): each rank is a simulated device in
+ * host memory. Kernels run to completion on the rank thread, so the rank's
+ * ring is its stream and an event is complete as soon as it is recorded;
+ * copies are memcpy; collectives are the emulated ones of sim/. */
+#include "runtime/backend.h"
+
+#include <string.h>
+
+#include "core/error.h"
+#include "runtime/runtime.h"
+
+static void *cpu_alloc(dt_runtime *rt, int rank, size_t bytes,
+                       const char **err) {
+  return sim_device_alloc(&rt->ranks[rank].dev, bytes, err);
+}
+
+static void cpu_free(dt_runtime *rt, int rank, void *p) {
+  sim_device_free(&rt->ranks[rank].dev, p);
+}
+
+static void cpu_trim(dt_runtime *rt, int rank) {
+  sim_device_trim(&rt->ranks[rank].dev);
+}
+
+static void cpu_tag(void *p, const char *op, int dtype, int ndim,
+                    const int64_t *dims) {
+  sim_device_tag(p, op, dtype, ndim, dims, NULL, 0);
+}
+
+static dt_status cpu_copy(dt_runtime *rt, int rank, void *dst, const void *src,
+                          size_t bytes, runtime_copy_kind kind) {
+  (void)rt, (void)rank, (void)kind;
+  if (bytes) memmove(dst, src, bytes);
+  return DT_OK;
+}
+
+/* every event of a CPU rank is complete when recorded: one shared token */
+static char cpu_event_token;
+static void *cpu_event_record(dt_runtime *rt, int rank) {
+  (void)rt, (void)rank;
+  return &cpu_event_token;
+}
+static dt_status cpu_event_wait(dt_runtime *rt, int rank, void *ev) {
+  (void)rt, (void)rank, (void)ev;
+  return DT_OK;
+}
+static bool cpu_event_done(void *ev) { return ev == &cpu_event_token; }
+static void cpu_event_destroy(void *ev) { (void)ev; }
+static dt_status cpu_stream_sync(dt_runtime *rt, int rank) {
+  (void)rt, (void)rank;
+  return DT_OK;
+}
+
+static const runtime_backend_coll cpu_coll = {
+    .all_reduce = sim_coll_all_reduce,
+    .all_gather = sim_coll_all_gather,
+    .reduce_scatter = sim_coll_reduce_scatter,
+    .all_to_all = sim_coll_all_to_all,
+    .broadcast = sim_coll_broadcast,
+    .barrier = sim_coll_barrier,
+};
+
+runtime_backend runtime_backend_cpu = {
+    .name = "cpu",
+    .key = CORE_KEY_CPU,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .trim = cpu_trim,
+    .tag = cpu_tag,
+    .copy = cpu_copy,
+    .event_record = cpu_event_record,
+    .event_wait = cpu_event_wait,
+    .event_done = cpu_event_done,
+    .event_destroy = cpu_event_destroy,
+    .stream_sync = cpu_stream_sync,
+    .kernels = NULL, /* ops/registry.c registers them at load time */
+    .coll = &cpu_coll,
+};
+
+
+runtime_backend *runtime_backend_of_key(core_key key) {
+  switch (key) {
+  case CORE_KEY_CPU: return &runtime_backend_cpu;
+  case CORE_KEY_CUDA: return runtime_backend_cuda_table();
+  default: return NULL;
+  }
+}
+
+void runtime_backend_set_kernels(core_key key, const core_kernel_fn *kernels) {
+  runtime_backend *b = runtime_backend_of_key(key);
+  if (b) b->kernels = kernels;
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The CUDA backend's check on a machine with a GPU (docs/cuda.md): builds
+# with DTORCH_CUDA=on for the GPU present, runs the gpu-labelled tests and
+# the host-side CUDA tests, runs `dtorch bench gpu`, and prints ONE JSON
+# summary line last. Needs no network (the build dependencies must be
+# installed: scripts/bootstrap.sh, which this script runs only if apt is
+# reachable). Fails loudly: each stage says what it does; exit 1 on any
+# failure, with the summary line still printed.
+#   scripts/gpu-check.sh [BUILD_DIR]     (default build-gpu; ~5 min on H200)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-gpu}
+t0=$(date +%s)
+log() { echo "gpu-check: $*" >&2; }
+status=ok; why=""; tests_json='null'; bench_json='[]'
+gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
+summary() {
+  local secs=$(( $(date +%s) - t0 ))
+  printf '{"gpu_check":"%s","why":"%s","gpu":"%s","build":"%s","tests":%s,"bench":%s,"seconds":%d}\n' \
+    "$status" "${why//\"/\'}" "${gpu:-none}" "$build" "$tests_json" "$bench_json" "$secs"
+}
+fail() { status=failed; why=$1; log "FAILED: $1"; summary; exit 1; }
+
+log "GPU: ${gpu:-none found by nvidia-smi}"
+[ -n "$gpu" ] || log "no GPU visible: the gpu tests will skip and the check fails"
+
+# the build dependencies (packages) must be there; install only if we can
+missing=$(for p in cmake pkg-config liburing-dev libck-dev libcmocka-dev libopenblas-dev libcjson-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo -n "$p "; done)
+if [ -n "$missing" ]; then
+  log "missing packages: $missing; trying scripts/bootstrap.sh"
+  scripts/bootstrap.sh >&2 || fail "missing build packages ($missing) and no way to install them"
+fi
+
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+[ -x "$nvcc" ] || fail "nvcc not found (PATH, /usr/local/cuda/bin)"
+arch=native   # only the GPU present: the build takes a minute, not three
+cmake_ver=$(cmake --version | head -1 | awk '{print $3}')
+if [ "$(printf '%s\n3.24\n' "$cmake_ver" | sort -V | head -1)" != "3.24" ]; then
+  arch="80-real;90"   # cmake < 3.24 has no "native"
+fi
+mkdir -p "$build"
+log "configure $build: DTORCH_CUDA=on, architectures $arch, $(nproc) jobs"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTORCH_CUDA=on \
+  "-DDTORCH_CUDA_ARCHITECTURES=$arch" >"$build/gpu-check.configure.log" 2>&1 \
+  || { cat "$build/gpu-check.configure.log" >&2; fail "cmake configure failed"; }
+grep '^-- dtorch' "$build/gpu-check.configure.log" >&2
+log "build"
+cmake --build "$build" -j "$(nproc)" >"$build/gpu-check.build.log" 2>&1 \
+  || { tail -40 "$build/gpu-check.build.log" >&2; fail "build failed (see $build/gpu-check.build.log)"; }
+
+log "tests: ctest -L gpu, and the host-side CUDA tests"
+( cd "$build" && timeout 300 ctest --output-on-failure -L gpu -R 'cuda' ) >&2
+gpu_rc=$?
+( cd "$build" && timeout 120 ctest --output-on-failure -R 'cuda_no_driver_link|test_cuda_host|test_cuda_device' ) >&2
+host_rc=$?
+# a skip (77) on a GPU machine is a failure here: the GPU was not usable
+skipped=$(cd "$build" && ctest -N -L gpu | grep -c 'Test #')
+if [ -n "$gpu" ] && "$build/test_cuda_ops" >"$build/gpu-check.tests.log" 2>&1; then
+  ops=pass
+else
+  rc=$?; ops="fail($rc)"; [ "$rc" = 77 ] && ops=skipped
+  tail -30 "$build/gpu-check.tests.log" >&2
+fi
+tests_json=$(printf '{"ctest_gpu_rc":%d,"ctest_host_rc":%d,"gpu_tests":%d,"test_cuda_ops":"%s"}' \
+  "$gpu_rc" "$host_rc" "$skipped" "$ops")
+
+log "bench: dtorch bench gpu"
+bench_out=$(timeout 240 "$build/dtorch" bench gpu --reps 3)
+bench_rc=$?
+echo "$bench_out" >&2
+bench_json="[$(echo "$bench_out" | grep '^{' | paste -sd, -)]"
+[ "$bench_json" = "[]" ] && bench_json='[]'
+
+[ $gpu_rc -eq 0 ] || fail "gpu tests failed"
+[ $host_rc -eq 0 ] || fail "host-side CUDA tests failed"
+[ "$ops" = pass ] || fail "test_cuda_ops: $ops"
+[ $bench_rc -eq 0 ] || fail "dtorch bench gpu exited $bench_rc"
+summary
