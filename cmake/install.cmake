@@ -35,6 +35,15 @@ install(TARGETS dtorch dtorch_static
 file(RELATIVE_PATH DTORCH_PC_PREFIX_REL
      "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 string(REGEX REPLACE "/$" "" DTORCH_PC_PREFIX_REL "${DTORCH_PC_PREFIX_REL}")
+# what libdtorch.a needs besides the pkg-config modules: with the CUDA
+# backend built in, its objects call cudart (static) and C++ runtime hooks
+set(DTORCH_PC_LIBS_PRIVATE "-lpthread -lm")
+set(DTORCH_STATIC_EXTRA "")
+if(DTORCH_CUDA_ENABLED)
+  string(APPEND DTORCH_PC_LIBS_PRIVATE
+         " ${CUDA_cudart_static_LIBRARY} -ldl -lrt -lstdc++")
+  set(DTORCH_STATIC_EXTRA ";${CUDA_cudart_static_LIBRARY};dl;rt;stdc++")
+endif()
 configure_file(cmake/dtorch.pc.in ${CMAKE_CURRENT_BINARY_DIR}/dtorch.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/dtorch.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
