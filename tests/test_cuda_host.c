@@ -16,23 +16,12 @@
 #if DTORCH_HAVE_CUDA
 #include "kernels/cpu/cpu.h"
 #include "kernels/cuda/cuda.h"
-
-/* Random123's kat_vectors for philox4x32_10 (Salmon et al.) */
-static const struct {
-  uint32_t ctr[4], key[2], out[4];
-} kat[] = {
-    {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
-    {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
-     {0xffffffff, 0xffffffff},
-     {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
-    {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
-     {0xa4093822, 0x299f31d0},
-     {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
-};
+#include "philox_kat.h"
 
 static void philox_known_answers(void **state) {
   (void)state;
-  for (size_t i = 0; i < sizeof kat / sizeof *kat; i++) {
+  const philox_kat *kat = philox_kats;
+  for (int i = 0; i < PHILOX_NKATS; i++) {
     uint32_t g[4], c[4];
     cuda_philox4x32_host(kat[i].ctr, kat[i].key, g);
     cpu_philox4x32(kat[i].ctr, kat[i].key, c);
