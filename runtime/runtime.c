@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,15 @@ void runtime_unref(dt_runtime *rt) {
   runtime_dry_free(rt->dry);
   free(rt->ranks);
   free(rt);
+}
+
+/* the CPUs this thread may run on: the rank threads it starts inherit the
+ * mask and pin themselves to rank % this count (runtime/exec.c); 0 if the
+ * mask cannot be read */
+static int affinity_cpus(void) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
+  return CPU_COUNT(&allowed);
 }
 
 /* integer env var in [lo, hi]; 0 if unset; -1 + error if malformed */
@@ -365,7 +375,8 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
                            .exec = runtime_exec_record, .init = runtime_exec_rank_init,
                            .pending = runtime_exec_pending, .idle = runtime_exec_idle,
                            .ctx = rt, .spin_ns = set.spin_ns,
-                           .chaos_seed = set.chaos_seed};
+                           .chaos_seed = set.chaos_seed,
+                           .pin_cpus = set.pin ? affinity_cpus() : 0};
   rt->coll = sim_coll_world_create(n, set.timeout_ns);
   if (rt->coll) sim_coll_world_set_where(rt->coll, runtime_rank_where, rt);
   if (!rt->coll) {

@@ -45,6 +45,10 @@ typedef struct sched_pool_config {
   void *ctx;
   uint32_t spin_ns;         /* spin before parking (default 20000) */
   uint64_t chaos_seed;      /* != 0: chaos points perturb (sched/chaos.h) */
+  int pin_cpus;             /* > 1: rank r runs on CPU r % pin_cpus (the
+                               runtime pins), which sched_parallel_for uses
+                               to wake one helper per other CPU; 0: not
+                               pinned */
 } sched_pool_config;
 /* the pool's fault table (sched/fault.h) */
 struct sched_faults *sched_pool_faults(sched_pool *p);
