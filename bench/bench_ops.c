@@ -39,7 +39,8 @@ static void sync_default(void) {
 
 typedef enum op_kind {
   K_ADD, K_GELU, K_SUM, K_MATMUL, K_SOFTMAX, K_LOG_SOFTMAX, K_LAYER_NORM,
-  K_CROSS_ENTROPY, K_TRANSPOSE, K_CAST_BF16, K_EMBEDDING, K_CAT, K_RAND
+  K_CROSS_ENTROPY, K_TRANSPOSE, K_CAST_BF16, K_EMBEDDING, K_CAT, K_RAND,
+  K_RANDN, K_LOG, K_SIN, K_GELU_BW, K_CE_BW
 } op_kind;
 
 typedef struct op_case {
@@ -75,6 +76,12 @@ static dt_tensor *run_once(const op_run *r) {
     return dt_cat(two, 2, 0);
   }
   case K_RAND: return dt_rand(DT_SHAPE(r->c->rows, r->c->cols), NULL);
+  case K_RANDN: return dt_randn(DT_SHAPE(r->c->rows, r->c->cols), NULL);
+  case K_LOG: return dt_log(r->x);
+  case K_SIN: return dt_sin(r->x);
+  case K_GELU_BW: return dt_gelu_backward(r->y, r->x);
+  case K_CE_BW:
+    return dt_cross_entropy_backward(r->w, r->x, r->t, DT_REDUCTION_MEAN, -100, 0);
   }
   return NULL;
 }
@@ -99,7 +106,9 @@ static void op_cost(const op_case *c, double *bytes, double *flops) {
   case K_EMBEDDING: /* rows of the output gathered from the table */
     *bytes = 3 * n * f + (double)c->rows * 8; *flops = 0; break;
   case K_CAT: *bytes = 6 * n * f; *flops = 0; break; /* 2n in, 2n out */
-  case K_RAND: *bytes = 2 * n * f; *flops = 10 * n; break;
+  case K_RAND: case K_RANDN: *bytes = 2 * n * f; *flops = 10 * n; break;
+  case K_GELU_BW: *bytes = 4 * n * f; *flops = 40 * n; break; /* g, x, out + RFO */
+  case K_CE_BW: *bytes = 3 * n * f + (double)c->rows * 8; *flops = 5 * n; break;
   case K_GELU: *bytes = 3 * n * f; *flops = 30 * n; break;
   default: *bytes = 3 * n * f; *flops = 5 * n; break; /* in, out + RFO */
   }
@@ -109,14 +118,21 @@ static void setup(op_run *r) {
   const op_case *c = r->c;
   dt_manual_seed(18);
   dt_shape s = DT_SHAPE(c->rows, c->cols);
-  if (c->kind != K_RAND) r->x = dt_randn(s, NULL);
-  if (c->kind == K_ADD || c->kind == K_CAT) r->y = dt_randn(s, NULL);
+  if (c->kind != K_RAND && c->kind != K_RANDN) r->x = dt_randn(s, NULL);
+  if (c->kind == K_LOG) { /* positive arguments */
+    dt_tensor *a = dt_abs(r->x);
+    dt_tensor_release(r->x);
+    r->x = a;
+  }
+  if (c->kind == K_ADD || c->kind == K_CAT || c->kind == K_GELU_BW)
+    r->y = dt_randn(s, NULL);
+  if (c->kind == K_CE_BW) r->w = dt_ones(DT_SHAPE(), NULL); /* d loss */
   if (c->kind == K_MATMUL) r->y = dt_randn(DT_SHAPE(c->cols, c->cols), NULL);
   if (c->kind == K_LAYER_NORM) {
     r->w = dt_randn(DT_SHAPE(c->cols), NULL);
     r->b = dt_randn(DT_SHAPE(c->cols), NULL);
   }
-  if (c->kind == K_CROSS_ENTROPY || c->kind == K_EMBEDDING) {
+  if (c->kind == K_CROSS_ENTROPY || c->kind == K_CE_BW || c->kind == K_EMBEDDING) {
     int64_t m = c->rows, *idx = malloc((size_t)m * sizeof *idx);
     if (!idx) die("setup");
     for (int64_t i = 0; i < m; i++) idx[i] = (i * 7919) % (c->kind == K_EMBEDDING ? c->rows : c->cols);
@@ -176,6 +192,11 @@ static const op_case cases[] = {
     {"embedding", "4096x1024", K_EMBEDDING, 4096, 1024},
     {"cat", "2x4096x1024", K_CAT, 4096, 1024},
     {"rand", "16M", K_RAND, 4096, 4096},
+    {"randn", "16M", K_RANDN, 4096, 4096},
+    {"log", "16M", K_LOG, 4096, 4096},
+    {"sin", "16M", K_SIN, 4096, 4096},
+    {"gelu_backward", "16M", K_GELU_BW, 4096, 4096},
+    {"cross_entropy_backward", "4096x1000", K_CE_BW, 4096, 1000},
 };
 
 int bench_ops(int argc, char **argv) {

@@ -33,6 +33,15 @@ def torch_cases():
         t = (torch.arange(4096, dtype=torch.int64) * 7919) % 1000
         return x, t
 
+    def ce_bw_setup():
+        x, t = ce_setup()
+        lsm = torch.log_softmax(x, 1)
+        return lsm, t, torch.ones(()), torch.tensor(4096.0)
+
+    def ce_bw(lsm, t, gout, total):
+        g = torch.ops.aten.nll_loss_backward(gout, lsm, t, None, 1, -100, total)
+        return torch.ops.aten._log_softmax_backward_data(g, lsm, 1, torch.float32)
+
     def emb_setup():
         w = randn(4096, 1024)
         i = (torch.arange(4096, dtype=torch.int64) * 7919) % 4096
@@ -57,6 +66,14 @@ def torch_cases():
         "cat": (lambda: (randn(4096, 1024), randn(4096, 1024)),
                 lambda a, b: torch.cat([a, b], 0)),
         "rand": (lambda: (), lambda: torch.rand(4096, 4096)),
+        "randn": (lambda: (), lambda: torch.randn(4096, 4096)),
+        "log": (lambda: (randn(4096, 4096).abs(),), torch.log),
+        "sin": (lambda: (randn(4096, 4096),), torch.sin),
+        "gelu_backward": (lambda: (randn(4096, 4096), randn(4096, 4096)),
+                          lambda g, x: torch.ops.aten.gelu_backward(g, x)),
+        # what autograd runs for F.cross_entropy's backward: nll_loss's
+        # backward, then log_softmax's (its output saved by the forward)
+        "cross_entropy_backward": (ce_bw_setup, ce_bw),
     }
 
 
