@@ -82,8 +82,8 @@ function(dtorch_cuda_attach tgt)
   target_include_directories(${tgt} PUBLIC ${CUDAToolkit_INCLUDE_DIRS}
                              ${DTORCH_NCCL_INCLUDE})
   target_compile_definitions(${tgt} PUBLIC DTORCH_HAVE_CUDA=1)
-  # the .cu objects are C++: libstdc++ for the few runtime hooks nvcc's
-  # host stubs use; dl for cuBLAS / NCCL
+  # the .cu objects are C++: libstdc++ for the few runtime hooks of the
+  # host-side launch code nvcc generates; dl for cuBLAS / NCCL
   target_link_libraries(${tgt} PUBLIC CUDA::cudart_static ${CMAKE_DL_LIBS}
                         stdc++)
 endfunction()
