@@ -2,6 +2,7 @@
 #include "core/error.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -25,6 +26,19 @@ void core_error_succeeded(void) { tls_failed = false; }
 
 dt_status core_last_status(void) { return tls_status; }
 const char *core_last_error(void) { return tls_message; }
+
+void core_error_save(core_error_state *s) {
+  _Static_assert(sizeof s->message == sizeof tls_message, "message size");
+  s->status = tls_status;
+  s->failed = tls_failed;
+  snprintf(s->message, sizeof s->message, "%s", tls_message);
+}
+
+void core_error_restore(const core_error_state *s) {
+  tls_status = s->status;
+  tls_failed = s->failed;
+  snprintf(tls_message, sizeof tls_message, "%s", s->message);
+}
 
 void core_clear_error(void) {
   tls_status = DT_OK;

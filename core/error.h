@@ -21,6 +21,16 @@ dt_status core_error_set(dt_status code, const char *fmt, ...)
 bool core_error_chained(void);
 void core_error_succeeded(void);
 
+/* This thread's error, saved and put back around work done on another
+ * rank's behalf (sched/help.c), so a helped record's error stays its own. */
+typedef struct core_error_state {
+  dt_status status;
+  bool failed;
+  char message[1024];
+} core_error_state;
+void core_error_save(core_error_state *s);
+void core_error_restore(const core_error_state *s);
+
 /* Internal invariant check, always on; reports file:line and aborts. Never
  * used for user input. */
 #define CORE_ASSERT(cond)                                                     \

@@ -179,8 +179,8 @@ void mesh_dtensor_free_spec(core_spec *s) {
   dt_runtime *rt = s->mesh->rt;
   if (!sched_current_pool() &&
       !atomic_load_explicit(&rt->dead, memory_order_acquire) &&
-      runtime_publish_named_call(rt, -1, "free_dtensor", free_on_rank,
-                                 free_done, s) == DT_OK)
+      runtime_publish_helped_call(rt, "free_dtensor", free_on_rank, free_done,
+                                  s, SCHED_HELP_ALONE) == DT_OK)
     return;
   release_shards(s);
   spec_dealloc(s);

@@ -94,6 +94,28 @@ static void count_steps(const dt_mesh *m, const dt_shape *shape, size_t es,
   }
 }
 
+/* Whether the issuing thread may run sleeping ranks' part itself
+ * (sched/help.h): one step of a small tensor, where waking the ranks costs
+ * more than the work. A collective only when it has one phase (every
+ * member's input at most SIM_COLL_ONE_PHASE_BYTES, with an all_to_all's
+ * counts): a helped member then never waits after
+ * its arrival, so members helped on one stack never wait for each other.
+ * Several steps could wait in a second round for a member suspended in
+ * the first. */
+#define HELP_MAX_BYTES ((size_t)64 << 10)
+static sched_help_kind help_kind(const dt_mesh *mesh, const mesh_redist_job *j,
+                                 const dt_shape *shape, size_t es) {
+  size_t bytes = (size_t)core_numel_of(shape->dims, shape->ndim) * es;
+  if (j->nsteps != 1) return SCHED_HELP_NONE;
+  mesh_plan_kind k = j->steps[0].kind;
+  if (!mesh_plan_is_collective(k)) return bytes <= HELP_MAX_BYTES ? SCHED_HELP_ALONE
+                                                                   : SCHED_HELP_NONE;
+  /* all_to_all's entries carry both counts arrays (8 bytes per member) */
+  int64_t n = mesh->shape[j->steps[0].mesh_dim];
+  size_t need = k == MESH_PLAN_ALL_TO_ALL ? (bytes + 7) / 8 * 8 + 16 * (size_t)n : bytes;
+  return need <= SIM_COLL_ONE_PHASE_BYTES ? SCHED_HELP_ROUND : SCHED_HELP_NONE;
+}
+
 static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
                                          const dt_placement *pl, bool count,
                                          const char *fn) {
@@ -126,9 +148,9 @@ static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
   j->src = core_tensor_retain(t);
   j->dst = core_tensor_retain(out);
   j->api = fn;
-  if (runtime_publish_named_call(mesh->rt, -1, "redistribute",
-                                 mesh_exec_redistribute,
-                                 mesh_exec_redist_done, j) != DT_OK) {
+  if (runtime_publish_helped_call(mesh->rt, "redistribute",
+                                  mesh_exec_redistribute, mesh_exec_redist_done,
+                                  j, help_kind(mesh, j, shape, es)) != DT_OK) {
     mesh_exec_redist_done(j);
     core_tensor_release(out);
     core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "

@@ -57,7 +57,7 @@ typedef struct exec_record {
   core_storage *storage;          /* REC_FREE */
   struct { dt_tensor *t; void *dst; size_t bytes; } host;
   struct { runtime_call_fn fn; runtime_done_fn done; void *arg;
-           const char *name; } call_fn; /* REC_CALL */
+           const char *name; sched_help_kind help; } call_fn; /* REC_CALL */
   struct device_barrier *dbar;  /* REC_BARRIER of a device backend */
   uint64_t flow;                /* trace: first flow id, 0: none */
   bool flow_all;                /* trace: one id per rank (flow + rank) */
@@ -679,6 +679,10 @@ dt_future *runtime_publish_barrier(dt_runtime *rt, int rank) {
   return f;
 }
 
+static dt_status publish_call(dt_runtime *rt, int rank, const char *name,
+                              runtime_call_fn fn, runtime_done_fn done,
+                              void *arg, sched_help_kind help);
+
 dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
                                runtime_done_fn done, void *arg) {
   return runtime_publish_named_call(rt, rank, NULL, fn, done, arg);
@@ -687,6 +691,28 @@ dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
 dt_status runtime_publish_named_call(dt_runtime *rt, int rank, const char *name,
                                      runtime_call_fn fn, runtime_done_fn done,
                                      void *arg) {
+  return publish_call(rt, rank, name, fn, done, arg, SCHED_HELP_NONE);
+}
+
+dt_status runtime_publish_helped_call(dt_runtime *rt, const char *name,
+                                      runtime_call_fn fn, runtime_done_fn done,
+                                      void *arg, sched_help_kind help) {
+  /* a device backend's records order work on its streams: its ranks
+   * run their own */
+  if (rt->backend->key != CORE_KEY_CPU) help = SCHED_HELP_NONE;
+  return publish_call(rt, -1, name, fn, done, arg, help);
+}
+
+int runtime_exec_helpable(void *ctx, const void *record, int rank) {
+  (void)ctx;
+  (void)rank;
+  const exec_record *r = record;
+  return r->kind == REC_CALL ? (int)r->call_fn.help : SCHED_HELP_NONE;
+}
+
+static dt_status publish_call(dt_runtime *rt, int rank, const char *name,
+                              runtime_call_fn fn, runtime_done_fn done,
+                              void *arg, sched_help_kind help) {
   if (rt->dry_run) { /* nothing runs; the job is freed as after its run */
     if (done) done(arg);
     return DT_OK;
@@ -707,8 +733,17 @@ dt_status runtime_publish_named_call(dt_runtime *rt, int rank, const char *name,
   r->call_fn.done = done;
   r->call_fn.arg = arg;
   r->call_fn.name = name;
+  r->call_fn.help = help;
   atomic_store_explicit(&r->pending, rank >= 0 ? 1 : rt->nranks,
                         memory_order_relaxed);
+  if (help == SCHED_HELP_NONE) {
+    commit(rt, &q, r);
+    return DT_OK;
+  }
+  /* the ranks asleep for it stay asleep; this thread runs their part or
+   * wakes them before it returns (sched/help.h, invariant H) */
+  sched_help_begin(rt->pool, help);
   commit(rt, &q, r);
+  sched_help_settle(rt->pool);
   return DT_OK;
 }

@@ -8,6 +8,7 @@
 
 #include "core/call.h"
 #include "runtime/runtime.h"
+#include "sched/help.h"
 
 /* size of one ring record (sched_pool_config.record_size) */
 size_t runtime_exec_record_size(void);
@@ -50,6 +51,14 @@ dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
 dt_status runtime_publish_named_call(dt_runtime *rt, int rank, const char *name,
                                      runtime_call_fn fn, runtime_done_fn done,
                                      void *arg);
+/* The same for a record every rank runs that the publishing thread may run
+ * itself on ranks whose threads sleep (sched/help.h): `help` says what the
+ * record waits for (SCHED_HELP_NONE: a plain publish). */
+dt_status runtime_publish_helped_call(dt_runtime *rt, const char *name,
+                                      runtime_call_fn fn, runtime_done_fn done,
+                                      void *arg, sched_help_kind help);
+/* the pool's helpable callback (sched_helpable_fn) */
+int runtime_exec_helpable(void *ctx, const void *record, int rank);
 /* flow arrows of an all-rank record reach ranks below this (docs/trace.md) */
 #define RUNTIME_TRACE_FLOWS 64
 

@@ -374,7 +374,7 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
                            .record_size = runtime_exec_record_size(),
                            .exec = runtime_exec_record, .init = runtime_exec_rank_init,
                            .pending = runtime_exec_pending, .idle = runtime_exec_idle,
-                           .ctx = rt, .spin_ns = set.spin_ns,
+                           .helpable = runtime_exec_helpable, .ctx = rt, .spin_ns = set.spin_ns,
                            .chaos_seed = set.chaos_seed,
                            .pin_cpus = set.pin ? affinity_cpus() : 0};
   rt->coll = sim_coll_world_create(n, set.timeout_ns);

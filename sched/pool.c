@@ -74,29 +74,12 @@
 #include "sched/fence.h"
 #include "sched/queue.h"
 #include "sched/trace.h"
+#include "sched/pool_internal.h"
+#include "sched/help.h"
 
 #define TARGET_ALL SCHED_ALL
 #define POOL_PREFAULT_MAX ((size_t)64 << 20) /* queue bytes faulted in at once */
 #define STEAL_TRIES 4
-#define SCHED_MAX_WORDS 1024 /* ranks / 64: 65,536 ranks at most */
-
-/* what a queue cell holds: a record in place or the stop order; bseq is
- * the broadcast ring's tail when it was claimed (every broadcast ticket
- * below it runs first on this rank) */
-typedef enum msg_kind { MSG_INLINE, MSG_STOP } msg_kind;
-typedef struct msg_head {
-  msg_kind kind;
-  uint64_t bseq;
-  _Alignas(16) char record[];     /* MSG_INLINE */
-} msg_head;
-
-/* a cell of the broadcast ring (see "Broadcast" above) */
-typedef struct bcast_cell {
-  _Atomic uint64_t seq;     /* t: free for ticket t; t + 1: ticket t published */
-  _Atomic int remaining;    /* ranks that have not run ticket seq - 1 */
-  msg_kind kind;
-  _Alignas(16) char record[];
-} bcast_cell;
 
 /* ---- ck_ec glue: futex wait/wake and a monotonic clock */
 static int ec_gettime(const struct ck_ec_ops *ops, struct timespec *out) {
@@ -130,45 +113,6 @@ static const struct ck_ec_ops ec_ops = {
 static const struct ck_ec_mode ec_mode = {.ops = &ec_ops,
                                           .single_producer = false};
 
-typedef struct chunk_task {
-  sched_range_fn fn;
-  void *ctx;
-  int64_t begin, end;
-  _Atomic int64_t *remaining;
-} chunk_task;
-
-typedef struct rank_state {
-  _Alignas(64) struct ck_ec32 ec;
-  uint64_t bnext;                /* next broadcast ticket (rank thread only) */
-  _Atomic uint64_t bdone;        /* tickets run: bnext, published for drains */
-  sched_queue *queue;
-  sched_deque *deque;
-  struct sched_pool *pool;
-  pthread_t thread;
-  int id;
-  uint64_t rng;
-  _Atomic int64_t records_run, chunks_run, chunks_stolen, parks;
-} rank_state;
-
-struct sched_pool {
-  sched_pool_config cfg;
-  sched_faults *faults;    /* fault injection (sched/fault.h) */
-  rank_state *ranks;
-  char *bcells;            /* the broadcast ring: bcap cells of bcell bytes */
-  size_t bcell;
-  uint64_t bcap;
-  _Alignas(64) _Atomic uint64_t btail;    /* next broadcast ticket */
-  _Alignas(64) _Atomic uint64_t *to_wake; /* ranks handed over to be woken */
-
-  int nwords;
-  _Alignas(64) _Atomic uint64_t *parked;   /* bitmap, one bit per rank */
-  _Atomic uint64_t *bwait; /* per ring cell: ranks parked waiting for it */
-  _Atomic int64_t wakes;
-  _Atomic int spinning;    /* ranks spinning before parking */
-  int max_spinners;
-  bool crowded;            /* ranks + an issuing thread outnumber the CPUs */
-};
-
 #if defined(__SANITIZE_THREAD__)
 _Atomic unsigned sched_fence_word; /* sched/fence.h */
 #endif
@@ -178,6 +122,15 @@ static _Thread_local int tls_rank = -1;
 
 sched_pool *sched_current_pool(void) { return tls_pool; }
 int sched_current_rank(void) { return tls_rank; }
+
+void sched_swap_identity(sched_pool **pool, int *rank) {
+  sched_pool *p = tls_pool;
+  int r = tls_rank;
+  tls_pool = *pool;
+  tls_rank = *rank;
+  *pool = p;
+  *rank = r;
+}
 int sched_pool_ranks(const sched_pool *p) { return p->cfg.ranks; }
 
 static inline void cpu_relax(void) {
@@ -193,7 +146,7 @@ static int64_t now_ns(void) {
 }
 
 /* ---- waking */
-static void wake_rank(sched_pool *p, int r) {
+void sched_wake_rank(sched_pool *p, int r) {
   ck_ec32_inc(&p->ranks[r].ec, &ec_mode);
   atomic_fetch_add_explicit(&p->wakes, 1, memory_order_relaxed);
 }
@@ -206,7 +159,7 @@ static void wake_parked(sched_pool *p, int rank, int limit) {
   SCHED_FENCE_SEQ_CST();
   if (rank >= 0) {
     uint64_t w = atomic_load_explicit(&p->parked[rank / 64], memory_order_relaxed);
-    if (w & (1ull << (rank % 64))) wake_rank(p, rank);
+    if (w & (1ull << (rank % 64))) sched_wake_rank(p, rank);
     return;
   }
   int woken = 0;
@@ -215,31 +168,14 @@ static void wake_parked(sched_pool *p, int rank, int limit) {
     while (w) {
       int b = __builtin_ctzll(w);
       w &= w - 1;
-      wake_rank(p, i * 64 + b);
+      sched_wake_rank(p, i * 64 + b);
       if (limit > 0 && ++woken >= limit) return;
     }
   }
 }
 
 /* ---- the broadcast ring */
-static bcast_cell *bcast_at(const sched_pool *p, uint64_t t) {
-  return (bcast_cell *)(p->bcells + (t & (p->bcap - 1)) * p->bcell);
-}
-
-/* the waiters of ticket t's cell: nwords words, one bit per rank */
-static _Atomic uint64_t *bwait_at(const sched_pool *p, uint64_t t) {
-  return p->bwait + (t & (p->bcap - 1)) * (uint64_t)p->nwords;
-}
-
-/* ticket rs->bnext if published, else NULL (rank thread only) */
-static bcast_cell *bcast_peek(rank_state *rs) {
-  bcast_cell *c = bcast_at(rs->pool, rs->bnext);
-  /* acquire: pairs with the commit's release (the record is written) */
-  return atomic_load_explicit(&c->seq, memory_order_acquire) == rs->bnext + 1
-             ? c : NULL;
-}
-
-static void bcast_pop(rank_state *rs, bcast_cell *c) {
+void sched_bcast_pop(rank_state *rs, bcast_cell *c) {
   sched_pool *p = rs->pool;
   uint64_t t = rs->bnext++;
   /* release: the run happens-before a drain that sees bdone past t */
@@ -277,7 +213,7 @@ static void pass_wakes(sched_pool *p) {
     }
     if (w) atomic_fetch_or_explicit(&p->to_wake[i], w, memory_order_seq_cst);
   }
-  for (int k = 0; k < n; k++) wake_rank(p, take[k]);
+  for (int k = 0; k < n; k++) sched_wake_rank(p, take[k]);
 }
 
 /* The issuer after committing ticket t (see "Waking for a broadcast"):
@@ -302,7 +238,7 @@ static void wake_caught_up(sched_pool *p, uint64_t t) {
    * the fence in park() */
   SCHED_FENCE_SEQ_CST();
   uint64_t due[(SCHED_MAX_WORDS)];
-  _Atomic uint64_t *wait = bwait_at(p, t);
+  _Atomic uint64_t *wait = sched_bwait_at(p, t);
   bool any = false;
   for (int i = 0; i < p->nwords; i++) {
     /* relaxed load first: most commits find nobody waiting, and a load
@@ -313,6 +249,13 @@ static void wake_caught_up(sched_pool *p, uint64_t t) {
     any |= due[i] != 0;
   }
   if (!any) return;
+  /* an issuing thread that will run these ranks' part itself keeps them
+   * asleep (sched/help.c); it owes each a help or a wake-up */
+  if (sched_help_defer(p, t, due)) return;
+  sched_hand_over(p, due);
+}
+
+void sched_hand_over(sched_pool *p, const uint64_t *due) {
   for (int i = 0; i < p->nwords; i++)
     if (due[i]) atomic_fetch_or_explicit(&p->to_wake[i], due[i], memory_order_seq_cst);
   /* claim one of them and wake it; ranks that cannot be claimed are awake */
@@ -320,7 +263,7 @@ static void wake_caught_up(sched_pool *p, uint64_t t) {
     for (uint64_t d = due[i]; d; d &= d - 1) {
       int r = i * 64 + __builtin_ctzll(d);
       if (claim_parked(p, r)) {
-        wake_rank(p, r);
+        sched_wake_rank(p, r);
         return;
       }
     }
@@ -375,14 +318,38 @@ static bool any_deque_work(const sched_pool *p) {
   return false;
 }
 
-static bool has_work(rank_state *rs) {
+bool sched_rank_has_work(rank_state *rs) {
   sched_pool *p = rs->pool;
-  return bcast_peek(rs) != NULL || sched_queue_peek(rs->queue) != NULL ||
+  return sched_bcast_peek(rs) != NULL || sched_queue_peek(rs->queue) != NULL ||
          any_deque_work(p) ||
          (p->cfg.pending && p->cfg.pending(p->cfg.ctx, rs->id));
 }
 
 void sched_pool_wake(sched_pool *p, int rank) { wake_parked(p, rank, 0); }
+
+/* A woken rank takes its token back: at once unless a helper runs its
+ * records (sched/help.c), else once the helper hands it back (it re-parks
+ * the rank first, so nothing is lost while this waits). acquire: the
+ * helper's runs happen-before this thread's. */
+static void take_back(rank_state *rs) {
+  long sleep_ns = 1000;
+  for (int i = 0;; i++) {
+    int e = RANK_ASLEEP;
+    if (atomic_compare_exchange_weak_explicit(&rs->tok, &e, RANK_AWAKE,
+                                              memory_order_acquire,
+                                              memory_order_relaxed))
+      return;
+    if (i < 64) {
+      cpu_relax();
+    } else if (i < 256) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, sleep_ns};
+      nanosleep(&ts, NULL);
+      if (sleep_ns < 50000) sleep_ns *= 2;
+    }
+  }
+}
 
 /* spin: a rank that just ran a record or a stolen chunk spins briefly
  * first (more is likely to follow: ops and collectives come in streams),
@@ -403,7 +370,7 @@ static void park(rank_state *rs, bool spin) {
   int64_t start = now_ns(), until = start + (spin ? p->cfg.spin_ns : 0);
   bool yielding = false;
   for (int i = 0;; i++) {
-    if (has_work(rs)) break;
+    if (sched_rank_has_work(rs)) break;
     if (!spin) break;
     if ((i & 63) == 63 || yielding) {
       int64_t t = now_ns();
@@ -414,10 +381,10 @@ static void park(rank_state *rs, bool spin) {
     else cpu_relax();
   }
   if (spin) atomic_fetch_sub_explicit(&p->spinning, 1, memory_order_relaxed);
-  if (has_work(rs)) return;
+  if (sched_rank_has_work(rs)) return;
   uint32_t v = ck_ec32_value(&rs->ec);
   uint64_t bit = 1ull << (rs->id % 64);
-  _Atomic uint64_t *wait = bwait_at(p, rs->bnext) + rs->id / 64;
+  _Atomic uint64_t *wait = sched_bwait_at(p, rs->bnext) + rs->id / 64;
   atomic_fetch_or_explicit(&p->parked[rs->id / 64], bit, memory_order_seq_cst);
   /* seq_cst: after the parked bit (a waker that finds this waiter bit
    * finds the parked bit too, unless this rank cleared it leaving) */
@@ -426,11 +393,15 @@ static void park(rank_state *rs, bool spin) {
    * the queue and the deques; pairs with the fences in wake_parked() and
    * wake_caught_up() */
   SCHED_FENCE_SEQ_CST();
-  if (!has_work(rs)) {
+  if (!sched_rank_has_work(rs)) {
     atomic_fetch_add_explicit(&rs->parks, 1, memory_order_relaxed);
     bool tr = sched_trace_on(p);
     int64_t t0 = tr ? sched_trace_now() : 0;
+    /* release: this thread's runs (bnext, its queue, its device) before a
+     * helper's acquire of the token (sched/help.c) */
+    atomic_store_explicit(&rs->tok, RANK_ASLEEP, memory_order_release);
     ck_ec32_wait(&rs->ec, &ec_mode, v, NULL);
+    take_back(rs);
     if (tr) sched_trace_slice(p, "park", "sched", t0, NULL);
   }
   /* relaxed: a hint; a waker that still finds the bit makes one spurious
@@ -447,7 +418,7 @@ static void park(rank_state *rs, bool spin) {
 /* ---- the rank thread */
 
 /* one record, with the faults armed for it (sched/fault.h) */
-static inline void run_record(sched_pool *p, rank_state *rs, void *record) {
+void sched_run_record(sched_pool *p, rank_state *rs, void *record) {
   if (__builtin_expect(sched_faults_armed(p->faults), 0)) {
     sched_fault_before_record(p->faults, rs->id);
   }
@@ -455,6 +426,17 @@ static inline void run_record(sched_pool *p, rank_state *rs, void *record) {
 }
 
 sched_faults *sched_pool_faults(sched_pool *p) { return p->faults; }
+
+/* Whether running `record` makes the rank spin before it parks (more
+ * work is likely to follow). Not after a record its issuer could have run
+ * itself (sched/help.h) while ranks and the issuer share the CPUs: a rank
+ * spinning for the next small collective would take it on the issuer's
+ * CPU (yielding back and forth, 10-15 µs a call) where, asleep, it would
+ * be helped (2-3 µs). Read before the run: the record may be reused after. */
+static bool spin_after(sched_pool *p, rank_state *rs, const void *record) {
+  return !p->crowded || !p->cfg.helpable ||
+         p->cfg.helpable(p->cfg.ctx, record, rs->id) == SCHED_HELP_NONE;
+}
 
 static void *rank_main(void *arg) {
   rank_state *rs = arg;
@@ -465,7 +447,7 @@ static void *rank_main(void *arg) {
   bool worked = false; /* ran something since it parked */
   for (;;) {
     /* the ticket first (acquire), then the queue: see "Merging" */
-    bcast_cell *b = bcast_peek(rs);
+    bcast_cell *b = sched_bcast_peek(rs);
     msg_head *m = sched_queue_peek(rs->queue);
     if (m && m->bseq <= rs->bnext) {
       if (m->kind == MSG_STOP) {
@@ -473,22 +455,22 @@ static void *rank_main(void *arg) {
         break;
       }
       sched_chaos_point(p->cfg.chaos_seed, rs->id, SCHED_CHAOS_RECORD);
-      run_record(p, rs, m->record);
+      worked |= spin_after(p, rs, m->record);
+      sched_run_record(p, rs, m->record);
       atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
       sched_queue_pop(rs->queue);
-      worked = true;
       continue;
     }
     if (b) {
       if (b->kind == MSG_STOP) {
-        bcast_pop(rs, b);
+        sched_bcast_pop(rs, b);
         break;
       }
       sched_chaos_point(p->cfg.chaos_seed, rs->id, SCHED_CHAOS_RECORD);
-      run_record(p, rs, b->record);
+      worked |= spin_after(p, rs, b->record);
+      sched_run_record(p, rs, b->record);
       atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
-      bcast_pop(rs, b);
-      worked = true;
+      sched_bcast_pop(rs, b);
       continue;
     }
     if (m) { /* it waits for a claimed ticket that is being written */
@@ -515,7 +497,7 @@ static void *rank_main(void *arg) {
 /* a broadcast ticket's cell, once free (spin, yield, then short sleeps) */
 static bcast_cell *bcast_claim(sched_pool *p, uint64_t *t) {
   *t = atomic_fetch_add_explicit(&p->btail, 1, memory_order_relaxed);
-  bcast_cell *c = bcast_at(p, *t);
+  bcast_cell *c = sched_bcast_at(p, *t);
   long sleep_ns = 1000;
   /* acquire: pairs with the last reader's release (it is done reading) */
   for (int i = 0; atomic_load_explicit(&c->seq, memory_order_acquire) != *t; i++) {
@@ -561,7 +543,7 @@ uint64_t sched_pool_chaos_seed(const sched_pool *p) {
 void sched_pool_commit(sched_pool *p, const sched_claim *c) {
   sched_chaos_point(p->cfg.chaos_seed, -1, SCHED_CHAOS_PUBLISH);
   if (c->rank == SCHED_ALL) {
-    bcast_commit(p, bcast_at(p, c->pos), c->pos);
+    bcast_commit(p, sched_bcast_at(p, c->pos), c->pos);
     return;
   }
   sched_queue_commit(p->ranks[c->rank].queue, c->pos);
@@ -592,7 +574,7 @@ static void wake_helpers(sched_pool *p, int me, int64_t pushed) {
     for (int r = c; r < n; r += k) {
       uint64_t w = atomic_load_explicit(&p->parked[r / 64], memory_order_relaxed);
       if (w & (1ull << (r % 64))) {
-        wake_rank(p, r);
+        sched_wake_rank(p, r);
         woken++;
         break;
       }
@@ -671,6 +653,9 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
    * outnumber the CPUs, so spinners yield (see park) */
   p->max_spinners = cpus > 1 ? (int)cpus : 1;
   p->crowded = cfg->ranks + 1 > cpus;
+  /* crowded: leave a CPU to the issuing thread; the ranks that park are
+   * the ones it can run itself (sched/help.h) */
+  if (p->crowded && p->max_spinners > 1) p->max_spinners--;
   p->nwords = (cfg->ranks + 63) / 64;
   p->parked = calloc((size_t)p->nwords, sizeof *p->parked);
   p->ranks = calloc((size_t)cfg->ranks, sizeof *p->ranks);
@@ -684,7 +669,7 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
   bool ok = p->parked && p->ranks && p->bcells && p->to_wake && p->bwait && p->faults &&
             p->nwords <= SCHED_MAX_WORDS;
   for (uint64_t t = 0; ok && t < p->bcap; t++) {
-    bcast_cell *c = bcast_at(p, t);
+    bcast_cell *c = sched_bcast_at(p, t);
     atomic_init(&c->seq, t); /* free for ticket t */
     atomic_init(&c->remaining, 0);
   }
@@ -777,6 +762,8 @@ sched_pool_stats sched_pool_get_stats(const sched_pool *p) {
     s.parks += atomic_load_explicit(&rs->parks, memory_order_relaxed);
   }
   s.wakes = atomic_load_explicit(&p->wakes, memory_order_relaxed);
+  s.helped = atomic_load_explicit(&p->helped, memory_order_relaxed);
+  s.help_woken = atomic_load_explicit(&p->help_woken, memory_order_relaxed);
   return s;
 }
 

@@ -33,6 +33,9 @@ typedef void (*sched_init_fn)(void *ctx, int rank);
  * is empty). Whoever makes such work calls sched_pool_wake after. */
 typedef bool (*sched_pending_fn)(void *ctx, int rank);
 typedef void (*sched_idle_fn)(void *ctx, int rank);
+/* Whether a thread that published `record` may run it on `rank` while that
+ * rank's thread sleeps (sched/help.h): a sched_help_kind. */
+typedef int (*sched_helpable_fn)(void *ctx, const void *record, int rank);
 
 typedef struct sched_pool_config {
   int ranks;                /* >= 1 */
@@ -42,6 +45,7 @@ typedef struct sched_pool_config {
   sched_init_fn init;       /* may be NULL */
   sched_pending_fn pending; /* may be NULL (then idle is not called) */
   sched_idle_fn idle;
+  sched_helpable_fn helpable; /* may be NULL: nothing is helped */
   void *ctx;
   uint32_t spin_ns;         /* spin before parking (default 20000) */
   uint64_t chaos_seed;      /* != 0: chaos points perturb (sched/chaos.h) */
@@ -100,6 +104,8 @@ void sched_parallel_for(int64_t n, int64_t grain, sched_range_fn fn,
 /* Counters for tests and benchmarks (relaxed snapshots). */
 typedef struct sched_pool_stats {
   int64_t records_run, chunks_run, chunks_stolen, parks, wakes;
+  int64_t helped;      /* records an issuing thread ran for a sleeping rank */
+  int64_t help_woken;  /* deferred ranks woken after all (sched/help.h) */
 } sched_pool_stats;
 sched_pool_stats sched_pool_get_stats(const sched_pool *p);
 /* Any thread: records waiting for `rank` — claimed in its queue and not

@@ -90,7 +90,11 @@ static dt_status check_all_to_all(const sim_coll_group *g, sim_coll_desc *d,
   if (st == DT_OK) st = need(g, d, "in", d->in, sent);
   if (st == DT_OK) st = need(g, d, "out", d->out, got);
   d->count = 0; /* totals differ per member; the matrix is checked later */
-  *in_elems = -1; /* never inline: the blocks differ per receiver */
+  /* inline when the input and both counts arrays fit the entry (the
+   * counts travel with it: run_round) */
+  int64_t bytes = sent * (int64_t)core_dtype_size(d->dtype);
+  *in_elems = st == DT_OK && sim_coll_a2a_inline_bytes(bytes, g->n) <= SIM_COLL_INLINE
+                  ? sent : -1;
   return st;
 }
 

@@ -22,7 +22,7 @@
 #define SIM_COLL_SLICE_NS ((int64_t)50 * 1000 * 1000)
 
 /* a member's input of at most this many bytes travels in its entry */
-#define SIM_COLL_INLINE 1024
+#define SIM_COLL_INLINE SIM_COLL_ONE_PHASE_BYTES
 /* a group's arrival words: arrivals << 1 | BROKEN (collectives.c) */
 #define WORD_BROKEN 1u
 #define WORD_ONE 2u
@@ -58,6 +58,8 @@ typedef struct sim_coll_entry {
   dt_status bad;     /* DT_OK, or the member's own argument error */
   bool abstain;      /* it could not take part: `data` holds why */
   bool inl;          /* its input is in `data` (or it has none) */
+  int32_t counts_at; /* inline all_to_all: its send then recv counts are
+                        at data + counts_at (sim_coll_a2a_counts) */
   char site[SIM_COLL_SITE]; /* where it was called ("train.c:88"), or "" */
   _Alignas(SIM_COLL_LINE) unsigned char data[SIM_COLL_INLINE];
 } sim_coll_entry;
@@ -92,6 +94,19 @@ struct sim_coll_group {
   char *report[2];               /* per slot: the last break's report */
   dt_status report_st[2];        /* and its status */
 };
+
+/* An all_to_all member's send (recv: its recv) counts: the copy in its
+ * entry when the input travelled there (the member may have left the
+ * round by the time others read them), else its own array. */
+static inline const int64_t *sim_coll_a2a_counts(const sim_coll_entry *e,
+                                                 int n, bool recv) {
+  if (!e->inl) return recv ? e->d.recv : e->d.send;
+  return (const int64_t *)(const void *)(e->data + e->counts_at) + (recv ? n : 0);
+}
+/* bytes an inline all_to_all entry needs for an input of `bytes` */
+static inline int64_t sim_coll_a2a_inline_bytes(int64_t bytes, int n) {
+  return (bytes + 7) / 8 * 8 + 16 * (int64_t)n;
+}
 
 /* the report a break installs when there is no memory to format one */
 extern char sim_coll_oom_report[];

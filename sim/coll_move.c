@@ -1,7 +1,8 @@
 /* The data movement of one collective round (sim/collectives.c runs the
  * rendezvous around it). Two plans:
  *
- * pull (every member's input was small enough to travel in its entry):
+ * pull (every member's input was small enough to travel in its entry,
+ *   an all_to_all member's counts with it):
  *   each member computes its own output from the entries and touches no
  *   other member's buffer, so the round needs one barrier.
  * split (otherwise): member i does 1/n of the work, reading and writing
@@ -121,7 +122,15 @@ void sim_coll_move_pull(const sim_coll_entry *E, int n, int member,
       }
     }
     break;
-  case KIND_ALL_TO_ALL: /* never inline */
+  case KIND_ALL_TO_ALL: { /* block `member` of every input, in order */
+    int64_t off = 0;
+    for (int j = 0; j < n; j++) {
+      const int64_t *sj = sim_coll_a2a_counts(&E[j], n, false);
+      put(out, off, at(E[j].data, prefix(sj, member), esz), sj[member], esz);
+      off += sj[member];
+    }
+    break;
+  }
   default:
     CORE_ASSERT(d->kind == KIND_BARRIER);
     break;

@@ -89,6 +89,7 @@
 #include "core/error.h"
 #include "sched/chaos.h"
 #include "sched/fault.h"
+#include "sched/help.h"
 #include "sched/pool.h"
 #include "sched/trace.h"
 #include "sim/coll_internal.h"
@@ -380,7 +381,7 @@ static uint32_t arrive_at(sim_coll_group *g, _Atomic uint32_t *word,
  * deadline (< 0: none) passes */
 static wait_result wait_count(sim_coll_group *g, _Atomic uint32_t *word,
                               uint32_t target, int64_t deadline,
-                              int *gone_seen) {
+                              int *gone_seen, bool may_help) {
   int64_t start = sim_coll_now_ns();
   bool yielding = false;
   for (unsigned i = 1;; i++) {
@@ -389,6 +390,13 @@ static wait_result wait_count(sim_coll_group *g, _Atomic uint32_t *word,
     uint32_t v = atomic_load_explicit(word, memory_order_acquire);
     if (v & WORD_BROKEN) return WAIT_BROKEN;
     if (reached(v, target)) return WAIT_DONE;
+    /* an issuing thread running a sleeping member's part: make the next
+     * sleeping member arrive (sched/help.h) instead of waiting for it */
+    if (__builtin_expect(sched_help_owed != 0, 0)) {
+      if (may_help) sched_help_next();
+      else sched_help_flush();
+      continue;
+    }
     if (yielding || i % 64 == 0) {
       if (gone_seen && more_gone(g, gone_seen)) return WAIT_CHECK;
       int64_t t = sim_coll_now_ns() - start;
@@ -400,6 +408,7 @@ static wait_result wait_count(sim_coll_group *g, _Atomic uint32_t *word,
     else
       sim_coll_relax();
   }
+  sched_help_flush(); /* nobody sleeps owing a wake-up */
   for (;;) {
     if (gone_seen && more_gone(g, gone_seen)) return WAIT_CHECK;
     int64_t rel = sim_coll_sleep_ns(deadline);
@@ -558,7 +567,13 @@ static dt_status rendezvous(sim_coll_group *g, int member, uint64_t k,
   int gone_seen = 0; /* a departure before our arrival shows as a change */
   sim_coll_probe_state probe = {0};
   sim_coll_wait_mark(g, member, k);
-  while ((r = wait_count(g, word, target, deadline, &gone_seen)) == WAIT_CHECK) {
+  /* an issuing thread helping sleeping members (sched/help.h) makes the
+   * next one arrive from this wait only in a one-phase round: a helped
+   * member of a two-phase round would wait in the completion barrier for
+   * this member, suspended below it on the same stack */
+  bool one_phase = g->entries[k & 1][member].inl;
+  while ((r = wait_count(g, word, target, deadline, &gone_seen, one_phase)) ==
+         WAIT_CHECK) {
     int who = gone_missing(g, k);
     char *cycle = who < 0 ? sim_coll_deadlock(g, member, k, &probe) : NULL;
     if (who >= 0 || cycle) {
@@ -580,7 +595,7 @@ static void depart(sim_coll_group *g, sim_coll_member *me) {
   sim_coll_store_fence(); /* our streaming stores, before arrive_at's release */
   uint32_t old = arrive_at(g, &g->depart.v, target);
   if (reached(old + WORD_ONE, target)) return;
-  wait_result r = wait_count(g, &g->depart.v, target, -1, NULL);
+  wait_result r = wait_count(g, &g->depart.v, target, -1, NULL, false);
   CORE_ASSERT(r == WAIT_DONE); /* only arrival words are ever broken */
 }
 
@@ -691,13 +706,15 @@ static dt_status check_round(const sim_coll_group *g, int member, uint64_t k,
     if (!same_call(&E[0].d, &E[j].d)) return desync_error(g, k, E);
   if (E[0].d.kind != KIND_ALL_TO_ALL) return DT_OK;
   for (int i = 0; i < g->n; i++)
-    for (int j = 0; j < g->n; j++)
-      if (E[j].d.send[i] != E[i].d.recv[j])
+    for (int j = 0; j < g->n; j++) {
+      int64_t s = sim_coll_a2a_counts(&E[j], g->n, false)[i];
+      int64_t r = sim_coll_a2a_counts(&E[i], g->n, true)[j];
+      if (s != r)
         return core_error_set(DT_ERR_DESYNC, "all_to_all on group %s (seq "
                             "%llu): member %d sends %lld elements to member "
                             "%d, which expects %lld", g->name, seq, j,
-                            (long long)E[j].d.send[i], i,
-                            (long long)E[i].d.recv[j]);
+                            (long long)s, i, (long long)r);
+    }
   return DT_OK;
 }
 
@@ -750,6 +767,12 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   e->inl = bad != DT_OK || (bytes >= 0 && bytes <= SIM_COLL_INLINE);
   if (bad == DT_OK && e->inl && bytes > 0)
     memcpy(e->data, d->in, (size_t)bytes);
+  if (bad == DT_OK && e->inl && d->kind == KIND_ALL_TO_ALL) {
+    e->counts_at = (int32_t)((bytes + 7) / 8 * 8);
+    memcpy(e->data + e->counts_at, d->send, sizeof(int64_t) * (size_t)g->n);
+    memcpy(e->data + e->counts_at + sizeof(int64_t) * (size_t)g->n, d->recv,
+           sizeof(int64_t) * (size_t)g->n);
+  }
   /* relaxed: read only by the watchdog's report */
   atomic_store_explicit(&me->arrived, k + 1, memory_order_relaxed);
   dt_status st = rendezvous(g, member, k, d->kind, deadline);

@@ -29,6 +29,11 @@
 
 #include "dtorch/dtorch.h"
 
+/* A round whose every member's input is at most this many bytes has one
+ * phase: the inputs travel in the members' entries, each member computes
+ * its own output after the arrivals, and nobody waits again. */
+#define SIM_COLL_ONE_PHASE_BYTES 1024
+
 typedef struct sim_coll_world sim_coll_world;
 typedef struct sim_coll_group sim_coll_group;
 
