@@ -9,7 +9,7 @@
  *                                         is [n, S/4], one row per rank
  * One JSON line per kind, rank count and size:
  *   {"bench":"api_all_reduce","ranks":R,"bytes":S,"us":T,"best_us":B,
- *    "busbw_gbs":...,"plain_us":P,"vs_plain":P/T,"ok":true[, phases]}
+ *    "busbw_gbs":...,"plain_us":P,"vs_plain":P/T,"helped":H,"ok":true[, phases]}
  * T is the median of the timed calls (B the best); busbw from T as for the
  * raw collectives; plain is the same data movement as the raw benchmark's
  * baseline, on buffers of the same sizes (from 1 MiB). Every timed call's
@@ -17,12 +17,16 @@
  * up to 4 KiB run back to back, as a training step issues them, and are
  * checked afterwards; larger ones are checked (and released, so the next
  * output reuses the block) after each call. Untimed, checked warm-up
- * calls come first (20 small, 1 large).
+ * calls come first (20 small, 1 large). H: records per timed call that the
+ * issuing thread ran itself for sleeping ranks (sched/help.h), e.g. 2.0
+ * when it ran both ranks' parts of every 2-rank call.
  *
  * --breakdown adds the median of each phase (µs), from the engine's probe
  * (mesh_probe_*; the slowest rank of each phase):
- *   issue        dt_redistribute returning (plan, output, record, wake)
- *   wake         from its return to the last rank starting the record
+ *   issue        dt_redistribute returning (plan, output, record, wake;
+ *                and the parts of the ranks it helped)
+ *   wake         from its return to the last rank starting the record (0
+ *                when every part started inside the call: helped)
  *   alloc        a rank allocating its output and scratch
  *   pack         a rank's other work before its collective (local copies)
  *   rendezvous   from the collective's call until the last member arrived
@@ -39,6 +43,8 @@
 #include "bench/bench_stream.h"
 #include "dtorch/dtorch.h"
 #include "mesh/dtensor_exec.h"
+#include "runtime/runtime.h"
+#include "sched/pool.h"
 
 #define API_MIB ((int64_t)1 << 20)
 /* up to this size calls run back to back and are checked afterwards
@@ -63,6 +69,7 @@ typedef struct api_cfg {
   dt_mesh *m;
   dt_tensor *x;
   float *host;            /* a shard's worth, for the checks */
+  double helped;          /* records per timed call run by the issuer */
 } api_cfg;
 
 static void shape_of(api_cfg *c) {
@@ -147,6 +154,7 @@ static void phases_of(const api_cfg *c, double t0, double t1, double t2,
   }
   ph[P_ISSUE] = (t1 - t0) * 1e6;
   ph[P_WAKE] = last_start * 1e-3 - t1 * 1e6;
+  if (ph[P_WAKE] < 0) ph[P_WAKE] = 0; /* started inside the call: helped */
   ph[P_ALLOC] = alloc;
   ph[P_PACK] = pack;
   ph[P_RDV] = rdv;
@@ -197,6 +205,7 @@ static void print_line(const api_cfg *c, double med, double best, double plain,
          (long long)c->bytes, med * 1e6, best * 1e6,
          (double)c->bytes / med * f * 1e-9);
   bench_print_plain(plain, med);
+  printf("\"helped\":%.2f,", c->helped);
   for (int p = 0; breakdown && p < P_COUNT; p++)
     printf("\"%s_us\":%.3f,", phase_names[p], ph[p]);
   printf("\"ok\":%s}\n", ok ? "true" : "false");
@@ -216,6 +225,7 @@ static bool run_calls(api_cfg *c, int iters, double *times, double (*ph)[P_COUNT
     ok = y && dt_runtime_synchronize(c->rt) == DT_OK && check(c, y);
     dt_tensor_release(y);
   }
+  int64_t helped0 = sched_pool_get_stats(c->rt->pool).helped;
   for (int i = 0; ok && i < iters; i++) {
     double t0 = bench_now();
     dt_tensor *y = dt_redistribute(c->x, NULL, dst);
@@ -231,6 +241,7 @@ static bool run_calls(api_cfg *c, int iters, double *times, double (*ph)[P_COUNT
     ok = ok && check(c, y);
     dt_tensor_release(y);
   }
+  c->helped = (double)(sched_pool_get_stats(c->rt->pool).helped - helped0) / iters;
   for (int i = 0; ys && i < iters; i++) {
     if (ys[i]) ok = ok && check(c, ys[i]);
     dt_tensor_release(ys[i]);

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -31,13 +32,17 @@ void core_error_save(core_error_state *s) {
   _Static_assert(sizeof s->message == sizeof tls_message, "message size");
   s->status = tls_status;
   s->failed = tls_failed;
-  snprintf(s->message, sizeof s->message, "%s", tls_message);
+  size_t n = strnlen(tls_message, sizeof tls_message - 1);
+  memcpy(s->message, tls_message, n);
+  s->message[n] = '\0';
 }
 
 void core_error_restore(const core_error_state *s) {
   tls_status = s->status;
   tls_failed = s->failed;
-  snprintf(tls_message, sizeof tls_message, "%s", s->message);
+  size_t n = strnlen(s->message, sizeof s->message - 1);
+  memcpy(tls_message, s->message, n);
+  tls_message[n] = '\0';
 }
 
 void core_clear_error(void) {

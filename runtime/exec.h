@@ -39,8 +39,10 @@ dt_status runtime_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
 dt_future *runtime_publish_barrier(dt_runtime *rt, int rank);
 /* Generic rank work for upper layers (the mesh layer's DTensor records):
  * fn(arg, rt, rank) runs on every rank of rt (ranks with nothing to do
- * return at once); after the last rank ran it, done(arg) runs on that
- * rank's thread (free arg there). rank == -1: every rank, else that one.
+ * return at once); after the last rank ran it, done(arg) runs on the
+ * thread that ran that rank's part: its rank thread, or an issuing thread
+ * that helped the sleeping rank (sched/help.h), as that rank (free arg
+ * there). rank == -1: every rank, else that one.
  * An all-rank record can fail to be allocated: DT_ERR_OUT_OF_MEMORY, and
  * nothing runs (the caller still owns arg). */
 typedef void (*runtime_call_fn)(void *arg, dt_runtime *rt, int rank);

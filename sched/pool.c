@@ -51,7 +51,14 @@
  * bit and increments ec, which makes (4) return at once (value != v) or
  * wakes it. A rank parks only on the cell at its own head, and whoever
  * commits that cell addresses this rank and wakes it: no rank sleeps with
- * work addressed to it, and no rank is woken for work that is not. */
+ * work addressed to it, and no rank is woken for work that is not.
+ *
+ * Helping (sched/help.c). Between (3) and (4) the rank gives up its token
+ * (who runs its records) and takes it back after (4); while it sleeps an
+ * issuing thread may take it, run the rank's records and park it again by
+ * steps (2)-(3) on its behalf. A committer may leave the ranks it took
+ * from a waiter bitmap asleep when its thread is about to help them
+ * (sched_help_defer); that thread then owes each a help or a wake-up. */
 #include "sched/pool.h"
 
 #include "sched/chaos.h"
