@@ -40,7 +40,7 @@ typedef struct row_io {
 #define MIN_BLOCK(len, j) ((len) - (j) < BLOCK ? (len) - (j) : BLOCK)
 
 /* ---- block functions and row drivers for one compute type */
-#define NORM_KERNELS(S, T, CT, EXPBLK, MAXBLK, LANES_SUM, LANES_SQDEV)                  \
+#define NORM_KERNELS(S, T, CT, EXPBLK, MAXBLK, LANES_SUM, LANES_SQDEV, LANES_SUM4)      \
   /* the row max (exact: any order gives the same value; a NaN row ends \
    * NaN through the sum) */                                              \
   static T max_##S(const T *restrict x, int64_t n, T m) {                   \
@@ -117,6 +117,8 @@ typedef struct row_io {
     if (w) for (int64_t i = 0; i < n; i++) y[i] *= w[i];                    \
     if (b) for (int64_t i = 0; i < n; i++) y[i] += b[i];                    \
   }                                                                         \
+  static void scale_of_##S(const row_io *io, const norm_args *a,            \
+                           double mean, T *shift, T *scale);                \
   /* row statistics: shift (mean, or 0 for rms) and scale (1/sqrt(.+eps)) */ \
   static void stats_##S(const row_io *io, const norm_args *a, T *shift,     \
                         T *scale) {                                         \
@@ -130,8 +132,15 @@ typedef struct row_io {
         LANES_SUM(buf, MIN_BLOCK(len, j), lanes);                           \
       }                                                                     \
       mean = cpu_lanes_total(lanes) / (double)len;                          \
-      for (int l = 0; l < LANES; l++) lanes[l] = 0;                         \
     }                                                                       \
+    scale_of_##S(io, a, mean, shift, scale);                                \
+  }                                                                         \
+  /* shift and scale from the row's mean (0 for rms): the variance pass */  \
+  static void scale_of_##S(const row_io *io, const norm_args *a,            \
+                           double mean, T *shift, T *scale) {               \
+    int64_t len = io->r->rowlen;                                            \
+    double lanes[LANES] = {0};                                              \
+    T buf[BLOCK];                                                           \
     if (io->dense) LANES_SQDEV((const T *)io->in, len, mean, lanes);        \
     for (int64_t j = 0; !io->dense && j < len; j += BLOCK) {                \
       cpu_rows_load(io->r, io->in, j, MIN_BLOCK(len, j), buf, CT);          \
@@ -141,10 +150,39 @@ typedef struct row_io {
     *shift = (T)mean;                                                       \
     *scale = (T)(1.0 / sqrt(var + a->eps));                                 \
   }                                                                         \
+  static void apply_##S(const row_io *io, const norm_args *a, T shift,    \
+                        T scale);                                           \
   static void norm_row_##S(const row_io *io, const norm_args *a) {          \
-    int64_t len = io->r->rowlen;                                            \
-    T shift, scale, buf[BLOCK], wb[BLOCK], bb[BLOCK], y[BLOCK];             \
+    T shift, scale;                                                         \
     stats_##S(io, a, &shift, &scale);                                       \
+    apply_##S(io, a, shift, scale);                                         \
+  }                                                                         \
+  /* four dense rows gin (in) and gout (out) elements apart: their sums    \
+   * read as four streams at once (LANES_SUM4: the same lane bits as one  \
+   * row at a time, the tails added after as LANES_SUM does), then each   \
+   * row's variance and output from cache */                              \
+  static void norm_rows4_##S(const row_io *io, int64_t gin, int64_t gout,   \
+                             const norm_args *a) {                          \
+    int64_t len = io->r->rowlen, len8 = len / LANES * LANES;                \
+    const T *x = (const T *)io->in;                                         \
+    double lanes[4 * LANES] = {0};                                          \
+    LANES_SUM4(x, gin, len8, lanes);                                        \
+    for (int q = 0; q < 4; q++) {                                           \
+      for (int64_t i = len8; i < len; i++)                                  \
+        lanes[q * LANES + (i - len8)] += (double)x[q * gin + i];            \
+      row_io r1 = *io;                                                      \
+      r1.in = (const char *)(x + q * gin);                                  \
+      r1.out = (char *)((T *)io->out + q * gout);                           \
+      T shift, scale;                                                       \
+      scale_of_##S(&r1, a, cpu_lanes_total(lanes + q * LANES) / (double)len, \
+                   &shift, &scale);                                         \
+      apply_##S(&r1, a, shift, scale);                                      \
+    }                                                                       \
+  }                                                                         \
+  static void apply_##S(const row_io *io, const norm_args *a, T shift,    \
+                        T scale) {                                          \
+    int64_t len = io->r->rowlen;                                            \
+    T buf[BLOCK], wb[BLOCK], bb[BLOCK], y[BLOCK];                           \
     if (io->dense) {                                                        \
       affine_##S((const T *)io->in, (T *)io->out, len, shift, scale,        \
                  a->w ? (const T *)a->w->data : NULL,                       \
@@ -184,9 +222,9 @@ static double max_blk_f64(const double *restrict x, int64_t n) {
 }
 
 NORM_KERNELS(f32, float, DT_FLOAT32, cpu_vexp_f32, cpu_vmax_f32,
-             cpu_lanes_sum_f32, cpu_lanes_sqdev_f32)
+             cpu_lanes_sum_f32, cpu_lanes_sqdev_f32, cpu_lanes_sum4_f32)
 NORM_KERNELS(f64, double, DT_FLOAT64, exp_blk_f64, max_blk_f64,
-             cpu_lanes_sum_f64, cpu_lanes_sqdev_f64)
+             cpu_lanes_sum_f64, cpu_lanes_sqdev_f64, cpu_lanes_sum4_f64)
 
 /* ---- softmax over a dim that is not innermost in memory: column tiles.
  * When the innermost other dim has unit stride (in and out), TILE
@@ -258,6 +296,17 @@ static void norm_f32_fn(const row_io *io, const void *ctx) {
 static void norm_f64_fn(const row_io *io, const void *ctx) {
   norm_row_f64(io, ctx);
 }
+/* four dense rows gin / gout elements apart (row4_fn) */
+typedef void (*row4_fn)(const row_io *io, int64_t gin, int64_t gout,
+                        const void *ctx);
+static void norm4_f32_fn(const row_io *io, int64_t gin, int64_t gout,
+                         const void *ctx) {
+  norm_rows4_f32(io, gin, gout, ctx);
+}
+static void norm4_f64_fn(const row_io *io, int64_t gin, int64_t gout,
+                         const void *ctx) {
+  norm_rows4_f64(io, gin, gout, ctx);
+}
 
 /* unit stride in T: float32 rows for the f32 kernels, float64 for f64 */
 static bool dense_view(const cpu_view *v, const cpu_rows *r) {
@@ -282,8 +331,24 @@ typedef struct rows_job {
   bool tiled;
   row_fn fn;
   tile_fn tfn;
+  row4_fn fn4;        /* four dense rows at once, or NULL */
   const void *ctx;
 } rows_job;
+
+/* the four rows from the walkers' position on lie equally far apart in
+ * the input and in the output (the last outer dim has four left): their
+ * distances in elements */
+static bool four_rows(const rows_job *j, const cpu_row_walk *w, int64_t *gin,
+                      int64_t *gout) {
+  int last = j->ri.nouter - 1;
+  if (last < 0 || w->idx[last] + 3 >= j->ri.osizes[last]) return false;
+  int64_t es = (int64_t)cpu_dtype_size(j->ri.dtype);
+  int64_t si = j->ri.ostrides[last], so = j->ro.ostrides[last];
+  if (si % es || so % es) return false;
+  *gin = si / es;
+  *gout = so / es;
+  return true;
+}
 
 /* rows [begin, end): a chunk. Each row's result does not depend on which
  * chunk or thread computes it (tiles start wherever the chunk does), so
@@ -297,13 +362,17 @@ static void rows_range(int64_t begin, int64_t end, void *arg) {
   for (int64_t row = begin; row < end;) {
     io.in = wi.base;
     io.out = (char *)wo.base;
-    int64_t nc = 1;
+    int64_t nc = 1, gin, gout;
     if (j->tiled) { /* up to TILE rows, not past the inner run or the chunk */
       int last = j->ri.nouter - 1;
       nc = j->ri.osizes[last] - wi.idx[last];
       if (nc > TILE) nc = TILE;
       if (nc > end - row) nc = end - row;
       j->tfn(&io, nc, j->ctx);
+    } else if (j->fn4 && io.dense && end - row >= 4 &&
+               four_rows(j, &wi, &gin, &gout)) {
+      j->fn4(&io, gin, gout, j->ctx);
+      nc = 4;
     } else {
       j->fn(&io, j->ctx);
     }
@@ -317,9 +386,10 @@ static void rows_range(int64_t begin, int64_t end, void *arg) {
 
 /* the rows in chunks of about CPU_GRAIN elements, which idle ranks steal */
 static void run_rows(const cpu_view *out, const cpu_view *in, uint32_t mask,
-                     bool dense_ok, row_fn fn, tile_fn tfn, const void *ctx) {
+                     bool dense_ok, row_fn fn, tile_fn tfn, row4_fn fn4,
+                     const void *ctx) {
   rows_job j = {.in_data = in->data, .out_data = out->data, .fn = fn, .tfn = tfn,
-                .ctx = ctx};
+                .fn4 = fn4, .ctx = ctx};
   cpu_rows_init(&j.ri, in, mask);
   cpu_rows_init(&j.ro, out, mask); /* same sizes: the same outer dims */
   if (j.ri.nrows == 0 || j.ri.rowlen == 0) return;
@@ -338,7 +408,7 @@ void cpu_softmax(const cpu_view *out, const cpu_view *in, int dim, bool lg) {
   uint32_t mask = in->ndim > 0 ? 1u << dim : 0;
   bool f64 = in->dtype == DT_FLOAT64;
   run_rows(out, in, mask, true, f64 ? softmax_f64_fn : softmax_f32_fn,
-           f64 ? softmax_tile_f64_fn : softmax_tile_f32_fn, &lg);
+           f64 ? softmax_tile_f64_fn : softmax_tile_f32_fn, NULL, &lg);
 }
 
 /* weight/bias of x's dtype with unit stride can be read in place */
@@ -354,8 +424,11 @@ static void norm_rows(const cpu_view *out, const cpu_view *x,
   if (b) a.bs = b->strides[0] * (int64_t)cpu_dtype_size(b->dtype);
   uint32_t mask = x->ndim > 0 ? 1u << (x->ndim - 1) : 0;
   bool dense_ok = dense_param(w, x->dtype) && dense_param(b, x->dtype);
-  run_rows(out, x, mask, dense_ok,
-           x->dtype == DT_FLOAT64 ? norm_f64_fn : norm_f32_fn, NULL, &a);
+  bool f64 = x->dtype == DT_FLOAT64;
+  /* rms has no mean pass to read four rows at once */
+  row4_fn fn4 = rms ? NULL : f64 ? norm4_f64_fn : norm4_f32_fn;
+  run_rows(out, x, mask, dense_ok, f64 ? norm_f64_fn : norm_f32_fn, NULL, fn4,
+           &a);
 }
 
 void cpu_layer_norm(const cpu_view *out, const cpu_view *x,
