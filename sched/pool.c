@@ -334,6 +334,20 @@ bool sched_rank_has_work(rank_state *rs) {
 
 void sched_pool_wake(sched_pool *p, int rank) { wake_parked(p, rank, 0); }
 
+/* wait step i of a spin loop: pause for the first 64, yield until
+ * `yields`, then sleep 1 µs doubling up to 64 µs */
+static void backoff(int i, int yields, long *sleep_ns) {
+  if (i < 64) {
+    cpu_relax();
+  } else if (i < yields) {
+    sched_yield();
+  } else {
+    struct timespec ts = {0, *sleep_ns};
+    nanosleep(&ts, NULL);
+    if (*sleep_ns < 50000) *sleep_ns *= 2;
+  }
+}
+
 /* A woken rank takes its token back: at once unless a helper runs its
  * records (sched/help.c), else once the helper hands it back (it re-parks
  * the rank first, so nothing is lost while this waits). acquire: the
@@ -346,15 +360,7 @@ static void take_back(rank_state *rs) {
                                               memory_order_acquire,
                                               memory_order_relaxed))
       return;
-    if (i < 64) {
-      cpu_relax();
-    } else if (i < 256) {
-      sched_yield();
-    } else {
-      struct timespec ts = {0, sleep_ns};
-      nanosleep(&ts, NULL);
-      if (sleep_ns < 50000) sleep_ns *= 2;
-    }
+    backoff(i, 256, &sleep_ns);
   }
 }
 
@@ -507,17 +513,8 @@ static bcast_cell *bcast_claim(sched_pool *p, uint64_t *t) {
   bcast_cell *c = sched_bcast_at(p, *t);
   long sleep_ns = 1000;
   /* acquire: pairs with the last reader's release (it is done reading) */
-  for (int i = 0; atomic_load_explicit(&c->seq, memory_order_acquire) != *t; i++) {
-    if (i < 64) {
-      cpu_relax();
-    } else if (i < 128) {
-      sched_yield();
-    } else {
-      struct timespec ts = {0, sleep_ns};
-      nanosleep(&ts, NULL);
-      if (sleep_ns < 50000) sleep_ns *= 2;
-    }
-  }
+  for (int i = 0; atomic_load_explicit(&c->seq, memory_order_acquire) != *t; i++)
+    backoff(i, 128, &sleep_ns);
   return c;
 }
 
