@@ -38,6 +38,12 @@ void *core_host_aligned_alloc(size_t align, size_t bytes) {
 
 void core_fault_mark_thread(int rank) { fault_mark = rank; }
 
+int core_fault_swap_mark(int rank) {
+  int old = fault_mark;
+  fault_mark = rank;
+  return old;
+}
+
 void core_fault_host_alloc(uint64_t every, int rank) {
   atomic_store_explicit(&fault_seen, 0, memory_order_relaxed);
   atomic_store_explicit(&fault_rank, rank, memory_order_relaxed);

@@ -26,6 +26,9 @@ void *core_host_aligned_alloc(size_t align, size_t bytes);
 /* this thread's allocations may be failed on purpose: rank threads mark
  * themselves with their rank (< 0: unmarked, the default) */
 void core_fault_mark_thread(int rank);
+/* marks this thread as `rank` and returns its previous mark (-1: none):
+ * a thread running a rank's record on its behalf (sched/help.c) */
+int core_fault_swap_mark(int rank);
 /* every n-th marked allocation (on rank `rank`'s thread only, or on every
  * marked thread when rank < 0) fails from now on; every = 0: none */
 void core_fault_host_alloc(uint64_t every, int rank);

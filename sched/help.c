@@ -20,9 +20,10 @@
  * sched_help_settle returns, every owed rank was either helped, which
  * re-parks it (below), or woken.
  *
- * Help. With the token, the helper runs the rank's records while the next
- * one is ticket <= t and helpable (cfg.helpable), as that rank (its pool
- * and rank identity, its error state saved and restored), then re-parks
+ * Help. With the token, the helper runs ticket t on the rank if it is the
+ * rank's next record and helpable (cfg.helpable), as that rank (its pool
+ * and rank identity, its host-allocation fault mark, its error state saved
+ * and restored), and nothing else; then it re-parks
  * it exactly as park() does: sets its waiter bit on the cell of its new
  * bnext (seq_cst), a seq_cst fence, then the re-check of its work. The
  * producers' side is unchanged (publish, fence, read the waiter bits), so
@@ -33,8 +34,8 @@
  * A thread woken while its rank is lent waits for the token (take_back).
  *
  * Rounds. A collective's member waits for the others in its rendezvous.
- * Helping a ROUND record is only started when every rank not owed has run
- * every earlier ticket (it is at this one or past it: it will arrive);
+ * Helping a ROUND record is only started when every rank not owed has
+ * already run it and every owed rank sleeps exactly at it (all_reached);
  * then the rendezvous of a helped member, waiting, helps the next owed
  * rank (sim/collectives.c calls sched_help_next), nested up to
  * MAX_DEPTH, so one thread can make every sleeping member arrive. A ROUND
@@ -47,6 +48,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fault.h"
 #include "sched/chaos.h"
 #include "sched/fault.h"
 #include "sched/fence.h"
@@ -109,49 +111,60 @@ static void done_owing(void) {
   if (!sched_help_owed) H.pool = NULL;
 }
 
-/* every rank not owed has run every ticket before t and has no one-rank
- * record waiting (relaxed: a hint; a rank that fails it is only waited
- * for longer, and then helped rendezvous still complete) */
+/* Whether helping ticket t's round cannot wait for anyone outside this
+ * thread's stack: every rank not owed has run everything published so far
+ * (queue depth 0 counts the ring: it ran t, so it has arrived), and every
+ * owed rank sleeps exactly at t with no one-rank record queued (it runs
+ * nothing before t, so helping it makes it arrive now). A rank that is
+ * behind (owed through a stale waiter bit, or with a backlog) fails it:
+ * then everyone owed is woken and this thread returns at once.
+ * (relaxed: the loads only decide between helping and waking; both are
+ * correct, helping is only the faster when this says so) */
 static bool all_reached(sched_pool *p, uint64_t t) {
   for (int r = 0; r < p->cfg.ranks; r++) {
-    if (r / 64 < HELP_WORDS && (H.owed[r / 64] >> (r % 64) & 1)) continue;
     rank_state *rs = &p->ranks[r];
-    if (atomic_load_explicit(&rs->bdone, memory_order_relaxed) < t ||
-        sched_pool_queue_depth(p, r) != 0)
+    if (r / 64 < HELP_WORDS && (H.owed[r / 64] >> (r % 64) & 1)) {
+      if (atomic_load_explicit(&rs->bdone, memory_order_relaxed) != t ||
+          sched_queue_depth(rs->queue) != 0)
+        return false;
+    } else if (sched_pool_queue_depth(p, r) != 0) {
       return false;
+    }
   }
   return true;
 }
 
-/* runs rank r's helpable records up to ticket `last`, as rank r */
-static int64_t run_as(sched_pool *p, rank_state *rs, uint64_t last) {
+/* Runs ticket `t` on rank rs, as rank rs, if it is the rank's next record
+ * and helpable: 1 if it ran. Only that ticket: a rank still behind it
+ * (owed through a stale waiter bit, or with records queued) has other
+ * work first, possibly a round that waits for ranks asleep outside this
+ * stack; the re-park after this finds that work and wakes the rank. */
+static int64_t run_as(sched_pool *p, rank_state *rs, uint64_t t) {
+  bcast_cell *b = sched_bcast_peek(rs);
+  msg_head *m = sched_queue_peek(rs->queue);
+  /* a one-rank record comes first: the rank's own thread runs it */
+  if ((m && m->bseq <= rs->bnext) || !b || rs->bnext != t ||
+      b->kind != MSG_INLINE ||
+      p->cfg.helpable(p->cfg.ctx, b->record, rs->id) == SCHED_HELP_NONE)
+    return 0;
   sched_pool *pool = p;
   int rank = rs->id;
   sched_swap_identity(&pool, &rank);
+  int mark = core_fault_swap_mark(rs->id); /* host-allocation faults */
   core_error_state saved;
   core_error_save(&saved);
-  int64_t ran = 0;
-  for (;;) {
-    bcast_cell *b = sched_bcast_peek(rs);
-    msg_head *m = sched_queue_peek(rs->queue);
-    /* a one-rank record comes first: the rank's own thread runs it */
-    if ((m && m->bseq <= rs->bnext) || !b || rs->bnext > last ||
-        b->kind != MSG_INLINE ||
-        p->cfg.helpable(p->cfg.ctx, b->record, rs->id) == SCHED_HELP_NONE)
-      break;
-    sched_run_record(p, rs, b->record);
-    atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
-    sched_bcast_pop(rs, b);
-    ran++;
-  }
+  sched_run_record(p, rs, b->record);
+  atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
+  sched_bcast_pop(rs, b);
   core_error_restore(&saved);
+  core_fault_swap_mark(mark);
   sched_swap_identity(&pool, &rank);
-  return ran;
+  return 1;
 }
 
 /* Helps rank r (see "Help" above); false if its token was not free (its
  * thread is awake or on its way out of park, or another helper has it). */
-static bool help_rank(sched_pool *p, int r, uint64_t last) {
+static bool help_rank(sched_pool *p, int r, uint64_t t) {
   rank_state *rs = &p->ranks[r];
   int e = RANK_ASLEEP;
   /* acquire: pairs with the thread's (or last helper's) release of ASLEEP */
@@ -160,7 +173,7 @@ static bool help_rank(sched_pool *p, int r, uint64_t last) {
                                                memory_order_relaxed))
     return false;
   H.depth++;
-  int64_t ran = run_as(p, rs, last);
+  int64_t ran = run_as(p, rs, t);
   H.depth--;
   if (ran) atomic_fetch_add_explicit(&p->helped, ran, memory_order_relaxed);
   uint64_t bit = 1ull << (r % 64);

@@ -406,6 +406,7 @@ static void park(rank_state *rs, bool spin) {
    * the queue and the deques; pairs with the fences in wake_parked() and
    * wake_caught_up() */
   SCHED_FENCE_SEQ_CST();
+  bool slept = false;
   if (!sched_rank_has_work(rs)) {
     atomic_fetch_add_explicit(&rs->parks, 1, memory_order_relaxed);
     bool tr = sched_trace_on(p);
@@ -414,7 +415,7 @@ static void park(rank_state *rs, bool spin) {
      * helper's acquire of the token (sched/help.c) */
     atomic_store_explicit(&rs->tok, RANK_ASLEEP, memory_order_release);
     ck_ec32_wait(&rs->ec, &ec_mode, v, NULL);
-    take_back(rs);
+    slept = true;
     if (tr) sched_trace_slice(p, "park", "sched", t0, NULL);
   }
   /* relaxed: a hint; a waker that still finds the bit makes one spurious
@@ -426,6 +427,10 @@ static void park(rank_state *rs, bool spin) {
   uint64_t old = atomic_fetch_and_explicit(&p->parked[rs->id / 64], ~bit,
                                            memory_order_seq_cst);
   if (!(old & bit)) pass_wakes(p);
+  /* the token last: a rank a helper still runs passes the hand-over on
+   * first (pass_wakes touches no state of this rank's), so a helper's wait
+   * never holds up the wake-ups of the ranks it waits for */
+  if (slept) take_back(rs);
 }
 
 /* ---- the rank thread */

@@ -246,6 +246,124 @@ static void test_mesh_2d_groups(void **state) {
   tu_leaks_end();
 }
 
+/* ---- found in review: helping must never wait for work outside it */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define STRESS_ITERS 40
+#else
+#define STRESS_ITERS 200
+#endif
+
+typedef struct stress {
+  dt_runtime *rt;
+  dt_mesh *m;
+} stress;
+
+/* [S] on one mesh dim -> dt_sum -> Partial there -> [R, R], checked */
+static bool round_2d(dt_mesh *m, int dim, uint64_t seed) {
+  int len = dim == 0 ? 2 : 4;
+  float v[4 * K];
+  double ref[K] = {0};
+  for (int i = 0; i < len; i++)
+    for (int j = 0; j < K; j++) {
+      v[i * K + j] = val(seed, i, j);
+      ref[j] += v[i * K + j];
+    }
+  dt_placement pl[2] = {DT_REPLICATE, DT_REPLICATE};
+  pl[dim] = DT_SHARD(0);
+  dt_tensor_options o = {.mesh = m, .placements = pl};
+  dt_tensor *x = dt_from_host(v, DT_SHAPE(len, K), &o);
+  dt_tensor *p = x ? dt_sum(x, (int[]){0}, 1, false) : NULL;
+  if (p && seed % 3 == 0) tu_sleep_ns(50 * 1000);
+  dt_tensor *y = p ? dt_redistribute(p, m, (dt_placement[]){DT_REPLICATE, DT_REPLICATE})
+                   : NULL;
+  bool ok = y != NULL;
+  for (int r = 0; ok && r < 8; r++) {
+    float h[K];
+    ok = dt_local_to_host(y, r, h, sizeof h) == DT_OK;
+    for (int j = 0; ok && j < K; j++) ok = h[j] == (float)ref[j];
+  }
+  if (!ok) fprintf(stderr, "dim %d seed %llu: %s\n", dim, (unsigned long long)seed,
+                   dt_last_error());
+  dt_tensor_release(y);
+  dt_tensor_release(p);
+  dt_tensor_release(x);
+  return ok;
+}
+
+static void stress_issue(void *arg, int i) {
+  stress *s = arg;
+  dt_runtime_set_current(s->rt);
+  for (int it = 0; it < STRESS_ITERS; it++) {
+    if (it % 5 == i % 5) { /* a one-rank op in between */
+      char dev[16];
+      snprintf(dev, sizeof dev, "cpu:%d", (it + i) % 8);
+      dt_tensor *a = dt_ones(DT_SHAPE(64, 64), &(dt_tensor_options){.device = dev});
+      dt_tensor *b = a ? dt_matmul(a, a) : NULL;
+      TU_CHECK(b != NULL, "%s", dt_last_error());
+      dt_tensor_release(b);
+      dt_tensor_release(a);
+    }
+    TU_CHECK(round_2d(s->m, (it + i) % 2, (uint64_t)(1000 * i + it)),
+             "thread %d round %d", i, it);
+  }
+  dt_runtime_set_current(NULL);
+}
+
+/* Four threads issue rounds on both dims of a 2x4 mesh, frees and one-rank
+ * matmuls into a ring of 4 cells with ranks that spin 1 µs. Before the
+ * fix a helper of a free ran an earlier ticket of the rank (another
+ * thread's round) and waited for a rank whose wake-up chain passed
+ * through the very rank it held: no progress until the watchdog (here
+ * 20 s) broke the round, and a round failed with DT_ERR_TIMEOUT. */
+static void test_stress_2d(void **state) {
+  (void)state;
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){
+      .num_ranks = 8, .ring_capacity = 4, .spin_us = 1,
+      .collective_timeout_ms = 20000});
+  assert_non_null(rt);
+  stress s = {.rt = rt, .m = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 4), NULL)};
+  assert_non_null(s.m);
+  tu_run_threads(4, stress_issue, &s);
+  TU_ASSERT_NO_THREAD_FAILURES();
+  dt_mesh_release(s.m);
+  dt_runtime_destroy(rt);
+}
+
+/* A rank with queued work is not helped: a small redistribute issued right
+ * after eight 1024x1024 matmuls on rank 0 returns while rank 0 still has
+ * them queued (before the fix it waited for the whole backlog, 0.3-1 s). */
+static void test_backlog_not_waited_for(void **state) {
+  (void)state;
+  dt_runtime *rt = runtime_of(4);
+  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(4), NULL);
+  assert_int_equal(dt_runtime_set_current(rt), DT_OK);
+  dt_tensor_options po = {.mesh = m, .placements = (dt_placement[]){DT_PARTIAL(DT_REDUCE_SUM)}};
+  dt_tensor *p = dt_ones(DT_SHAPE(2), &po);
+  dt_tensor *a = dt_ones(DT_SHAPE(1024, 1024), &(dt_tensor_options){.device = "cpu:0"});
+  assert_non_null(p);
+  assert_non_null(a);
+  for (int it = 0; it < 4; it++) {
+    assert_int_equal(dt_runtime_synchronize(rt), DT_OK);
+    tu_sleep_ns(2 * 1000 * 1000); /* every rank asleep */
+    dt_tensor *c[8];
+    for (int k = 0; k < 8; k++) assert_non_null(c[k] = dt_matmul(a, a));
+    dt_tensor *y = dt_redistribute(p, m, (dt_placement[]){DT_REPLICATE});
+    assert_non_null(y);
+    /* 8 GFLOP of matmuls take far longer than the call: still queued */
+    assert_true(dt_runtime_queue_depth(rt, 0) > 0);
+    float h[2];
+    assert_int_equal(dt_local_to_host(y, 3, h, sizeof h), DT_OK);
+    assert_true(h[0] == 1.0f && h[1] == 1.0f);
+    for (int k = 0; k < 8; k++) dt_tensor_release(c[k]);
+    dt_tensor_release(y);
+  }
+  dt_tensor_release(a);
+  dt_tensor_release(p);
+  dt_runtime_set_current(NULL);
+  dt_mesh_release(m);
+  dt_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rounds_2_ranks),
@@ -253,6 +371,8 @@ int main(void) {
     cmocka_unit_test(test_large_not_helped),
     cmocka_unit_test(test_threads_and_callback),
     cmocka_unit_test(test_mesh_2d_groups),
+    cmocka_unit_test(test_stress_2d),
+    cmocka_unit_test(test_backlog_not_waited_for),
   };
   return TU_RUN_TESTS_WITH_ALARM(300, tests);
 }

@@ -1,0 +1,2 @@
+# Empty compiler generated dependencies file for dtorch_cuda_obj.
+# This may be replaced when dependencies are built.

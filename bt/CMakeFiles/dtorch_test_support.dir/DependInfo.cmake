@@ -1,0 +1,22 @@
+
+# Consider dependencies only in project.
+set(CMAKE_DEPENDS_IN_PROJECT_ONLY OFF)
+
+# The set of languages for which implicit dependencies are needed:
+set(CMAKE_DEPENDS_LANGUAGES
+  )
+
+# The set of dependency files which are needed:
+set(CMAKE_DEPENDS_DEPENDENCY_FILES
+  "/work/main/tests/support/op_cases.c" "CMakeFiles/dtorch_test_support.dir/tests/support/op_cases.c.o" "gcc" "CMakeFiles/dtorch_test_support.dir/tests/support/op_cases.c.o.d"
+  "/work/main/tests/support/testutil.c" "CMakeFiles/dtorch_test_support.dir/tests/support/testutil.c.o" "gcc" "CMakeFiles/dtorch_test_support.dir/tests/support/testutil.c.o.d"
+  "/work/main/tests/support/threads.c" "CMakeFiles/dtorch_test_support.dir/tests/support/threads.c.o" "gcc" "CMakeFiles/dtorch_test_support.dir/tests/support/threads.c.o.d"
+  )
+
+# Targets to which this target links.
+set(CMAKE_TARGET_LINKED_INFO_FILES
+  "/work/main/bt/CMakeFiles/dtorch_static.dir/DependInfo.cmake"
+  )
+
+# Fortran module output directory.
+set(CMAKE_Fortran_TARGET_MODULE_DIR "")

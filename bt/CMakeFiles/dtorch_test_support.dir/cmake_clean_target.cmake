@@ -1,0 +1,3 @@
+file(REMOVE_RECURSE
+  "libdtorch_test_support.a"
+)

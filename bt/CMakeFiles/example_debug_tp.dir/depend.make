@@ -1,0 +1,2 @@
+# Empty dependencies file for example_debug_tp.
+# This may be replaced when dependencies are built.

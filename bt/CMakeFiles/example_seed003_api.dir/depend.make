@@ -1,0 +1,2 @@
+# Empty dependencies file for example_seed003_api.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,2 @@
+# Empty compiler generated dependencies file for interop_safetensors.
+# This may be replaced when dependencies are built.

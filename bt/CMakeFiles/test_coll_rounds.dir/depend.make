@@ -1,0 +1,2 @@
+# Empty dependencies file for test_coll_rounds.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,2 @@
+# Empty dependencies file for test_pointwise.
+# This may be replaced when dependencies are built.
