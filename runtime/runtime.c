@@ -95,6 +95,7 @@ typedef struct settings {
   bool auto_redistribute; /* insert redistributions (else strict) */
   uint64_t chaos_seed;   /* 0: off */
   bool dry_run;          /* shapes only (runtime/dry.h) */
+  bool no_help;          /* DTORCH_NO_HELP=1: ranks run all their records */
   bool cuda;             /* device "cuda" / "cuda:K" */
   int *gpu;              /* CUDA: each rank's GPU (freed by the creator) */
 } settings;
@@ -282,6 +283,10 @@ static dt_status resolve(const dt_runtime_options *o, settings *s) {
     s->ring = 2;
     s->pin = false;
   }
+  /* helping (sched/help.h) on unless DTORCH_NO_HELP=1 */
+  int64_t nh = env_int("DTORCH_NO_HELP", 0, 1);
+  if (nh < 0) return DT_ERR_INVALID_ARGUMENT;
+  s->no_help = nh == 1;
   /* auto redistribution: the option, else DTORCH_AUTO_REDISTRIBUTE=1 */
   int64_t a = env_int("DTORCH_AUTO_REDISTRIBUTE", 0, 1);
   if (a < 0) return DT_ERR_INVALID_ARGUMENT;
@@ -374,7 +379,8 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
                            .record_size = runtime_exec_record_size(),
                            .exec = runtime_exec_record, .init = runtime_exec_rank_init,
                            .pending = runtime_exec_pending, .idle = runtime_exec_idle,
-                           .helpable = runtime_exec_helpable, .ctx = rt, .spin_ns = set.spin_ns,
+                           .helpable = set.no_help ? NULL : runtime_exec_helpable,
+                           .ctx = rt, .spin_ns = set.spin_ns,
                            .chaos_seed = set.chaos_seed,
                            .pin_cpus = set.pin ? affinity_cpus() : 0};
   rt->coll = sim_coll_world_create(n, set.timeout_ns);

@@ -364,6 +364,26 @@ static void test_backlog_not_waited_for(void **state) {
   dt_runtime_destroy(rt);
 }
 
+/* DTORCH_NO_HELP=1: the ranks run every record themselves (nothing
+ * helped), with the same results */
+static void test_no_help_env(void **state) {
+  (void)state;
+  assert_int_equal(setenv("DTORCH_NO_HELP", "1", 1), 0);
+  dt_runtime *rt = runtime_of(2);
+  unsetenv("DTORCH_NO_HELP");
+  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  assert_non_null(m);
+  for (int it = 0; it < 8; it++) assert_true(one_round(m, 2, it % 4, (uint64_t)it, true));
+  assert_int_equal(sched_pool_get_stats(rt->pool).helped, 0);
+  dt_mesh_release(m);
+  dt_runtime_destroy(rt);
+  /* a bad value names the variable */
+  assert_int_equal(setenv("DTORCH_NO_HELP", "yes", 1), 0);
+  assert_null(dt_runtime_create(&(dt_runtime_options){.num_ranks = 2}));
+  unsetenv("DTORCH_NO_HELP");
+  assert_non_null(strstr(dt_last_error(), "DTORCH_NO_HELP=\"yes\""));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_rounds_2_ranks),
@@ -373,6 +393,7 @@ int main(void) {
     cmocka_unit_test(test_mesh_2d_groups),
     cmocka_unit_test(test_stress_2d),
     cmocka_unit_test(test_backlog_not_waited_for),
+    cmocka_unit_test(test_no_help_env),
   };
   return TU_RUN_TESTS_WITH_ALARM(300, tests);
 }
