@@ -1,2 +1,0 @@
-# Empty compiler generated dependencies file for dtorch_obj.
-# This may be replaced when dependencies are built.

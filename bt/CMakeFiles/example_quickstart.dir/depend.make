@@ -1,2 +1,0 @@
-# Empty dependencies file for example_quickstart.
-# This may be replaced when dependencies are built.

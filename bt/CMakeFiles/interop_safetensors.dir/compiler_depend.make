@@ -1,2 +1,0 @@
-# Empty compiler generated dependencies file for interop_safetensors.
-# This may be replaced when dependencies are built.
