@@ -45,13 +45,38 @@ void cpu_vcos_f32(float *y, const float *x, int64_t n) { vtrig(y, x, n, 1); }
 
 /* x Phi(x) with E = erfc(|x|/sqrt 2): 0.5 x E for x < 0 (no cancellation
  * in the tail), x - 0.5 x E for x >= 0 (E <= 1: no cancellation either).
- * One erfc tail evaluation per element, no erf polynomial. */
+ * One erfc tail evaluation per element (vm_erfc_in_range's, written out
+ * for z = |x|/sqrt 2 without rounding z: 1 + z/2 is one fused
+ * multiply-add of |x|, and z^2 = |x|^2 / 2 exactly, split as hi + lo).
+ * Both clamps are integer minima of the float bits (one instruction each,
+ * against a compare and a blend): |x| to 14.85, where E is 0 in float (a
+ * NaN clamps too; x carries it to the result), and x to 20 for the
+ * product, so gelu(inf) = inf - 0.5 20 0 = inf (gelu(-inf) is NaN, as in
+ * PyTorch: 0.5 (-inf) 0). Past x = 10, 0.5 x E is below half an ulp of x,
+ * so x - h is x. */
+static inline float vm_min_bits(float a, float b) {
+  int32_t ia = (int32_t)vm_bits(a), ib = (int32_t)vm_bits(b);
+  return vm_float((uint32_t)(ia < ib ? ia : ib));
+}
 static inline float gelu_one(float x) {
-  float ax = vm_float(vm_bits(x) & 0x7fffffffu);
-  float h = 0.5f * x * vm_erfc_pos(ax * 0.70710678118654752f);
-  /* past 10, x - h rounds to x; and inf - 0.5 inf 0 would be NaN (PyTorch:
-   * gelu(inf) = inf, gelu(-inf) = NaN, which h gives) */
-  return x < 0.0f ? h : x > 10.0f ? x : x - h;
+  float ax = vm_min_bits(vm_float(vm_bits(x) & 0x7fffffffu), 14.85f);
+  float xm = vm_min_bits(x, 20.0f); /* negatives are negative integers */
+  float t = 1.0f / VM_FMA(ax, 0.353553390593273762f, 1.0f);
+  float q = 0.17087277f;
+  q = VM_FMA(q, t, -0.82215223f);
+  q = VM_FMA(q, t, 1.48851587f);
+  q = VM_FMA(q, t, -1.13520398f);
+  q = VM_FMA(q, t, 0.27886807f);
+  q = VM_FMA(q, t, -0.18628806f);
+  q = VM_FMA(q, t, 0.09678418f);
+  q = VM_FMA(q, t, 0.37409196f);
+  q = VM_FMA(q, t, 1.00002368f);
+  q = VM_FMA(q, t, -1.26551223f);
+  float hi = ax * ax, lo = VM_FMA(ax, ax, -hi);
+  /* exp's argument -z^2 + q in [-112, 0]: no range checks */
+  float e = t * vm_exp_core(-0.5f * hi, VM_FMA(-0.5f, lo, q), 1, 0);
+  float h = 0.5f * xm * e;
+  return x < 0.0f ? h : x - h;
 }
 
 CPU_CLONES void cpu_vgelu_f32(float *y, const float *x, int64_t n) {
