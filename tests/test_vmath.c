@@ -205,6 +205,27 @@ static void test_blocks(void **state) {
   }
 }
 
+/* cpu_vexp_max_f32 (exp(x - m) for m >= every x: vm_exp_le0, no range
+ * checks but the lower clamp) gives cpu_vexpf's bits on every point of a
+ * row whose max is m, the clamp at -104 and the denormals included, and
+ * NaN and -inf elements */
+static void test_exp_max(void **state) {
+  (void)state;
+  enum { N = 4099 };
+  static float x[N], y[N];
+  for (int i = 0; i < N; i++) x[i] = 3.5f - 120.0f * (float)i / (float)N;
+  x[7] = NAN;
+  x[8] = -INFINITY;
+  x[9] = -0x1p-140f;
+  x[10] = 3.5f - 104.0f;
+  x[11] = 3.5f - 87.5f;
+  cpu_vexp_max_f32(y, x, 3.5f, N);
+  for (int i = 0; i < N; i++)
+    expect("exp_max", y[i], cpu_vexpf(x[i] - 3.5f));
+  cpu_vexp_max_f32(x, x, 3.5f, N); /* in place */
+  for (int i = 0; i < N; i++) expect("exp_max in place", x[i], y[i]);
+}
+
 /* gelu (erf form, the float32 blocks) against double on [-15, 15], the
  * denormal results of x in [-14.85, -13] included: at most 12 ulp (8.0 on
  * this project's machines, at x ~ -13.1 where the result nears the
@@ -344,6 +365,7 @@ int main(void) {
       cmocka_unit_test(test_sweeps),
       cmocka_unit_test(test_blocks),
       cmocka_unit_test(test_max),
+      cmocka_unit_test(test_exp_max),
       cmocka_unit_test(test_gelu),
       cmocka_unit_test(test_gelu_grad),
       cmocka_unit_test(test_lane_sums4),

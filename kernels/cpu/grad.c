@@ -189,7 +189,7 @@ static bool ce_grad_row_f32(row o, row x, int64_t cls, int64_t nc, double eps,
   float *of = (float *)(void *)o.p, mx = cpu_vmax_f32(xf, nc);
   if (!isfinite(mx)) return false;
   double lanes[CPU_ROW_LANES] = {0};
-  cpu_vexp_f32(of, xf, mx, nc);
+  cpu_vexp_max_f32(of, xf, mx, nc);
   cpu_lanes_sum_f32(of, nc, lanes);
   double k = w / cpu_lanes_total(lanes), uni = eps / (double)nc;
   double e_cls = of[cls];

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/reduce.h"
 #include "kernels/cpu/vmath.h"
 
 
@@ -112,15 +113,10 @@ static double row_logsumexp_f32(const float *restrict x, int64_t n) {
   double lanes[8] = {0};
   for (int64_t s = 0; s < n; s += CPU_BLOCK) {
     int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
-    cpu_vexp_f32(e, x + s, mx, k);
-    int64_t j = 0;
-    for (; j + 8 <= k; j += 8)
-      for (int l = 0; l < 8; l++) lanes[l] += (double)e[j + l];
-    for (int l = 0; j < k; j++, l++) lanes[l] += (double)e[j];
+    cpu_vexp_max_f32(e, x + s, mx, k);
+    cpu_lanes_sum_f32(e, k, lanes); /* lane j % 8 of each block */
   }
-  double sum = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) +
-               ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
-  return (double)mx + log(sum);
+  return (double)mx + log(cpu_lanes_total(lanes));
 }
 
 /* log(sum(exp(row))) of a strided row of n values, in double */

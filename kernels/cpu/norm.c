@@ -40,7 +40,8 @@ typedef struct row_io {
 #define MIN_BLOCK(len, j) ((len) - (j) < BLOCK ? (len) - (j) : BLOCK)
 
 /* ---- block functions and row drivers for one compute type */
-#define NORM_KERNELS(S, T, CT, EXPBLK, MAXBLK, LANES_SUM, LANES_SQDEV, LANES_SUM4)      \
+#define NORM_KERNELS(S, T, CT, EXPBLK, MAXBLK, LANES_SUM, LANES_SQDEV,      \
+                     LANES_SUM4, SCALEBLK, SUB2BLK)                       \
   /* the row max (exact: any order gives the same value; a NaN row ends \
    * NaN through the sum) */                                              \
   static T max_##S(const T *restrict x, int64_t n, T m) {                   \
@@ -64,11 +65,11 @@ typedef struct row_io {
   static void softmax_blk_##S(const T *restrict x, T *restrict y, int64_t n, \
                               T m, T k, bool lg) {                         \
     if (lg) {                                                               \
-      for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) - k;                \
+      SUB2BLK(y, x, m, k, n);                                               \
       return;                                                               \
     }                                                                       \
     EXPBLK(y, x, m, n);                                                     \
-    for (int64_t i = 0; i < n; i++) y[i] *= k;                              \
+    SCALEBLK(y, k, n);                                                      \
   }                                                                         \
   static void softmax_row_##S(const row_io *io, bool lg) {                 \
     int64_t len = io->r->rowlen;                                            \
@@ -85,7 +86,7 @@ typedef struct row_io {
       if (lg)                                                               \
         softmax_blk_##S(x, o, len, m, k, true);                             \
       else                                                                  \
-        for (int64_t i = 0; i < len; i++) o[i] *= k;                        \
+        SCALEBLK(o, k, len);                                                \
       return;                                                               \
     }                                                                       \
     for (int64_t j = 0; j < len; j += BLOCK) {                              \
@@ -202,7 +203,8 @@ typedef struct row_io {
     }                                                                       \
   }
 
-/* y = exp(x - m) over a block: float32 through vmath's vectorised exp */
+/* y = exp(x - m) over a block (m the row max): float32 through vmath's
+ * vectorised exp */
 static void exp_blk_f64(double *restrict y, const double *restrict x,
                         double m, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = exp(x[i] - m);
@@ -221,10 +223,21 @@ static double max_blk_f64(const double *restrict x, int64_t n) {
   return m;
 }
 
-NORM_KERNELS(f32, float, DT_FLOAT32, cpu_vexp_f32, cpu_vmax_f32,
-             cpu_lanes_sum_f32, cpu_lanes_sqdev_f32, cpu_lanes_sum4_f32)
+static void scale_blk_f64(double *restrict y, double k, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] *= k;
+}
+
+static void sub2_blk_f64(double *restrict y, const double *restrict x,
+                         double m, double k, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) - k;
+}
+
+NORM_KERNELS(f32, float, DT_FLOAT32, cpu_vexp_max_f32, cpu_vmax_f32,
+             cpu_lanes_sum_f32, cpu_lanes_sqdev_f32, cpu_lanes_sum4_f32,
+             cpu_vscale_f32, cpu_vsub2_f32)
 NORM_KERNELS(f64, double, DT_FLOAT64, exp_blk_f64, max_blk_f64,
-             cpu_lanes_sum_f64, cpu_lanes_sqdev_f64, cpu_lanes_sum4_f64)
+             cpu_lanes_sum_f64, cpu_lanes_sqdev_f64, cpu_lanes_sum4_f64,
+             scale_blk_f64, sub2_blk_f64)
 
 /* ---- softmax over a dim that is not innermost in memory: column tiles.
  * When the innermost other dim has unit stride (in and out), TILE
@@ -268,7 +281,7 @@ NORM_KERNELS(f64, double, DT_FLOAT64, exp_blk_f64, max_blk_f64,
       cpu_store(io->out + j * io->os, io->od, eo, y, CT, nc);               \
     }                                                                       \
   }
-SOFTMAX_TILE(f32, float, DT_FLOAT32, cpu_vexp_f32)
+SOFTMAX_TILE(f32, float, DT_FLOAT32, cpu_vexp_max_f32) /* x - m <= 0 */
 SOFTMAX_TILE(f64, double, DT_FLOAT64, exp_blk_f64)
 
 /* ---- drivers: walk the rows of in and out together */

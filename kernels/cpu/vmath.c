@@ -10,6 +10,20 @@ CPU_CLONES void cpu_vexp_f32(float *y, const float *x, float shift,
   for (int64_t i = 0; i < n; i++) y[i] = cpu_vexpf(x[i] - shift);
 }
 
+CPU_CLONES void cpu_vexp_max_f32(float *y, const float *x, float m,
+                                 int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = vm_exp_le0(x[i] - m);
+}
+
+CPU_CLONES void cpu_vscale_f32(float *restrict y, float k, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] *= k;
+}
+
+CPU_CLONES void cpu_vsub2_f32(float *y, const float *x, float m, float k,
+                              int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) - k;
+}
+
 CPU_CLONES void cpu_vlog_f32(float *y, const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = cpu_vlogf(x[i]);
 }

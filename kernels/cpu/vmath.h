@@ -136,6 +136,14 @@ static inline float vm_exp_core(float a0, float b, int has_b, int checked) {
 
 static inline float vm_exp2parts(float a, float b) { return vm_exp_core(a, b, 1, 1); }
 static inline float cpu_vexpf(float x) { return vm_exp_core(x, 0.0f, 0, 1); }
+/* exp(a) for a <= 0 or NaN (x - max over a row: never positive), the same
+ * bits as cpu_vexpf: only the lower clamp at -104 is needed (a compare and
+ * a select, where a NaN compares false and stays), no upper clamp, no NaN
+ * select: 25 AVX-512 instructions per 16 elements where cpu_vexpf takes 33
+ * (softmax's exp-and-sum 0.45 -> 0.35 ns per element per core) */
+static inline float vm_exp_le0(float a) {
+  return vm_exp_core(a < -104.0f ? -104.0f : a, 0.0f, 0, 0);
+}
 
 /* erfc(z) for z in [0, 10.5] or NaN (the caller clamps: erfc(10.5) <
  * 2^-150 is 0), with exp's argument in [-112, 0] so its range checks are
@@ -295,6 +303,12 @@ static inline float cpu_vtanhf(float x) {
 /* ---- blocks (kernels/cpu/vmath.c): y[i] = f(x[i]) for i < n, in place
  * allowed (y == x) */
 void cpu_vexp_f32(float *y, const float *x, float shift, int64_t n); /* exp(x - shift) */
+/* exp(x - m) for m >= every x[i] (a row's max; NaN rows give NaN): the
+ * bits of cpu_vexp_f32, faster (vm_exp_le0) */
+void cpu_vexp_max_f32(float *y, const float *x, float m, int64_t n);
+/* y[i] *= k; y[i] = (x[i] - m) - k: softmax's and log_softmax's last pass */
+void cpu_vscale_f32(float *y, float k, int64_t n);
+void cpu_vsub2_f32(float *y, const float *x, float m, float k, int64_t n);
 void cpu_vlog_f32(float *y, const float *x, int64_t n);
 void cpu_vsin_f32(float *y, const float *x, int64_t n);
 void cpu_vcos_f32(float *y, const float *x, int64_t n);
