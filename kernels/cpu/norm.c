@@ -41,7 +41,7 @@ typedef struct row_io {
 
 /* ---- block functions and row drivers for one compute type */
 #define NORM_KERNELS(S, T, CT, EXPBLK, MAXBLK, LANES_SUM, LANES_SQDEV,      \
-                     LANES_SUM4, SCALEBLK, SUB2BLK)                       \
+                     LANES_SUM4, LANES_SQDEV4, SCALEBLK, SUB2BLK)         \
   /* the row max (exact: any order gives the same value; a NaN row ends \
    * NaN through the sum) */                                              \
   static T max_##S(const T *restrict x, int64_t n, T m) {                   \
@@ -159,25 +159,32 @@ typedef struct row_io {
     apply_##S(io, a, shift, scale);                                         \
   }                                                                         \
   /* four dense rows gin (in) and gout (out) elements apart: their sums    \
-   * read as four streams at once (LANES_SUM4: the same lane bits as one  \
-   * row at a time, the tails added after as LANES_SUM does), then each   \
-   * row's variance and output from cache */                              \
+   * and then their squared deviations read as four streams at once       \
+   * (LANES_SUM4, LANES_SQDEV4: the same lane bits as one row at a time,   \
+   * the tails added after as LANES_SUM does), the statistics as          \
+   * scale_of computes them, then each row's output from cache */         \
   static void norm_rows4_##S(const row_io *io, int64_t gin, int64_t gout,   \
                              const norm_args *a) {                          \
     int64_t len = io->r->rowlen, len8 = len / LANES * LANES;                \
     const T *x = (const T *)io->in;                                         \
-    double lanes[4 * LANES] = {0};                                          \
+    double lanes[4 * LANES] = {0}, dev[4 * LANES] = {0}, mean[4];           \
     LANES_SUM4(x, gin, len8, lanes);                                        \
     for (int q = 0; q < 4; q++) {                                           \
       for (int64_t i = len8; i < len; i++)                                  \
         lanes[q * LANES + (i - len8)] += (double)x[q * gin + i];            \
+      mean[q] = cpu_lanes_total(lanes + q * LANES) / (double)len;           \
+    }                                                                       \
+    LANES_SQDEV4(x, gin, len8, mean, dev);                                  \
+    for (int q = 0; q < 4; q++) {                                           \
+      for (int64_t i = len8; i < len; i++) {                                \
+        double d = (double)x[q * gin + i] - mean[q];                        \
+        dev[q * LANES + (i - len8)] += d * d;                               \
+      }                                                                     \
+      double var = cpu_lanes_total(dev + q * LANES) / (double)len;          \
       row_io r1 = *io;                                                      \
       r1.in = (const char *)(x + q * gin);                                  \
       r1.out = (char *)((T *)io->out + q * gout);                           \
-      T shift, scale;                                                       \
-      scale_of_##S(&r1, a, cpu_lanes_total(lanes + q * LANES) / (double)len, \
-                   &shift, &scale);                                         \
-      apply_##S(&r1, a, shift, scale);                                      \
+      apply_##S(&r1, a, (T)mean[q], (T)(1.0 / sqrt(var + a->eps)));         \
     }                                                                       \
   }                                                                         \
   static void apply_##S(const row_io *io, const norm_args *a, T shift,    \
@@ -234,10 +241,10 @@ static void sub2_blk_f64(double *restrict y, const double *restrict x,
 
 NORM_KERNELS(f32, float, DT_FLOAT32, cpu_vexp_max_f32, cpu_vmax_f32,
              cpu_lanes_sum_f32, cpu_lanes_sqdev_f32, cpu_lanes_sum4_f32,
-             cpu_vscale_f32, cpu_vsub2_f32)
+             cpu_lanes_sqdev4_f32, cpu_vscale_f32, cpu_vsub2_f32)
 NORM_KERNELS(f64, double, DT_FLOAT64, exp_blk_f64, max_blk_f64,
              cpu_lanes_sum_f64, cpu_lanes_sqdev_f64, cpu_lanes_sum4_f64,
-             scale_blk_f64, sub2_blk_f64)
+             cpu_lanes_sqdev4_f64, scale_blk_f64, sub2_blk_f64)
 
 /* ---- softmax over a dim that is not innermost in memory: column tiles.
  * When the innermost other dim has unit stride (in and out), TILE

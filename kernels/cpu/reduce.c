@@ -116,16 +116,40 @@ void cpu_rows_load(const cpu_rows *r, const char *base, int64_t j0, int64_t n,
 }
 
 /* ------------------------------------------------------------- lane sums */
-/* cloned for AVX2 (vmath.h): four double lanes per instruction, same bits */
+/* The eight lanes are one vector of 8 doubles (GCC/clang vector
+ * extensions: one AVX-512 register in the v4 clone, two AVX2 ones in v3,
+ * four SSE2 ones in baseline code), and 8 elements are loaded as one vector
+ * and converted at once. Written as `for l < 8: acc[l] += x[i + l]`, GCC 12
+ * built each 8-float vector from eight scalar loads and inserts (0.22 ns
+ * per element per core for four rows at once, 0.18 for one row); the lane
+ * arithmetic is the same, so are the bits. */
+typedef double lanes_v __attribute__((vector_size(8 * sizeof(double))));
+typedef float lanes_vf __attribute__((vector_size(8 * sizeof(float))));
+
+/* through pointers: a 64-byte vector passed by value changes the ABI
+ * between the clones (-Wpsabi); inlined, these are a load each */
+static inline void lanes_load_float(lanes_v *v, const float *p) {
+  lanes_vf f;
+  memcpy(&f, p, sizeof f);
+  *v = __builtin_convertvector(f, lanes_v);
+}
+static inline void lanes_load_double(lanes_v *v, const double *p) {
+  memcpy(v, p, sizeof *v);
+}
+#define LANES_GET(v, lanes) memcpy(&(v), (lanes), sizeof(v))
+#define LANES_PUT(lanes, v) memcpy((lanes), &(v), sizeof(v))
+
 #define LANES_SUM(NAME, T)                                                  \
-  CPU_CLONES void NAME(const T *restrict x, int64_t n, double *restrict lanes) {       \
-    double acc[LANES];                                                      \
-    memcpy(acc, lanes, sizeof acc);                                         \
+  CPU_CLONES void NAME(const T *restrict x, int64_t n, double *restrict lanes) { \
+    lanes_v acc, v;                                                         \
+    LANES_GET(acc, lanes);                                                  \
     int64_t i = 0;                                                          \
-    for (; i + LANES <= n; i += LANES)                                      \
-      for (int l = 0; l < LANES; l++) acc[l] += (double)x[i + l];           \
-    for (int l = 0; i < n; i++, l++) acc[l] += (double)x[i];                \
-    memcpy(lanes, acc, sizeof acc);                                         \
+    for (; i + LANES <= n; i += LANES) {                                    \
+      lanes_load_##T(&v, x + i);                                            \
+      acc += v;                                                             \
+    }                                                                       \
+    LANES_PUT(lanes, acc);                                                  \
+    for (int l = 0; i < n; i++, l++) lanes[l] += (double)x[i];              \
   }
 LANES_SUM(cpu_lanes_sum_f32, float)
 LANES_SUM(cpu_lanes_sum_f64, double)
@@ -134,52 +158,89 @@ LANES_SUM(cpu_lanes_sum_f64, double)
  * each into its own eight lanes (lanes + 8 k): every lane adds the same
  * values in the same order as LANES_SUM on that segment alone, so the bits
  * are the same. Reading four streams at once keeps more cache misses in
- * flight than one: a 64 MB float sum on 2 pinned threads read 13-15 GB/s
- * in one stream per thread and 24-29 GB/s in four (this VM). */
+ * flight than one (a 64 MB float sum on 2 pinned threads read 13-15 GB/s
+ * in one stream per thread and 24-29 GB/s in four, on an older VM), and
+ * gives the adders four independent chains (one segment's lanes are one
+ * chain of dependent vector adds, 3-4 cycles per 8 elements). */
 #define LANES_SUM4(NAME, T)                                                 \
   CPU_CLONES void NAME(const T *restrict x, int64_t gap, int64_t n,         \
                        double *restrict lanes) {                            \
-    double a[LANES], b[LANES], c[LANES], d[LANES];                          \
-    memcpy(a, lanes, sizeof a);                                             \
-    memcpy(b, lanes + LANES, sizeof b);                                     \
-    memcpy(c, lanes + 2 * LANES, sizeof c);                                 \
-    memcpy(d, lanes + 3 * LANES, sizeof d);                                 \
-    const T *restrict x1 = x + gap, *restrict x2 = x + 2 * gap,             \
-                      *restrict x3 = x + 3 * gap;                           \
-    for (int64_t i = 0; i + LANES <= n; i += LANES)                         \
-      for (int l = 0; l < LANES; l++) {                                     \
-        a[l] += (double)x[i + l];                                           \
-        b[l] += (double)x1[i + l];                                          \
-        c[l] += (double)x2[i + l];                                          \
-        d[l] += (double)x3[i + l];                                          \
-      }                                                                     \
-    memcpy(lanes, a, sizeof a);                                             \
-    memcpy(lanes + LANES, b, sizeof b);                                     \
-    memcpy(lanes + 2 * LANES, c, sizeof c);                                 \
-    memcpy(lanes + 3 * LANES, d, sizeof d);                                 \
+    lanes_v a, b, c, d, v0, v1, v2, v3;                                     \
+    LANES_GET(a, lanes);                                                    \
+    LANES_GET(b, lanes + LANES);                                            \
+    LANES_GET(c, lanes + 2 * LANES);                                        \
+    LANES_GET(d, lanes + 3 * LANES);                                        \
+    for (int64_t i = 0; i + LANES <= n; i += LANES) {                       \
+      lanes_load_##T(&v0, x + i);                                           \
+      lanes_load_##T(&v1, x + gap + i);                                     \
+      lanes_load_##T(&v2, x + 2 * gap + i);                                 \
+      lanes_load_##T(&v3, x + 3 * gap + i);                                 \
+      a += v0;                                                              \
+      b += v1;                                                              \
+      c += v2;                                                              \
+      d += v3;                                                              \
+    }                                                                       \
+    LANES_PUT(lanes, a);                                                    \
+    LANES_PUT(lanes + LANES, b);                                            \
+    LANES_PUT(lanes + 2 * LANES, c);                                        \
+    LANES_PUT(lanes + 3 * LANES, d);                                        \
   }
 LANES_SUM4(cpu_lanes_sum4_f32, float)
 LANES_SUM4(cpu_lanes_sum4_f64, double)
 
+/* lanes += (x - c)^2, in the lane order of LANES_SUM */
 #define LANES_SQDEV(NAME, T)                                                \
-  CPU_CLONES void NAME(const T *restrict x, int64_t n, double c,                       \
-            double *restrict lanes) {                                       \
-    double acc[LANES];                                                      \
-    memcpy(acc, lanes, sizeof acc);                                         \
+  CPU_CLONES void NAME(const T *restrict x, int64_t n, double c,            \
+                       double *restrict lanes) {                            \
+    lanes_v acc, d;                                                         \
+    LANES_GET(acc, lanes);                                                  \
     int64_t i = 0;                                                          \
-    for (; i + LANES <= n; i += LANES)                                      \
-      for (int l = 0; l < LANES; l++) {                                     \
-        double d = (double)x[i + l] - c;                                    \
-        acc[l] += d * d;                                                    \
-      }                                                                     \
-    for (int l = 0; i < n; i++, l++) {                                      \
-      double d = (double)x[i] - c;                                          \
-      acc[l] += d * d;                                                      \
+    for (; i + LANES <= n; i += LANES) {                                    \
+      lanes_load_##T(&d, x + i);                                            \
+      d -= c;                                                               \
+      acc += d * d;                                                         \
     }                                                                       \
-    memcpy(lanes, acc, sizeof acc);                                         \
+    LANES_PUT(lanes, acc);                                                  \
+    for (int l = 0; i < n; i++, l++) {                                      \
+      double dv = (double)x[i] - c;                                         \
+      lanes[l] += dv * dv;                                                  \
+    }                                                                       \
   }
 LANES_SQDEV(cpu_lanes_sqdev_f32, float)
 LANES_SQDEV(cpu_lanes_sqdev_f64, double)
+
+/* LANES_SQDEV over four segments (as LANES_SUM4: n a multiple of LANES,
+ * `gap` apart, segment k about c[k] into lanes + 8 k, the same bits as one
+ * at a time): four independent chains of adds instead of one */
+#define LANES_SQDEV4(NAME, T)                                               \
+  CPU_CLONES void NAME(const T *restrict x, int64_t gap, int64_t n,         \
+                       const double *restrict c, double *restrict lanes) {  \
+    lanes_v a, b, e, f, d0, d1, d2, d3;                                     \
+    LANES_GET(a, lanes);                                                    \
+    LANES_GET(b, lanes + LANES);                                            \
+    LANES_GET(e, lanes + 2 * LANES);                                        \
+    LANES_GET(f, lanes + 3 * LANES);                                        \
+    for (int64_t i = 0; i + LANES <= n; i += LANES) {                       \
+      lanes_load_##T(&d0, x + i);                                           \
+      lanes_load_##T(&d1, x + gap + i);                                     \
+      lanes_load_##T(&d2, x + 2 * gap + i);                                 \
+      lanes_load_##T(&d3, x + 3 * gap + i);                                 \
+      d0 -= c[0];                                                           \
+      d1 -= c[1];                                                           \
+      d2 -= c[2];                                                           \
+      d3 -= c[3];                                                           \
+      a += d0 * d0;                                                         \
+      b += d1 * d1;                                                         \
+      e += d2 * d2;                                                         \
+      f += d3 * d3;                                                         \
+    }                                                                       \
+    LANES_PUT(lanes, a);                                                    \
+    LANES_PUT(lanes + LANES, b);                                            \
+    LANES_PUT(lanes + 2 * LANES, e);                                        \
+    LANES_PUT(lanes + 3 * LANES, f);                                        \
+  }
+LANES_SQDEV4(cpu_lanes_sqdev4_f32, float)
+LANES_SQDEV4(cpu_lanes_sqdev4_f64, double)
 
 double cpu_lanes_total(const double *l) {
   return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));

@@ -105,6 +105,11 @@ void cpu_lanes_sum4_f64(const double *x, int64_t gap, int64_t n, double *lanes);
 void cpu_lanes_sqdev_f32(const float *x, int64_t n, double c, double *lanes);
 void cpu_lanes_sqdev_f64(const double *x, int64_t n, double c,
                          double *lanes);
+/* four segments as cpu_lanes_sum4, segment k about c[k] */
+void cpu_lanes_sqdev4_f32(const float *x, int64_t gap, int64_t n,
+                          const double *c, double *lanes);
+void cpu_lanes_sqdev4_f64(const double *x, int64_t gap, int64_t n,
+                          const double *c, double *lanes);
 /* the fixed-order total of the eight lanes */
 double cpu_lanes_total(const double *lanes);
 
