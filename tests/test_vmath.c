@@ -226,6 +226,29 @@ static void test_exp_max(void **state) {
   for (int i = 0; i < N; i++) expect("exp_max in place", x[i], y[i]);
 }
 
+/* cpu_vexp_sum_term_f32: cpu_vexpf's bits for x - m in [-87, 0], exp(-87)
+ * below (a term of a sum >= 1), NaN stays NaN (payloads included: a
+ * payload must not reach the exponent add) */
+static void test_exp_sum_term(void **state) {
+  (void)state;
+  enum { N = 4099 };
+  static float x[N], y[N];
+  for (int i = 0; i < N; i++) x[i] = 1.0f - 100.0f * (float)i / (float)N;
+  x[5] = NAN;
+  x[6] = -INFINITY;
+  x[7] = 1.0f - 87.0f;
+  x[8] = vm_float(0xffc00001u); /* a NaN with a payload */
+  x[9] = vm_float(0x7f800123u);
+  cpu_vexp_sum_term_f32(y, x, 1.0f, N);
+  float floor_term = cpu_vexpf(-87.0f);
+  for (int i = 0; i < N; i++) {
+    float a = x[i] - 1.0f;
+    if (isnan(a)) expect("sum_term(nan)", y[i], NAN);
+    else if (a < -87.0f) expect("sum_term below -87", y[i], floor_term);
+    else expect("sum_term", y[i], cpu_vexpf(a));
+  }
+}
+
 /* gelu (erf form, the float32 blocks) against double on [-15, 15], the
  * denormal results of x in [-14.85, -13] included: at most 12 ulp (8.0 on
  * this project's machines, at x ~ -13.1 where the result nears the
@@ -366,6 +389,7 @@ int main(void) {
       cmocka_unit_test(test_blocks),
       cmocka_unit_test(test_max),
       cmocka_unit_test(test_exp_max),
+      cmocka_unit_test(test_exp_sum_term),
       cmocka_unit_test(test_gelu),
       cmocka_unit_test(test_gelu_grad),
       cmocka_unit_test(test_lane_sums4),

@@ -113,7 +113,7 @@ static double row_logsumexp_f32(const float *restrict x, int64_t n) {
   double lanes[8] = {0};
   for (int64_t s = 0; s < n; s += CPU_BLOCK) {
     int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
-    cpu_vexp_max_f32(e, x + s, mx, k);
+    cpu_vexp_sum_term_f32(e, x + s, mx, k); /* terms of a sum >= 1 */
     cpu_lanes_sum_f32(e, k, lanes); /* lane j % 8 of each block */
   }
   return (double)mx + log(cpu_lanes_total(lanes));

@@ -41,7 +41,8 @@ typedef struct row_io {
 
 /* ---- block functions and row drivers for one compute type */
 #define NORM_KERNELS(S, T, CT, EXPBLK, MAXBLK, LANES_SUM, LANES_SQDEV,      \
-                     LANES_SUM4, LANES_SQDEV4, SCALEBLK, SUB2BLK)         \
+                     LANES_SUM4, LANES_SQDEV4, SCALEBLK, SUB2BLK,         \
+                     TERMBLK)                                             \
   /* the row max (exact: any order gives the same value; a NaN row ends \
    * NaN through the sum) */                                              \
   static T max_##S(const T *restrict x, int64_t n, T m) {                   \
@@ -50,14 +51,16 @@ typedef struct row_io {
   }                                                                         \
   /* lanes += exp(x - m) (lane j % 8 for element j of a block that starts \
    * at a multiple of 8); keep (may be NULL) receives the exponentials.   \
-   * The exponentials are made a block at a time (vectorised), then added */ \
+   * The exponentials are made a block at a time (vectorised), then added; \
+   * log_softmax's only feed the sum (TERMBLK: vm_exp_sum_term) */         \
   static void sumexp_##S(const T *restrict x, int64_t n, T m,               \
-                         double *restrict lanes, T *restrict keep) {        \
+                         double *restrict lanes, T *restrict keep, bool lg) { \
     T e[BLOCK];                                                             \
     for (int64_t j = 0; j < n; j += BLOCK) {                                \
       int64_t k = MIN_BLOCK(n, j);                                          \
       T *dst = keep ? keep + j : e;                                         \
-      EXPBLK(dst, x + j, m, k);                                             \
+      if (lg) TERMBLK(dst, x + j, m, k);                                    \
+      else EXPBLK(dst, x + j, m, k);                                        \
       LANES_SUM(dst, k, lanes);                                             \
     }                                                                       \
   }                                                                         \
@@ -80,7 +83,7 @@ typedef struct row_io {
       T *o = (T *)io->out;                                                  \
       m = max_##S(x, len, m);                                               \
       /* softmax keeps exp(x - m) in o: the same bits as recomputing it */  \
-      sumexp_##S(x, len, m, lanes, lg ? NULL : o);                          \
+      sumexp_##S(x, len, m, lanes, lg ? NULL : o, lg);                       \
       double s = cpu_lanes_total(lanes);                                    \
       T k = lg ? (T)log(s) : (T)(1.0 / s);                                  \
       if (lg)                                                               \
@@ -95,7 +98,7 @@ typedef struct row_io {
     }                                                                       \
     for (int64_t j = 0; j < len; j += BLOCK) {                              \
       cpu_rows_load(io->r, io->in, j, MIN_BLOCK(len, j), buf, CT);          \
-      sumexp_##S(buf, MIN_BLOCK(len, j), m, lanes, NULL);                   \
+      sumexp_##S(buf, MIN_BLOCK(len, j), m, lanes, NULL, lg);                \
     }                                                                       \
     double s = cpu_lanes_total(lanes);                                      \
     T k = lg ? (T)log(s) : (T)(1.0 / s);                                   \
@@ -241,10 +244,11 @@ static void sub2_blk_f64(double *restrict y, const double *restrict x,
 
 NORM_KERNELS(f32, float, DT_FLOAT32, cpu_vexp_max_f32, cpu_vmax_f32,
              cpu_lanes_sum_f32, cpu_lanes_sqdev_f32, cpu_lanes_sum4_f32,
-             cpu_lanes_sqdev4_f32, cpu_vscale_f32, cpu_vsub2_f32)
+             cpu_lanes_sqdev4_f32, cpu_vscale_f32, cpu_vsub2_f32,
+             cpu_vexp_sum_term_f32)
 NORM_KERNELS(f64, double, DT_FLOAT64, exp_blk_f64, max_blk_f64,
              cpu_lanes_sum_f64, cpu_lanes_sqdev_f64, cpu_lanes_sum4_f64,
-             cpu_lanes_sqdev4_f64, scale_blk_f64, sub2_blk_f64)
+             cpu_lanes_sqdev4_f64, scale_blk_f64, sub2_blk_f64, exp_blk_f64)
 
 /* ---- softmax over a dim that is not innermost in memory: column tiles.
  * When the innermost other dim has unit stride (in and out), TILE
@@ -252,7 +256,7 @@ NORM_KERNELS(f64, double, DT_FLOAT64, exp_blk_f64, max_blk_f64,
  * contiguous elements. Every column uses the expressions and lane order of
  * softmax_row, so the bits are the same. */
 #define TILE CPU_ROW_TILE
-#define SOFTMAX_TILE(S, T, CT, EXP)                                         \
+#define SOFTMAX_TILE(S, T, CT, EXP, TERM)                                   \
   static void softmax_tile_##S(const row_io *io, int64_t nc, bool lg) {     \
     int64_t len = io->r->rowlen, st = io->r->rstrides[0];                   \
     int64_t es = (int64_t)cpu_dtype_size(io->r->dtype);                     \
@@ -267,7 +271,8 @@ NORM_KERNELS(f64, double, DT_FLOAT64, exp_blk_f64, max_blk_f64,
     for (int64_t j = 0; j < len; j++) {                                     \
       cpu_load(x, CT, io->in + j * st, io->r->dtype, es, nc);               \
       for (int64_t c = 0; c < nc; c++) x[c] -= m[c];                        \
-      EXP(y, x, 0, nc);                                                     \
+      if (lg) TERM(y, x, 0, nc); /* as sumexp */                            \
+      else EXP(y, x, 0, nc);                                                \
       for (int64_t c = 0; c < nc; c++) lanes[j % LANES][c] += (double)y[c]; \
     }                                                                       \
     for (int64_t c = 0; c < nc; c++) {                                      \
@@ -288,8 +293,9 @@ NORM_KERNELS(f64, double, DT_FLOAT64, exp_blk_f64, max_blk_f64,
       cpu_store(io->out + j * io->os, io->od, eo, y, CT, nc);               \
     }                                                                       \
   }
-SOFTMAX_TILE(f32, float, DT_FLOAT32, cpu_vexp_max_f32) /* x - m <= 0 */
-SOFTMAX_TILE(f64, double, DT_FLOAT64, exp_blk_f64)
+SOFTMAX_TILE(f32, float, DT_FLOAT32, cpu_vexp_max_f32, /* x - m <= 0 */
+             cpu_vexp_sum_term_f32)
+SOFTMAX_TILE(f64, double, DT_FLOAT64, exp_blk_f64, exp_blk_f64)
 
 /* ---- drivers: walk the rows of in and out together */
 typedef void (*row_fn)(const row_io *io, const void *ctx);

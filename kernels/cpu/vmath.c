@@ -15,6 +15,11 @@ CPU_CLONES void cpu_vexp_max_f32(float *y, const float *x, float m,
   for (int64_t i = 0; i < n; i++) y[i] = vm_exp_le0(x[i] - m);
 }
 
+CPU_CLONES void cpu_vexp_sum_term_f32(float *y, const float *x, float m,
+                                      int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = vm_exp_sum_term(x[i] - m);
+}
+
 CPU_CLONES void cpu_vscale_f32(float *restrict y, float k, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] *= k;
 }
@@ -88,7 +93,7 @@ static inline float gelu_one(float x) {
   q = VM_FMA(q, t, -1.26551223f);
   float hi = ax * ax, lo = VM_FMA(ax, ax, -hi);
   /* exp's argument -z^2 + q in [-112, 0]: no range checks */
-  float e = t * vm_exp_core(-0.5f * hi, VM_FMA(-0.5f, lo, q), 1, 0);
+  float e = t * vm_exp_core(-0.5f * hi, VM_FMA(-0.5f, lo, q), 1, 0, 0);
   float h = 0.5f * xm * e;
   return x < 0.0f ? h : x - h;
 }

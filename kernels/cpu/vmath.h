@@ -103,8 +103,11 @@ static inline float vm_clamp_key(float a, int32_t lo, int32_t hi) {
 }
 
 /* checked = 0: the caller guarantees a0 + b in [-160, 1] or NaN (no clamp,
- * no NaN select: a NaN reaches p and every product after it) */
-static inline float vm_exp_core(float a0, float b, int has_b, int checked) {
+ * no NaN select: a NaN reaches p and every product after it). one = 1:
+ * the caller guarantees a0 + b in [-87, 1] (p 2^n normal), and 2^n is an
+ * add to p's exponent (a NaN is the caller's to restore) */
+static inline float vm_exp_core(float a0, float b, int has_b, int checked,
+                                int one) {
   const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to int */
   /* beyond [-104, 89] exp is 0 or inf in float (b is bounded, so n stays
    * in [-153, 131] and both factors of 2^n below are normal); the keys
@@ -127,6 +130,7 @@ static inline float vm_exp_core(float a0, float b, int has_b, int checked) {
   float q23 = VM_FMA(0.008368946611881256f, r, 0.04166964814066887f);
   float q = VM_FMA(VM_FMA(0.0013745324686169624f, r2, q23), r2, q01);
   float p = VM_FMA(q, r2, r) + 1.0f;
+  if (one) return vm_float(vm_bits(p) + ((uint32_t)ni << 23));
   int32_t n1 = ni >> 1, n2 = ni - n1; /* each in [-77, 66] */
   float f1 = vm_float((uint32_t)(n1 + 127) << 23);
   float f2 = vm_float((uint32_t)(n2 + 127) << 23);
@@ -134,15 +138,29 @@ static inline float vm_exp_core(float a0, float b, int has_b, int checked) {
   return checked && a0 != a0 ? a0 : y; /* NaN in, NaN out */
 }
 
-static inline float vm_exp2parts(float a, float b) { return vm_exp_core(a, b, 1, 1); }
-static inline float cpu_vexpf(float x) { return vm_exp_core(x, 0.0f, 0, 1); }
+static inline float vm_exp2parts(float a, float b) { return vm_exp_core(a, b, 1, 1, 0); }
+static inline float cpu_vexpf(float x) { return vm_exp_core(x, 0.0f, 0, 1, 0); }
 /* exp(a) for a <= 0 or NaN (x - max over a row: never positive), the same
  * bits as cpu_vexpf: only the lower clamp at -104 is needed (a compare and
  * a select, where a NaN compares false and stays), no upper clamp, no NaN
  * select: 25 AVX-512 instructions per 16 elements where cpu_vexpf takes 33
  * (softmax's exp-and-sum 0.45 -> 0.35 ns per element per core) */
 static inline float vm_exp_le0(float a) {
-  return vm_exp_core(a < -104.0f ? -104.0f : a, 0.0f, 0, 0);
+  return vm_exp_core(a < -104.0f ? -104.0f : a, 0.0f, 0, 0, 0);
+}
+
+/* exp(a) for a <= 0 or NaN as a term of a sum that is at least 1 (the
+ * sum of exp(x - max) over a row: log_softmax's and cross_entropy's
+ * log-sum-exp). Below a = -87 the term is exp(-87) = 1.6e-38 instead of
+ * the true (denormal or 0) value: as a double it is below 2^-53 of any sum
+ * >= 1, and n of them (n < 2^60) too. That makes 2^n one exponent add (n
+ * >= -126: p 2^n is normal) where vm_exp_le0 needs two factors: 19 AVX-512
+ * instructions per 16 elements (8 on the multiply-add ports) against 29
+ * (11). NaN stays NaN (a compare and a select: a NaN's payload would
+ * otherwise reach the exponent add). */
+static inline float vm_exp_sum_term(float a0) {
+  float y = vm_exp_core(a0 < -87.0f ? -87.0f : a0, 0.0f, 0, 0, 1);
+  return a0 != a0 ? a0 : y;
 }
 
 /* erfc(z) for z in [0, 10.5] or NaN (the caller clamps: erfc(10.5) <
@@ -163,7 +181,7 @@ static inline float vm_erfc_in_range(float z) {
   /* z^2 = hi + lo exactly (the fused multiply-add gives hi's error) */
   float hi = z * z;
   float lo = VM_FMA(z, z, -hi);
-  return t * vm_exp_core(-hi, q - lo, 1, 0);
+  return t * vm_exp_core(-hi, q - lo, 1, 0, 0);
 }
 
 /* erfc(z) for z >= 0 (NaN stays NaN) */
@@ -307,6 +325,9 @@ void cpu_vexp_f32(float *y, const float *x, float shift, int64_t n); /* exp(x - 
  * bits of cpu_vexp_f32, faster (vm_exp_le0) */
 void cpu_vexp_max_f32(float *y, const float *x, float m, int64_t n);
 /* y[i] *= k; y[i] = (x[i] - m) - k: softmax's and log_softmax's last pass */
+/* exp(x - m) for m >= every x[i] as terms of a sum >= 1 (vm_exp_sum_term:
+ * below exp(-87) the term is exp(-87)); only for sums */
+void cpu_vexp_sum_term_f32(float *y, const float *x, float m, int64_t n);
 void cpu_vscale_f32(float *y, float k, int64_t n);
 void cpu_vsub2_f32(float *y, const float *x, float m, float k, int64_t n);
 void cpu_vlog_f32(float *y, const float *x, int64_t n);
