@@ -81,16 +81,7 @@ static inline float gelu_one(float x) {
   float ax = vm_min_bits(vm_float(vm_bits(x) & 0x7fffffffu), 14.85f);
   float xm = vm_min_bits(x, 20.0f); /* negatives are negative integers */
   float t = 1.0f / VM_FMA(ax, 0.353553390593273762f, 1.0f);
-  float q = 0.17087277f;
-  q = VM_FMA(q, t, -0.82215223f);
-  q = VM_FMA(q, t, 1.48851587f);
-  q = VM_FMA(q, t, -1.13520398f);
-  q = VM_FMA(q, t, 0.27886807f);
-  q = VM_FMA(q, t, -0.18628806f);
-  q = VM_FMA(q, t, 0.09678418f);
-  q = VM_FMA(q, t, 0.37409196f);
-  q = VM_FMA(q, t, 1.00002368f);
-  q = VM_FMA(q, t, -1.26551223f);
+  float q = vm_erfc_poly(t);
   float hi = ax * ax, lo = VM_FMA(ax, ax, -hi);
   /* exp's argument -z^2 + q in [-112, 0]: no range checks */
   float e = t * vm_exp_core(-0.5f * hi, VM_FMA(-0.5f, lo, q), 1, 0, 0);

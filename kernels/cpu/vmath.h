@@ -163,11 +163,9 @@ static inline float vm_exp_sum_term(float a0) {
   return a0 != a0 ? a0 : y;
 }
 
-/* erfc(z) for z in [0, 10.5] or NaN (the caller clamps: erfc(10.5) <
- * 2^-150 is 0), with exp's argument in [-112, 0] so its range checks are
- * left out (nine of the 74 AVX-512 instructions of a gelu step) */
-static inline float vm_erfc_in_range(float z) {
-  float t = 1.0f / (1.0f + 0.5f * z);
+/* erfc(z) = t exp(-z^2 + Q(t)), t = 1 / (1 + z/2): Numerical Recipes'
+ * erfcc polynomial Q */
+static inline float vm_erfc_poly(float t) {
   float q = 0.17087277f;
   q = VM_FMA(q, t, -0.82215223f);
   q = VM_FMA(q, t, 1.48851587f);
@@ -178,6 +176,15 @@ static inline float vm_erfc_in_range(float z) {
   q = VM_FMA(q, t, 0.37409196f);
   q = VM_FMA(q, t, 1.00002368f);
   q = VM_FMA(q, t, -1.26551223f);
+  return q;
+}
+
+/* erfc(z) for z in [0, 10.5] or NaN (the caller clamps: erfc(10.5) <
+ * 2^-150 is 0), with exp's argument in [-112, 0] so its range checks are
+ * left out (nine of the 74 AVX-512 instructions of a gelu step) */
+static inline float vm_erfc_in_range(float z) {
+  float t = 1.0f / (1.0f + 0.5f * z);
+  float q = vm_erfc_poly(t);
   /* z^2 = hi + lo exactly (the fused multiply-add gives hi's error) */
   float hi = z * z;
   float lo = VM_FMA(z, z, -hi);
