@@ -11,6 +11,12 @@
  *               (bench_stream_bandwidth: the best of copy and add on every
  *               CPU, bytes counted alike), measured right after the op;
  *               matmul: cblas_sgemm with OpenBLAS on every CPU
+ *   compute_ms  ops bound by a transcendental function per element
+ *               (gelu, softmax, log_softmax, cross_entropy and its
+ *               backward, gelu_backward, log, sin): the same count of
+ *               evaluations by glibc's vectorised libm on every CPU, from
+ *               L1 (bench_libm.h); roofline_ms = max(bytes / STREAM,
+ *               compute_ms) and ratio_roofline = roofline_ms / ms
  *   ratio       achieved / baseline. A baseline, not a bound: add and
  *               cat exceed it (up to 1.7x; the plain STREAM loop does
  *               not reach what the chunked kernels' streamed stores do on
@@ -25,6 +31,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "bench/bench_libm.h"
 #include "bench/bench_stream.h"
 #include "dtorch/dtorch.h"
 
@@ -199,6 +206,31 @@ static const op_case cases[] = {
     {"cross_entropy_backward", "4096x1000", K_CE_BW, 4096, 1000},
 };
 
+/* ops bound by a transcendental per element: the libmvec evaluations of
+ * the same count (bench_libm.h); false for the others */
+static bool libm_work(const op_case *c, int reps, double *sec, char *what,
+                      size_t cap) {
+  int64_t n = c->rows * c->cols;
+  bench_libm_fn f;
+  switch (c->kind) {
+  case K_GELU: f = BENCH_LIBM_ERFF; break;
+  case K_SOFTMAX: case K_LOG_SOFTMAX: case K_CROSS_ENTROPY: case K_CE_BW:
+    f = BENCH_LIBM_EXPF;
+    break;
+  case K_LOG: f = BENCH_LIBM_LOGF; break;
+  case K_SIN: f = BENCH_LIBM_SINF; break;
+  case K_GELU_BW: /* Phi and phi: an erf and an exp per element */
+    *sec = bench_libm_seconds(BENCH_LIBM_ERFF, n, reps) +
+           bench_libm_seconds(BENCH_LIBM_EXPF, n, reps);
+    snprintf(what, cap, "libmvec erff+expf x %lld", (long long)n);
+    return true;
+  default: return false;
+  }
+  *sec = bench_libm_seconds(f, n, reps);
+  snprintf(what, cap, "libmvec %s x %lld", bench_libm_name(f), (long long)n);
+  return true;
+}
+
 int bench_ops(int argc, char **argv) {
   int reps = 7;
   const char *only = NULL;
@@ -240,6 +272,15 @@ int bench_ops(int argc, char **argv) {
       printf("\"baseline\":\"sgemm_all_cores\",\"baseline_gflops\":%.2f,", peak / 1e9);
     else
       printf("\"baseline\":\"stream_all_cores\",\"baseline_gbs\":%.2f,", bw / 1e9);
+    double csec = 0;
+    char what[64];
+    if (!gemm && libm_work(c, reps, &csec, what, sizeof what)) {
+      /* the roofline: the larger of the memory time and the compute time */
+      double mem = bytes / bw, roof = mem > csec ? mem : csec;
+      printf("\"compute_baseline\":\"%s\",\"compute_ms\":%.3f,"
+             "\"roofline_ms\":%.3f,\"ratio_roofline\":%.3f,",
+             what, csec * 1e3, roof * 1e3, roof / t);
+    }
     printf("\"ratio\":%.3f,\"ranks\":%d}\n", ratio,
            dt_runtime_num_ranks(dt_runtime_default()));
     fflush(stdout);

@@ -184,6 +184,13 @@ static void test_cross_entropy(void **state) {
           check_ce(1, 5, true, d, t, (dt_reduction)red, 4, tv + 1, strided);
           check_ce(0, 5, false, d, t, (dt_reduction)red, -100, tv, false);
         }
+  /* float32 rows read in place four at a time (two groups and three
+   * rows after them; 300 classes: a 256-element block, eight-lane groups
+   * and a tail), an ignored row inside a group */
+  static const double tv11[] = {0, 299, 17, -100, 256, 255, 3, 150, 64, 1, 298};
+  for (int red = 0; red < 3; red++)
+    check_ce(11, 300, false, DT_FLOAT32, DT_INT64, (dt_reduction)red, -100,
+             tv11, false);
   /* all ignored: mean is NaN (0/0), sum 0 */
   check_ce(2, 3, false, DT_FLOAT32, DT_INT64, DT_REDUCTION_MEAN, -1,
            (double[]){-1, -1}, false);

@@ -119,6 +119,36 @@ static double row_logsumexp_f32(const float *restrict x, int64_t n) {
   return (double)mx + log(cpu_lanes_total(lanes));
 }
 
+/* row_logsumexp_f32 of four dense rows `gap` floats apart, the same bits:
+ * each row's terms go to its own eight lanes in the same order, but the
+ * four rows' lane chains are added side by side (cpu_lanes_sum4_f32): one
+ * row's eight lanes are one chain of dependent adds, which alone held
+ * cross_entropy back */
+static void row_logsumexp4_f32(const float *x, int64_t gap, int64_t n,
+                               double lse[4]) {
+  float mx[4], e[4][CPU_BLOCK];
+  for (int q = 0; q < 4; q++) {
+    mx[q] = cpu_vmax_f32(x + q * gap, n);
+    if (!isfinite(mx[q])) { /* the one-row path's special rows */
+      for (int r = 0; r < 4; r++) lse[r] = row_logsumexp_f32(x + r * gap, n);
+      return;
+    }
+  }
+  double lanes[4 * CPU_ROW_LANES] = {0};
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
+    int64_t k8 = k / CPU_ROW_LANES * CPU_ROW_LANES;
+    for (int q = 0; q < 4; q++)
+      cpu_vexp_sum_term_f32(e[q], x + q * gap + s, mx[q], k);
+    cpu_lanes_sum4_f32(e[0], CPU_BLOCK, k8, lanes);
+    for (int q = 0; q < 4; q++) /* only the last block has a tail */
+      for (int64_t i = k8; i < k; i++)
+        lanes[q * CPU_ROW_LANES + (i - k8)] += (double)e[q][i];
+  }
+  for (int q = 0; q < 4; q++)
+    lse[q] = (double)mx[q] + log(cpu_lanes_total(lanes + q * CPU_ROW_LANES));
+}
+
 /* log(sum(exp(row))) of a strided row of n values, in double */
 static double row_logsumexp(const char *p, dt_dtype d, int64_t stride_b,
                             int64_t n) {
@@ -178,8 +208,8 @@ typedef struct ce_job {
 } ce_job;
 
 /* the loss at position p; false for a class index out of range */
-static bool ce_loss(const cpu_ce_args *a, int64_t p, double *loss,
-                    bool *counted, int64_t *bad) {
+static bool ce_loss(const cpu_ce_args *a, int64_t p, const double *lse4,
+                    double *loss, bool *counted, int64_t *bad) {
   const cpu_view *x = a->logits, *t = a->target;
   int64_t nc = x->sizes[1];
   dt_dtype d = x->dtype;
@@ -209,7 +239,7 @@ static bool ce_loss(const cpu_ce_args *a, int64_t p, double *loss,
   }
   double xt;
   cpu_load(&xt, DT_FLOAT64, row + c * cs, d, es, 1);
-  *loss = row_logsumexp(row, d, cs, nc) - (1 - eps) * xt;
+  *loss = (lse4 ? *lse4 : row_logsumexp(row, d, cs, nc)) - (1 - eps) * xt;
   if (eps != 0) *loss -= eps * row_dot(row, d, cs, nc, NULL, d, 0) / (double)nc;
   *counted = true;
   return true;
@@ -218,16 +248,28 @@ static bool ce_loss(const cpu_ce_args *a, int64_t p, double *loss,
 static void ce_range(int64_t begin, int64_t end, void *arg) {
   const ce_job *j = arg;
   int64_t oes = (int64_t)cpu_dtype_size(j->od);
+  const cpu_view *x = j->a->logits;
+  /* float32 class rows read in place: their log-sum-exps four at a time */
+  bool fast = !j->a->probabilities && x->ndim == 2 &&
+              x->dtype == DT_FLOAT32 && x->strides[1] == 1;
   /* whole blocks: the range starts on a block boundary (both the
    * scheduler's chunks and the inline whole range do) */
   for (int64_t b0 = begin; b0 < end; b0 += j->grain) {
     int64_t b1 = b0 + j->grain < end ? b0 + j->grain : end;
     ce_part *pt = &j->parts[b0 / j->grain];
     *pt = (ce_part){0, 0, -1, 0};
+    double lse[4];
+    int64_t have = -1; /* lse holds rows have .. have + 3 */
     for (int64_t p = b0; p < b1; p++) {
       double loss;
       bool counted;
-      if (!ce_loss(j->a, p, &loss, &counted, &pt->bad_val)) {
+      if (fast && (p - b0) % 4 == 0 && p + 4 <= b1) {
+        row_logsumexp4_f32((const float *)(const void *)x->data + p * x->strides[0],
+                           x->strides[0], x->sizes[1], lse);
+        have = p;
+      }
+      const double *pl = have >= 0 && p < have + 4 ? &lse[p - have] : NULL;
+      if (!ce_loss(j->a, p, pl, &loss, &counted, &pt->bad_val)) {
         pt->bad_pos = p;
         break;
       }
