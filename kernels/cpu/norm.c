@@ -109,6 +109,36 @@ typedef struct row_io {
       cpu_store(io->out + j * io->os, io->od, io->os, y, CT, n);            \
     }                                                                       \
   }                                                                         \
+  /* four dense rows gin / gout elements apart, each as softmax_row's     \
+   * dense path computes it (the same bits), their lane sums side by side \
+   * (LANES_SUM4: one row's eight lanes are one chain of dependent adds) */ \
+  static void softmax_rows4_##S(const row_io *io, int64_t gin, int64_t gout, \
+                                bool lg) {                                  \
+    int64_t len = io->r->rowlen, len8 = len / LANES * LANES;                \
+    const T *x = (const T *)io->in;                                         \
+    T *o = (T *)io->out, m[4], e[4][BLOCK];                                 \
+    double lanes[4 * LANES] = {0};                                          \
+    for (int q = 0; q < 4; q++) m[q] = max_##S(x + q * gin, len, (T)-INFINITY); \
+    for (int64_t j = 0; j < len; j += BLOCK) {                              \
+      int64_t k = MIN_BLOCK(len, j), k8 = k / LANES * LANES;                \
+      for (int q = 0; q < 4; q++) {                                         \
+        if (lg) TERMBLK(e[q], x + q * gin + j, m[q], k);                    \
+        else EXPBLK(o + q * gout + j, x + q * gin + j, m[q], k);            \
+      }                                                                     \
+      if (lg) LANES_SUM4(e[0], BLOCK, k8, lanes);                           \
+      else LANES_SUM4(o + j, gout, k8, lanes);                              \
+    }                                                                       \
+    int64_t jl = (len - 1) / BLOCK * BLOCK; /* the last block (e's) */      \
+    for (int q = 0; q < 4; q++) {                                           \
+      for (int64_t i = len8; i < len; i++) /* its tail */                   \
+        lanes[q * LANES + (i - len8)] +=                                    \
+            (double)(lg ? e[q][i - jl] : o[q * gout + i]);                  \
+      double s = cpu_lanes_total(lanes + q * LANES);                        \
+      T kq = lg ? (T)log(s) : (T)(1.0 / s);                                 \
+      if (lg) SUB2BLK(o + q * gout, x + q * gin, m[q], kq, len);            \
+      else SCALEBLK(o + q * gout, kq, len);                                 \
+    }                                                                       \
+  }                                                                         \
   /* y = (x - shift) * scale [* w] [+ b] */                                 \
   CPU_CLONES static void affine_##S(const T *restrict x, T *restrict y, int64_t n,     \
                          T shift, T scale, const T *w, const T *b) {        \
@@ -308,6 +338,14 @@ static void softmax_f32_fn(const row_io *io, const void *ctx) {
 static void softmax_f64_fn(const row_io *io, const void *ctx) {
   softmax_row_f64(io, *(const bool *)ctx);
 }
+static void softmax4_f32_fn(const row_io *io, int64_t gin, int64_t gout,
+                            const void *ctx) {
+  softmax_rows4_f32(io, gin, gout, *(const bool *)ctx);
+}
+static void softmax4_f64_fn(const row_io *io, int64_t gin, int64_t gout,
+                            const void *ctx) {
+  softmax_rows4_f64(io, gin, gout, *(const bool *)ctx);
+}
 static void softmax_tile_f32_fn(const row_io *io, int64_t nc,
                                 const void *ctx) {
   softmax_tile_f32(io, nc, *(const bool *)ctx);
@@ -434,7 +472,8 @@ void cpu_softmax(const cpu_view *out, const cpu_view *in, int dim, bool lg) {
   uint32_t mask = in->ndim > 0 ? 1u << dim : 0;
   bool f64 = in->dtype == DT_FLOAT64;
   run_rows(out, in, mask, true, f64 ? softmax_f64_fn : softmax_f32_fn,
-           f64 ? softmax_tile_f64_fn : softmax_tile_f32_fn, NULL, &lg);
+           f64 ? softmax_tile_f64_fn : softmax_tile_f32_fn,
+           f64 ? softmax4_f64_fn : softmax4_f32_fn, &lg);
 }
 
 /* weight/bias of x's dtype with unit stride can be read in place */
