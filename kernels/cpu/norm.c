@@ -139,17 +139,29 @@ typedef struct row_io {
       else SCALEBLK(o + q * gout, kq, len);                                 \
     }                                                                       \
   }                                                                         \
-  /* y = (x - shift) * scale [* w] [+ b] */                                 \
-  CPU_CLONES static void affine_##S(const T *restrict x, T *restrict y, int64_t n,     \
-                         T shift, T scale, const T *w, const T *b) {        \
-    /* one pass when both are there (the same expression, the same bits) */ \
-    if (w && b) {                                                           \
-      for (int64_t i = 0; i < n; i++) y[i] = (x[i] - shift) * scale * w[i] + b[i]; \
-      return;                                                               \
+  /* y = (x - shift) * scale [* w] [+ b], 64 elements at a time; pf (or  \
+   * NULL): a row to come, its next lines fetched into L1 as this row's    \
+   * are written, so the memory keeps streaming while rows compute from    \
+   * cache (layer_norm on one rank: 2.95-3.5 -> 2.55-2.8 ms) */            \
+  CPU_CLONES static void affine_##S(const T *restrict x, T *restrict y,     \
+                                    int64_t n, T shift, T scale,           \
+                                    const T *w, const T *b, const char *pf) { \
+    const int64_t step = 64, line = 64 / (int64_t)sizeof(T);               \
+    for (int64_t i0 = 0; i0 < n; i0 += step) {                              \
+      int64_t i1 = i0 + step < n ? i0 + step : n;                           \
+      if (pf)                                                               \
+        for (int64_t k = i0; k < i1; k += line)                             \
+          __builtin_prefetch(pf + k * (int64_t)sizeof(T), 0, 3);            \
+      /* one pass when both are there (the same expression, the same bits) */ \
+      if (w && b) {                                                         \
+        for (int64_t i = i0; i < i1; i++)                                   \
+          y[i] = (x[i] - shift) * scale * w[i] + b[i];                      \
+        continue;                                                           \
+      }                                                                     \
+      for (int64_t i = i0; i < i1; i++) y[i] = (x[i] - shift) * scale;      \
+      if (w) for (int64_t i = i0; i < i1; i++) y[i] *= w[i];                \
+      if (b) for (int64_t i = i0; i < i1; i++) y[i] += b[i];                \
     }                                                                       \
-    for (int64_t i = 0; i < n; i++) y[i] = (x[i] - shift) * scale;          \
-    if (w) for (int64_t i = 0; i < n; i++) y[i] *= w[i];                    \
-    if (b) for (int64_t i = 0; i < n; i++) y[i] += b[i];                    \
   }                                                                         \
   static void scale_of_##S(const row_io *io, const norm_args *a,            \
                            double mean, T *shift, T *scale);                \
@@ -185,11 +197,11 @@ typedef struct row_io {
     *scale = (T)(1.0 / sqrt(var + a->eps));                                 \
   }                                                                         \
   static void apply_##S(const row_io *io, const norm_args *a, T shift,    \
-                        T scale);                                           \
+                        T scale, const char *pf);                           \
   static void norm_row_##S(const row_io *io, const norm_args *a) {          \
     T shift, scale;                                                         \
     stats_##S(io, a, &shift, &scale);                                       \
-    apply_##S(io, a, shift, scale);                                         \
+    apply_##S(io, a, shift, scale, NULL);                                   \
   }                                                                         \
   /* four dense rows gin (in) and gout (out) elements apart: their sums    \
    * and then their squared deviations read as four streams at once       \
@@ -217,17 +229,18 @@ typedef struct row_io {
       row_io r1 = *io;                                                      \
       r1.in = (const char *)(x + q * gin);                                  \
       r1.out = (char *)((T *)io->out + q * gout);                           \
-      apply_##S(&r1, a, (T)mean[q], (T)(1.0 / sqrt(var + a->eps)));         \
+      apply_##S(&r1, a, (T)mean[q], (T)(1.0 / sqrt(var + a->eps)),          \
+                (const char *)(x + (q + 4) * gin)); /* the next group's */  \
     }                                                                       \
   }                                                                         \
   static void apply_##S(const row_io *io, const norm_args *a, T shift,    \
-                        T scale) {                                          \
+                        T scale, const char *pf) {                          \
     int64_t len = io->r->rowlen;                                            \
     T buf[BLOCK], wb[BLOCK], bb[BLOCK], y[BLOCK];                           \
     if (io->dense) {                                                        \
       affine_##S((const T *)io->in, (T *)io->out, len, shift, scale,        \
                  a->w ? (const T *)a->w->data : NULL,                       \
-                 a->b ? (const T *)a->b->data : NULL);                      \
+                 a->b ? (const T *)a->b->data : NULL, pf);                  \
       return;                                                               \
     }                                                                       \
     for (int64_t j = 0; j < len; j += BLOCK) {                              \
@@ -238,7 +251,7 @@ typedef struct row_io {
       if (a->b) cpu_load(bb, CT, a->b->data + j * a->bs, a->b->dtype,       \
                          a->bs, n);                                         \
       affine_##S(buf, y, n, shift, scale, a->w ? wb : NULL,                 \
-                 a->b ? bb : NULL);                                         \
+                 a->b ? bb : NULL, NULL);                                   \
       cpu_store(io->out + j * io->os, io->od, io->os, y, CT, n);            \
     }                                                                       \
   }
