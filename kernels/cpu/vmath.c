@@ -102,8 +102,7 @@ CPU_CLONES void cpu_vgelu_f32(float *y, const float *x, int64_t n) {
 /* erfcx(z) = erfc(z) exp(z^2) / t for t = 1 / (1 + z/2), z in [0, 10.5]:
  * a degree-10 polynomial in t (relative weighted least squares with Lawson
  * iterations against mpmath: scripts/fit_erfcx.py; 3.6e-9 in exact
- * arithmetic, 5 ulp in float
- * with t's rounding, as erfc's tail) */
+ * arithmetic, 5 ulp in float with t's rounding, as erfc's tail) */
 static inline float erfcx_over_t(float t) {
   float p = 0.03631828249261901f;
   p = VM_FMA(p, t, -0.1943002435689964f);
