@@ -9,6 +9,7 @@
  * 0, 0) and takes out[0] (uniform) or out[0], out[1] (Box–Muller normal). */
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/vmath.h"
@@ -70,13 +71,30 @@ double cpu_philox_normal(uint64_t seed, uint64_t index) {
 }
 
 /* Philox for elements [first, first + n) of the stream: r[k][i] is output
- * word k of element first + i. The ten rounds unroll and the loop over
- * elements vectorises (32 x 32 -> 64-bit multiplies are pmuludq); one
- * cpu_philox4x32 call per element cost 16 ns. */
+ * word k of element first + i. Sixteen elements at a time as vectors of 16
+ * x 32 bits (GCC vector extensions): each 32 x 32 -> 64-bit product is
+ * taken on the even and the odd lanes separately (as 64-bit lanes) and the
+ * halves put back together. Written per element and left to the
+ * vectoriser, the loop widened every lane to 64 bits and permuted them
+ * back each round: 3.5 ns per element per core, this 2.7. The rest of a
+ * block (< 16) runs per element; one cpu_philox4x32 call per element cost
+ * 16 ns. */
 #define RBLOCK 256
-CPU_CLONES static void philox_block(uint64_t seed, uint64_t first, int64_t n,
-                                    uint32_t r[4][RBLOCK]) {
-  for (int64_t i = 0; i < n; i++) {
+typedef uint32_t px_u32 __attribute__((vector_size(64)));
+typedef uint64_t px_u64 __attribute__((vector_size(64)));
+/* lo and hi of m * a in every 32-bit lane */
+#define PX_MULHILO(a, m, lo, hi)                                             \
+  do {                                                                       \
+    px_u64 a_ = (px_u64)(a), m_ = (px_u64){0} + (uint64_t)(m);               \
+    px_u64 pe_ = (a_ & 0xffffffffull) * m_; /* even lanes */                 \
+    px_u64 po_ = (a_ >> 32) * m_;           /* odd lanes */                  \
+    (lo) = (px_u32)((pe_ & 0xffffffffull) | (po_ << 32));                    \
+    (hi) = (px_u32)((pe_ >> 32) | (po_ & 0xffffffff00000000ull));            \
+  } while (0)
+
+static void philox_rest(uint64_t seed, uint64_t first, int64_t i0, int64_t n,
+                        uint32_t r[4][RBLOCK]) {
+  for (int64_t i = i0; i < n; i++) {
     uint64_t index = first + (uint64_t)i;
     uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32), c2 = 0, c3 = 0;
     philox10(&c0, &c1, &c2, &c3, (uint32_t)seed, (uint32_t)(seed >> 32));
@@ -85,6 +103,39 @@ CPU_CLONES static void philox_block(uint64_t seed, uint64_t first, int64_t n,
     r[2][i] = c2;
     r[3][i] = c3;
   }
+}
+
+CPU_CLONES static void philox_block(uint64_t seed, uint64_t first, int64_t n,
+                                    uint32_t r[4][RBLOCK]) {
+  int64_t i0 = 0;
+  for (; i0 + 16 <= n; i0 += 16) {
+    uint32_t lo[16], hi[16];
+    for (int l = 0; l < 16; l++) { /* the counter: the element's index */
+      uint64_t ix = first + (uint64_t)(i0 + l);
+      lo[l] = (uint32_t)ix;
+      hi[l] = (uint32_t)(ix >> 32);
+    }
+    px_u32 c0, c1, c2 = {0}, c3 = {0};
+    memcpy(&c0, lo, sizeof c0);
+    memcpy(&c1, hi, sizeof c1);
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int round = 0; round < 10; round++) {
+      px_u32 l0, h0, l1, h1;
+      PX_MULHILO(c0, PHILOX_M0, l0, h0);
+      PX_MULHILO(c2, PHILOX_M1, l1, h1);
+      c0 = h1 ^ c1 ^ k0;
+      c2 = h0 ^ c3 ^ k1;
+      c1 = l1;
+      c3 = l0;
+      k0 += PHILOX_W0;
+      k1 += PHILOX_W1;
+    }
+    memcpy(&r[0][i0], &c0, sizeof c0);
+    memcpy(&r[1][i0], &c1, sizeof c1);
+    memcpy(&r[2][i0], &c2, sizeof c2);
+    memcpy(&r[3][i0], &c3, sizeof c3);
+  }
+  if (i0 < n) philox_rest(seed, first, i0, n, r);
 }
 
 void cpu_philox_uniform_block(uint64_t seed, uint64_t first, int64_t n,
