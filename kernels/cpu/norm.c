@@ -140,9 +140,11 @@ typedef struct row_io {
     }                                                                       \
   }                                                                         \
   /* y = (x - shift) * scale [* w] [+ b], 64 elements at a time; pf (or  \
-   * NULL): a row to come, its next lines fetched into L1 as this row's    \
-   * are written, so the memory keeps streaming while rows compute from    \
-   * cache (layer_norm on one rank: 2.95-3.5 -> 2.55-2.8 ms) */            \
+   * NULL): a row to come, its lines fetched into L2 as this row's are     \
+   * written, so the memory keeps streaming while rows compute from cache \
+   * (layer_norm, the row two four-row groups on: one rank 2.8-3.1 ->      \
+   * 2.3-2.5 ms, eight ranks on two CPUs 1.6-1.8 -> 1.3-1.6 ms; one group  \
+   * on, or into L1, gained half that) */                                  \
   CPU_CLONES static void affine_##S(const T *restrict x, T *restrict y,     \
                                     int64_t n, T shift, T scale,           \
                                     const T *w, const T *b, const char *pf) { \
@@ -151,7 +153,7 @@ typedef struct row_io {
       int64_t i1 = i0 + step < n ? i0 + step : n;                           \
       if (pf)                                                               \
         for (int64_t k = i0; k < i1; k += line)                             \
-          __builtin_prefetch(pf + k * (int64_t)sizeof(T), 0, 3);            \
+          __builtin_prefetch(pf + k * (int64_t)sizeof(T), 0, 2);            \
       /* one pass when both are there (the same expression, the same bits) */ \
       if (w && b) {                                                         \
         for (int64_t i = i0; i < i1; i++)                                   \
@@ -230,7 +232,7 @@ typedef struct row_io {
       r1.in = (const char *)(x + q * gin);                                  \
       r1.out = (char *)((T *)io->out + q * gout);                           \
       apply_##S(&r1, a, (T)mean[q], (T)(1.0 / sqrt(var + a->eps)),          \
-                (const char *)(x + (q + 4) * gin)); /* the next group's */  \
+                (const char *)(x + (q + 8) * gin)); /* two groups on's */  \
     }                                                                       \
   }                                                                         \
   static void apply_##S(const row_io *io, const norm_args *a, T shift,    \
