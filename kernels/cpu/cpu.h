@@ -54,6 +54,14 @@ void cpu_iter_run(const cpu_iter *it, int64_t begin, int64_t end,
  * thread, fn runs inline over the whole range. Contract kernels rely on
  * (per-block partials indexed by begin / grain): every call's begin is a
  * multiple of grain and its end is a multiple of grain or n. */
+/* [p, p + bytes) towards L2, a line at a time: rows to come, fetched while
+ * the current ones compute from cache, so memory keeps streaming (row
+ * kernels: the rows two four-row groups on). A prefetch never faults:
+ * addresses past a tensor's end cost the hint only. */
+static inline void cpu_prefetch_l2(const char *p, int64_t bytes) {
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 2);
+}
+
 typedef void (*cpu_range_fn)(int64_t begin, int64_t end, void *ctx);
 typedef void (*cpu_parallel_fn)(int64_t n, int64_t grain, cpu_range_fn fn,
                                 void *ctx);

@@ -138,8 +138,12 @@ static void row_logsumexp4_f32(const float *x, int64_t gap, int64_t n,
   for (int64_t s = 0; s < n; s += CPU_BLOCK) {
     int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
     int64_t k8 = k / CPU_ROW_LANES * CPU_ROW_LANES;
-    for (int q = 0; q < 4; q++)
+    for (int q = 0; q < 4; q++) {
       cpu_vexp_sum_term_f32(e[q], x + q * gap + s, mx[q], k);
+      /* this block of the row two groups on, into L2 (cpu_prefetch_l2) */
+      cpu_prefetch_l2((const char *)(x + (q + 8) * gap + s),
+                      k * (int64_t)sizeof(float));
+    }
     cpu_lanes_sum4_f32(e[0], CPU_BLOCK, k8, lanes);
     for (int q = 0; q < 4; q++) /* only the last block has a tail */
       for (int64_t i = k8; i < k; i++)

@@ -124,6 +124,9 @@ typedef struct row_io {
       for (int q = 0; q < 4; q++) {                                         \
         if (lg) TERMBLK(e[q], x + q * gin + j, m[q], k);                    \
         else EXPBLK(o + q * gout + j, x + q * gin + j, m[q], k);            \
+        /* this block of the row two groups on, into L2 (as layer_norm) */  \
+        cpu_prefetch_l2((const char *)(x + (q + 8) * gin + j),              \
+                      k * (int64_t)sizeof(T));                              \
       }                                                                     \
       if (lg) LANES_SUM4(e[0], BLOCK, k8, lanes);                           \
       else LANES_SUM4(o + j, gout, k8, lanes);                              \
@@ -232,7 +235,7 @@ typedef struct row_io {
       r1.in = (const char *)(x + q * gin);                                  \
       r1.out = (char *)((T *)io->out + q * gout);                           \
       apply_##S(&r1, a, (T)mean[q], (T)(1.0 / sqrt(var + a->eps)),          \
-                (const char *)(x + (q + 8) * gin)); /* two groups on's */  \
+                (const char *)(x + (q + 8) * gin)); /* two groups on */  \
     }                                                                       \
   }                                                                         \
   static void apply_##S(const row_io *io, const norm_args *a, T shift,    \
