@@ -423,12 +423,70 @@ static void test_chunked_rows_same_bits(void **state) {
   free(v);
 }
 
+/* outputs of CPU_STREAM_MIN_BYTES and more are written with streaming
+ * stores (layer_norm; log_softmax): the same bits as the plain stores of
+ * a small output, row for row. [2112, 1024] float32 is 8.25 MiB; 64-row
+ * copies of its first, middle and last rows (and, with an odd
+ * row length in a second shape, whose rows are not 64-byte aligned) go
+ * the plain way. float64 [1056, 1024] too. */
+static void check_streamed(dt_dtype d, int64_t rows, int64_t cols) {
+  int64_t n = rows * cols;
+  size_t es = d == DT_FLOAT64 ? 8 : 4;
+  double *v = tu_random_values(n, d, 77 + (uint64_t)cols, -6, 6, false);
+  double *wv = tu_random_values(cols, d, 78, 0.5, 1.5, true);
+  double *bv = tu_random_values(cols, d, 79, -1, 1, false);
+  dt_tensor *a = tu_tensor(v, DT_SHAPE(rows, cols), d);
+  dt_tensor *w = tu_tensor(wv, DT_SHAPE(cols), d), *b = tu_tensor(bv, DT_SHAPE(cols), d);
+  unsigned char *big = malloc((size_t)n * es), *small = malloc(64 * (size_t)cols * es);
+  assert_non_null(big);
+  assert_non_null(small);
+  int64_t starts[3] = {0, rows - 64, rows / 2 + 3};
+  for (int op = 0; op < 4; op++) {
+    dt_tensor *r = op == 0 ? dt_layer_norm(a, w, b, 1e-5)
+                 : op == 1 ? dt_layer_norm(a, NULL, NULL, 1e-5)
+                 : op == 2 ? dt_log_softmax(a, -1) : dt_softmax(a, 1);
+    assert_non_null(r);
+    assert_int_equal(dt_to_host(r, big, (size_t)n * es), DT_OK);
+    for (int k = 0; k < 3; k++) {
+      dt_tensor *nv = dt_narrow(a, 0, starts[k], 64), *c = dt_contiguous(nv);
+      dt_tensor *rs = op == 0 ? dt_layer_norm(c, w, b, 1e-5)
+                    : op == 1 ? dt_layer_norm(c, NULL, NULL, 1e-5)
+                    : op == 2 ? dt_log_softmax(c, -1) : dt_softmax(c, 1);
+      assert_non_null(rs);
+      assert_int_equal(dt_to_host(rs, small, 64 * (size_t)cols * es), DT_OK);
+      if (memcmp(big + (size_t)(starts[k] * cols) * es, small,
+                 64 * (size_t)cols * es))
+        fail_msg("op %d %s [%lld, %lld]: rows %lld..: streamed output differs "
+                 "from the plain one", op, dt_dtype_name(d), (long long)rows,
+                 (long long)cols, (long long)starts[k]);
+      TU_RELEASE(nv, c, rs);
+    }
+    dt_tensor_release(r);
+  }
+  TU_RELEASE(a, w, b);
+  free(big);
+  free(small);
+  free(v);
+  free(wv);
+  free(bv);
+}
+
+static void test_streamed_outputs(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  check_streamed(DT_FLOAT32, 2112, 1024);
+  check_streamed(DT_FLOAT32, 2100, 1027); /* rows not 64-byte aligned */
+  check_streamed(DT_FLOAT64, 1056, 1024);
+  tu_leaks_end();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_softmax_special),
       cmocka_unit_test(test_norm_hand_values),
       cmocka_unit_test(test_norm_deterministic),
       cmocka_unit_test(test_chunked_rows_same_bits),
+      cmocka_unit_test(test_streamed_outputs),
       cmocka_unit_test(test_norm_errors),
       cmocka_unit_test(test_softmax_float32),
       cmocka_unit_test(test_softmax_float64),

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dtorch/dtorch.h"
 
@@ -61,6 +62,21 @@ void cpu_iter_run(const cpu_iter *it, int64_t begin, int64_t end,
 static inline void cpu_prefetch_l2(const char *p, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 2);
 }
+
+/* Streaming (non-temporal) stores for large outputs written once: the
+ * lines go to memory around the caches, so the read-for-ownership of every
+ * output line (a third of a row norm's traffic) is saved, and the output
+ * does not evict the inputs. Worth it when the output no longer fits the
+ * caches of the cores that read it next: CPU_STREAM_MIN_BYTES and up
+ * (layer_norm [4096, 1024] float32, 16 MB out: 1.3-1.7 -> 0.8-0.9 ms on
+ * two CPUs). cpu_stream_copy writes [dst, dst + bytes) from src with
+ * non-temporal stores, as wide as the machine has (kernels/cpu/stream.c),
+ * or memcpy where dst is not aligned for them (nor bytes a multiple of
+ * 16). The stores are weakly ordered: a kernel calls cpu_stream_fence
+ * before its chunk can be seen as done. */
+#define CPU_STREAM_MIN_BYTES ((int64_t)8 << 20)
+void cpu_stream_copy(void *dst, const void *src, size_t bytes);
+void cpu_stream_fence(void);
 
 typedef void (*cpu_range_fn)(int64_t begin, int64_t end, void *ctx);
 typedef void (*cpu_parallel_fn)(int64_t n, int64_t grain, cpu_range_fn fn,

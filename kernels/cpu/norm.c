@@ -35,6 +35,8 @@ typedef struct row_io {
   int64_t os;               /* output byte stride along the row */
   dt_dtype od;
   bool dense;               /* in and out are unit-stride rows of T */
+  bool stream;              /* dense, and the output is large: written with
+                             * streaming stores (cpu_stream_copy) */
 } row_io;
 
 #define MIN_BLOCK(len, j) ((len) - (j) < BLOCK ? (len) - (j) : BLOCK)
@@ -117,6 +119,11 @@ typedef struct row_io {
     int64_t len = io->r->rowlen, len8 = len / LANES * LANES;                \
     const T *x = (const T *)io->in;                                         \
     T *o = (T *)io->out, m[4], e[4][BLOCK];                                 \
+    /* a streamed output: log_softmax writes each row once, around the    \
+     * caches. softmax keeps its exponentials in the output until the sum  \
+     * is known; kept in L1 instead, then streamed, it was slower (1.25-1.33 \
+     * -> 1.44-1.46 ms: four rows in and four kept overflow L1) */         \
+    bool nt = io->stream && lg;                                             \
     double lanes[4 * LANES] = {0};                                          \
     for (int q = 0; q < 4; q++) m[q] = max_##S(x + q * gin, len, (T)-INFINITY); \
     for (int64_t j = 0; j < len; j += BLOCK) {                              \
@@ -138,8 +145,16 @@ typedef struct row_io {
             (double)(lg ? e[q][i - jl] : o[q * gout + i]);                  \
       double s = cpu_lanes_total(lanes + q * LANES);                        \
       T kq = lg ? (T)log(s) : (T)(1.0 / s);                                 \
-      if (lg) SUB2BLK(o + q * gout, x + q * gin, m[q], kq, len);            \
-      else SCALEBLK(o + q * gout, kq, len);                                 \
+      if (!nt) {                                                            \
+        if (lg) SUB2BLK(o + q * gout, x + q * gin, m[q], kq, len);          \
+        else SCALEBLK(o + q * gout, kq, len);                               \
+      } else {                                                              \
+        for (int64_t j = 0; j < len; j += BLOCK) { /* e[0]: a tile now */   \
+          int64_t k = MIN_BLOCK(len, j);                                    \
+          SUB2BLK(e[0], x + q * gin + j, m[q], kq, k);                      \
+          cpu_stream_copy(o + q * gout + j, e[0], sizeof(T) * (size_t)k);   \
+        }                                                                   \
+      }                                                                     \
     }                                                                       \
   }                                                                         \
   /* y = (x - shift) * scale [* w] [+ b], 64 elements at a time; pf (or  \
@@ -150,22 +165,30 @@ typedef struct row_io {
    * on, or into L1, gained half that) */                                  \
   CPU_CLONES static void affine_##S(const T *restrict x, T *restrict y,     \
                                     int64_t n, T shift, T scale,           \
-                                    const T *w, const T *b, const char *pf) { \
+                                    const T *w, const T *b, const char *pf, \
+                                    bool nt) {                             \
     const int64_t step = 64, line = 64 / (int64_t)sizeof(T);               \
+    T tile[64];                                                             \
     for (int64_t i0 = 0; i0 < n; i0 += step) {                              \
       int64_t i1 = i0 + step < n ? i0 + step : n;                           \
       if (pf)                                                               \
         for (int64_t k = i0; k < i1; k += line)                             \
           __builtin_prefetch(pf + k * (int64_t)sizeof(T), 0, 2);            \
+      /* streaming: the tile is made in L1, then written around the caches */ \
+      T *d = nt ? tile : y + i0;                                            \
+      const T *xs = x + i0;                                                 \
+      int64_t m = i1 - i0;                                                  \
       /* one pass when both are there (the same expression, the same bits) */ \
       if (w && b) {                                                         \
-        for (int64_t i = i0; i < i1; i++)                                   \
-          y[i] = (x[i] - shift) * scale * w[i] + b[i];                      \
-        continue;                                                           \
+        const T *ws = w + i0, *bs = b + i0;                                 \
+        for (int64_t i = 0; i < m; i++)                                     \
+          d[i] = (xs[i] - shift) * scale * ws[i] + bs[i];                   \
+      } else {                                                              \
+        for (int64_t i = 0; i < m; i++) d[i] = (xs[i] - shift) * scale;     \
+        if (w) for (int64_t i = 0; i < m; i++) d[i] *= w[i0 + i];           \
+        if (b) for (int64_t i = 0; i < m; i++) d[i] += b[i0 + i];           \
       }                                                                     \
-      for (int64_t i = i0; i < i1; i++) y[i] = (x[i] - shift) * scale;      \
-      if (w) for (int64_t i = i0; i < i1; i++) y[i] *= w[i];                \
-      if (b) for (int64_t i = i0; i < i1; i++) y[i] += b[i];                \
+      if (nt) cpu_stream_copy(y + i0, tile, sizeof(T) * (size_t)m);         \
     }                                                                       \
   }                                                                         \
   static void scale_of_##S(const row_io *io, const norm_args *a,            \
@@ -245,7 +268,7 @@ typedef struct row_io {
     if (io->dense) {                                                        \
       affine_##S((const T *)io->in, (T *)io->out, len, shift, scale,        \
                  a->w ? (const T *)a->w->data : NULL,                       \
-                 a->b ? (const T *)a->b->data : NULL, pf);                  \
+                 a->b ? (const T *)a->b->data : NULL, pf, io->stream);      \
       return;                                                               \
     }                                                                       \
     for (int64_t j = 0; j < len; j += BLOCK) {                              \
@@ -256,7 +279,7 @@ typedef struct row_io {
       if (a->b) cpu_load(bb, CT, a->b->data + j * a->bs, a->b->dtype,       \
                          a->bs, n);                                         \
       affine_##S(buf, y, n, shift, scale, a->w ? wb : NULL,                 \
-                 a->b ? bb : NULL, NULL);                                   \
+                 a->b ? bb : NULL, NULL, false);                            \
       cpu_store(io->out + j * io->os, io->od, io->os, y, CT, n);            \
     }                                                                       \
   }
@@ -464,12 +487,14 @@ static void rows_range(int64_t begin, int64_t end, void *arg) {
       cpu_row_walk_next(&j->ro, &wo);
     }
   }
+  /* streaming stores are weakly ordered: done before the chunk is */
+  if (j->io.stream) cpu_stream_fence();
 }
 
 /* the rows in chunks of about CPU_GRAIN elements, which idle ranks steal */
 static void run_rows(const cpu_view *out, const cpu_view *in, uint32_t mask,
-                     bool dense_ok, row_fn fn, tile_fn tfn, row4_fn fn4,
-                     const void *ctx) {
+                     bool dense_ok, bool stream_ok, row_fn fn, tile_fn tfn,
+                     row4_fn fn4, const void *ctx) {
   rows_job j = {.in_data = in->data, .out_data = out->data, .fn = fn, .tfn = tfn,
                 .fn4 = fn4, .ctx = ctx};
   cpu_rows_init(&j.ri, in, mask);
@@ -479,6 +504,9 @@ static void run_rows(const cpu_view *out, const cpu_view *in, uint32_t mask,
                   .os = j.ro.nrow ? j.ro.rstrides[0] : 0};
   j.io.dense = dense_ok && out->dtype == in->dtype && dense_view(in, &j.ri) &&
                dense_view(out, &j.ro);
+  j.io.stream = j.io.dense && stream_ok &&
+                j.ri.nrows * j.ri.rowlen * (int64_t)cpu_dtype_size(out->dtype) >=
+                    CPU_STREAM_MIN_BYTES;
   j.tiled = tfn && !j.io.dense && tiles_apply(&j.ri, &j.ro);
   int64_t grain = CPU_GRAIN / j.ri.rowlen;
   if (grain < 1) grain = 1;
@@ -489,7 +517,7 @@ static void run_rows(const cpu_view *out, const cpu_view *in, uint32_t mask,
 void cpu_softmax(const cpu_view *out, const cpu_view *in, int dim, bool lg) {
   uint32_t mask = in->ndim > 0 ? 1u << dim : 0;
   bool f64 = in->dtype == DT_FLOAT64;
-  run_rows(out, in, mask, true, f64 ? softmax_f64_fn : softmax_f32_fn,
+  run_rows(out, in, mask, true, true, f64 ? softmax_f64_fn : softmax_f32_fn,
            f64 ? softmax_tile_f64_fn : softmax_tile_f32_fn,
            f64 ? softmax4_f64_fn : softmax4_f32_fn, &lg);
 }
@@ -510,7 +538,7 @@ static void norm_rows(const cpu_view *out, const cpu_view *x,
   bool f64 = x->dtype == DT_FLOAT64;
   /* rms has no mean pass to read four rows at once */
   row4_fn fn4 = rms ? NULL : f64 ? norm4_f64_fn : norm4_f32_fn;
-  run_rows(out, x, mask, dense_ok, f64 ? norm_f64_fn : norm_f32_fn, NULL, fn4,
+  run_rows(out, x, mask, dense_ok, true, f64 ? norm_f64_fn : norm_f32_fn, NULL, fn4,
            &a);
 }
 

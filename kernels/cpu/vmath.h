@@ -58,8 +58,10 @@
     !defined(DTORCH_NO_CLONES) && !defined(__SANITIZE_THREAD__)
 #define CPU_CLONES                                                      \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define CPU_HAVE_CLONES 1 /* ifunc resolvers may run (kernels/cpu/stream.c) */
 #else
 #define CPU_CLONES
+#define CPU_HAVE_CLONES 0
 #endif
 
 #define VM_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
