@@ -41,7 +41,7 @@ __attribute__((target("avx512f"))) static void stream64(void *dst, const void *s
 
 typedef void (*stream_fn)(void *, const void *, size_t);
 /* the ifunc resolver: runs once, at relocation */
-static stream_fn resolve_lines(void) {
+CPU_RESOLVER static stream_fn resolve_lines(void) {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) return stream64;
   if (__builtin_cpu_supports("avx")) return stream32;

@@ -59,6 +59,9 @@
 #define CPU_CLONES                                                      \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #define CPU_HAVE_CLONES 1 /* ifunc resolvers may run (kernels/cpu/stream.c) */
+/* an ifunc resolver runs during relocation, before the sanitizers' runtimes
+ * are up: no instrumentation in it (GCC's own clone resolvers have none) */
+#define CPU_RESOLVER __attribute__((no_sanitize_address, no_sanitize_undefined))
 #else
 #define CPU_CLONES
 #define CPU_HAVE_CLONES 0
