@@ -148,8 +148,9 @@ static inline float cpu_vexpf(float x) { return vm_exp_core(x, 0.0f, 0, 1, 0); }
 /* exp(a) for a <= 0 or NaN (x - max over a row: never positive), the same
  * bits as cpu_vexpf: only the lower clamp at -104 is needed (a compare and
  * a select, where a NaN compares false and stays), no upper clamp, no NaN
- * select: 25 AVX-512 instructions per 16 elements where cpu_vexpf takes 33
- * (softmax's exp-and-sum 0.45 -> 0.35 ns per element per core) */
+ * select: a loop body of 28 AVX-512 instructions per 16 elements where
+ * cpu_vexpf's has 34 (softmax's exp-and-sum 0.45 -> 0.35 ns per element
+ * per core) */
 static inline float vm_exp_le0(float a) {
   return vm_exp_core(a < -104.0f ? -104.0f : a, 0.0f, 0, 0, 0);
 }
@@ -159,10 +160,11 @@ static inline float vm_exp_le0(float a) {
  * log-sum-exp). Below a = -87 the term is exp(-87) = 1.6e-38 instead of
  * the true (denormal or 0) value: as a double it is below 2^-53 of any sum
  * >= 1, and n of them (n < 2^60) too. That makes 2^n one exponent add (n
- * >= -126: p 2^n is normal) where vm_exp_le0 needs two factors: 19 AVX-512
- * instructions per 16 elements (8 on the multiply-add ports) against 29
- * (11). NaN stays NaN (a compare and a select: a NaN's payload would
- * otherwise reach the exponent add). */
+ * >= -126: p 2^n is normal) where vm_exp_le0 needs two factors: a loop
+ * body of 23 AVX-512 instructions per 16 elements (load and store
+ * included; 9 on the multiply-add ports) against 28 (11). NaN stays NaN
+ * (a compare and a select: a NaN's payload would otherwise reach the
+ * exponent add). */
 static inline float vm_exp_sum_term(float a0) {
   float y = vm_exp_core(a0 < -87.0f ? -87.0f : a0, 0.0f, 0, 0, 1);
   return a0 != a0 ? a0 : y;
@@ -186,7 +188,8 @@ static inline float vm_erfc_poly(float t) {
 
 /* erfc(z) for z in [0, 10.5] or NaN (the caller clamps: erfc(10.5) <
  * 2^-150 is 0), with exp's argument in [-112, 0] so its range checks are
- * left out (nine of the 74 AVX-512 instructions of a gelu step) */
+ * left out (with gelu's integer clamps, its loop body went from 74 to 61
+ * AVX-512 instructions per 16 elements) */
 static inline float vm_erfc_in_range(float z) {
   float t = 1.0f / (1.0f + 0.5f * z);
   float q = vm_erfc_poly(t);
