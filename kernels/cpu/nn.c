@@ -146,8 +146,7 @@ static void row_logsumexp4_f32(const float *x, int64_t gap, int64_t n,
     }
     cpu_lanes_sum4_f32(e[0], CPU_BLOCK, k8, lanes);
     for (int q = 0; q < 4; q++) /* only the last block has a tail */
-      for (int64_t i = k8; i < k; i++)
-        lanes[q * CPU_ROW_LANES + (i - k8)] += (double)e[q][i];
+      cpu_lanes_sum_f32(e[q] + k8, k - k8, lanes + q * CPU_ROW_LANES);
   }
   for (int q = 0; q < 4; q++)
     lse[q] = (double)mx[q] + log(cpu_lanes_total(lanes + q * CPU_ROW_LANES));

@@ -140,9 +140,9 @@ typedef struct row_io {
     }                                                                       \
     int64_t jl = (len - 1) / BLOCK * BLOCK; /* the last block (e's) */      \
     for (int q = 0; q < 4; q++) {                                           \
-      for (int64_t i = len8; i < len; i++) /* its tail */                   \
-        lanes[q * LANES + (i - len8)] +=                                    \
-            (double)(lg ? e[q][i - jl] : o[q * gout + i]);                  \
+      /* the last block's tail, lanes 0.. as LANES_SUM adds it */           \
+      LANES_SUM(lg ? e[q] + (len8 - jl) : o + q * gout + len8, len - len8,  \
+                lanes + q * LANES);                                         \
       double s = cpu_lanes_total(lanes + q * LANES);                        \
       T kq = lg ? (T)log(s) : (T)(1.0 / s);                                 \
       if (!nt) {                                                            \
@@ -167,13 +167,12 @@ typedef struct row_io {
                                     int64_t n, T shift, T scale,           \
                                     const T *w, const T *b, const char *pf, \
                                     bool nt) {                             \
-    const int64_t step = 64, line = 64 / (int64_t)sizeof(T);               \
+    const int64_t step = 64;                                                \
     T tile[64];                                                             \
     for (int64_t i0 = 0; i0 < n; i0 += step) {                              \
       int64_t i1 = i0 + step < n ? i0 + step : n;                           \
-      if (pf)                                                               \
-        for (int64_t k = i0; k < i1; k += line)                             \
-          __builtin_prefetch(pf + k * (int64_t)sizeof(T), 0, 2);            \
+      if (pf) cpu_prefetch_l2(pf + i0 * (int64_t)sizeof(T),                 \
+                              (i1 - i0) * (int64_t)sizeof(T));              \
       /* streaming: the tile is made in L1, then written around the caches */ \
       T *d = nt ? tile : y + i0;                                            \
       const T *xs = x + i0;                                                 \
@@ -190,6 +189,14 @@ typedef struct row_io {
       }                                                                     \
       if (nt) cpu_stream_copy(y + i0, tile, sizeof(T) * (size_t)m);         \
     }                                                                       \
+  }                                                                         \
+  /* shift (the mean, 0 for rms) and scale 1/sqrt(var + eps) from the   \
+   * mean and the eight lanes of squared deviations */                    \
+  static void finish_stats_##S(double mean, const double *dev, int64_t len, \
+                               const norm_args *a, T *shift, T *scale) {    \
+    double var = cpu_lanes_total(dev) / (double)len;                        \
+    *shift = (T)mean;                                                       \
+    *scale = (T)(1.0 / sqrt(var + a->eps));                                 \
   }                                                                         \
   static void scale_of_##S(const row_io *io, const norm_args *a,            \
                            double mean, T *shift, T *scale);                \
@@ -220,9 +227,7 @@ typedef struct row_io {
       cpu_rows_load(io->r, io->in, j, MIN_BLOCK(len, j), buf, CT);          \
       LANES_SQDEV(buf, MIN_BLOCK(len, j), mean, lanes);                     \
     }                                                                       \
-    double var = cpu_lanes_total(lanes) / (double)len;                      \
-    *shift = (T)mean;                                                       \
-    *scale = (T)(1.0 / sqrt(var + a->eps));                                 \
+    finish_stats_##S(mean, lanes, len, a, shift, scale);                    \
   }                                                                         \
   static void apply_##S(const row_io *io, const norm_args *a, T shift,    \
                         T scale, const char *pf);                           \
@@ -243,22 +248,19 @@ typedef struct row_io {
     double lanes[4 * LANES] = {0}, dev[4 * LANES] = {0}, mean[4];           \
     LANES_SUM4(x, gin, len8, lanes);                                        \
     for (int q = 0; q < 4; q++) {                                           \
-      for (int64_t i = len8; i < len; i++)                                  \
-        lanes[q * LANES + (i - len8)] += (double)x[q * gin + i];            \
+      LANES_SUM(x + q * gin + len8, len - len8, lanes + q * LANES);         \
       mean[q] = cpu_lanes_total(lanes + q * LANES) / (double)len;           \
     }                                                                       \
     LANES_SQDEV4(x, gin, len8, mean, dev);                                  \
     for (int q = 0; q < 4; q++) {                                           \
-      for (int64_t i = len8; i < len; i++) {                                \
-        double d = (double)x[q * gin + i] - mean[q];                        \
-        dev[q * LANES + (i - len8)] += d * d;                               \
-      }                                                                     \
-      double var = cpu_lanes_total(dev + q * LANES) / (double)len;          \
+      LANES_SQDEV(x + q * gin + len8, len - len8, mean[q], dev + q * LANES); \
+      T shift, scale;                                                       \
+      finish_stats_##S(mean[q], dev + q * LANES, len, a, &shift, &scale);   \
       row_io r1 = *io;                                                      \
       r1.in = (const char *)(x + q * gin);                                  \
       r1.out = (char *)((T *)io->out + q * gout);                           \
-      apply_##S(&r1, a, (T)mean[q], (T)(1.0 / sqrt(var + a->eps)),          \
-                (const char *)(x + (q + 8) * gin)); /* two groups on */  \
+      apply_##S(&r1, a, shift, scale,                                       \
+                (const char *)(x + (q + 8) * gin)); /* two groups on */     \
     }                                                                       \
   }                                                                         \
   static void apply_##S(const row_io *io, const norm_args *a, T shift,    \

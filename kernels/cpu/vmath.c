@@ -70,7 +70,7 @@ void cpu_vcos_f32(float *y, const float *x, int64_t n) { vtrig(y, x, n, 1); }
 
 /* x Phi(x) with E = erfc(|x|/sqrt 2): 0.5 x E for x < 0 (no cancellation
  * in the tail), x - 0.5 x E for x >= 0 (E <= 1: no cancellation either).
- * One erfc tail evaluation per element (vm_erfc_in_range's, written out
+ * One erfc tail evaluation per element (vm_erfc_pos's, written out
  * for z = |x|/sqrt 2 without rounding z: 1 + z/2 is one fused
  * multiply-add of |x|, and z^2 = |x|^2 / 2 exactly, split as hi + lo).
  * Both clamps are integer minima of the float bits (one instruction each,

@@ -186,22 +186,18 @@ static inline float vm_erfc_poly(float t) {
   return q;
 }
 
-/* erfc(z) for z in [0, 10.5] or NaN (the caller clamps: erfc(10.5) <
- * 2^-150 is 0), with exp's argument in [-112, 0] so its range checks are
- * left out (with gelu's integer clamps, its loop body went from 74 to 61
- * AVX-512 instructions per 16 elements) */
-static inline float vm_erfc_in_range(float z) {
+/* erfc(z) for z >= 0 (NaN stays NaN). z is clamped to 10.5 (erfc(10.5) <
+ * 2^-150 is 0), so exp's argument lies in [-112, 0] and exp's range
+ * checks are left out (a NaN reaches every product). gelu writes the same
+ * tail out for z = |x|/sqrt 2 (vmath.c) */
+static inline float vm_erfc_pos(float z) {
+  z = z > 10.5f ? 10.5f : z;
   float t = 1.0f / (1.0f + 0.5f * z);
   float q = vm_erfc_poly(t);
   /* z^2 = hi + lo exactly (the fused multiply-add gives hi's error) */
   float hi = z * z;
   float lo = VM_FMA(z, z, -hi);
   return t * vm_exp_core(-hi, q - lo, 1, 0, 0);
-}
-
-/* erfc(z) for z >= 0 (NaN stays NaN) */
-static inline float vm_erfc_pos(float z) {
-  return vm_erfc_in_range(z > 10.5f ? 10.5f : z);
 }
 
 /* erf(x) / x - 1 for |x| < 0.875, as a polynomial in x^2 (erf = x + x q:
