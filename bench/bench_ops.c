@@ -16,7 +16,9 @@
  *               backward, gelu_backward, log, sin): the same count of
  *               evaluations by glibc's vectorised libm on every CPU, from
  *               L1 (bench_libm.h); roofline_ms = max(bytes / STREAM,
- *               compute_ms) and ratio_roofline = roofline_ms / ms
+ *               compute_ms) and ratio_roofline = roofline_ms / ms. Both
+ *               parts are baselines, not bounds: dtorch's exp is faster
+ *               than glibc's, so ratio_roofline can pass 1 (gelu did)
  *   ratio       achieved / baseline. A baseline, not a bound: add and
  *               cat exceed it (up to 1.7x; the plain STREAM loop does
  *               not reach what the chunked kernels' streamed stores do on
