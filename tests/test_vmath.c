@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/nn.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/vmath.h"
 #include "testutil.h"
@@ -382,6 +383,97 @@ static void test_lane_sums4(void **state) {
   }
 }
 
+/* vm_lse_term (cross_entropy's log-sum-exp term) on every float of
+ * [-87, 0] (a stride of them under DTORCH_SWEEP=reduced): within 2 ulp of
+ * exp in double (1.999 measured); below -87 and at -inf exactly the term
+ * of -87; NaN stays NaN */
+static void test_lse_term(void **state) {
+  (void)state;
+  uint32_t step = sweep_points() < 10000000 ? 97 : 1;
+  double worst = 0;
+  float wx = 0;
+  for (uint32_t b = 0x80000000u; b <= 0xc2ae0000u; b += step) {
+    float a = vm_float(b);
+    double e = ulp_error(vm_lse_term(a), exp((double)a));
+    if (e > worst) { worst = e; wx = a; }
+  }
+  print_message("lse_term: max %.3f ulp (at %.9g)\n", worst, (double)wx);
+  if (!(worst <= 2.0)) fail_msg("lse_term: %.3f ulp at %.9g", worst, (double)wx);
+  float floor_term = vm_lse_term(-87.0f);
+  expect("lse_term(-88)", vm_lse_term(-88.0f), floor_term);
+  expect("lse_term(-inf)", vm_lse_term(-INFINITY), floor_term);
+  expect("lse_term(-1e30)", vm_lse_term(-1e30f), floor_term);
+  expect("lse_term(nan)", vm_lse_term(NAN), NAN);
+  expect("lse_term(-nan)", vm_lse_term(vm_float(0xffc00001u)), NAN);
+  expect("lse_term(0)", vm_lse_term(0.0f), 1.0f);
+}
+
+/* lse.c's order, written out one term at a time: 64 terms as four vectors
+ * of 16, summed in float vector by vector, then each vector's low eight
+ * and high eight into the eight lanes */
+static void lse_reference(const float *x, int64_t n, float m, double *lanes) {
+  for (int64_t i = 0; i < n; i += 64) {
+    float f[16] = {0};
+    for (int v = 0; v < 4; v++)
+      for (int j = 0; j < 16; j++)
+        if (i + 16 * v + j < n) f[j] += vm_lse_term(x[i + 16 * v + j] - m);
+    for (int j = 0; j < 16; j++) lanes[j % 8] += (double)f[j];
+  }
+}
+
+static uint64_t lcg(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return *s >> 11;
+}
+
+/* cpu_lse_sum_f32: the AVX-512 form (where the CPU has it: elsewhere both
+ * are the generic form) and the generic form against the order written
+ * out above, bit for bit, over lengths around every boundary (a vector,
+ * four vectors, a block) and rows with -inf and terms below exp(-87);
+ * blocks of CPU_BLOCK add up to one call; the sums within 4 x 2^-24 of
+ * double; a NaN makes its row NaN in both forms */
+static void test_lse_sum(void **state) {
+  (void)state;
+  static const int64_t ns[] = {1, 7, 8, 15, 16, 17, 63, 64, 65, 255, 256, 300, 1000};
+  uint64_t s = 777;
+  for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+    int64_t n = ns[k], gap = n + 5;
+    float *x = malloc(sizeof *x * (size_t)(4 * gap));
+    assert_non_null(x);
+    for (int64_t i = 0; i < 4 * gap; i++)
+      x[i] = (float)(((double)lcg(&s) / 9007199254740992.0 - 0.5) * (k % 2 ? 8 : 200));
+    if (n > 1) x[n / 2] = -INFINITY; /* row 0, not its max */
+    float m[4];
+    for (int q = 0; q < 4; q++) m[q] = cpu_vmax_f32(x + q * gap, n);
+    double fast[32] = {0}, gen[32] = {0}, want[32] = {0}, blk[32] = {0};
+    cpu_lse_sum_f32(x, gap, 4, n, m, fast);
+    cpu_lse_sum_f32_generic(x, gap, 4, n, m, gen);
+    for (int q = 0; q < 4; q++) lse_reference(x + q * gap, n, m[q], want + 8 * q);
+    for (int64_t b = 0; b < n; b += CPU_BLOCK)
+      cpu_lse_sum_f32(x + b, gap, 4, n - b < CPU_BLOCK ? n - b : CPU_BLOCK, m, blk);
+    assert_memory_equal(fast, want, sizeof want);
+    assert_memory_equal(gen, want, sizeof want);
+    assert_memory_equal(blk, want, sizeof want);
+    for (int q = 0; q < 4; q++) {
+      double one[8] = {0}, ref = 0;
+      cpu_lse_sum_f32(x + q * gap, gap, 1, n, m + q, one);
+      assert_memory_equal(one, want + 8 * q, sizeof one);
+      for (int64_t i = 0; i < n; i++) ref += exp((double)x[q * gap + i] - m[q]);
+      double got = cpu_lanes_total(want + 8 * q);
+      if (!(fabs(got - ref) <= 4 * 0x1p-24 * ref))
+        fail_msg("lse sum n=%lld row %d: %.17g, double %.17g", (long long)n,
+                 q, got, ref);
+    }
+    x[gap + n - 1] = vm_float(0xffc00001u); /* a NaN that loses the max */
+    double nf[32] = {0}, ng[32] = {0};
+    cpu_lse_sum_f32(x, gap, 4, n, m, nf);
+    cpu_lse_sum_f32_generic(x, gap, 4, n, m, ng);
+    assert_true(isnan(cpu_lanes_total(nf + 8)) && isnan(cpu_lanes_total(ng + 8)));
+    assert_memory_equal(nf, fast, 8 * sizeof(double));
+    free(x);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_edges),
@@ -393,6 +485,8 @@ int main(void) {
       cmocka_unit_test(test_gelu),
       cmocka_unit_test(test_gelu_grad),
       cmocka_unit_test(test_lane_sums4),
+      cmocka_unit_test(test_lse_term),
+      cmocka_unit_test(test_lse_sum),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,36 +97,46 @@ dt_status cpu_index_select(const cpu_view *out, const cpu_view *a, int dim,
   return DT_OK;
 }
 
-/* log(sum(exp(row))) of a unit-stride float32 row: exp in float32 (the
- * vectorised cpu_vexpf, within 1 ulp) over blocks, the sum in eight double
- * lanes combined in a fixed order. A libm exp per element in double made
- * cross_entropy [4096, 1000] take 46 ms. */
-static double row_logsumexp_f32(const float *restrict x, int64_t n) {
-  float e[CPU_BLOCK];
+/* log(sum(exp(row))) of `rows` (<= 4) unit-stride float32 rows `gap`
+ * floats apart, whose maxima mx are finite: exp in float32 and the sum in
+ * eight double lanes per row, in lse.c's fixed order (cpu_lse_sum_f32:
+ * one row alone or four side by side give the same bits). A libm exp per
+ * element in double made cross_entropy [4096, 1000] take 46 ms. */
+static void lse_rows_f32(const float *x, int64_t gap, int rows, int64_t n,
+                         const float *mx, double *lse) {
+  double lanes[4 * CPU_ROW_LANES] = {0};
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
+    cpu_lse_sum_f32(x + s, gap, rows, k, mx, lanes);
+    /* this block of the rows two four-row groups on, into L2 */
+    for (int q = 0; q < rows; q++)
+      cpu_prefetch_l2((const char *)(x + (q + 8) * gap + s),
+                      k * (int64_t)sizeof(float));
+  }
+  for (int q = 0; q < rows; q++)
+    lse[q] = (double)mx[q] + log(cpu_lanes_total(lanes + q * CPU_ROW_LANES));
+}
+
+/* one row; a max that is not finite (±inf, or a NaN that compares above
+ * +inf) gives what the double path gives: NaN if the row has one, else
+ * the max */
+static double row_logsumexp_f32(const float *x, int64_t n) {
   float mx = cpu_vmax_f32(x, n);
-  /* a finite max lets any NaN through exp into the sum */
-  if (!isfinite(mx)) { /* ±inf rows, as the double path, unless NaN */
+  if (!isfinite(mx)) {
     for (int64_t j = 0; j < n; j++)
       if (x[j] != x[j]) return NAN;
     return mx;
   }
-  double lanes[8] = {0};
-  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
-    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
-    cpu_vexp_sum_term_f32(e, x + s, mx, k); /* terms of a sum >= 1 */
-    cpu_lanes_sum_f32(e, k, lanes); /* lane j % 8 of each block */
-  }
-  return (double)mx + log(cpu_lanes_total(lanes));
+  double lse;
+  lse_rows_f32(x, 0, 1, n, &mx, &lse);
+  return lse;
 }
 
-/* row_logsumexp_f32 of four dense rows `gap` floats apart, the same bits:
- * each row's terms go to its own eight lanes in the same order, but the
- * four rows' lane chains are added side by side (cpu_lanes_sum4_f32): one
- * row's eight lanes are one chain of dependent adds, which alone held
- * cross_entropy back */
+/* four rows `gap` floats apart, side by side (one row's eight lanes are
+ * one chain of dependent adds, which alone held cross_entropy back) */
 static void row_logsumexp4_f32(const float *x, int64_t gap, int64_t n,
                                double lse[4]) {
-  float mx[4], e[4][CPU_BLOCK];
+  float mx[4];
   for (int q = 0; q < 4; q++) {
     mx[q] = cpu_vmax_f32(x + q * gap, n);
     if (!isfinite(mx[q])) { /* the one-row path's special rows */
@@ -134,22 +144,7 @@ static void row_logsumexp4_f32(const float *x, int64_t gap, int64_t n,
       return;
     }
   }
-  double lanes[4 * CPU_ROW_LANES] = {0};
-  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
-    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
-    int64_t k8 = k / CPU_ROW_LANES * CPU_ROW_LANES;
-    for (int q = 0; q < 4; q++) {
-      cpu_vexp_sum_term_f32(e[q], x + q * gap + s, mx[q], k);
-      /* this block of the row two groups on, into L2 (cpu_prefetch_l2) */
-      cpu_prefetch_l2((const char *)(x + (q + 8) * gap + s),
-                      k * (int64_t)sizeof(float));
-    }
-    cpu_lanes_sum4_f32(e[0], CPU_BLOCK, k8, lanes);
-    for (int q = 0; q < 4; q++) /* only the last block has a tail */
-      cpu_lanes_sum_f32(e[q] + k8, k - k8, lanes + q * CPU_ROW_LANES);
-  }
-  for (int q = 0; q < 4; q++)
-    lse[q] = (double)mx[q] + log(cpu_lanes_total(lanes + q * CPU_ROW_LANES));
+  lse_rows_f32(x, gap, 4, n, mx, lse);
 }
 
 /* log(sum(exp(row))) of a strided row of n values, in double */

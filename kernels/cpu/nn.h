@@ -44,6 +44,18 @@ typedef struct cpu_ce_args {
 dt_status cpu_cross_entropy(char *out, dt_dtype od, const cpu_ce_args *a,
                             int64_t *bad_pos, int64_t *bad_val);
 
+/* cross_entropy's log-sum-exp sums (lse.c): for rows q in [0, rows),
+ * rows <= 4, `gap` floats apart, lanes[8 q .. 8 q + 8) += the terms
+ * vm_lse_term(x[q gap + i] - m[q]), i in [0, n), in lse.c's fixed order
+ * (n <= CPU_BLOCK when the sums of several calls must match one call:
+ * blocks of CPU_BLOCK keep the order). m[q] >= every x of row q. The
+ * AVX-512 form where the CPU has it; _generic is the other form, for the
+ * tests: the two give the same bits (a NaN row: NaN in both) */
+void cpu_lse_sum_f32(const float *x, int64_t gap, int rows, int64_t n,
+                     const float *m, double *lanes);
+void cpu_lse_sum_f32_generic(const float *x, int64_t gap, int rows,
+                             int64_t n, const float *m, double *lanes);
+
 /* out (contiguous, a's shape, a float dtype) = a[i] / (1 - p) where
  * cpu_philox_uniform(seed, offset + i) >= p, else 0; i is the row-major
  * index. 0 <= p < 1. The mask of element i depends only on (seed,

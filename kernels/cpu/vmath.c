@@ -170,17 +170,20 @@ float cpu_vgelu_one(float x) {
   return y;
 }
 
-/* floats ordered as int32: flip the magnitude bits of negatives */
-static inline int32_t order_key(float f) {
-  int32_t b = (int32_t)vm_bits(f);
-  return b ^ ((b >> 31) & 0x7fffffff);
-}
-
+/* In the order of floats as int32 with the magnitude bits of negatives
+ * flipped, without flipping: a float with the sign bit clear is the
+ * largest one's bits as int32 (every value with the sign set is a negative
+ * int32), and when all have it set the largest is the smallest bits as
+ * uint32, -inf (the start) below every NaN with the sign set. Two integer
+ * reductions on one load where the flip took three operations and a
+ * second load per vector. */
 CPU_CLONES float cpu_vmax_f32(const float *x, int64_t n) {
-  int32_t m = order_key(-INFINITY);
+  int32_t pos = INT32_MIN;        /* -0: the sign set, "none yet" */
+  uint32_t neg = 0xff800000u;     /* -inf */
   for (int64_t i = 0; i < n; i++) {
-    int32_t k = order_key(x[i]);
-    m = k > m ? k : m;
+    uint32_t b = vm_bits(x[i]);
+    pos = (int32_t)b > pos ? (int32_t)b : pos;
+    neg = b < neg ? b : neg;
   }
-  return vm_float((uint32_t)(m ^ ((m >> 31) & 0x7fffffff)));
+  return vm_float(pos >= 0 ? (uint32_t)pos : neg);
 }

@@ -90,6 +90,12 @@ static inline double vm_as_double(uint64_t u) {
   return d;
 }
 
+/* exp's constants: ln2 = VM_LN2_HI + VM_LN2_LO */
+#define VM_ROUND_MAGIC 12582912.0f /* 1.5 * 2^23: adding it rounds to int */
+#define VM_LOG2E 1.44269504088896341f
+#define VM_LN2_HI 0.693359375f  /* 9 bits: n VM_LN2_HI is exact */
+#define VM_LN2_LO (-2.12194440e-4f)
+
 /* exp(a + b), for a the large part and b a small correction (|b| <~ 2):
  * n is rounded from a + b, the reduction subtracts n ln2 from a first.
  * has_b is a constant at every call: without b (cpu_vexpf) the two adds
@@ -113,20 +119,19 @@ static inline float vm_clamp_key(float a, int32_t lo, int32_t hi) {
  * add to p's exponent (a NaN is the caller's to restore) */
 static inline float vm_exp_core(float a0, float b, int has_b, int checked,
                                 int one) {
-  const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to int */
+  const float magic = VM_ROUND_MAGIC;
   /* beyond [-104, 89] exp is 0 or inf in float (b is bounded, so n stays
    * in [-153, 131] and both factors of 2^n below are normal); the keys
    * of -104 and 89 (see vm_clamp_key) */
   float a = checked
                 ? vm_clamp_key(a0, (int32_t)0xbd2fffff, (int32_t)0x42b20000)
                 : a0;
-  float t = VM_FMA(has_b ? a + b : a, 1.44269504088896341f, magic);
+  float t = VM_FMA(has_b ? a + b : a, VM_LOG2E, magic);
   float n = t - magic;
   int32_t ni = (int32_t)(vm_bits(t) - vm_bits(magic));
-  /* ln2 = C1 + C2, C1 with 9 bits so n C1 is exact */
-  float r = VM_FMA(n, -0.693359375f, a);
+  float r = VM_FMA(n, -VM_LN2_HI, a);
   if (has_b) r += b;
-  r = VM_FMA(n, 2.12194440e-4f, r);
+  r = VM_FMA(n, -VM_LN2_LO, r);
   /* exp(r) = 1 + r + r^2 q(r), q a degree-4 least-squares fit (0.8 ulp
    * on its own; Cephes' degree 5 bought nothing measurable), evaluated
    * in Estrin's form: three dependent steps instead of Horner's five */
@@ -167,6 +172,36 @@ static inline float vm_exp_le0(float a) {
  * exponent add). */
 static inline float vm_exp_sum_term(float a0) {
   float y = vm_exp_core(a0 < -87.0f ? -87.0f : a0, 0.0f, 0, 0, 1);
+  return a0 != a0 ? a0 : y;
+}
+
+/* exp(a) for a = x - max <= 0 (or NaN) as a term of cross_entropy's
+ * log-sum-exp (kernels/cpu/lse.c), cheaper than vm_exp_sum_term: the
+ * same reduction (r = a - n ln2, ln2 in two parts), then exp(r) as a
+ * degree-5 polynomial in Horner's form (9.2e-8 relative by itself;
+ * scripts/fit_exp_lse.py) where vm_exp_core has 1 + r + r^2 q(r), q of
+ * degree 4 in Estrin's form: 8 multiply-adds instead of 9 and no add.
+ * Within 2.0 ulp on every float of [-87, 0] (vm_exp_core: 1.0; test_vmath
+ * sweeps them). Below -87 the term is exp(-87), as vm_exp_sum_term's (2^n
+ * is an add to p's exponent). NaN in, NaN out. */
+#define VM_LSE_C1 0.999999702f /* c0 = 1 */
+#define VM_LSE_C2 0.499991477f
+#define VM_LSE_C3 0.166676387f
+#define VM_LSE_C4 0.0418981612f
+#define VM_LSE_C5 0.00829027034f
+static inline float vm_lse_term(float a0) {
+  float a = a0 < -87.0f ? -87.0f : a0;
+  float t = VM_FMA(a, VM_LOG2E, VM_ROUND_MAGIC);
+  float n = t - VM_ROUND_MAGIC;
+  int32_t ni = (int32_t)(vm_bits(t) - vm_bits(VM_ROUND_MAGIC));
+  float r = VM_FMA(n, -VM_LN2_HI, a);
+  r = VM_FMA(n, -VM_LN2_LO, r);
+  float p = VM_FMA(VM_LSE_C5, r, VM_LSE_C4);
+  p = VM_FMA(p, r, VM_LSE_C3);
+  p = VM_FMA(p, r, VM_LSE_C2);
+  p = VM_FMA(p, r, VM_LSE_C1);
+  p = VM_FMA(p, r, 1.0f);
+  float y = vm_float(vm_bits(p) + ((uint32_t)ni << 23));
   return a0 != a0 ? a0 : y;
 }
 
@@ -272,7 +307,7 @@ static inline float cpu_vlogf(float x) {
  * the blocks (vmath.c) redo the element with libm. */
 #define CPU_VTRIG_MAX 8192.0f
 static inline void vm_trig_reduce(float x, float *r, int32_t *q) {
-  const float magic = 12582912.0f;
+  const float magic = VM_ROUND_MAGIC;
   float t = VM_FMA(x, 0.636619772367581343f, magic);
   float k = t - magic;
   *q = (int32_t)(vm_bits(t) - vm_bits(magic));
