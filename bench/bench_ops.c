@@ -10,7 +10,9 @@
  *   baseline    memory ops: the all-core STREAM bandwidth of this run
  *               (bench_stream_bandwidth: the best of copy and add on every
  *               CPU, bytes counted alike), measured right after the op;
- *               matmul: cblas_sgemm with OpenBLAS on every CPU
+ *               matmul: cblas_sgemm with OpenBLAS on every CPU;
+ *               blas_core: the kernels OpenBLAS picked for this CPU
+ *               (OPENBLAS_CORETYPE overrides it: README, CPU kernels)
  *   compute_ms  ops bound by a transcendental function per element
  *               (gelu, softmax, log_softmax, cross_entropy and its
  *               backward, gelu_backward, log, sin): the same count of
@@ -271,7 +273,8 @@ int bench_ops(int argc, char **argv) {
            c->name, c->shape, t * 1e3, bytes, flops, bytes / t / 1e9,
            flops / t / 1e9);
     if (gemm)
-      printf("\"baseline\":\"sgemm_all_cores\",\"baseline_gflops\":%.2f,", peak / 1e9);
+      printf("\"baseline\":\"sgemm_all_cores\",\"baseline_gflops\":%.2f,"
+             "\"blas_core\":\"%s\",", peak / 1e9, openblas_get_corename());
     else
       printf("\"baseline\":\"stream_all_cores\",\"baseline_gbs\":%.2f,", bw / 1e9);
     double csec = 0;
