@@ -10,8 +10,8 @@ CPU_CLONES void cpu_vexp_f32(float *y, const float *x, float shift,
   for (int64_t i = 0; i < n; i++) y[i] = cpu_vexpf(x[i] - shift);
 }
 
-CPU_CLONES void cpu_vexp_max_f32(float *y, const float *x, float m,
-                                 int64_t n) {
+CPU_CLONES void cpu_vexp_max_f32_generic(float *y, const float *x, float m,
+                                         int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = vm_exp_le0(x[i] - m);
 }
 
@@ -95,7 +95,7 @@ static inline float gelu_one(float x) {
   return x < 0.0f ? h : x - h;
 }
 
-CPU_CLONES void cpu_vgelu_f32(float *y, const float *x, int64_t n) {
+CPU_CLONES void cpu_vgelu_f32_generic(float *y, const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = gelu_one(x[i]);
 }
 

@@ -95,6 +95,12 @@ static inline double vm_as_double(uint64_t u) {
 #define VM_LOG2E 1.44269504088896341f
 #define VM_LN2_HI 0.693359375f  /* 9 bits: n VM_LN2_HI is exact */
 #define VM_LN2_LO (-2.12194440e-4f)
+/* exp(r) = 1 + r + r^2 (Q0 + Q1 r + Q2 r^2 + Q3 r^3 + Q4 r^4) */
+#define VM_EXP_Q0 0.49999988079071045f
+#define VM_EXP_Q1 0.166665181517601f
+#define VM_EXP_Q2 0.04166964814066887f
+#define VM_EXP_Q3 0.008368946611881256f
+#define VM_EXP_Q4 0.0013745324686169624f
 
 /* exp(a + b), for a the large part and b a small correction (|b| <~ 2):
  * n is rounded from a + b, the reduction subtracts n ln2 from a first.
@@ -136,9 +142,9 @@ static inline float vm_exp_core(float a0, float b, int has_b, int checked,
    * on its own; Cephes' degree 5 bought nothing measurable), evaluated
    * in Estrin's form: three dependent steps instead of Horner's five */
   float r2 = r * r;
-  float q01 = VM_FMA(0.166665181517601f, r, 0.49999988079071045f);
-  float q23 = VM_FMA(0.008368946611881256f, r, 0.04166964814066887f);
-  float q = VM_FMA(VM_FMA(0.0013745324686169624f, r2, q23), r2, q01);
+  float q01 = VM_FMA(VM_EXP_Q1, r, VM_EXP_Q0);
+  float q23 = VM_FMA(VM_EXP_Q3, r, VM_EXP_Q2);
+  float q = VM_FMA(VM_FMA(VM_EXP_Q4, r2, q23), r2, q01);
   float p = VM_FMA(q, r2, r) + 1.0f;
   if (one) return vm_float(vm_bits(p) + ((uint32_t)ni << 23));
   int32_t n1 = ni >> 1, n2 = ni - n1; /* each in [-77, 66] */
@@ -207,17 +213,26 @@ static inline float vm_lse_term(float a0) {
 
 /* erfc(z) = t exp(-z^2 + Q(t)), t = 1 / (1 + z/2): Numerical Recipes'
  * erfcc polynomial Q */
+#define VM_ERFC_C0 0.17087277f /* the leading coefficient */
+#define VM_ERFC_C1 (-0.82215223f)
+#define VM_ERFC_C2 1.48851587f
+#define VM_ERFC_C3 (-1.13520398f)
+#define VM_ERFC_C4 0.27886807f
+#define VM_ERFC_C5 (-0.18628806f)
+#define VM_ERFC_C6 0.09678418f
+#define VM_ERFC_C7 0.37409196f
+#define VM_ERFC_C8 1.00002368f
+#define VM_ERFC_C9 (-1.26551223f)
 static inline float vm_erfc_poly(float t) {
-  float q = 0.17087277f;
-  q = VM_FMA(q, t, -0.82215223f);
-  q = VM_FMA(q, t, 1.48851587f);
-  q = VM_FMA(q, t, -1.13520398f);
-  q = VM_FMA(q, t, 0.27886807f);
-  q = VM_FMA(q, t, -0.18628806f);
-  q = VM_FMA(q, t, 0.09678418f);
-  q = VM_FMA(q, t, 0.37409196f);
-  q = VM_FMA(q, t, 1.00002368f);
-  q = VM_FMA(q, t, -1.26551223f);
+  float q = VM_FMA(VM_ERFC_C0, t, VM_ERFC_C1);
+  q = VM_FMA(q, t, VM_ERFC_C2);
+  q = VM_FMA(q, t, VM_ERFC_C3);
+  q = VM_FMA(q, t, VM_ERFC_C4);
+  q = VM_FMA(q, t, VM_ERFC_C5);
+  q = VM_FMA(q, t, VM_ERFC_C6);
+  q = VM_FMA(q, t, VM_ERFC_C7);
+  q = VM_FMA(q, t, VM_ERFC_C8);
+  q = VM_FMA(q, t, VM_ERFC_C9);
   return q;
 }
 
@@ -370,6 +385,7 @@ void cpu_vexp_f32(float *y, const float *x, float shift, int64_t n); /* exp(x - 
 /* exp(x - m) for m >= every x[i] (a row's max; NaN rows give NaN): the
  * bits of cpu_vexp_f32, faster (vm_exp_le0) */
 void cpu_vexp_max_f32(float *y, const float *x, float m, int64_t n);
+void cpu_vexp_max_f32_generic(float *y, const float *x, float m, int64_t n);
 /* y[i] *= k; y[i] = (x[i] - m) - k: softmax's and log_softmax's last pass */
 /* exp(x - m) for m >= every x[i] as terms of a sum >= 1 (vm_exp_sum_term:
  * below exp(-87) the term is exp(-87)); only for sums */
@@ -380,6 +396,9 @@ void cpu_vlog_f32(float *y, const float *x, int64_t n);
 void cpu_vsin_f32(float *y, const float *x, int64_t n);
 void cpu_vcos_f32(float *y, const float *x, int64_t n);
 void cpu_vgelu_f32(float *y, const float *x, int64_t n);      /* erf form */
+/* the generic clones of it (cpu_vgelu_f32 is vmath512.c's AVX-512 form
+ * where the CPU has it: the same bits) */
+void cpu_vgelu_f32_generic(float *y, const float *x, int64_t n);
 float cpu_vgelu_one(float x); /* the same, one element */
 void cpu_vgelu_tanh_f32(float *y, const float *x, int64_t n);
 /* g[i] *= gelu'(x[i]) (erf form) */

@@ -1,0 +1,128 @@
+/* AVX-512 forms of vmath.c blocks, picked by an ifunc where the CPU has
+ * AVX-512F (elsewhere, and under ThreadSanitizer, the generic clones).
+ *
+ * They compute what the generic loops compute, operation for operation,
+ * with one substitution that keeps the bits: exp's 2^n, which the generic
+ * code builds as two float factors (p 2^n1) 2^n2 so that a denormal
+ * result is rounded once, is vscalefps(p, n) here: p 2^n1 is exact, so
+ * both round the exact p 2^n once, to nearest. That is 1 instruction where
+ * the factors take 7 (an integer subtract, a shift, a subtract, two adds
+ * and shifts into exponents, two multiplies), in loops bound by
+ * instruction throughput. test_vmath compares each form with the generic
+ * one bit for bit. */
+#include "kernels/cpu/vmath.h"
+
+#if CPU_HAVE_CLONES && defined(__x86_64__)
+#include <immintrin.h>
+
+#define V512 __attribute__((target("avx512f")))
+#define VS(x) _mm512_set1_ps(x)
+#define VF(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+
+/* exp(r) times 2^n, the end of vm_exp_core */
+V512 static inline __m512 v_exp_tail(__m512 r, __m512 n) {
+  __m512 r2 = _mm512_mul_ps(r, r);
+  __m512 q01 = VF(VS(VM_EXP_Q1), r, VS(VM_EXP_Q0));
+  __m512 q23 = VF(VS(VM_EXP_Q3), r, VS(VM_EXP_Q2));
+  __m512 q = VF(VF(VS(VM_EXP_Q4), r2, q23), r2, q01);
+  __m512 p = _mm512_add_ps(VF(q, r2, r), VS(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* vm_exp_core(a, b, has_b = 1, checked = 0, one = 0): a + b in [-160, 1] */
+V512 static inline __m512 v_exp2parts_unchecked(__m512 a, __m512 b) {
+  const __m512 magic = VS(VM_ROUND_MAGIC);
+  __m512 t = VF(_mm512_add_ps(a, b), VS(VM_LOG2E), magic);
+  __m512 n = _mm512_sub_ps(t, magic);
+  __m512 r = VF(n, VS(-VM_LN2_HI), a);
+  r = _mm512_add_ps(r, b);
+  return v_exp_tail(VF(n, VS(-VM_LN2_LO), r), n);
+}
+
+/* vm_exp_le0: vm_exp_core(max(a, -104), 0, has_b = 0, checked = 0, one = 0)
+ * for a <= 0 or NaN (vmaxps gives its second operand, a, when one is NaN) */
+V512 static inline __m512 v_exp_le0(__m512 a) {
+  const __m512 magic = VS(VM_ROUND_MAGIC);
+  a = _mm512_max_ps(VS(-104.0f), a);
+  __m512 t = VF(a, VS(VM_LOG2E), magic);
+  __m512 n = _mm512_sub_ps(t, magic);
+  __m512 r = VF(n, VS(-VM_LN2_HI), a);
+  return v_exp_tail(VF(n, VS(-VM_LN2_LO), r), n);
+}
+
+V512 static inline __m512 v_erfc_poly(__m512 t) {
+  __m512 q = VF(VS(VM_ERFC_C0), t, VS(VM_ERFC_C1));
+  q = VF(q, t, VS(VM_ERFC_C2));
+  q = VF(q, t, VS(VM_ERFC_C3));
+  q = VF(q, t, VS(VM_ERFC_C4));
+  q = VF(q, t, VS(VM_ERFC_C5));
+  q = VF(q, t, VS(VM_ERFC_C6));
+  q = VF(q, t, VS(VM_ERFC_C7));
+  q = VF(q, t, VS(VM_ERFC_C8));
+  return VF(q, t, VS(VM_ERFC_C9));
+}
+
+/* vmath.c's gelu_one on 16 lanes (its comment says why each step) */
+V512 static inline __m512 v_gelu(__m512 x) {
+  __m512i xi = _mm512_castps_si512(x);
+  __m512i axi = _mm512_and_si512(xi, _mm512_set1_epi32(0x7fffffff));
+  __m512 ax = _mm512_castsi512_ps(
+      _mm512_min_epi32(axi, _mm512_set1_epi32((int)vm_bits(14.85f))));
+  __m512 xm = _mm512_castsi512_ps(
+      _mm512_min_epi32(xi, _mm512_set1_epi32((int)vm_bits(20.0f))));
+  __m512 t = _mm512_div_ps(VS(1.0f), VF(ax, VS(0.353553390593273762f), VS(1.0f)));
+  __m512 q = v_erfc_poly(t);
+  __m512 hi = _mm512_mul_ps(ax, ax);
+  __m512 lo = _mm512_fmsub_ps(ax, ax, hi);
+  __m512 e = _mm512_mul_ps(
+      t, v_exp2parts_unchecked(_mm512_mul_ps(VS(-0.5f), hi), VF(VS(-0.5f), lo, q)));
+  __m512 h = _mm512_mul_ps(_mm512_mul_ps(VS(0.5f), xm), e);
+  __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return _mm512_mask_mov_ps(_mm512_sub_ps(x, h), neg, h);
+}
+
+V512 static void vgelu_512(float *y, const float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, v_gelu(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, k, v_gelu(_mm512_maskz_loadu_ps(k, x + i)));
+  }
+}
+
+/* softmax's exponentials: y = exp(x - m), m >= every x */
+V512 static void vexp_max_512(float *y, const float *x, float m, int64_t n) {
+  const __m512 mv = VS(m);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, v_exp_le0(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv)));
+  if (i < n) {
+    __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+    __m512 v = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv);
+    _mm512_mask_storeu_ps(y + i, k, v_exp_le0(v));
+  }
+}
+
+typedef void (*vblk_fn)(float *, const float *, int64_t);
+typedef void (*vexp_max_fn)(float *, const float *, float, int64_t);
+CPU_RESOLVER static vexp_max_fn resolve_vexp_max(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") ? vexp_max_512 : cpu_vexp_max_f32_generic;
+}
+void cpu_vexp_max_f32(float *y, const float *x, float m, int64_t n)
+    __attribute__((ifunc("resolve_vexp_max")));
+CPU_RESOLVER static vblk_fn resolve_vgelu(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") ? vgelu_512 : cpu_vgelu_f32_generic;
+}
+void cpu_vgelu_f32(float *y, const float *x, int64_t n)
+    __attribute__((ifunc("resolve_vgelu")));
+#else
+void cpu_vgelu_f32(float *y, const float *x, int64_t n) {
+  cpu_vgelu_f32_generic(y, x, n);
+}
+void cpu_vexp_max_f32(float *y, const float *x, float m, int64_t n) {
+  cpu_vexp_max_f32_generic(y, x, m, n);
+}
+#endif
