@@ -322,6 +322,17 @@ static void test_gelu_grad(void **state) {
   cpu_vgelu_grad_f32(one, e, 2);
   assert_true(isnan(one[0]));
   assert_true(fabs((double)one[1] - ref_dgelu(1.0)) < 1e-7);
+  /* large |x|: 1 and 0 exactly (x^2 from x itself gave NaN from 2^16 on,
+   * in both forms); ±inf: NaN, as PyTorch's cdf + x pdf = 1 + inf 0 */
+  float big[6] = {65548.0f, -65548.0f, 1e20f, -3e38f, INFINITY, -INFINITY};
+  float gb[6] = {2, 2, 2, 2, 2, 2}, gg[6] = {2, 2, 2, 2, 2, 2};
+  cpu_vgelu_grad_f32(gb, big, 6);
+  cpu_vgelu_grad_f32_generic(gg, big, 6);
+  for (int i = 0; i < 6; i++) {
+    float want = i >= 4 ? NAN : i % 2 ? 0.0f : 2.0f;
+    expect("gelu'(large)", gb[i], want);
+    expect("gelu'(large), generic", gg[i], want);
+  }
   free(x);
   free(g);
 }
@@ -385,8 +396,8 @@ static void test_lane_sums4(void **state) {
 
 /* vmath512.c's AVX-512 blocks against the generic clones, bit for bit,
  * on sweep_points() bit patterns spread evenly (both signs, denormals,
- * infinities, NaNs): gelu on all of them, softmax's exp(x - m) on the
- * non-positive ones it is defined for. (All 2^32 floats were compared
+ * infinities, NaNs): gelu and gelu' on all of them, softmax's exp(x - m)
+ * on the non-positive ones it is defined for. (All 2^32 floats were compared
  * once for both: none differ.) Without AVX-512 both sides are the
  * generic clones. */
 static void test_avx512_forms(void **state) {
@@ -403,6 +414,12 @@ static void test_avx512_forms(void **state) {
     for (int i = 0; i < k; i++)
       if (memcmp(&a[i], &g[i], sizeof a[i]))
         fail_msg("gelu(%a): %a, generic %a", (double)x[i], (double)a[i], (double)g[i]);
+    for (int i = 0; i < k; i++) a[i] = g[i] = 1.5f - (float)(i % 7);
+    cpu_vgelu_grad_f32(a, x, k);
+    cpu_vgelu_grad_f32_generic(g, x, k);
+    for (int i = 0; i < k; i++)
+      if (memcmp(&a[i], &g[i], sizeof a[i]))
+        fail_msg("gelu'(%a): %a, generic %a", (double)x[i], (double)a[i], (double)g[i]);
     for (int i = 0; i < k; i++) /* the non-positive half, and NaNs */
       if (!(x[i] <= 0.0f) && x[i] == x[i]) x[i] = -x[i];
     cpu_vexp_max_f32(a, x, 0.0f, k);

@@ -100,21 +100,18 @@ CPU_CLONES void cpu_vgelu_f32_generic(float *y, const float *x, int64_t n) {
 }
 
 /* erfcx(z) = erfc(z) exp(z^2) / t for t = 1 / (1 + z/2), z in [0, 10.5]:
- * a degree-10 polynomial in t (relative weighted least squares with Lawson
- * iterations against mpmath: scripts/fit_erfcx.py; 3.6e-9 in exact
- * arithmetic, 5 ulp in float with t's rounding, as erfc's tail) */
+ * a degree-10 polynomial in t (VM_ERFCX_C*, vmath.h) */
 static inline float erfcx_over_t(float t) {
-  float p = 0.03631828249261901f;
-  p = VM_FMA(p, t, -0.1943002435689964f);
-  p = VM_FMA(p, t, 0.38990500496449143f);
-  p = VM_FMA(p, t, -0.30228226045771633f);
-  p = VM_FMA(p, t, -0.00988796990998314f);
-  p = VM_FMA(p, t, 0.027792548041062532f);
-  p = VM_FMA(p, t, 0.058092802062996385f);
-  p = VM_FMA(p, t, 0.18469980213924955f);
-  p = VM_FMA(p, t, 0.24533604723009209f);
-  p = VM_FMA(p, t, 0.2822368033202241f);
-  return VM_FMA(p, t, 0.28208918732618693f);
+  float p = VM_FMA(VM_ERFCX_C0, t, VM_ERFCX_C1);
+  p = VM_FMA(p, t, VM_ERFCX_C2);
+  p = VM_FMA(p, t, VM_ERFCX_C3);
+  p = VM_FMA(p, t, VM_ERFCX_C4);
+  p = VM_FMA(p, t, VM_ERFCX_C5);
+  p = VM_FMA(p, t, VM_ERFCX_C6);
+  p = VM_FMA(p, t, VM_ERFCX_C7);
+  p = VM_FMA(p, t, VM_ERFCX_C8);
+  p = VM_FMA(p, t, VM_ERFCX_C9);
+  return VM_FMA(p, t, VM_ERFCX_C10);
 }
 
 /* g *= d/dx x Phi(x) = Phi(x) + x phi(x), with one exp: E = exp(-x^2/2)
@@ -123,12 +120,16 @@ static inline float erfcx_over_t(float t) {
  * 0.5 erfc(|x|/sqrt 2) = 0.5 E erfcx(|x|/sqrt 2) with erfcx from a
  * polynomial in t (no second exp); Phi = the tail for x < 0, 1 - the tail
  * beyond (no cancellation for x << 0), erf's polynomial for |x| < 0.75 */
-CPU_CLONES void cpu_vgelu_grad_f32(float *g, const float *x, int64_t n) {
+CPU_CLONES void cpu_vgelu_grad_f32_generic(float *g, const float *x,
+                                          int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     float v = x[i];
     float ac = vm_min_bits(vm_float(vm_bits(v) & 0x7fffffffu), 14.85f);
     float t = 1.0f / VM_FMA(ac, 0.353553390593273762f, 1.0f);
-    float hi = v * v, lo = VM_FMA(v, v, -hi);
+    /* from |x| clamped: past 14.85 E is 0 either way, and x^2's error lo
+     * (up to 2^-25 x^2) must stay a small correction to exp's argument
+     * (from x itself, |x| >= 2^16 gave NaN) */
+    float hi = ac * ac, lo = VM_FMA(ac, ac, -hi);
     float e = vm_exp2parts(-0.5f * hi, -0.5f * lo);
     float h = 0.5f * e * (t * erfcx_over_t(t));
     /* near 0, where Phi + x phi cancels down to half of Phi (at x = -0.75),

@@ -1,4 +1,5 @@
-/* AVX-512 forms of vmath.c blocks, picked by an ifunc where the CPU has
+/* AVX-512 forms of vmath.c blocks (gelu, gelu', softmax's exp(x - max)),
+ * each picked by an ifunc where the CPU has
  * AVX-512F (elsewhere, and under ThreadSanitizer, the generic clones).
  *
  * They compute what the generic loops compute, operation for operation,
@@ -50,6 +51,15 @@ V512 static inline __m512 v_exp_le0(__m512 a) {
   return v_exp_tail(VF(n, VS(-VM_LN2_LO), r), n);
 }
 
+/* vm_exp2parts = vm_exp_core(a, b, has_b = 1, checked = 1, one = 0): a
+ * clamped to [-104, 89] (the integer-key clamp there; a float clamp here:
+ * they differ only for NaN, whose result is a itself in both) */
+V512 static inline __m512 v_exp2parts(__m512 a0, __m512 b) {
+  __m512 a = _mm512_min_ps(_mm512_max_ps(a0, VS(-104.0f)), VS(89.0f));
+  __m512 y = v_exp2parts_unchecked(a, b);
+  return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(a0, a0, _CMP_UNORD_Q), a0);
+}
+
 V512 static inline __m512 v_erfc_poly(__m512 t) {
   __m512 q = VF(VS(VM_ERFC_C0), t, VS(VM_ERFC_C1));
   q = VF(q, t, VS(VM_ERFC_C2));
@@ -62,14 +72,41 @@ V512 static inline __m512 v_erfc_poly(__m512 t) {
   return VF(q, t, VS(VM_ERFC_C9));
 }
 
+V512 static inline __m512 v_erfcx_over_t(__m512 t) {
+  __m512 p = VF(VS(VM_ERFCX_C0), t, VS(VM_ERFCX_C1));
+  p = VF(p, t, VS(VM_ERFCX_C2));
+  p = VF(p, t, VS(VM_ERFCX_C3));
+  p = VF(p, t, VS(VM_ERFCX_C4));
+  p = VF(p, t, VS(VM_ERFCX_C5));
+  p = VF(p, t, VS(VM_ERFCX_C6));
+  p = VF(p, t, VS(VM_ERFCX_C7));
+  p = VF(p, t, VS(VM_ERFCX_C8));
+  p = VF(p, t, VS(VM_ERFCX_C9));
+  return VF(p, t, VS(VM_ERFCX_C10));
+}
+
+V512 static inline __m512 v_erf_small(__m512 x) {
+  __m512 s = _mm512_mul_ps(x, x);
+  __m512 p = VF(VS(VM_ERF_S0), s, VS(VM_ERF_S1));
+  p = VF(p, s, VS(VM_ERF_S2));
+  p = VF(p, s, VS(VM_ERF_S3));
+  p = VF(p, s, VS(VM_ERF_S4));
+  p = VF(p, s, VS(VM_ERF_S5));
+  return VF(p, s, VS(VM_ERF_S6));
+}
+
+/* |x| clamped to c through the integer order of non-negative floats (a NaN
+ * clamps too), as vmath.c's vm_min_bits */
+V512 static inline __m512 v_abs_min_bits(__m512 x, float c) {
+  __m512i ai = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
+  return _mm512_castsi512_ps(_mm512_min_epi32(ai, _mm512_set1_epi32((int)vm_bits(c))));
+}
+
 /* vmath.c's gelu_one on 16 lanes (its comment says why each step) */
 V512 static inline __m512 v_gelu(__m512 x) {
-  __m512i xi = _mm512_castps_si512(x);
-  __m512i axi = _mm512_and_si512(xi, _mm512_set1_epi32(0x7fffffff));
-  __m512 ax = _mm512_castsi512_ps(
-      _mm512_min_epi32(axi, _mm512_set1_epi32((int)vm_bits(14.85f))));
-  __m512 xm = _mm512_castsi512_ps(
-      _mm512_min_epi32(xi, _mm512_set1_epi32((int)vm_bits(20.0f))));
+  __m512 ax = v_abs_min_bits(x, 14.85f);
+  __m512 xm = _mm512_castsi512_ps(_mm512_min_epi32(
+      _mm512_castps_si512(x), _mm512_set1_epi32((int)vm_bits(20.0f))));
   __m512 t = _mm512_div_ps(VS(1.0f), VF(ax, VS(0.353553390593273762f), VS(1.0f)));
   __m512 q = v_erfc_poly(t);
   __m512 hi = _mm512_mul_ps(ax, ax);
@@ -79,6 +116,34 @@ V512 static inline __m512 v_gelu(__m512 x) {
   __m512 h = _mm512_mul_ps(_mm512_mul_ps(VS(0.5f), xm), e);
   __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
   return _mm512_mask_mov_ps(_mm512_sub_ps(x, h), neg, h);
+}
+
+/* vmath.c's cpu_vgelu_grad_f32 loop body on 16 lanes: g gelu'(v) */
+V512 static inline __m512 v_gelu_grad(__m512 g, __m512 v) {
+  __m512 ac = v_abs_min_bits(v, 14.85f);
+  __m512 t = _mm512_div_ps(VS(1.0f), VF(ac, VS(0.353553390593273762f), VS(1.0f)));
+  __m512 hi = _mm512_mul_ps(ac, ac);
+  __m512 lo = _mm512_fmsub_ps(ac, ac, hi);
+  __m512 e = v_exp2parts(_mm512_mul_ps(VS(-0.5f), hi), _mm512_mul_ps(VS(-0.5f), lo));
+  __m512 h = _mm512_mul_ps(_mm512_mul_ps(VS(0.5f), e), _mm512_mul_ps(t, v_erfcx_over_t(t)));
+  __m512 z = _mm512_mul_ps(v, VS(0.70710678118654752f));
+  __m512 small = _mm512_add_ps(VS(0.5f), _mm512_mul_ps(VS(0.5f), VF(z, v_erf_small(z), z)));
+  __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+  __m512 cdf = _mm512_mask_mov_ps(_mm512_sub_ps(VS(1.0f), h), neg, h);
+  __mmask16 near0 = _mm512_cmp_ps_mask(ac, VS(0.75f), _CMP_LT_OQ);
+  cdf = _mm512_mask_mov_ps(cdf, near0, small);
+  return _mm512_mul_ps(g, VF(v, _mm512_mul_ps(VS(0.39894228040143268f), e), cdf));
+}
+
+V512 static void vgelu_grad_512(float *g, const float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(g + i, v_gelu_grad(_mm512_loadu_ps(g + i), _mm512_loadu_ps(x + i)));
+  if (i < n) {
+    __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+    __m512 r = v_gelu_grad(_mm512_maskz_loadu_ps(k, g + i), _mm512_maskz_loadu_ps(k, x + i));
+    _mm512_mask_storeu_ps(g + i, k, r);
+  }
 }
 
 V512 static void vgelu_512(float *y, const float *x, int64_t n) {
@@ -106,6 +171,12 @@ V512 static void vexp_max_512(float *y, const float *x, float m, int64_t n) {
 
 typedef void (*vblk_fn)(float *, const float *, int64_t);
 typedef void (*vexp_max_fn)(float *, const float *, float, int64_t);
+CPU_RESOLVER static vblk_fn resolve_vgelu_grad(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") ? vgelu_grad_512 : cpu_vgelu_grad_f32_generic;
+}
+void cpu_vgelu_grad_f32(float *g, const float *x, int64_t n)
+    __attribute__((ifunc("resolve_vgelu_grad")));
 CPU_RESOLVER static vexp_max_fn resolve_vexp_max(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") ? vexp_max_512 : cpu_vexp_max_f32_generic;
@@ -124,5 +195,8 @@ void cpu_vgelu_f32(float *y, const float *x, int64_t n) {
 }
 void cpu_vexp_max_f32(float *y, const float *x, float m, int64_t n) {
   cpu_vexp_max_f32_generic(y, x, m, n);
+}
+void cpu_vgelu_grad_f32(float *g, const float *x, int64_t n) {
+  cpu_vgelu_grad_f32_generic(g, x, n);
 }
 #endif
