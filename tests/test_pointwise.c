@@ -3,6 +3,7 @@
  * size-1 dims, 0-d tensors and type promotion. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "testutil.h"
 
@@ -332,6 +333,85 @@ static void test_pow_bool(void **state) {
   tu_leaks_end();
 }
 
+/* float-to-float casts against the test's own conversions (tu_encode:
+ * round to nearest even, ties and overflow included; NaN stays NaN), bit
+ * for bit: float32 bit patterns from an LCG (every class: denormals,
+ * infinities, NaNs) plus bfloat16 ties, small and large — an output of
+ * 8 MiB or more is written with streamed stores (kernels/cpu/pointwise.c)
+ * and every element of it is checked — and back from bfloat16 (exact) */
+static uint32_t cast_bits(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return (uint32_t)(*s >> 32);
+}
+
+static void check_cast(const float *x, int64_t n, dt_dtype to) {
+  size_t es = to == DT_FLOAT64 ? 8 : 2;
+  dt_tensor_options o = {.dtype = DT_FLOAT32};
+  dt_tensor *t = dt_from_host(x, DT_SHAPE(n), &o);
+  dt_tensor *c = dt_cast(t, to);
+  assert_non_null(c);
+  unsigned char *got = malloc(es * (size_t)n);
+  assert_non_null(got);
+  assert_int_equal(dt_to_host(c, got, es * (size_t)n), DT_OK);
+  for (int64_t i = 0; i < n; i++) {
+    unsigned char want[8];
+    if (x[i] != x[i]) {
+      if (tu_decode(got + es * (size_t)i, to) == tu_decode(got + es * (size_t)i, to))
+        fail_msg("cast %lld: NaN came out a number", (long long)i);
+      continue;
+    }
+    tu_encode(want, to, (double)x[i]);
+    if (memcmp(want, got + es * (size_t)i, es))
+      fail_msg("cast to %d of %a (element %lld of %lld): %g, want %g", (int)to,
+               (double)x[i], (long long)i, (long long)n,
+               tu_decode(got + es * (size_t)i, to), tu_decode(want, to));
+  }
+  if (to == DT_BFLOAT16) { /* and back: every bfloat16 is a float32 */
+    dt_tensor *b = dt_cast(c, DT_FLOAT32);
+    float *back = malloc(sizeof *back * (size_t)n);
+    assert_non_null(back);
+    assert_int_equal(dt_to_host(b, back, sizeof *back * (size_t)n), DT_OK);
+    for (int64_t i = 0; i < n; i++) {
+      uint16_t h;
+      memcpy(&h, got + 2 * (size_t)i, 2);
+      uint32_t u = (uint32_t)h << 16, v;
+      memcpy(&v, &back[i], 4);
+      if (u != v) fail_msg("bfloat16 %#x back: %#x", (unsigned)h, (unsigned)v);
+    }
+    free(back);
+    dt_tensor_release(b);
+  }
+  free(got);
+  dt_tensor_release(c);
+  dt_tensor_release(t);
+}
+
+static void test_float_casts(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  static const uint32_t ties[] = {0x3f808000u, 0x3f818000u, 0x7f7fffffu,
+                                  0x7f7f8000u, 0x00008000u, 0x80018000u,
+                                  0x7f800000u, 0xff800000u, 0x7fc00001u};
+  const int64_t sizes[] = {1000, (int64_t)4200000}; /* 8.4 MB of bfloat16 */
+  uint64_t s = 99;
+  for (int k = 0; k < 2; k++) {
+    int64_t n = sizes[k];
+    float *x = malloc(sizeof *x * (size_t)n);
+    assert_non_null(x);
+    for (int64_t i = 0; i < n; i++) {
+      uint32_t u = i < 9 ? ties[i] : cast_bits(&s);
+      memcpy(&x[i], &u, 4);
+    }
+    check_cast(x, n, DT_BFLOAT16);
+    if (k == 0) {
+      check_cast(x, n, DT_FLOAT16);
+      check_cast(x, n, DT_FLOAT64);
+    }
+    free(x);
+  }
+  tu_leaks_end();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_binary_same_dtype),
@@ -342,6 +422,7 @@ int main(void) {
       cmocka_unit_test(test_nan_semantics),
       cmocka_unit_test(test_integer_wrap),
       cmocka_unit_test(test_pow_bool),
+      cmocka_unit_test(test_float_casts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

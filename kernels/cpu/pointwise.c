@@ -351,7 +351,12 @@ static void un_contig(cpu_unary_op op, dt_dtype ct, int64_t n, void *o,
   }
 }
 
-typedef struct un_ctx { cpu_unary_op op; dt_dtype ct, dt[2]; } un_ctx;
+typedef struct un_ctx {
+  cpu_unary_op op;
+  dt_dtype ct, dt[2];
+  bool stream; /* the output is >= CPU_STREAM_MIN_BYTES: dense runs of it
+                * are written with non-temporal stores */
+} un_ctx;
 
 /* n elements of es bytes from a (byte stride sa) to o (byte stride so):
  * one memcpy when both are dense, else a loop per element size whose
@@ -376,6 +381,28 @@ static void copy_same(char *o, int64_t so, const char *a, int64_t sa,
 }
 #undef COPY_LOOP
 
+/* A cast between dense runs where one side is the compute type: one
+ * conversion per block straight from the input (no copy through the
+ * compute type and back), into a tile that is streamed out when the
+ * output is large (the read-for-ownership of every output line saved:
+ * float32 -> bfloat16 of 16M, 2.3-2.4 -> 1.7-1.9 ms), else into the
+ * output. Returns false where it does not apply. */
+static bool cast_dense(const un_ctx *c, char **p, const int64_t *st,
+                       int64_t n, char *tile) {
+  int64_t eo = (int64_t)cpu_dtype_size(c->dt[0]), ei = (int64_t)cpu_dtype_size(c->dt[1]);
+  bool from_ct = c->dt[1] == c->ct, to_ct = c->dt[0] == c->ct;
+  if (st[0] != eo || st[1] != ei || !(from_ct || to_ct)) return false;
+  for (int64_t s = 0; s < n; s += CPU_BLOCK) {
+    int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
+    char *dst = c->stream ? tile : p[0] + s * eo;
+    if (from_ct) cpu_store(dst, c->dt[0], eo, p[1] + s * ei, c->ct, k);
+    else cpu_load(dst, c->ct, p[1] + s * ei, c->dt[1], ei, k);
+    if (c->stream) cpu_stream_copy(p[0] + s * eo, tile, (size_t)(k * eo));
+  }
+  if (c->stream) cpu_stream_fence(); /* before the chunk counts as done */
+  return true;
+}
+
 static void un_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
   const un_ctx *c = vctx;
   size_t cs = cpu_dtype_size(c->ct);
@@ -389,6 +416,7 @@ static void un_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
     return;
   }
   _Alignas(64) char ba[CPU_BLOCK * 8], bo[CPU_BLOCK * 8];
+  if (c->op == CPU_COPY && cast_dense(c, p, st, n, bo)) return;
   for (int64_t s = 0; s < n; s += CPU_BLOCK) {
     int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
     cpu_load(ba, c->ct, p[1] + s * st[1], c->dt[1], st[1], k);
@@ -399,7 +427,9 @@ static void un_inner(char **p, const int64_t *st, int64_t n, void *vctx) {
 
 void cpu_unary(cpu_unary_op op, dt_dtype ct, const cpu_view *out,
                const cpu_view *a) {
-  un_ctx c = {op, ct, {out->dtype, a->dtype}};
+  int64_t bytes = (int64_t)cpu_dtype_size(out->dtype);
+  for (int d = 0; d < out->ndim; d++) bytes *= out->sizes[d];
+  un_ctx c = {op, ct, {out->dtype, a->dtype}, bytes >= CPU_STREAM_MIN_BYTES};
   cpu_view ops[2] = {*out, *a};
   cpu_iter it;
   cpu_iter_init(&it, ops, 2);
