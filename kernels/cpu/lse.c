@@ -64,6 +64,11 @@ CPU_CLONES static void lse_add_blk(const float *restrict e, int64_t n,
   memcpy(lanes, &acc, sizeof acc);
 }
 
+/* the rows LSE_AHEAD on (two four-row groups) are fetched into L2 as
+ * these are summed, so memory keeps streaming while rows compute from
+ * cache */
+#define LSE_AHEAD 8
+
 static void lse_sum_any(const float *x, int64_t gap, int rows, int64_t n,
                         const float *m, double *lanes) {
   float e[CPU_BLOCK];
@@ -72,6 +77,8 @@ static void lse_sum_any(const float *x, int64_t gap, int rows, int64_t n,
     for (int q = 0; q < rows; q++) {
       lse_terms_blk(e, x + q * gap + s, m[q], k);
       lse_add_blk(e, k, lanes + q * CPU_ROW_LANES);
+      cpu_prefetch_l2((const char *)(x + (q + LSE_AHEAD) * gap + s),
+                      k * (int64_t)sizeof(float));
     }
   }
 }
@@ -114,9 +121,15 @@ LSE_TARGET static inline __mmask16 lse_mask(int64_t left) {
                      : (__mmask16)((1u << left) - 1);
 }
 
-/* lanes += 64 terms from x[0..left) of one row */
+/* lanes += 64 terms from x[0..left) of one row; the same 256 bytes of
+ * the row LSE_AHEAD on go to L2, a line per vector (a block's lines at
+ * once, as the generic form fetches them, queue up behind each other:
+ * cross_entropy [4096, 1000] 0.73-0.97 -> 0.68-0.85 ms, alternating) */
 LSE_TARGET static inline __m512d lse_add64(__m512d acc, const float *x,
-                                           __m512 m, int64_t left) {
+                                           int64_t gap, __m512 m,
+                                           int64_t left) {
+  const char *ahead = (const char *)(x + LSE_AHEAD * gap);
+  for (int k = 0; k < 4; k++) _mm_prefetch(ahead + 64 * k, _MM_HINT_T1);
   __m512 f = lse_vec(x, m, lse_mask(left));
   for (int k = 1; k < 4; k++)
     f = _mm512_add_ps(f, lse_vec(x + 16 * k, m, lse_mask(left - 16 * k)));
@@ -138,7 +151,7 @@ LSE_TARGET static inline __m512d lse_add64(__m512d acc, const float *x,
     }                                                                       \
     for (int64_t i = 0; i < n; i += 64)                                     \
       for (int q = 0; q < ROWS; q++)                                        \
-        acc[q] = lse_add64(acc[q], x + q * gap + i, mv[q], n - i);          \
+        acc[q] = lse_add64(acc[q], x + q * gap + i, gap, mv[q], n - i);          \
     for (int q = 0; q < ROWS; q++)                                          \
       _mm512_storeu_pd(lanes + q * CPU_ROW_LANES, acc[q]);                  \
   }

@@ -107,11 +107,7 @@ static void lse_rows_f32(const float *x, int64_t gap, int rows, int64_t n,
   double lanes[4 * CPU_ROW_LANES] = {0};
   for (int64_t s = 0; s < n; s += CPU_BLOCK) {
     int64_t k = n - s < CPU_BLOCK ? n - s : CPU_BLOCK;
-    cpu_lse_sum_f32(x + s, gap, rows, k, mx, lanes);
-    /* this block of the rows two four-row groups on, into L2 */
-    for (int q = 0; q < rows; q++)
-      cpu_prefetch_l2((const char *)(x + (q + 8) * gap + s),
-                      k * (int64_t)sizeof(float));
+    cpu_lse_sum_f32(x + s, gap, rows, k, mx, lanes); /* and prefetches */
   }
   for (int q = 0; q < rows; q++)
     lse[q] = (double)mx[q] + log(cpu_lanes_total(lanes + q * CPU_ROW_LANES));

@@ -50,7 +50,9 @@ dt_status cpu_cross_entropy(char *out, dt_dtype od, const cpu_ce_args *a,
  * (n <= CPU_BLOCK when the sums of several calls must match one call:
  * blocks of CPU_BLOCK keep the order). m[q] >= every x of row q. The
  * AVX-512 form where the CPU has it; _generic is the other form, for the
- * tests: the two give the same bits (a NaN row: NaN in both) */
+ * tests: the two give the same bits (a NaN row: NaN in both). Both fetch
+ * the same columns of the rows 8 rows on into L2 (a prefetch does not
+ * fault: past the tensor's end is harmless) */
 void cpu_lse_sum_f32(const float *x, int64_t gap, int rows, int64_t n,
                      const float *m, double *lanes);
 void cpu_lse_sum_f32_generic(const float *x, int64_t gap, int rows,
