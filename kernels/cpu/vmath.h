@@ -419,9 +419,14 @@ void cpu_vlog_f32(float *y, const float *x, int64_t n);
 void cpu_vsin_f32(float *y, const float *x, int64_t n);
 void cpu_vcos_f32(float *y, const float *x, int64_t n);
 void cpu_vgelu_f32(float *y, const float *x, int64_t n);      /* erf form */
+/* gelu's R(a) = erfcx(a / sqrt 2) / 2 on [0, 14.85]: row k holds the
+ * coefficient of u^k, u = a - i, of interval i = round(a) (vmath.c) */
+extern const float cpu_gelu_tab[8][16];
 /* the generic clones of it (cpu_vgelu_f32 is vmath512.c's AVX-512 form
  * where the CPU has it: the same bits) */
 void cpu_vgelu_f32_generic(float *y, const float *x, int64_t n);
+/* the AVX2 + FMA form (vmath256.c; call only where the CPU has both) */
+void cpu_vgelu_f32_avx2(float *y, const float *x, int64_t n);
 float cpu_vgelu_one(float x); /* the same, one element */
 void cpu_vgelu_tanh_f32(float *y, const float *x, int64_t n);
 /* g[i] *= gelu'(x[i]) (erf form) */

@@ -102,18 +102,21 @@ V512 static inline __m512 v_abs_min_bits(__m512 x, float c) {
   return _mm512_castsi512_ps(_mm512_min_epi32(ai, _mm512_set1_epi32((int)vm_bits(c))));
 }
 
-/* vmath.c's gelu_one on 16 lanes (its comment says why each step) */
-V512 static inline __m512 v_gelu(__m512 x) {
+/* vmath.c's gelu_one on 16 lanes (its comment says why each step); the
+ * table's rows are vectors (tab), indexed by vpermps with tm's low bits */
+V512 static inline __m512 v_gelu(__m512 x, const __m512 tab[8]) {
   __m512 ax = v_abs_min_bits(x, 14.85f);
   __m512 xm = _mm512_castsi512_ps(_mm512_min_epi32(
       _mm512_castps_si512(x), _mm512_set1_epi32((int)vm_bits(20.0f))));
-  __m512 t = _mm512_div_ps(VS(1.0f), VF(ax, VS(0.353553390593273762f), VS(1.0f)));
-  __m512 q = v_erfc_poly(t);
-  __m512 hi = _mm512_mul_ps(ax, ax);
-  __m512 lo = _mm512_fmsub_ps(ax, ax, hi);
-  __m512 e = _mm512_mul_ps(
-      t, v_exp2parts_unchecked(_mm512_mul_ps(VS(-0.5f), hi), VF(VS(-0.5f), lo, q)));
-  __m512 h = _mm512_mul_ps(_mm512_mul_ps(VS(0.5f), xm), e);
+  __m512 tm = _mm512_add_ps(ax, VS(VM_ROUND_MAGIC));
+  __m512 u = _mm512_sub_ps(ax, _mm512_sub_ps(tm, VS(VM_ROUND_MAGIC)));
+  __m512i i = _mm512_castps_si512(tm);
+  __m512 p = VF(_mm512_permutexvar_ps(i, tab[7]), u, _mm512_permutexvar_ps(i, tab[6]));
+  for (int k = 5; k >= 0; k--) p = VF(p, u, _mm512_permutexvar_ps(i, tab[k]));
+  __m512 m = _mm512_mul_ps(VS(-0.5f), ax);
+  __m512 hi = _mm512_mul_ps(ax, m);
+  __m512 lo = _mm512_fmsub_ps(ax, m, hi);
+  __m512 h = _mm512_mul_ps(_mm512_mul_ps(xm, p), v_exp2parts_unchecked(hi, lo));
   __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
   return _mm512_mask_mov_ps(_mm512_sub_ps(x, h), neg, h);
 }
@@ -147,12 +150,14 @@ V512 static void vgelu_grad_512(float *g, const float *x, int64_t n) {
 }
 
 V512 static void vgelu_512(float *y, const float *x, int64_t n) {
+  __m512 tab[8];
+  for (int k = 0; k < 8; k++) tab[k] = _mm512_loadu_ps(cpu_gelu_tab[k]);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(y + i, v_gelu(_mm512_loadu_ps(x + i)));
+    _mm512_storeu_ps(y + i, v_gelu(_mm512_loadu_ps(x + i), tab));
   if (i < n) {
     __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(y + i, k, v_gelu(_mm512_maskz_loadu_ps(k, x + i)));
+    _mm512_mask_storeu_ps(y + i, k, v_gelu(_mm512_maskz_loadu_ps(k, x + i), tab));
   }
 }
 
@@ -185,7 +190,10 @@ void cpu_vexp_max_f32(float *y, const float *x, float m, int64_t n)
     __attribute__((ifunc("resolve_vexp_max")));
 CPU_RESOLVER static vblk_fn resolve_vgelu(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") ? vgelu_512 : cpu_vgelu_f32_generic;
+  if (__builtin_cpu_supports("avx512f")) return vgelu_512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return cpu_vgelu_f32_avx2;
+  return cpu_vgelu_f32_generic;
 }
 void cpu_vgelu_f32(float *y, const float *x, int64_t n)
     __attribute__((ifunc("resolve_vgelu")));
