@@ -2,11 +2,15 @@
 """Side by side: the ops of `dtorch bench ops` in PyTorch eager (float32,
 torch.set_num_threads(N), N = the CPUs by default) and in dtorch (runs
 build/dtorch bench ops and parses its JSON lines). Best of --reps for
-both; the two are interleaved per round (dtorch's whole suite, then
-PyTorch's) so both see the same machine. Dev-side, not CI:
+both; the two are interleaved op by op (dtorch --only OP, then PyTorch's
+OP, every round) so both see the same phase of a noisy machine: on the
+project's VMs memory bandwidth swings by 2x within seconds, and a whole
+suite between the two (--by-suite, the old order) put ~10 s between them.
+Dev-side, not CI:
 
     python3 scripts/torch_ops_bench.py [--dtorch build/dtorch] [--reps 7]
                                        [--rounds 3] [--threads 2] [--only OP]
+                                       [--by-suite]
 
 Prints a Markdown table: op, shape, dtorch ms, PyTorch ms, dtorch/PyTorch
 (lower is better; <= 1.0 is dtorch at least as fast), dtorch's ratio to
@@ -106,18 +110,35 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--only")
+    ap.add_argument("--by-suite", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     cases = torch_cases()
     best_dt, best_pt, lines = {}, {}, {}
+
+    def keep(op, j):
+        if op not in best_dt or j["ms"] < best_dt[op]:
+            best_dt[op], lines[op] = j["ms"], j
+
+    def torch_once(op):
+        if op in cases:
+            t = time_torch(*cases[op], a.reps)
+            best_pt[op] = min(best_pt.get(op, float("inf")), t)
+
+    ops = list(run_dtorch(a.dtorch, a.reps, a.only).items())
+    for op, j in ops:  # the first suite: the op list, and a first time
+        keep(op, j)
     for _ in range(a.rounds):
-        for op, j in run_dtorch(a.dtorch, a.reps, a.only).items():
-            if op not in best_dt or j["ms"] < best_dt[op]:
-                best_dt[op], lines[op] = j["ms"], j
-        for op in best_dt:
-            if op in cases:
-                t = time_torch(*cases[op], a.reps)
-                best_pt[op] = min(best_pt.get(op, float("inf")), t)
+        if a.by_suite:
+            for op, j in run_dtorch(a.dtorch, a.reps, a.only).items():
+                keep(op, j)
+            for op in best_dt:
+                torch_once(op)
+            continue
+        for op, _ in ops:
+            for o, j in run_dtorch(a.dtorch, a.reps, op).items():
+                keep(o, j)
+            torch_once(op)
     print(f"torch {torch.__version__}, {a.threads} threads; best of "
           f"{a.reps} x {a.rounds} rounds\n")
     print("| op | shape | dtorch ms | PyTorch ms | dtorch/PyTorch | "
