@@ -270,23 +270,6 @@ static inline float vm_erf_small(float x) {
   return p;
 }
 
-/* erfcx(z) = erfc(z) exp(z^2) / t for t = 1 / (1 + z/2), z in [0, 10.5],
- * as a degree-10 polynomial in t, leading coefficient first (relative
- * weighted least squares with Lawson iterations against mpmath:
- * scripts/fit_erfcx.py; 3.6e-9 in exact arithmetic, 5 ulp in float with
- * t's rounding, as erfc's tail): gelu's derivative */
-#define VM_ERFCX_C0 0.03631828249261901f
-#define VM_ERFCX_C1 (-0.1943002435689964f)
-#define VM_ERFCX_C2 0.38990500496449143f
-#define VM_ERFCX_C3 (-0.30228226045771633f)
-#define VM_ERFCX_C4 (-0.00988796990998314f)
-#define VM_ERFCX_C5 0.027792548041062532f
-#define VM_ERFCX_C6 0.058092802062996385f
-#define VM_ERFCX_C7 0.18469980213924955f
-#define VM_ERFCX_C8 0.24533604723009209f
-#define VM_ERFCX_C9 0.2822368033202241f
-#define VM_ERFCX_C10 0.28208918732618693f
-
 static inline float vm_copysign(float mag, float sgn) {
   return vm_float((vm_bits(mag) & 0x7fffffffu) | (vm_bits(sgn) & 0x80000000u));
 }
@@ -427,6 +410,7 @@ extern const float cpu_gelu_tab[8][16];
 void cpu_vgelu_f32_generic(float *y, const float *x, int64_t n);
 /* the AVX2 + FMA form (vmath256.c; call only where the CPU has both) */
 void cpu_vgelu_f32_avx2(float *y, const float *x, int64_t n);
+void cpu_vgelu_grad_f32_avx2(float *g, const float *x, int64_t n);
 float cpu_vgelu_one(float x); /* the same, one element */
 void cpu_vgelu_tanh_f32(float *y, const float *x, int64_t n);
 /* g[i] *= gelu'(x[i]) (erf form) */

@@ -51,50 +51,6 @@ V512 static inline __m512 v_exp_le0(__m512 a) {
   return v_exp_tail(VF(n, VS(-VM_LN2_LO), r), n);
 }
 
-/* vm_exp2parts = vm_exp_core(a, b, has_b = 1, checked = 1, one = 0): a
- * clamped to [-104, 89] (the integer-key clamp there; a float clamp here:
- * they differ only for NaN, whose result is a itself in both) */
-V512 static inline __m512 v_exp2parts(__m512 a0, __m512 b) {
-  __m512 a = _mm512_min_ps(_mm512_max_ps(a0, VS(-104.0f)), VS(89.0f));
-  __m512 y = v_exp2parts_unchecked(a, b);
-  return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(a0, a0, _CMP_UNORD_Q), a0);
-}
-
-V512 static inline __m512 v_erfc_poly(__m512 t) {
-  __m512 q = VF(VS(VM_ERFC_C0), t, VS(VM_ERFC_C1));
-  q = VF(q, t, VS(VM_ERFC_C2));
-  q = VF(q, t, VS(VM_ERFC_C3));
-  q = VF(q, t, VS(VM_ERFC_C4));
-  q = VF(q, t, VS(VM_ERFC_C5));
-  q = VF(q, t, VS(VM_ERFC_C6));
-  q = VF(q, t, VS(VM_ERFC_C7));
-  q = VF(q, t, VS(VM_ERFC_C8));
-  return VF(q, t, VS(VM_ERFC_C9));
-}
-
-V512 static inline __m512 v_erfcx_over_t(__m512 t) {
-  __m512 p = VF(VS(VM_ERFCX_C0), t, VS(VM_ERFCX_C1));
-  p = VF(p, t, VS(VM_ERFCX_C2));
-  p = VF(p, t, VS(VM_ERFCX_C3));
-  p = VF(p, t, VS(VM_ERFCX_C4));
-  p = VF(p, t, VS(VM_ERFCX_C5));
-  p = VF(p, t, VS(VM_ERFCX_C6));
-  p = VF(p, t, VS(VM_ERFCX_C7));
-  p = VF(p, t, VS(VM_ERFCX_C8));
-  p = VF(p, t, VS(VM_ERFCX_C9));
-  return VF(p, t, VS(VM_ERFCX_C10));
-}
-
-V512 static inline __m512 v_erf_small(__m512 x) {
-  __m512 s = _mm512_mul_ps(x, x);
-  __m512 p = VF(VS(VM_ERF_S0), s, VS(VM_ERF_S1));
-  p = VF(p, s, VS(VM_ERF_S2));
-  p = VF(p, s, VS(VM_ERF_S3));
-  p = VF(p, s, VS(VM_ERF_S4));
-  p = VF(p, s, VS(VM_ERF_S5));
-  return VF(p, s, VS(VM_ERF_S6));
-}
-
 /* |x| clamped to c through the integer order of non-negative floats (a NaN
  * clamps too), as vmath.c's vm_min_bits */
 V512 static inline __m512 v_abs_min_bits(__m512 x, float c) {
@@ -102,49 +58,52 @@ V512 static inline __m512 v_abs_min_bits(__m512 x, float c) {
   return _mm512_castsi512_ps(_mm512_min_epi32(ai, _mm512_set1_epi32((int)vm_bits(c))));
 }
 
-/* vmath.c's gelu_one on 16 lanes (its comment says why each step); the
- * table's rows are vectors (tab), indexed by vpermps with tm's low bits */
-V512 static inline __m512 v_gelu(__m512 x, const __m512 tab[8]) {
-  __m512 ax = v_abs_min_bits(x, 14.85f);
-  __m512 xm = _mm512_castsi512_ps(_mm512_min_epi32(
-      _mm512_castps_si512(x), _mm512_set1_epi32((int)vm_bits(20.0f))));
+/* vmath.c's gelu_r and gelu_e on 16 lanes: R(a) from the table's rows
+ * (tab, vectors) indexed by vpermps with tm's low bits, E = exp(-a^2/2) */
+V512 static inline __m512 v_gelu_r(__m512 ax, const __m512 tab[8]) {
   __m512 tm = _mm512_add_ps(ax, VS(VM_ROUND_MAGIC));
   __m512 u = _mm512_sub_ps(ax, _mm512_sub_ps(tm, VS(VM_ROUND_MAGIC)));
   __m512i i = _mm512_castps_si512(tm);
   __m512 p = VF(_mm512_permutexvar_ps(i, tab[7]), u, _mm512_permutexvar_ps(i, tab[6]));
   for (int k = 5; k >= 0; k--) p = VF(p, u, _mm512_permutexvar_ps(i, tab[k]));
+  return p;
+}
+V512 static inline __m512 v_gelu_e(__m512 ax) {
   __m512 m = _mm512_mul_ps(VS(-0.5f), ax);
   __m512 hi = _mm512_mul_ps(ax, m);
-  __m512 lo = _mm512_fmsub_ps(ax, m, hi);
-  __m512 h = _mm512_mul_ps(_mm512_mul_ps(xm, p), v_exp2parts_unchecked(hi, lo));
+  return v_exp2parts_unchecked(hi, _mm512_fmsub_ps(ax, m, hi));
+}
+
+/* vmath.c's gelu_one on 16 lanes (its comment says why each step) */
+V512 static inline __m512 v_gelu(__m512 x, const __m512 tab[8]) {
+  __m512 ax = v_abs_min_bits(x, 14.85f);
+  __m512 xm = _mm512_castsi512_ps(_mm512_min_epi32(
+      _mm512_castps_si512(x), _mm512_set1_epi32((int)vm_bits(20.0f))));
+  __m512 h = _mm512_mul_ps(_mm512_mul_ps(xm, v_gelu_r(ax, tab)), v_gelu_e(ax));
   __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
   return _mm512_mask_mov_ps(_mm512_sub_ps(x, h), neg, h);
 }
 
 /* vmath.c's cpu_vgelu_grad_f32 loop body on 16 lanes: g gelu'(v) */
-V512 static inline __m512 v_gelu_grad(__m512 g, __m512 v) {
+V512 static inline __m512 v_gelu_grad(__m512 g, __m512 v, const __m512 tab[8]) {
   __m512 ac = v_abs_min_bits(v, 14.85f);
-  __m512 t = _mm512_div_ps(VS(1.0f), VF(ac, VS(0.353553390593273762f), VS(1.0f)));
-  __m512 hi = _mm512_mul_ps(ac, ac);
-  __m512 lo = _mm512_fmsub_ps(ac, ac, hi);
-  __m512 e = v_exp2parts(_mm512_mul_ps(VS(-0.5f), hi), _mm512_mul_ps(VS(-0.5f), lo));
-  __m512 h = _mm512_mul_ps(_mm512_mul_ps(VS(0.5f), e), _mm512_mul_ps(t, v_erfcx_over_t(t)));
-  __m512 z = _mm512_mul_ps(v, VS(0.70710678118654752f));
-  __m512 small = _mm512_add_ps(VS(0.5f), _mm512_mul_ps(VS(0.5f), VF(z, v_erf_small(z), z)));
+  __m512 e = v_gelu_e(ac);
+  __m512 h = _mm512_mul_ps(e, v_gelu_r(ac, tab));
   __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
   __m512 cdf = _mm512_mask_mov_ps(_mm512_sub_ps(VS(1.0f), h), neg, h);
-  __mmask16 near0 = _mm512_cmp_ps_mask(ac, VS(0.75f), _CMP_LT_OQ);
-  cdf = _mm512_mask_mov_ps(cdf, near0, small);
   return _mm512_mul_ps(g, VF(v, _mm512_mul_ps(VS(0.39894228040143268f), e), cdf));
 }
 
 V512 static void vgelu_grad_512(float *g, const float *x, int64_t n) {
+  __m512 tab[8];
+  for (int k = 0; k < 8; k++) tab[k] = _mm512_loadu_ps(cpu_gelu_tab[k]);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(g + i, v_gelu_grad(_mm512_loadu_ps(g + i), _mm512_loadu_ps(x + i)));
+    _mm512_storeu_ps(g + i, v_gelu_grad(_mm512_loadu_ps(g + i), _mm512_loadu_ps(x + i), tab));
   if (i < n) {
     __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-    __m512 r = v_gelu_grad(_mm512_maskz_loadu_ps(k, g + i), _mm512_maskz_loadu_ps(k, x + i));
+    __m512 r = v_gelu_grad(_mm512_maskz_loadu_ps(k, g + i), _mm512_maskz_loadu_ps(k, x + i),
+                           tab);
     _mm512_mask_storeu_ps(g + i, k, r);
   }
 }
@@ -178,7 +137,10 @@ typedef void (*vblk_fn)(float *, const float *, int64_t);
 typedef void (*vexp_max_fn)(float *, const float *, float, int64_t);
 CPU_RESOLVER static vblk_fn resolve_vgelu_grad(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") ? vgelu_grad_512 : cpu_vgelu_grad_f32_generic;
+  if (__builtin_cpu_supports("avx512f")) return vgelu_grad_512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return cpu_vgelu_grad_f32_avx2;
+  return cpu_vgelu_grad_f32_generic;
 }
 void cpu_vgelu_grad_f32(float *g, const float *x, int64_t n)
     __attribute__((ifunc("resolve_vgelu_grad")));
