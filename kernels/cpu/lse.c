@@ -1,23 +1,26 @@
 /* cross_entropy's log-sum-exp terms: exp(x - max) over float32 rows, added
- * into double lanes. cross_entropy is bound by this loop (16 MB of logits
- * in 0.8 ms, about 0.4 of the machine's memory bandwidth), so it has its
- * own exp and its own order of adds, chosen for throughput within the
- * accuracy of a double sum of float terms:
+ * into double lanes. cross_entropy is bound by this loop (it took 16 MB of
+ * logits in 0.8 ms, about 0.4 of the machine's memory bandwidth, with the
+ * lane sums' exp and order), so it has its own exp and its own order of
+ * adds, chosen for throughput within the accuracy of a double sum of
+ * float terms:
  *
- * - the term is vm_lse_term (vmath.h), 4.7 ulp worst over [-87, 0] and
- *   within 1.3 ulp where a term is above 2^-20 of the row's largest;
+ * - the term is vm_lse_term (vmath.h), within 2.0 ulp on every float of
+ *   [-87, 0];
  * - 64 terms at a time, as four vectors of 16: their float sum term by
  *   term (((e0 + e1) + e2) + e3, three roundings), then both halves of it
  *   into the row's eight double lanes (low eight, then high eight). One
  *   conversion to double per four terms where the lane sums convert each:
  *   the conversions had cost as much as a third of the loop on Zen 4.
  *
- * The error of the row's sum stays within about 2^-22 relative (terms
- * and float partials both), 2.4e-7 in the log-sum-exp. The order is
- * fixed by the row alone, so every rank count gives the same bits; the
- * AVX-512 form (registers only, the exponent scale by vscalefps) and the
- * generic form (a block of terms in L1, cloned loops) give the same bits
- * (test_nn's test_ce_lse_forms). */
+ * The row's sum stays within 4 x 2^-24 of double (2.3 seen), 2.4e-7 in
+ * the log-sum-exp. The order is fixed by the row alone, so every rank
+ * count gives the same bits; the AVX-512 form (registers only, the
+ * exponent scale by vscalefps) and the generic form (a block of terms in
+ * L1, cloned loops) give the same bits (test_vmath's test_lse_sum checks
+ * both against the order written out term by term). The loop: 0.30 ->
+ * 0.19 ns per element per core in L2; cross_entropy [4096, 1000]
+ * 0.79-0.89 -> 0.58-0.61 ms. */
 #include "kernels/cpu/nn.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/vmath.h"

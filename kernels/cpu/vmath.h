@@ -167,8 +167,8 @@ static inline float vm_exp_le0(float a) {
 }
 
 /* exp(a) for a <= 0 or NaN as a term of a sum that is at least 1 (the
- * sum of exp(x - max) over a row: log_softmax's and cross_entropy's
- * log-sum-exp). Below a = -87 the term is exp(-87) = 1.6e-38 instead of
+ * sum of exp(x - max) over a row: log_softmax's log-sum-exp;
+ * cross_entropy's has its own, vm_lse_term). Below a = -87 the term is exp(-87) = 1.6e-38 instead of
  * the true (denormal or 0) value: as a double it is below 2^-53 of any sum
  * >= 1, and n of them (n < 2^60) too. That makes 2^n one exponent add (n
  * >= -126: p 2^n is normal) where vm_exp_le0 needs two factors: a loop

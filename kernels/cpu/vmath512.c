@@ -1,6 +1,8 @@
 /* AVX-512 forms of vmath.c blocks (gelu, gelu', softmax's exp(x - max)),
- * each picked by an ifunc where the CPU has
- * AVX-512F (elsewhere, and under ThreadSanitizer, the generic clones).
+ * each picked by an ifunc where the CPU has AVX-512F (elsewhere the AVX2
+ * forms of vmath256.c or the generic clones; under ThreadSanitizer, the
+ * generic code). gelu's table rows sit in registers and are indexed by
+ * vpermps (vmath.c says why the table).
  *
  * They compute what the generic loops compute, operation for operation,
  * with one substitution that keeps the bits: exp's 2^n, which the generic
