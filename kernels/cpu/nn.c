@@ -123,8 +123,8 @@ static double row_logsumexp_f32(const float *x, int64_t n) {
       if (x[j] != x[j]) return NAN;
     return mx;
   }
-  double lse;
-  lse_rows_f32(x, 0, 1, n, &mx, &lse);
+  double lse; /* gap n: the prefetch runs ahead over the rows after it */
+  lse_rows_f32(x, n, 1, n, &mx, &lse);
   return lse;
 }
 
