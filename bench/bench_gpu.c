@@ -192,7 +192,7 @@ static int all_reduce_once(cuda_rank **r, int n, void **in, void **out,
   for (int i = 0; i < n; i++) {
     int64_t b = count * i / n, e = count * (i + 1) / n;
     bad |= cuda_reduce_ptrs(cuda_rank_stream(r[i]), 0, 0, n,
-                            (const void *const *)in, out, b, e);
+                            (const void *const *)in, n, out, b, e);
   }
   for (int i = 0; i < n; i++) {
     bad |= cuda_rank_sync(r[i], why, sizeof why);

@@ -84,9 +84,10 @@ static cpu_view flat_view(void *data, dt_dtype d, int ndim, const int64_t *sizes
   return v;
 }
 
-static void copy(const cpu_view *dst, const cpu_view *src) {
-  if (core_numel_of(dst->sizes, dst->ndim))
-    cpu_unary(CPU_COPY, cpu_compute_type(src->dtype), dst, src);
+/* dst = src in the calling rank's stream order (its backend: a CUDA
+ * rank's data is device memory) */
+static dt_status copy(const here *h, const cpu_view *dst, const cpu_view *src) {
+  return h->rt->backend->copy_view(h->rt, h->rank, dst, src);
 }
 
 /* v narrowed to [start, start + len) along dim */
@@ -122,7 +123,7 @@ static dt_tensor *new_local(const here *h, dt_dtype d, int ndim,
     core_tensor_release(t);
     return NULL;
   }
-  sim_device_tag(s->data, h->fn, d, ndim, sizes, NULL, 0);
+  if (h->rt->backend->tag) h->rt->backend->tag(s->data, h->fn, d, ndim, sizes);
   return t;
 }
 
@@ -135,7 +136,7 @@ static const void *contiguous_data(const here *h, const dt_tensor *t, void **tmp
   if (!(*tmp = dev_alloc(h, bytes ? bytes : 1))) return NULL;
   cpu_view dst = flat_view(*tmp, t->dtype, t->local.ndim, t->local.sizes);
   cpu_view src = view_of(t);
-  copy(&dst, &src);
+  if (copy(h, &dst, &src) != DT_OK) return NULL; /* *tmp: the caller frees */
   return *tmp;
 }
 
@@ -243,7 +244,8 @@ dt_tensor *mesh_spmd_all_reduce(dt_tensor *t, dt_reduce_op op,
   dt_tensor *out = new_local(&h, t->dtype, t->local.ndim, t->local.sizes);
   if (!out) return NULL;
   cpu_view dst = view_of(out), src = view_of(t);
-  copy(&dst, &src); /* reduced in place: the input stays as it was */
+  /* reduced in place: the input stays as it was */
+  if (copy(&h, &dst, &src) != DT_OK) return fail(out, NULL, &h);
   sim_coll_set_site(site);
   if (sim_coll_all_reduce(gr.g, gr.member, dst.data, dst.data, core_numel(t),
                           t->dtype, op) != DT_OK)
@@ -288,7 +290,7 @@ dt_tensor *mesh_spmd_all_gather(dt_tensor *t, int dim, const dt_group *g,
                              core_dtype_size(t->dtype), t->dtype, nd, t->local.sizes);
     cpu_view dst = narrow(view_of(out), dim, j * t->local.sizes[dim],
                           t->local.sizes[dim]);
-    copy(&dst, &src);
+    st = copy(&h, &dst, &src);
   }
   free(counts);
   dev_free(&h, in_tmp);
@@ -308,7 +310,10 @@ static void *blocks_of(const here *h, const dt_tensor *t, int dim, int n) {
   for (int j = 0; j < n; j++) {
     cpu_view dst = flat_view(b + (size_t)j * block, t->dtype, t->local.ndim, bs);
     cpu_view src = narrow(view_of(t), dim, j * len, len);
-    copy(&dst, &src);
+    if (copy(h, &dst, &src) != DT_OK) {
+      dev_free(h, b);
+      return NULL;
+    }
   }
   return b;
 }
@@ -370,7 +375,7 @@ dt_tensor *mesh_spmd_all_to_all(dt_tensor *t, int split_dim, int concat_dim,
     cpu_view src = flat_view((char *)recv + (size_t)j * (size_t)each *
                              core_dtype_size(t->dtype), t->dtype, nd, bs);
     cpu_view dst = narrow(view_of(out), cd, j * bs[cd], bs[cd]);
-    copy(&dst, &src);
+    st = copy(&h, &dst, &src);
   }
   free(counts);
   dev_free(&h, send);
@@ -413,7 +418,7 @@ dt_tensor *mesh_spmd_broadcast(dt_tensor *t, int root, const dt_group *g,
   if (!out) return NULL;
   if (h.rank == root) {
     cpu_view dst = view_of(out), src = view_of(t);
-    copy(&dst, &src);
+    if (copy(&h, &dst, &src) != DT_OK) return fail(out, NULL, &h);
   }
   sim_coll_set_site(site);
   if (sim_coll_broadcast(gr.g, gr.member, core_tensor_data(out), core_numel(t),
@@ -514,7 +519,10 @@ static core_storage *shard_storage(const here *h, dt_tensor *local) {
   dt_tensor *c = new_local(h, local->dtype, local->local.ndim, local->local.sizes);
   if (!c) return NULL;
   cpu_view dst = view_of(c), src = view_of(local);
-  copy(&dst, &src);
+  if (copy(h, &dst, &src) != DT_OK) {
+    core_tensor_release(c);
+    return NULL;
+  }
   s = c->local.storage;
   core_storage_retain(s);
   core_tensor_release(c);

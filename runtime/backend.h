@@ -24,6 +24,7 @@
 #include <stddef.h>
 
 #include "core/call.h"
+#include "kernels/cpu/cpu.h"
 #include "sim/collectives.h"
 
 typedef enum runtime_copy_kind {
@@ -69,6 +70,13 @@ typedef struct runtime_backend {
   /* copies in the rank's stream order */
   dt_status (*copy)(dt_runtime *rt, int rank, void *dst, const void *src,
                     size_t bytes, runtime_copy_kind kind);
+  /* in the rank's stream order: dst = src elementwise, both strided
+   * views of the rank's device memory (dtypes may differ: a cast), and
+   * data[0..n) = value */
+  dt_status (*copy_view)(dt_runtime *rt, int rank, const cpu_view *dst,
+                         const cpu_view *src);
+  dt_status (*fill)(dt_runtime *rt, int rank, void *data, dt_dtype dtype,
+                    int64_t n, double value);
   /* events on the rank's stream: record returns a handle (NULL + error),
    * wait makes the stream wait for another rank's event, done polls */
   void *(*event_record)(dt_runtime *rt, int rank);
@@ -94,11 +102,21 @@ typedef struct runtime_backend {
   const runtime_backend_coll *coll;
 } runtime_backend;
 
+/* The emulated collectives of a runtime whose ranks share one GPU move
+ * their data on the ranks' streams (sim_coll_world_set_device): true when
+ * rt->coll was made a device world, false for CPU runtimes; a CUDA
+ * runtime over several GPUs gets a device world that refuses every
+ * collective (NCCL is not built yet). */
+bool runtime_cuda_coll_attach(dt_runtime *rt);
+
 /* The backend of a dispatch key: NULL when it is not built in. */
 runtime_backend *runtime_backend_of_key(core_key key);
 /* Registers the kernel table of `key` (the ops layer, at load time). */
 void runtime_backend_set_kernels(core_key key, const core_kernel_fn *kernels);
 
+/* the emulated collectives of sim/ (both backends: a CUDA runtime's world
+ * moves device data, runtime_cuda_coll_attach) */
+extern const runtime_backend_coll runtime_sim_coll;
 /* the built-in tables: the CPU's, and the CUDA one (NULL in a build
  * without CUDA; runtime/backend_cuda.c) */
 extern runtime_backend runtime_backend_cpu;

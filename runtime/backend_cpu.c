@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "runtime/runtime.h"
 
 static void *cpu_alloc(dt_runtime *rt, int rank, size_t bytes,
@@ -34,6 +35,21 @@ static dt_status cpu_copy(dt_runtime *rt, int rank, void *dst, const void *src,
   return DT_OK;
 }
 
+static dt_status cpu_copy_view(dt_runtime *rt, int rank, const cpu_view *dst,
+                               const cpu_view *src) {
+  (void)rt, (void)rank;
+  if (core_numel_of(dst->sizes, dst->ndim))
+    cpu_unary(CPU_COPY, cpu_compute_type(src->dtype), dst, src);
+  return DT_OK;
+}
+
+static dt_status cpu_fill_n(dt_runtime *rt, int rank, void *data,
+                            dt_dtype dtype, int64_t n, double value) {
+  (void)rt, (void)rank;
+  if (n) cpu_fill(data, dtype, n, value);
+  return DT_OK;
+}
+
 /* every event of a CPU rank is complete when recorded: one shared token */
 static char cpu_event_token;
 static void *cpu_event_record(dt_runtime *rt, int rank) {
@@ -51,7 +67,7 @@ static dt_status cpu_stream_sync(dt_runtime *rt, int rank) {
   return DT_OK;
 }
 
-static const runtime_backend_coll cpu_coll = {
+const runtime_backend_coll runtime_sim_coll = {
     .all_reduce = sim_coll_all_reduce,
     .all_gather = sim_coll_all_gather,
     .reduce_scatter = sim_coll_reduce_scatter,
@@ -68,13 +84,15 @@ runtime_backend runtime_backend_cpu = {
     .trim = cpu_trim,
     .tag = cpu_tag,
     .copy = cpu_copy,
+    .copy_view = cpu_copy_view,
+    .fill = cpu_fill_n,
     .event_record = cpu_event_record,
     .event_wait = cpu_event_wait,
     .event_done = cpu_event_done,
     .event_destroy = cpu_event_destroy,
     .stream_sync = cpu_stream_sync,
     .kernels = NULL, /* ops/registry.c registers them at load time */
-    .coll = &cpu_coll,
+    .coll = &runtime_sim_coll,
 };
 
 

@@ -35,6 +35,10 @@ dt_status runtime_cuda_rank_open(dt_runtime *rt, int rank) {
   return DT_ERR_DEVICE;
 }
 void runtime_cuda_rank_close(dt_runtime *rt, int rank) { (void)rt, (void)rank; }
+bool runtime_cuda_coll_attach(dt_runtime *rt) {
+  (void)rt;
+  return false;
+}
 
 #else
 
@@ -195,12 +199,107 @@ static dt_status cu_when_done(dt_runtime *rt, int rank, void (*fn)(void *),
   return st;
 }
 
+/* a strided view as the kernels' operand (strides in elements) */
+static cuda_operand operand(const cpu_view *v) {
+  cuda_operand o = {.data = v->data};
+  for (int d = 0; d < v->ndim; d++) o.strides[d] = v->strides[d];
+  return o;
+}
+
+static dt_status cu_copy_view(dt_runtime *rt, int rank, const cpu_view *dst,
+                              const cpu_view *src) {
+  if (!core_numel_of(dst->sizes, dst->ndim)) return DT_OK;
+  cuda_operand o = operand(dst), a = operand(src);
+  if (cuda_copy_strided(cuda_rank_stream(rank_of(rt, rank)), (int)dst->dtype,
+                        (int)src->dtype, dst->ndim, dst->sizes, &o, &a))
+    return core_error_set(DT_ERR_DEVICE, "cuda:%d (rank %d): strided copy "
+                          "of %s to %s: the kernel did not launch",
+                          rt->ranks[rank].gpu, rank,
+                          core_dtype_name(src->dtype),
+                          core_dtype_name(dst->dtype));
+  return DT_OK;
+}
+
+static dt_status cu_fill_n(dt_runtime *rt, int rank, void *data,
+                           dt_dtype dtype, int64_t n, double value) {
+  if (n && cuda_fill(cuda_rank_stream(rank_of(rt, rank)), (int)dtype, n, data,
+                     value))
+    return core_error_set(DT_ERR_DEVICE, "cuda:%d (rank %d): fill of %lld "
+                          "%s: the kernel did not launch", rt->ranks[rank].gpu,
+                          rank, (long long)n, core_dtype_name(dtype));
+  return DT_OK;
+}
+
+/* ---- the emulated collectives on one GPU (sim/coll_device.c): events
+ * between the ranks' streams, each member's share as copies and
+ * reductions over the members' buffers (kernels/cuda/coll.cu) */
+static void *cd_record(void *ctx, int rank) {
+  return cu_event_record(ctx, rank);
+}
+static dt_status cd_wait(void *ctx, int rank, void *ev) {
+  return cu_event_wait(ctx, rank, ev);
+}
+static void cd_release(void *ctx, void *ev) {
+  (void)ctx;
+  cuda_event_destroy(ev);
+}
+
+static dt_status cd_reduce(void *ctx, int rank, const void *const *in,
+                           int nin, void *const *out, int nout, int64_t count,
+                           dt_dtype d, dt_reduce_op op) {
+  dt_runtime *rt = ctx;
+  if (nin > CUDA_COLL_MAX || nout > CUDA_COLL_MAX)
+    return core_error_set(DT_ERR_UNSUPPORTED, "rank %d (cuda:%d): a reducing "
+                          "collective of %d members: at most %d on one GPU",
+                          rank, rt->ranks[rank].gpu, nin, CUDA_COLL_MAX);
+  if (!core_dtype_is_float(d))
+    return core_error_set(DT_ERR_UNSUPPORTED, "rank %d (cuda:%d): reducing "
+                          "collectives of %s between CUDA ranks are not built "
+                          "yet (float dtypes only)", rank, rt->ranks[rank].gpu,
+                          core_dtype_name(d));
+  if (cuda_reduce_ptrs(cuda_rank_stream(rank_of(rt, rank)), (int)op, (int)d,
+                       nin, in, nout, out, 0, count))
+    return core_error_set(DT_ERR_DEVICE, "rank %d (cuda:%d): the collective's "
+                          "reduction kernel did not launch", rank,
+                          rt->ranks[rank].gpu);
+  return DT_OK;
+}
+
+static dt_status cd_copy(void *ctx, int rank, void *dst, const void *src,
+                         int64_t bytes) {
+  return cu_copy(ctx, rank, dst, src, (size_t)bytes, RUNTIME_COPY_D2D);
+}
+
+/* ranks on several GPUs: every collective call fails, naming why */
+static void *cd_refuse(void *ctx, int rank) {
+  dt_runtime *rt = ctx;
+  core_error_set(DT_ERR_UNSUPPORTED, "rank %d (cuda:%d): collectives "
+                 "between ranks on different GPUs need NCCL, which is not "
+                 "built yet (docs/cuda.md); put every rank on one GPU "
+                 "(DTORCH_DTENSOR_IN_SAME_DEVICE=1)", rank,
+                 rt->ranks[rank].gpu);
+  return NULL;
+}
+
+bool runtime_cuda_coll_attach(dt_runtime *rt) {
+  bool one_gpu = true;
+  for (int i = 1; i < rt->nranks; i++)
+    one_gpu = one_gpu && rt->ranks[i].gpu == rt->ranks[0].gpu;
+  rt->coll_dev = (sim_coll_device){
+      .ctx = rt, .record = one_gpu ? cd_record : cd_refuse, .wait = cd_wait,
+      .release = cd_release, .reduce = cd_reduce, .copy = cd_copy};
+  sim_coll_world_set_device(rt->coll, &rt->coll_dev);
+  return true;
+}
+
 static runtime_backend cuda_backend = {
     .name = "cuda",
     .key = CORE_KEY_CUDA,
     .alloc = cu_alloc,
     .free = cu_free,
     .copy = cu_copy,
+    .copy_view = cu_copy_view,
+    .fill = cu_fill_n,
     .event_record = cu_event_record,
     .event_wait = cu_event_wait,
     .event_done = cuda_event_done,
@@ -209,7 +308,8 @@ static runtime_backend cuda_backend = {
     .to_host = cu_to_host,
     .when_done = cu_when_done,
     .kernels = NULL, /* ops/cuda_ops.c registers them at load time */
-    .coll = NULL,    /* not yet: DTensors run on CPU ranks (docs/cuda.md) */
+    /* the emulated collectives over device memory (runtime_cuda_coll_attach) */
+    .coll = &runtime_sim_coll,
 };
 
 runtime_backend *runtime_backend_cuda_table(void) { return &cuda_backend; }

@@ -385,6 +385,7 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
                            .pin_cpus = set.pin ? affinity_cpus() : 0};
   rt->coll = sim_coll_world_create(n, set.timeout_ns);
   if (rt->coll) sim_coll_world_set_where(rt->coll, runtime_rank_where, rt);
+  if (rt->coll && set.cuda) runtime_cuda_coll_attach(rt);
   if (!rt->coll) {
     close_cuda_ranks(rt);
     runtime_dry_free(rt->dry);

@@ -9,6 +9,7 @@
 
 #include "dtorch/dtorch.h"
 #include "sched/pool.h"
+#include "sim/collectives.h"
 #include "sim/device.h"
 
 struct core_storage;
@@ -40,6 +41,7 @@ struct dt_runtime {
   struct runtime_backend *backend; /* the ranks' device kind (backend.h) */
   runtime_rank_slot *ranks;
   struct sim_coll_world *coll;    /* emulated collectives between the ranks */
+  sim_coll_device coll_dev;       /* CUDA ranks: how coll moves device data */
   struct sched_faults *faults; /* the pool's (dt_fault_inject) */
   bool dry_run;               /* shapes only (runtime/dry.c) */
   struct runtime_dry *dry;    /* its counts and cost model, else NULL */

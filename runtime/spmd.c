@@ -130,10 +130,6 @@ dt_status runtime_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
                           !rt ? "rt" : "fn");
   if (atomic_load_explicit(&rt->dead, memory_order_acquire))
     return core_error_set(DT_ERR_DEVICE, "dt_spmd_run: the runtime was destroyed");
-  if (rt->backend->key != CORE_KEY_CPU)
-    return core_error_set(DT_ERR_UNSUPPORTED, "dt_spmd_run: SPMD runs on a "
-                          "\"%s\" runtime are not supported yet "
-                          "(docs/cuda.md)", rt->backend->name);
   if (rt->dry_run)
     return core_error_set(DT_ERR_UNSUPPORTED, "dt_spmd_run: a dry-run runtime "
                           "runs no functions (use the controller model)");

@@ -56,14 +56,20 @@ gpu_rc=$?
 host_rc=$?
 # a skip (77) on a GPU machine is a failure here: the GPU was not usable
 skipped=$(cd "$build" && ctest -N -L gpu | grep -c 'Test #')
-if [ -n "$gpu" ] && "$build/test_cuda_ops" >"$build/gpu-check.tests.log" 2>&1; then
-  ops=pass
-else
-  rc=$?; ops="fail($rc)"; [ "$rc" = 77 ] && ops=skipped
-  tail -30 "$build/gpu-check.tests.log" >&2
-fi
-tests_json=$(printf '{"ctest_gpu_rc":%d,"ctest_host_rc":%d,"gpu_tests":%d,"test_cuda_ops":"%s"}' \
-  "$gpu_rc" "$host_rc" "$skipped" "$ops")
+# each gpu test run directly too: its exit status tells a skip from a pass
+gpu_tests_json=""; gpu_tests_ok=1
+for t in test_cuda_ops test_cuda_coll; do
+  if [ -n "$gpu" ] && "$build/$t" >"$build/gpu-check.$t.log" 2>&1; then
+    res=pass
+  else
+    rc=$?; res="fail($rc)"; [ "$rc" = 77 ] && res=skipped
+    tail -30 "$build/gpu-check.$t.log" >&2
+    gpu_tests_ok=0
+  fi
+  gpu_tests_json="$gpu_tests_json,\"$t\":\"$res\""
+done
+tests_json=$(printf '{"ctest_gpu_rc":%d,"ctest_host_rc":%d,"gpu_tests":%d%s}' \
+  "$gpu_rc" "$host_rc" "$skipped" "$gpu_tests_json")
 
 log "bench: dtorch bench gpu"
 bench_out=$(timeout 240 "$build/dtorch" bench gpu --reps 3)
@@ -74,6 +80,6 @@ bench_json="[$(echo "$bench_out" | grep '^{' | paste -sd, -)]"
 
 [ $gpu_rc -eq 0 ] || fail "gpu tests failed"
 [ $host_rc -eq 0 ] || fail "host-side CUDA tests failed"
-[ "$ops" = pass ] || fail "test_cuda_ops: $ops"
+[ $gpu_tests_ok -eq 1 ] || fail "a gpu test failed or skipped: $tests_json"
 [ $bench_rc -eq 0 ] || fail "dtorch bench gpu exited $bench_rc"
 summary

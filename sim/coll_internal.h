@@ -61,6 +61,10 @@ typedef struct sim_coll_entry {
   int32_t counts_at; /* inline all_to_all: its send then recv counts are
                         at data + counts_at (sim_coll_a2a_counts) */
   char site[SIM_COLL_SITE]; /* where it was called ("train.c:88"), or "" */
+  /* device worlds (coll_device.c): the member's events, or NULL. ready is
+   * set before arriving; done after its share moved, before departing */
+  void *ev_ready, *ev_done;
+  _Atomic int done_refs; /* members yet to issue their wait on ev_done */
   _Alignas(SIM_COLL_LINE) unsigned char data[SIM_COLL_INLINE];
 } sim_coll_entry;
 
@@ -111,6 +115,15 @@ static inline int64_t sim_coll_a2a_inline_bytes(int64_t bytes, int n) {
 /* the report a break installs when there is no memory to format one */
 extern char sim_coll_oom_report[];
 
+/* How a split round moves its bytes: mv NULL, on the host (memcpy and
+ * sim_coll_reduce); else through the world's device operations on the
+ * stream of rank mv->rank, the first failure kept in mv->st. */
+typedef struct sim_coll_mover {
+  const sim_coll_device *dev;
+  int rank;
+  dt_status st;
+} sim_coll_mover;
+
 /* The data movement of a round whose entries E[0..n) agree (coll_move.c).
  * pull: every input is in its entry; member writes only its own output.
  * split: member does its share of the whole, reading and writing the
@@ -119,7 +132,18 @@ extern char sim_coll_oom_report[];
 void sim_coll_move_pull(const sim_coll_entry *E, int n, int member,
                     const void **ins);
 void sim_coll_move_split(const sim_coll_entry *E, int n, int member,
-                     const void **ins, void **outs);
+                     const void **ins, void **outs, sim_coll_mover *mv);
+
+/* ---- device worlds (coll_device.c), called by run_round on the member's
+ * thread: before arriving (the ready event of a call that is not `bad`;
+ * returns bad, or the error of recording it), the share of a split round (waits on the others'
+ * ready events, moves, records done), and after the completion barrier
+ * (waits on the others' done events, releases what nobody needs). */
+dt_status sim_coll_dev_begin(sim_coll_group *g, int member, uint64_t k,
+                             sim_coll_entry *e, dt_status bad);
+dt_status sim_coll_dev_move(sim_coll_group *g, int member, uint64_t k);
+dt_status sim_coll_dev_end(sim_coll_group *g, int member, uint64_t k,
+                           bool moved);
 
 /* One point-to-point channel (from, to); see coll_p2p.c. */
 typedef struct sim_coll_mailbox {
@@ -154,6 +178,7 @@ struct sim_coll_world {
   sim_coll_where_fn where;
   void *where_ctx;
   struct sched_faults *faults;   /* may be NULL */
+  const sim_coll_device *dev;    /* device worlds; NULL: host memory */
   /* per rank: the round it waits in now (group NULL: none), for the
    * deadlock check (coll_spmd.c) */
   struct sim_coll_waiting *waiting;

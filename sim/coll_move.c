@@ -15,7 +15,9 @@
  *   broadcast       range i of the root's buffer, to every other member
  *   scatter/gather  range i of the concatenation, to/from its owners
  *   Ranges are cut at 64-byte boundaries (no two members write one cache
- *   line). The caller runs the completion barrier afterwards.
+ *   line). The caller runs the completion barrier afterwards. In a device
+ *   world (coll_device.c) the same shares are issued as copies and
+ *   reductions on the member's stream.
  *
  * The members' entries agree (checked by the caller), so the counts array
  * of the calling member stands for everyone's. */
@@ -76,9 +78,37 @@ static void fan_out(char *const *dst, int nd, const char *src,
   }
 }
 
-/* plain copy of one block, streaming by its size */
-static void copy1(void *dst, const void *src, int64_t bytes) {
-  sim_coll_copy(dst, src, bytes, sim_coll_streams(bytes));
+/* plain copy of one block, streaming by its size; on a device, a copy
+ * issued to the member's stream */
+static void copy1(sim_coll_mover *mv, void *dst, const void *src,
+                  int64_t bytes) {
+  if (!mv) {
+    sim_coll_copy(dst, src, bytes, sim_coll_streams(bytes));
+  } else if (bytes > 0 && mv->st == DT_OK) {
+    mv->st = mv->dev->copy(mv->dev->ctx, mv->rank, dst, src, bytes);
+  }
+}
+
+/* fan_out, or one device copy per destination */
+static void fan_out_mv(sim_coll_mover *mv, char *const *dst, int nd,
+                       const char *src, int64_t bytes) {
+  if (!mv) {
+    fan_out(dst, nd, src, bytes);
+    return;
+  }
+  for (int j = 0; j < nd; j++) copy1(mv, dst[j], src, bytes);
+}
+
+/* sim_coll_reduce, or the device's reduction on the member's stream */
+static void reduce_mv(sim_coll_mover *mv, const void *const *in, int nin,
+                      void *const *out, int nout, int64_t count, dt_dtype d,
+                      dt_reduce_op op) {
+  if (!mv) {
+    sim_coll_reduce(in, nin, out, nout, count, d, op);
+  } else if (count > 0 && mv->st == DT_OK) {
+    mv->st = mv->dev->reduce(mv->dev->ctx, mv->rank, in, nin, out, nout,
+                             count, d, op);
+  }
 }
 
 void sim_coll_move_pull(const sim_coll_entry *E, int n, int member,
@@ -139,7 +169,8 @@ void sim_coll_move_pull(const sim_coll_entry *E, int n, int member,
 
 /* scatter / gather: this member's range of the concatenation, block by
  * block, between the root's contiguous buffer and each member's own */
-static void split_blocks(const sim_coll_entry *E, int n, int member) {
+static void split_blocks(const sim_coll_entry *E, int n, int member,
+                         sim_coll_mover *mv) {
   const sim_coll_desc *d = &E[member].d;
   size_t esz = core_dtype_size(d->dtype);
   int64_t lo, hi, off = 0;
@@ -149,22 +180,23 @@ static void split_blocks(const sim_coll_entry *E, int n, int member) {
     if (a >= b) continue;
     const sim_coll_desc *r = &E[d->root].d, *m = &E[j].d;
     if (d->kind == KIND_SCATTER)
-      copy1((char *)m->out + (size_t)(a - off) * esz, at(r->in, a, esz),
+      copy1(mv, (char *)m->out + (size_t)(a - off) * esz, at(r->in, a, esz),
             (b - a) * (int64_t)esz);
     else
-      copy1((char *)r->out + (size_t)a * esz, at(m->in, a - off, esz),
+      copy1(mv, (char *)r->out + (size_t)a * esz, at(m->in, a - off, esz),
             (b - a) * (int64_t)esz);
   }
 }
 
 /* all_to_all: block `member` of every input into this member's output */
-static void split_all_to_all(const sim_coll_entry *E, int n, int member) {
+static void split_all_to_all(const sim_coll_entry *E, int n, int member,
+                             sim_coll_mover *mv) {
   const sim_coll_desc *d = &E[member].d;
   size_t esz = core_dtype_size(d->dtype);
   int64_t out_off = 0;
   for (int j = 0; j < n; j++) {
     const sim_coll_desc *src = &E[j].d;
-    copy1((char *)d->out + (size_t)out_off * esz,
+    copy1(mv, (char *)d->out + (size_t)out_off * esz,
           at(src->in, prefix(src->send, member), esz),
           d->recv[j] * (int64_t)esz);
     out_off += d->recv[j];
@@ -172,7 +204,7 @@ static void split_all_to_all(const sim_coll_entry *E, int n, int member) {
 }
 
 void sim_coll_move_split(const sim_coll_entry *E, int n, int member,
-                     const void **ins, void **outs) {
+                     const void **ins, void **outs, sim_coll_mover *mv) {
   const sim_coll_desc *d = &E[member].d;
   size_t esz = core_dtype_size(d->dtype);
   int64_t lo, hi;
@@ -183,37 +215,38 @@ void sim_coll_move_split(const sim_coll_entry *E, int n, int member,
       ins[j] = at(E[j].d.in, lo, esz);
       outs[j] = (char *)E[j].d.out + (size_t)lo * esz;
     }
-    sim_coll_reduce(ins, n, outs, n, hi - lo, d->dtype, d->op);
+    reduce_mv(mv, ins, n, outs, n, hi - lo, d->dtype, d->op);
     break;
   case KIND_REDUCE_SCATTER: {
     int64_t off = prefix(d->counts, member);
     for (int j = 0; j < n; j++) ins[j] = at(E[j].d.in, off, esz);
     outs[0] = d->out;
-    sim_coll_reduce(ins, n, outs, 1, d->counts[member], d->dtype, d->op);
+    reduce_mv(mv, ins, n, outs, 1, d->counts[member], d->dtype, d->op);
     break;
   }
   case KIND_ALL_GATHER: {
     int64_t off = prefix(d->counts, member);
     for (int j = 0; j < n; j++)
       outs[j] = (char *)E[j].d.out + (size_t)off * esz;
-    fan_out((char *const *)outs, n, d->in, d->counts[member] * (int64_t)esz);
+    fan_out_mv(mv, (char *const *)outs, n, d->in,
+               d->counts[member] * (int64_t)esz);
     break;
   }
   case KIND_ALL_TO_ALL:
-    split_all_to_all(E, n, member);
+    split_all_to_all(E, n, member, mv);
     break;
   case KIND_BROADCAST: {
     share(d->count, n, member, esz, &lo, &hi);
     int nd = 0;
     for (int j = 0; j < n; j++)
       if (j != d->root) outs[nd++] = (char *)E[j].d.out + (size_t)lo * esz;
-    fan_out((char *const *)outs, nd, at(E[d->root].d.in, lo, esz),
-            (hi - lo) * (int64_t)esz);
+    fan_out_mv(mv, (char *const *)outs, nd, at(E[d->root].d.in, lo, esz),
+               (hi - lo) * (int64_t)esz);
     break;
   }
   case KIND_SCATTER:
   case KIND_GATHER:
-    split_blocks(E, n, member);
+    split_blocks(E, n, member, mv);
     break;
   default:
     CORE_ASSERT(d->kind == KIND_BARRIER);

@@ -90,6 +90,10 @@ static dt_status check_pair(sim_coll_world *w, const char *what, int from,
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: rank %d to itself would never complete", what,
                         from);
+  if (w->dev)
+    return core_error_set(DT_ERR_UNSUPPORTED, "%s: rank %d -> %d: send/recv "
+                          "between device ranks is not built yet (the "
+                          "collectives are)", what, from, to);
   if (bytes < 0 || (bytes > 0 && !buf))
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: %lld bytes at %p", what, (long long)bytes, buf);

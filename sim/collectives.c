@@ -764,7 +764,12 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   if (site) snprintf(e->site, sizeof e->site, "%s", site);
   else e->site[0] = '\0';
   if (why) snprintf((char *)e->data, sizeof e->data, "%s", why);
-  e->inl = bad != DT_OK || (bytes >= 0 && bytes <= SIM_COLL_INLINE);
+  /* device memory never travels in an entry: a device world's round is
+   * one-phase only when no member has input */
+  const sim_coll_device *dev = g->world->dev;
+  if (dev) bad = e->bad = sim_coll_dev_begin(g, member, k, e, bad);
+  e->inl = bad != DT_OK ||
+           (bytes >= 0 && bytes <= (dev ? 0 : SIM_COLL_INLINE));
   if (bad == DT_OK && e->inl && bytes > 0)
     memcpy(e->data, d->in, (size_t)bytes);
   if (bad == DT_OK && e->inl && d->kind == KIND_ALL_TO_ALL) {
@@ -776,7 +781,10 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   /* relaxed: read only by the watchdog's report */
   atomic_store_explicit(&me->arrived, k + 1, memory_order_relaxed);
   dt_status st = rendezvous(g, member, k, d->kind, deadline);
-  if (st != DT_OK) return st;
+  if (st != DT_OK) {
+    if (dev) sim_coll_dev_end(g, member, k, false);
+    return st;
+  }
   /* relaxed: a benchmark switch */
   if (atomic_load_explicit(&probing, memory_order_relaxed))
     probe_rendezvous_ns = sim_coll_now_ns();
@@ -786,11 +794,20 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   st = check_round(g, member, k, E);
   if (pull) {
     if (st == DT_OK) sim_coll_move_pull(E, g->n, member, me->ins);
+    if (dev) sim_coll_dev_end(g, member, k, false);
     return st;
   }
-  if (st == DT_OK) sim_coll_move_split(E, g->n, member, me->ins, me->outs);
+  if (!dev) {
+    if (st == DT_OK)
+      sim_coll_move_split(E, g->n, member, me->ins, me->outs, NULL);
+    depart(g, me);
+    return st;
+  }
+  bool moved = st == DT_OK;
+  if (moved) st = sim_coll_dev_move(g, member, k);
   depart(g, me);
-  return st;
+  dt_status end = sim_coll_dev_end(g, member, k, moved);
+  return st != DT_OK ? st : end;
 }
 
 /* a round as a slice on the rank's track (inside its record): kind,

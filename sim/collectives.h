@@ -125,6 +125,38 @@ void sim_coll_world_set_where(sim_coll_world *w, sim_coll_where_fn fn, void *ctx
  * the armed one abstains with DT_ERR_FAULT (the others fail naming it) */
 struct sched_faults;
 void sim_coll_world_set_faults(sim_coll_world *w, struct sched_faults *f);
+/* ---- collectives over device memory (sim/coll_device.c)
+ * A world whose ranks' buffers live on an asynchronous device (a GPU's
+ * streams) moves data with these operations instead of memcpy and the
+ * host reductions: the rendezvous and its checks stay the host's, and
+ * every member's stream is ordered by events (docs/collectives.md):
+ * each member records `ready` after the work that made its input,
+ * waits on every other member's `ready` before moving its share, records
+ * `done` after it, and after the completion barrier waits on every
+ * other member's `done` before anything later on its stream. No call
+ * makes a rank thread wait for the device. Every function runs on the
+ * calling rank's thread and returns DT_OK or an error it set. */
+typedef struct sim_coll_device {
+  void *ctx;
+  /* an event after everything issued to rank's stream so far; NULL + error */
+  void *(*record)(void *ctx, int rank);
+  /* rank's stream waits for ev (recorded by any rank) */
+  dt_status (*wait)(void *ctx, int rank, void *ev);
+  /* the event is not used again (waits issued on it stay valid) */
+  void (*release)(void *ctx, void *ev);
+  /* on rank's stream: out[o][0..count) = in[0..nin) reduced in input
+   * order as sim/coll_reduce.h says, for o < nout */
+  dt_status (*reduce)(void *ctx, int rank, const void *const *in, int nin,
+                      void *const *out, int nout, int64_t count, dt_dtype d,
+                      dt_reduce_op op);
+  /* on rank's stream: bytes from src to dst (device memory of any rank) */
+  dt_status (*copy)(void *ctx, int rank, void *dst, const void *src,
+                    int64_t bytes);
+} sim_coll_device;
+/* Makes w a device world (dev outlives it); once, before any collective.
+ * send/recv are refused there (DT_ERR_UNSUPPORTED). */
+void sim_coll_world_set_device(sim_coll_world *w, const sim_coll_device *dev);
+
 /* point to point, blocking until the peer took / gave the bytes */
 dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
                     int64_t bytes);

@@ -26,7 +26,7 @@ template <typename A> __device__ __forceinline__ A combine(int op, A a, A b) {
 }
 
 template <typename T>
-__global__ void reduce_ptrs(int op, int n, ptrs_t p, int64_t begin,
+__global__ void reduce_ptrs(int op, int n, int nout, ptrs_t p, int64_t begin,
                             int64_t end) {
   typedef typename ct_acc<T>::type A;
   for (int64_t i = begin + blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -36,29 +36,29 @@ __global__ void reduce_ptrs(int op, int n, ptrs_t p, int64_t begin,
       acc = combine<A>(op, acc, (A)ct_load(((const T *)p.in[k])[i]));
     if (op == 1) acc = acc / (A)n;
     T v = ct_store<T>((double)acc);
-    for (int k = 0; k < n; k++) ((T *)p.out[k])[i] = v;
+    for (int k = 0; k < nout; k++) ((T *)p.out[k])[i] = v;
   }
 }
 
 } // namespace
 
 extern "C" int cuda_reduce_ptrs(void *stream, int op, int dtype, int n,
-                                const void *const *in, void *const *out,
-                                int64_t begin, int64_t end) {
-  if (n < 1 || n > CUDA_COLL_MAX || op < 0 || op > 4) return -1;
+                                const void *const *in, int nout,
+                                void *const *out, int64_t begin, int64_t end) {
+  if (n < 1 || n > CUDA_COLL_MAX || nout < 1 || nout > CUDA_COLL_MAX ||
+      op < 0 || op > 4)
+    return -1;
   if (end <= begin) return 0;
-  ptrs_t p;
-  for (int k = 0; k < n; k++) {
-    p.in[k] = in[k];
-    p.out[k] = out[k];
-  }
+  ptrs_t p = {};
+  for (int k = 0; k < n; k++) p.in[k] = in[k];
+  for (int k = 0; k < nout; k++) p.out[k] = out[k];
   cudaStream_t s = (cudaStream_t)stream;
   /* enough blocks to fill the GPU; a grid-stride loop does the rest */
   int64_t blocks = (end - begin + 255) / 256;
   unsigned grid = (unsigned)(blocks < 132 * 16 ? blocks : 132 * 16);
   bool ok = ct_dispatch_float(dtype, [&](auto z) {
     typedef decltype(z) T;
-    reduce_ptrs<T><<<grid, 256, 0, s>>>(op, n, p, begin, end);
+    reduce_ptrs<T><<<grid, 256, 0, s>>>(op, n, nout, p, begin, end);
   });
   return ok && cudaGetLastError() == cudaSuccess ? 0 : -1;
 }

@@ -142,15 +142,16 @@ int cuda_norm(void *stream, bool rms, int dtype, const cuda_rows *g,
               void *out, const void *x, const void *w, const void *b,
               double eps);
 
-/* The data movement of an all_reduce emulated on one GPU
+/* The data movement of reducing collectives emulated on one GPU
  * (kernels/cuda/coll.cu): elements [begin, end) of the n inputs reduced
  * in member order (op: 0 sum, 1 avg, 2 max, 3 min, 4 prod; float dtypes)
- * and written to all n outputs. A member calls it for its own segment;
- * ordering against the other members' streams is the caller's (events). */
+ * and written to all nout outputs (an all_reduce member's segment: every
+ * member's output; reduce_scatter: its own). Ordering against the other
+ * members' streams is the caller's (events; sim/coll_device.c). */
 #define CUDA_COLL_MAX 16
 int cuda_reduce_ptrs(void *stream, int op, int dtype, int n,
-                     const void *const *in, void *const *out, int64_t begin,
-                     int64_t end);
+                     const void *const *in, int nout, void *const *out,
+                     int64_t begin, int64_t end);
 
 /* ---- libraries opened at run time (kernels/cuda/libs.c) */
 /* opens cuBLAS (and NCCL if nccl) once; -1 + why if missing */
