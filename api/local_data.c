@@ -29,6 +29,10 @@ dt_status dt_tensor_local_data(dt_tensor *t, void **data) {
   if (s->rt->dry_run)
     return core_error_set(DT_ERR_UNSUPPORTED, "%s: a dry run's tensors hold "
                           "no data", fn);
+  if (s->key != CORE_KEY_CPU) /* the host must not read device memory */
+    return core_error_set(DT_ERR_UNSUPPORTED, "%s: t is in GPU memory of "
+                          "rank %d (a \"cuda\" runtime); fetch it with "
+                          "dt_to_host", fn, s->rank);
   dt_future *f = runtime_publish_barrier(s->rt, s->rank);
   if (!f) return core_last_status();
   dt_status st = sched_future_wait(f, -1);

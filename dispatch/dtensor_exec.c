@@ -21,6 +21,7 @@
 #include "mesh/shard.h"
 #include "ops/ops.h"
 #include "runtime/backend.h"
+#include "runtime/runtime.h"
 #include "sched/trace.h"
 
 /* a stack handle over storage s (no refcount traffic: the record holds
@@ -100,9 +101,15 @@ static void make_input(rank_call *r, mesh_rank_mem *rm, int pos, bool ctx,
   if (identity_term(t, to, m, idx, &v)) {
     size_t bytes = (size_t)mesh_box_numel(&want) * core_dtype_size(t->dtype);
     *zbuf = mesh_rank_alloc(rm, bytes);
-    if (!zbuf->p) return;
-    cpu_fill(zbuf->p, t->dtype, mesh_box_numel(&want), v);
+    if (!zbuf->p ||
+        mesh_fill(rm, zbuf->p, t->dtype, mesh_box_numel(&want), v) != DT_OK)
+      return;
     memset(zst, 0, sizeof *zst);
+    /* the rank's device, as the shard it stands for (no reference on rt:
+     * the stand-in is never released) */
+    zst->key = st->key;
+    zst->rt = st->rt;
+    zst->rank = st->rank;
     zst->data = zbuf->p;
     zst->nbytes = bytes;
     core_contiguous_strides(want.len, want.n, strides);
@@ -184,7 +191,7 @@ static bool is_reduction(core_op_id op) {
 
 /* a view op on the rank: the view of the local shard, copied into the
  * contiguous output shard */
-static dt_status run_view(rank_call *r) {
+static dt_status run_view(rank_call *r, mesh_rank_mem *rm) {
   dt_op_call *c = &r->c;
   dt_tensor *out = c->out[0];
   if (c->op == CORE_OP_VIEW || c->op == CORE_OP_RESHAPE || c->op == CORE_OP_EXPAND) {
@@ -198,7 +205,11 @@ static dt_status run_view(rank_call *r) {
   dt_status st = ops_defs[c->op].infer(c);
   if (st != DT_OK) return st;
   c->meta[0].dtype = out->dtype; /* infer overwrote the local out meta */
-  if (c->meta[0].alias < 0) return ops_copy_cpu(c);
+  if (c->meta[0].alias < 0) { /* a copy: the backend's kernel for the op */
+    const runtime_backend *be = rm->rt->backend;
+    core_kernel_fn k = be->kernels ? be->kernels[c->op] : NULL;
+    return k && k != ops_alias_cpu ? k(c) : ops_copy_cpu(c);
+  }
   const dt_tensor *a = c->args[c->meta[0].alias].t;
   cpu_view src = {.data = a->local.storage->data
                               ? (char *)a->local.storage->data +
@@ -208,27 +219,24 @@ static dt_status run_view(rank_call *r) {
   memcpy(src.sizes, c->meta[0].sizes, sizeof src.sizes);
   memcpy(src.strides, c->meta[0].strides, sizeof src.strides);
   cpu_view dst = ops_view_of(out);
-  if (core_numel(out)) cpu_unary(CPU_COPY, cpu_compute_type(out->dtype), &dst, &src);
-  return DT_OK;
+  return mesh_copy_view(rm, &dst, &src);
 }
 
-static dt_status run_kernel(rank_call *r, const dispatch_dtensor_job *j) {
+static dt_status run_kernel(rank_call *r, const dispatch_dtensor_job *j,
+                            mesh_rank_mem *rm) {
   dt_op_call *c = &r->c;
   const dt_placement *out = dispatch_job_out(j, 0);
   if (r->empty_input && is_reduction(c->op)) { /* nothing to reduce here */
     for (int md = 0; md < j->nd; md++)
       if (out[md].kind == DT_PLACEMENT_PARTIAL) {
         dt_tensor *o = c->out[0];
-        cpu_fill(core_tensor_data(o), o->dtype, core_numel(o),
-                 partial_identity(out[md].reduce, o->dtype));
-        return DT_OK;
+        return mesh_fill(rm, core_tensor_data(o), o->dtype, core_numel(o),
+                         partial_identity(out[md].reduce, o->dtype));
       }
   }
   core_kernel_fn k = ops_defs[c->op].cpu;
-  if (k == ops_alias_cpu || k == ops_copy_cpu) return run_view(r);
-  /* the kernel of the backend that holds the output (runtime/backend.h);
-   * the shard views above are the CPU's: DTensors run on CPU ranks only
-   * so far (docs/cuda.md) */
+  if (k == ops_alias_cpu || k == ops_copy_cpu) return run_view(r, rm);
+  /* the kernel of the backend that holds the output (runtime/backend.h) */
   const core_storage *os = c->out[0]->local.storage;
   const runtime_backend *be =
       runtime_backend_of_key(os ? (core_key)os->key : CORE_KEY_CPU);
@@ -290,7 +298,7 @@ void dispatch_dtensor_exec(void *arg, dt_runtime *rt, int rank) {
   make_outputs(r, &rm, j, idx);
   if (sched_trace_in_record() && j->nout > 0) trace_args(r, j);
   if (ok && rm.st == DT_OK) {
-    dt_status st = run_kernel(r, j);
+    dt_status st = run_kernel(r, j, &rm);
     if (st != DT_OK)
       for (int o = 0; o < j->nout; o++)
         core_storage_set_poison(j->out[o]->spec->storages[idx], st,

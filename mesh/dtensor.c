@@ -332,6 +332,7 @@ static dt_status host_job(dt_tensor *t, void *dst, size_t bytes, int rank,
   j->t = core_tensor_retain(t);
   j->dst = dst;
   j->bytes = bytes;
+  j->api = fn;
   j->future = sched_future_retain(f);
   if (runtime_publish_named_call(t->spec->mesh->rt, rank, "to_host", run,
                                  done, j) != DT_OK) {

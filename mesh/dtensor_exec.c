@@ -8,10 +8,14 @@
 #include "mesh/dtensor_exec.h"
 #include "mesh/shard.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fault.h"
+#include "runtime/backend.h"
 #include "kernels/cpu/cpu.h"
 #include "sched/future.h"
 #include "sim/collectives.h"
@@ -59,18 +63,35 @@ void mesh_exec_fill(void *arg, dt_runtime *rt, int rank) {
   int64_t n = mesh_box_numel(&b);
   double v;
   if (mesh_partial_identity(s->mesh, s->placements, idx, &v)) {
-    cpu_fill(data, d, n, v);
+    mesh_fill(&rm, data, d, n, v);
   } else if (j->op == CORE_OP_FULL) {
-    cpu_fill(data, d, n, j->value);
-  } else if (j->op == CORE_OP_RAND || j->op == CORE_OP_RANDN) {
+    mesh_fill(&rm, data, d, n, j->value);
+  } else if ((j->op == CORE_OP_RAND || j->op == CORE_OP_RANDN) &&
+             rt->backend->key == CORE_KEY_CPU) {
     fill_random(data, d, &b, &s->shape, j->seed, j->first, j->op == CORE_OP_RANDN);
+  } else if (j->op == CORE_OP_RAND || j->op == CORE_OP_RANDN) {
+    /* a device rank: the box drawn on the host (the same values), then
+     * copied over */
+    void *h = n ? core_host_malloc((size_t)n * core_dtype_size(d)) : NULL;
+    if (n && !h) {
+      mesh_rank_note(&rm, DT_ERR_OUT_OF_MEMORY, "out of host memory for a "
+                     "random shard");
+    } else if (n) {
+      fill_random(h, d, &b, &s->shape, j->seed, j->first,
+                  j->op == CORE_OP_RANDN);
+      cpu_view hv = mesh_box_view(h, d, &b, -1, 0, 0);
+      mesh_upload(&rm, data, &hv);
+    }
+    free(h);
   } else if (j->op == CORE_OP_FROM_HOST && n) {
     mesh_box all = mesh_box_all(&s->shape);
     cpu_view src = mesh_box_view(j->staging, d, &all, -1, 0, 0);
     mesh_view_narrow(&src, &b);
-    cpu_view dst = mesh_box_view(data, d, &b, -1, 0, 0);
-    mesh_copy_view(&dst, &src);
+    mesh_upload(&rm, data, &src);
   }
+  /* a failed copy poisons the shard (the storage keeps its buffer) */
+  if (rm.st != DT_OK)
+    core_storage_set_poison(s->storages[idx], rm.st, rm.msg);
 }
 
 void mesh_exec_fill_done(void *arg) {
@@ -82,8 +103,16 @@ void mesh_exec_fill_done(void *arg) {
 
 /* ---- gather the global value into host memory */
 
+/* a rank's copy failed: the job keeps the first error, which the future
+ * completes with once every rank has run */
+static void gather_failed(mesh_host_job *j, dt_status st, const char *msg) {
+  /* acq_rel: one writer; the done callback reads after every rank ran */
+  if (atomic_exchange_explicit(&j->failed, true, memory_order_acq_rel)) return;
+  j->err = st;
+  snprintf(j->msg, sizeof j->msg, "%s", msg);
+}
+
 void mesh_exec_gather(void *arg, dt_runtime *rt, int rank) {
-  (void)rt;
   mesh_host_job *j = arg;
   core_spec *s = j->t->spec;
   int idx = rank < s->mesh->rt_ranks ? s->mesh->pos[rank] : -1;
@@ -96,14 +125,21 @@ void mesh_exec_gather(void *arg, dt_runtime *rt, int rank) {
   mesh_box all = mesh_box_all(&s->shape);
   cpu_view dst = mesh_box_view(j->dst, d, &all, -1, 0, 0);
   mesh_view_narrow(&dst, &b);
-  cpu_view src = mesh_box_view(st->data, d, &b, -1, 0, 0);
-  mesh_copy_view(&dst, &src); /* disjoint boxes: no two ranks write one byte */
+  mesh_rank_mem rm;
+  mesh_rank_mem_init(&rm, rt, rank, j->api);
+  /* disjoint boxes: no two ranks write one byte */
+  if (mesh_download(&rm, &dst, st->data) != DT_OK) gather_failed(j, rm.st, rm.msg);
 }
 
 void mesh_exec_gather_done(void *arg) {
   mesh_host_job *j = arg;
   const core_poison *p = mesh_tensor_poison(j->t);
-  sched_future_complete(j->future, p ? p->status : DT_OK, p ? p->message : NULL);
+  if (p)
+    sched_future_complete(j->future, p->status, p->message);
+  else if (atomic_load_explicit(&j->failed, memory_order_acquire))
+    sched_future_complete(j->future, j->err, j->msg); /* gather_failed's */
+  else
+    sched_future_complete(j->future, DT_OK, NULL);
   sched_future_release(j->future);
   core_tensor_release(j->t);
   free(j);
@@ -111,12 +147,21 @@ void mesh_exec_gather_done(void *arg) {
 
 /* ---- one rank's shard */
 void mesh_exec_local(void *arg, dt_runtime *rt, int rank) {
-  (void)rt;
   mesh_host_job *j = arg;
   core_spec *s = j->t->spec;
   core_storage *st = s->storages[s->mesh->pos[rank]];
   const core_poison *p = core_storage_poison(st);
-  if (!p && j->bytes) memcpy(j->dst, st->data, j->bytes);
+  if (!p && j->bytes) {
+    mesh_rank_mem rm;
+    mesh_rank_mem_init(&rm, rt, rank, j->api);
+    cpu_view host = {.data = j->dst, .dtype = j->t->dtype, .ndim = 1,
+                     .sizes = {(int64_t)(j->bytes / core_dtype_size(j->t->dtype))},
+                     .strides = {1}};
+    if (mesh_download(&rm, &host, st->data) != DT_OK) {
+      sched_future_complete(j->future, rm.st, rm.msg);
+      return;
+    }
+  }
   sched_future_complete(j->future, p ? p->status : DT_OK, p ? p->message : NULL);
 }
 

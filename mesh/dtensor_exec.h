@@ -26,6 +26,12 @@ typedef struct mesh_host_job {
   void *dst;
   size_t bytes;           /* mesh_exec_local: the shard's bytes */
   dt_future *future;
+  const char *api;        /* the public function, for messages */
+  /* a device rank's copy that failed (mesh_exec_gather): the first one's
+   * status and message, read by the done callback after every rank ran */
+  _Atomic bool failed;
+  dt_status err;
+  char msg[512];
 } mesh_host_job;
 void mesh_exec_gather(void *arg, dt_runtime *rt, int rank);
 void mesh_exec_gather_done(void *arg);

@@ -82,15 +82,26 @@ static const char *dim_label(const dt_mesh *m, int d, char *buf,
 
 /* --------------------------------------------------------- construction */
 
-static dt_status check_device(const char *fn, const char *device_type) {
-  if (!device_type || strcmp(device_type, "cpu") == 0) return DT_OK;
-  if (strncmp(device_type, "cuda", 4) == 0)
-    return core_error_set(DT_ERR_DEVICE, "%s: device_type \"%s\": meshes "
-                        "of CUDA ranks are not built yet (DTensors run on "
-                        "\"cpu\" runtimes; docs/cuda.md)", fn, device_type);
-  return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: device_type \"%s\" is "
-                      "unknown (expected \"cpu\" or \"cuda\")", fn,
-                      device_type);
+/* device_type names the runtime's kind of ranks ("cpu", "cuda"), as
+ * PyTorch's DeviceMesh does; NULL: whatever the runtime has */
+static dt_status check_device(const char *fn, const dt_runtime *rt,
+                              const char *device_type) {
+  if (!device_type) return DT_OK;
+  bool cuda = strncmp(device_type, "cuda", 4) == 0;
+  if (!cuda && strcmp(device_type, "cpu") != 0)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: device_type \"%s\" is "
+                          "unknown (expected \"cpu\" or \"cuda\")", fn,
+                          device_type);
+  if (cuda && device_type[4])
+    return core_error_set(DT_ERR_DEVICE, "%s: device_type \"%s\": a mesh "
+                          "takes a kind of device (\"cuda\"), its ranks are "
+                          "the devices", fn, device_type);
+  if (strcmp(device_type, rt->backend->name) != 0)
+    return core_error_set(DT_ERR_DEVICE, "%s: device_type \"%s\", but the "
+                          "runtime's ranks are \"%s\" (a runtime made with "
+                          "device = \"%s\" has them; docs/cuda.md)", fn,
+                          device_type, rt->backend->name, device_type);
+  return DT_OK;
 }
 
 /* rt, or this thread's runtime when NULL; NULL + error if none or dead */
@@ -171,12 +182,6 @@ static dt_status fill_ranks(dt_mesh *m, const char *fn, const int *ranks) {
  * 0..size-1) against rt and copies them. */
 static dt_mesh *mesh_build(dt_runtime *rt, const char *fn, dt_shape shape,
                            const int *ranks, const char *const *names) {
-  if (rt->backend->key != CORE_KEY_CPU) { /* the DTensor layer is CPU code */
-    core_error_set(DT_ERR_UNSUPPORTED, "%s: meshes on a \"%s\" runtime are "
-                   "not supported yet (DTensors run on \"cpu\" runtimes; "
-                   "docs/cuda.md)", fn, rt->backend->name);
-    return NULL;
-  }
   if (check_shape(rt, fn, &shape) != DT_OK ||
       check_names(fn, shape.ndim, names) != DT_OK)
     return NULL;
@@ -211,8 +216,8 @@ fail:
 dt_mesh *mesh_init(dt_runtime *rt, const char *device_type,
                       dt_shape shape, const char *const *dim_names) {
   static const char fn[] = "dt_mesh_init";
-  if (check_device(fn, device_type) != DT_OK) return NULL;
   if (!(rt = live_runtime(fn, rt))) return NULL;
+  if (check_device(fn, rt, device_type) != DT_OK) return NULL;
   return mesh_build(rt, fn, shape, NULL, dim_names);
 }
 
@@ -220,13 +225,13 @@ dt_mesh *mesh_create(dt_runtime *rt, const char *device_type,
                         dt_shape shape, const int *ranks,
                         const char *const *dim_names) {
   static const char fn[] = "dt_mesh_create";
-  if (check_device(fn, device_type) != DT_OK) return NULL;
   if (!ranks) {
     core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: ranks is NULL (use "
                  "dt_mesh_init for ranks 0..n-1)", fn);
     return NULL;
   }
   if (!(rt = live_runtime(fn, rt))) return NULL;
+  if (check_device(fn, rt, device_type) != DT_OK) return NULL;
   return mesh_build(rt, fn, shape, ranks, dim_names);
 }
 

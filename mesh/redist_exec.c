@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu.h"
 #include "mesh/dtensor_exec.h"
 #include "mesh/shard.h"
+#include "runtime/backend.h"
 #include "sim/collectives.h"
 
 typedef struct ctx {
@@ -143,7 +144,7 @@ static mesh_buf step_all_gather(ctx *c, const mesh_plan_step *s, const grp *G,
     cpu_view src = mesh_box_view(at, c->d, &bm, -1, 0, 0);
     cpu_view dst = mesh_box_view(out.p, c->d, &after, d,
                                  bm.off[d] - after.off[d], bm.len[d]);
-    if (cnt[m]) mesh_copy_view(&dst, &src);
+    if (cnt[m]) mesh_copy_view(&c->mem, &dst, &src);
     at += cnt[m] * (int64_t)c->es;
   }
   if (!in_place) mesh_rank_free(&c->mem, tmp);
@@ -179,7 +180,7 @@ static mesh_buf step_reduce_scatter(ctx *c, const mesh_plan_step *s, const grp *
       cpu_view src = mesh_box_view(cur.p, c->d, before, d,
                                    bm.off[d] - before->off[d], bm.len[d]);
       cpu_view dst = mesh_box_view(at, c->d, &bm, -1, 0, 0);
-      mesh_copy_view(&dst, &src);
+      mesh_copy_view(&c->mem, &dst, &src);
     }
     at += cnt[m] * (int64_t)c->es;
   }
@@ -234,7 +235,7 @@ static mesh_buf step_all_to_all(ctx *c, const mesh_plan_step *s, const grp *G,
     cpu_view src = mesh_box_view(cur.p, c->d, before, j,
                                  sb.off[j] - before->off[j], sb.len[j]);
     cpu_view dst = mesh_box_view(at, c->d, &sb, -1, 0, 0);
-    if (send[m]) mesh_copy_view(&dst, &src);
+    if (send[m]) mesh_copy_view(&c->mem, &dst, &src);
     at += send[m] * (int64_t)c->es;
   }
   if (take_part(c, G))
@@ -246,7 +247,7 @@ static mesh_buf step_all_to_all(ctx *c, const mesh_plan_step *s, const grp *G,
     cpu_view src = mesh_box_view(at, c->d, &rb, -1, 0, 0);
     cpu_view dst = mesh_box_view(out.p, c->d, &after, i,
                                  rb.off[i] - after.off[i], rb.len[i]);
-    if (recv[m]) mesh_copy_view(&dst, &src);
+    if (recv[m]) mesh_copy_view(&c->mem, &dst, &src);
     at += recv[m] * (int64_t)c->es;
   }
   if (pack) mesh_rank_free(&c->mem, sbuf);
@@ -264,7 +265,7 @@ static mesh_buf step_local(ctx *c, const mesh_plan_step *s, const mesh_box *befo
     cpu_view src = mesh_box_view(cur.p, c->d, before, d, after.off[d] - before->off[d],
                          after.len[d]);
     cpu_view dst = mesh_box_view(out.p, c->d, &after, -1, 0, 0);
-    if (mesh_box_numel(&after)) mesh_copy_view(&dst, &src);
+    if (mesh_box_numel(&after)) mesh_copy_view(&c->mem, &dst, &src);
     return out;
   }
   int64_t coords[DT_MAX_DIMS]; /* Replicate -> Partial */
@@ -272,9 +273,14 @@ static mesh_buf step_local(ctx *c, const mesh_plan_step *s, const mesh_box *befo
   bool identity = coords[s->mesh_dim] != 0 &&
                   (s->op == DT_REDUCE_SUM || s->op == DT_REDUCE_PROD);
   if (identity)
-    cpu_fill(out.p, c->d, mesh_box_numel(&after), s->op == DT_REDUCE_SUM ? 0 : 1);
-  else if (mesh_box_numel(&after))
-    memcpy(out.p, cur.p, (size_t)mesh_box_numel(&after) * c->es);
+    mesh_fill(&c->mem, out.p, c->d, mesh_box_numel(&after),
+              s->op == DT_REDUCE_SUM ? 0 : 1);
+  else if (mesh_box_numel(&after)) {
+    dt_status st = c->mem.rt->backend->copy(
+        c->mem.rt, c->mem.rank, out.p, cur.p,
+        (size_t)mesh_box_numel(&after) * c->es, RUNTIME_COPY_D2D);
+    if (st != DT_OK) mesh_rank_note(&c->mem, st, core_last_error());
+  }
   return out;
 }
 
@@ -379,7 +385,7 @@ static void pull(ctx *c, const mesh_xmesh_job *j) {
   int pick = failed(c) ? -1 : pick_source(j, c->idx);
   mesh_box b = box_at(c, j->dst->spec->placements, c->idx);
   mesh_buf out = balloc(c, mesh_box_numel(&b));
-  if (pick < 0) { /* no copy because the source failed: its error */
+  if (pick < 0 && !failed(c)) { /* no copy because the source failed */
     const core_poison *p = mesh_tensor_poison(j->src);
     mesh_rank_note(&c->mem, p ? p->status : DT_ERR_INTERNAL,
                    p ? p->message : "cross-mesh redistribute: no rank "
@@ -389,12 +395,12 @@ static void pull(ctx *c, const mesh_xmesh_job *j) {
   if (!failed(c) && source_data(j->src, pick, &sv) && mesh_box_numel(&b)) {
     mesh_view_narrow(&sv, &b);
     cpu_view dv = mesh_box_view(out.p, c->d, &b, -1, 0, 0);
-    mesh_copy_view(&dv, &sv);
+    mesh_copy_view(&c->mem, &dv, &sv);
   }
   /* Partial targets: the value on coordinate 0, the identity elsewhere */
   double id;
   if (!failed(c) && mesh_partial_identity(bm, j->dst->spec->placements, c->idx, &id))
-    cpu_fill(out.p, c->d, mesh_box_numel(&b), id);
+    mesh_fill(&c->mem, out.p, c->d, mesh_box_numel(&b), id);
   mesh_rank_finish(&c->mem, mesh_rank_storage(&c->mem, j->dst, c->idx), out);
 }
 
@@ -410,7 +416,8 @@ void mesh_exec_cross_mesh(void *arg, dt_runtime *rt, int rank) {
   mesh_rank_mem_init(&c.mem, rt, rank, j->api);
   /* the sources' shards were written by their ranks before they arrived:
    * the barrier orders those writes before our reads (its arrivals
-   * release, its waits acquire) */
+   * release, its waits acquire; on CUDA ranks it orders the streams:
+   * sim/coll_device.c) */
   check(&c, sim_coll_barrier(j->group, member));
   if (in_dst) pull(&c, j);
   /* sources stay readable until every puller is done */

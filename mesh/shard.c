@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
+#include "core/fault.h"
 #include "runtime/backend.h"
 #include "runtime/runtime.h"
 #include "sched/fault.h"
@@ -49,9 +51,6 @@ void mesh_view_narrow(cpu_view *v, const mesh_box *b) {
   }
 }
 
-void mesh_copy_view(const cpu_view *dst, const cpu_view *src) {
-  cpu_unary(CPU_COPY, cpu_compute_type(src->dtype), dst, src);
-}
 
 bool mesh_partial_identity(const dt_mesh *m, const dt_placement *pl, int idx,
                            double *value) {
@@ -154,12 +153,87 @@ void mesh_rank_finish(mesh_rank_mem *rm, core_storage *out, mesh_buf b) {
     if (t && t->spec->storages[rm->made_idx] == out) { /* its block's tag */
       mesh_box box = mesh_box_of(t->spec->mesh, t->spec->placements, &t->spec->shape,
                                  rm->made_idx);
-      sim_device_tag(b.p, rm->api, t->dtype, box.n, box.len, t->spec->placements,
-                     t->spec->mesh->ndim);
+      if (rm->rt->backend->key == CORE_KEY_CPU) /* a simulated block */
+        sim_device_tag(b.p, rm->api, t->dtype, box.n, box.len,
+                       t->spec->placements, t->spec->mesh->ndim);
     }
     runtime_note_memory(rm->rt, rm->rank);
     return;
   }
   core_storage_set_poison(out, rm->st, rm->msg);
   mesh_rank_free(rm, b);
+}
+
+/* ---- data movement on the rank's device */
+
+static dt_status noted(mesh_rank_mem *rm, dt_status st) {
+  if (st != DT_OK) mesh_rank_note(rm, st, core_last_error());
+  return st;
+}
+
+dt_status mesh_copy_view(mesh_rank_mem *rm, const cpu_view *dst,
+                         const cpu_view *src) {
+  if (rm->st != DT_OK) return rm->st;
+  return noted(rm, rm->rt->backend->copy_view(rm->rt, rm->rank, dst, src));
+}
+
+dt_status mesh_fill(mesh_rank_mem *rm, void *data, dt_dtype d, int64_t n,
+                    double value) {
+  if (rm->st != DT_OK) return rm->st;
+  return noted(rm, rm->rt->backend->fill(rm->rt, rm->rank, data, d, n, value));
+}
+
+/* a contiguous view of v's sizes over data */
+static cpu_view dense_like(void *data, const cpu_view *v) {
+  cpu_view d = *v;
+  d.data = data;
+  core_contiguous_strides(d.sizes, d.ndim, d.strides);
+  return d;
+}
+
+/* host staging for one view: NULL + the error noted */
+static void *staging(mesh_rank_mem *rm, const cpu_view *v, size_t *bytes) {
+  *bytes = (size_t)core_numel_of(v->sizes, v->ndim) * cpu_dtype_size(v->dtype);
+  void *h = core_host_malloc(*bytes ? *bytes : 1);
+  if (!h) {
+    char m[256];
+    snprintf(m, sizeof m, "%s: rank %d: out of host memory for %zu bytes of "
+             "staging", rm->api, rm->rank, *bytes);
+    mesh_rank_note(rm, DT_ERR_OUT_OF_MEMORY, m);
+  }
+  return h;
+}
+
+dt_status mesh_upload(mesh_rank_mem *rm, void *dev, const cpu_view *host) {
+  if (rm->st != DT_OK) return rm->st;
+  const runtime_backend *be = rm->rt->backend;
+  cpu_view to = dense_like(dev, host);
+  if (be->key == CORE_KEY_CPU) return mesh_copy_view(rm, &to, host);
+  size_t bytes;
+  void *h = staging(rm, host, &bytes);
+  if (!h) return rm->st;
+  cpu_view packed = dense_like(h, host);
+  if (bytes) cpu_unary(CPU_COPY, cpu_compute_type(host->dtype), &packed, host);
+  dt_status st = be->copy(rm->rt, rm->rank, dev, h, bytes, RUNTIME_COPY_H2D);
+  if (st == DT_OK) st = be->stream_sync(rm->rt, rm->rank); /* h is read */
+  free(h);
+  return noted(rm, st);
+}
+
+dt_status mesh_download(mesh_rank_mem *rm, const cpu_view *host,
+                        const void *dev) {
+  if (rm->st != DT_OK) return rm->st;
+  const runtime_backend *be = rm->rt->backend;
+  cpu_view from = dense_like((void *)dev, host);
+  if (be->key == CORE_KEY_CPU) return mesh_copy_view(rm, host, &from);
+  size_t bytes;
+  void *h = staging(rm, host, &bytes);
+  if (!h) return rm->st;
+  dt_status st = be->copy(rm->rt, rm->rank, h, dev, bytes, RUNTIME_COPY_D2H);
+  if (st == DT_OK) st = be->stream_sync(rm->rt, rm->rank);
+  cpu_view packed = dense_like(h, host);
+  if (st == DT_OK && bytes)
+    cpu_unary(CPU_COPY, cpu_compute_type(host->dtype), host, &packed);
+  free(h);
+  return noted(rm, st);
 }

@@ -36,7 +36,6 @@ cpu_view mesh_box_view(void *data, dt_dtype d, const mesh_box *b, int dim,
                        int64_t start, int64_t count);
 /* Narrows a view of the global tensor to box b. */
 void mesh_view_narrow(cpu_view *v, const mesh_box *b);
-void mesh_copy_view(const cpu_view *dst, const cpu_view *src);
 
 /* Partial placements at mesh index idx: true (and the identity in *value)
  * when a Partial(sum/prod) dim puts this index off coordinate 0 — the
@@ -74,6 +73,22 @@ mesh_buf mesh_rank_alloc(mesh_rank_mem *rm, size_t bytes);
 void mesh_rank_free(mesh_rank_mem *rm, mesh_buf b);
 /* The output storage takes buffer b, or the first error (b is freed). */
 void mesh_rank_finish(mesh_rank_mem *rm, core_storage *out, mesh_buf b);
+
+/* Data movement in the rank's device memory, in its stream order (the
+ * backend's: memcpy-like loops on a CPU rank, kernels on a CUDA one); a
+ * failure is noted in rm (and returned). Nothing happens once rm failed. */
+dt_status mesh_copy_view(mesh_rank_mem *rm, const cpu_view *dst,
+                         const cpu_view *src);
+dt_status mesh_fill(mesh_rank_mem *rm, void *data, dt_dtype d, int64_t n,
+                    double value);
+/* Between host memory and the rank's device memory: dev is a contiguous
+ * buffer of the view's sizes. On a CPU rank a plain copy; on a device the
+ * view is packed in a host buffer and copied over (the rank thread waits
+ * for that copy: these are the API's host boundaries, from_host and
+ * to_host). */
+dt_status mesh_upload(mesh_rank_mem *rm, void *dev, const cpu_view *host);
+dt_status mesh_download(mesh_rank_mem *rm, const cpu_view *host,
+                        const void *dev);
 /* Mesh index idx's storage of DTensor t, made now by the calling rank
  * (its thread owns it): the bytes of its box, published into
  * t->spec->storages[idx] with a release store. When the host has no memory

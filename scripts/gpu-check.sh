@@ -58,7 +58,7 @@ host_rc=$?
 skipped=$(cd "$build" && ctest -N -L gpu | grep -c 'Test #')
 # each gpu test run directly too: its exit status tells a skip from a pass
 gpu_tests_json=""; gpu_tests_ok=1
-for t in test_cuda_ops test_cuda_coll; do
+for t in test_cuda_ops test_cuda_coll test_cuda_dtensor; do
   if [ -n "$gpu" ] && "$build/$t" >"$build/gpu-check.$t.log" 2>&1; then
     res=pass
   else

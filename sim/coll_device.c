@@ -6,33 +6,36 @@
  * A round of member i (group of n, round k):
  *   begin  records ready_i on its stream: after the work that made its
  *          input and after everything that still reads or writes its
- *          output (the others write into it). Published in its entry
- *          before arriving (the arrival's release).
- *   move   (split rounds, after the rendezvous) its stream waits for every
- *          other ready_j, then the member issues its share of the data
+ *          output (the others write into it); ready_refs = n. Published
+ *          in its entry before arriving (the arrival's release).
+ *   settle after the rendezvous (acquire): when the round moves data (a
+ *          split round whose checks passed) or is a barrier, its stream
+ *          waits for every other ready_j; then it drops one reference of
+ *          every ready_j (acq_rel), and the member that brings a count to
+ *          0 releases that event, after every wait on it was issued.
+ *   move   (moving rounds) the member issues its share of the data
  *          movement (coll_move.c: the same shares as on the host) and
- *          records done_i into its entry with done_refs = n, published by
- *          its arrival at the completion barrier (release).
+ *          records done_i with done_refs = n, published by its arrival at
+ *          the completion barrier (release).
  *   end    after the completion barrier (acquire): its stream waits for
  *          every other done_j, so nothing it issues later overwrites its
  *          input while another member still reads it, or reads its output
- *          before every member wrote its share. Each member, the owner
- *          included, then decrements done_refs of each done_j (acq_rel);
- *          the one that brings it to 0 releases the event, after every
- *          wait on it was issued. ready_i is released by its owner: every
- *          member issued its wait on it before arriving at the completion
- *          barrier, which the owner has passed.
+ *          before every member wrote its share; then it drops its
+ *          reference of every done_j as above.
+ * A barrier in a device world is thus a stream barrier too: what any
+ * member issued before it runs before what every member issues after it
+ * (a cross-mesh pull reads another rank's buffer between two of them).
  * A wait issued on an event stays valid when the event is released (CUDA:
  * cudaStreamWaitEvent, then cudaEventDestroy).
  *
- * A round that fails its checks, or breaks, moves nothing and records no
- * done event (nobody waits on ready events then: the rendezvous either
- * completed for every member or for none); pull rounds (no member has
- * input) move nothing either. Entry fields are written by their member
- * only, in begin (before the arrival) and move (before the completion
- * arrival), and rewritten at its next round on the slot (k + 2), which
- * starts after every member arrived at round k + 1, i.e. finished round
- * k. */
+ * A round whose rendezvous fails (broken: no member passed it, the round
+ * completed for all or for none) moves nothing; each member releases its
+ * own ready event, which nobody waits on. Rounds that fail their checks
+ * settle without waiting and move nothing. Entry fields are written by
+ * their member only, in begin (before the arrival) and move (before the
+ * completion arrival), and rewritten at its next round on the slot
+ * (k + 2), which starts after every member arrived at round k + 1, i.e.
+ * finished round k. */
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -47,22 +50,55 @@ dt_status sim_coll_dev_begin(sim_coll_group *g, int member, uint64_t k,
   (void)k;
   const sim_coll_device *dev = g->world->dev;
   e->ev_ready = e->ev_done = NULL;
-  if (bad != DT_OK || e->d.kind == KIND_BARRIER || e->d.kind == KIND_ABSTAIN)
-    return bad;
+  if (bad != DT_OK || e->d.kind == KIND_ABSTAIN) return bad;
+  /* relaxed: published by the arrival's release */
+  atomic_store_explicit(&e->ready_refs, g->n, memory_order_relaxed);
   e->ev_ready = dev->record(dev->ctx, g->ranks[member]);
   return e->ev_ready ? DT_OK : core_last_status();
 }
 
-dt_status sim_coll_dev_move(sim_coll_group *g, int member, uint64_t k) {
+/* one holder of an event is finished with it: the last releases it */
+static void unref(const sim_coll_device *dev, _Atomic int *refs, void *ev) {
+  /* acq_rel: our wait on the event is issued before the count drops
+   * (release); the member that releases it sees every other wait
+   * (acquire) */
+  if (atomic_fetch_sub_explicit(refs, 1, memory_order_acq_rel) == 1)
+    dev->release(dev->ctx, ev);
+}
+
+/* rank's stream waits for every other member's ready (done) event when
+ * `wait`; then this member's reference of each is dropped */
+static dt_status settle(sim_coll_group *g, int member, sim_coll_entry *E,
+                        bool done, bool wait) {
+  const sim_coll_device *dev = g->world->dev;
+  int rank = g->ranks[member];
+  dt_status st = DT_OK;
+  for (int j = 0; j < g->n; j++) {
+    void *ev = done ? E[j].ev_done : E[j].ev_ready;
+    if (!ev) continue;
+    if (wait && j != member && st == DT_OK) st = dev->wait(dev->ctx, rank, ev);
+    unref(dev, done ? &E[j].done_refs : &E[j].ready_refs, ev);
+  }
+  return st;
+}
+
+dt_status sim_coll_dev_settle(sim_coll_group *g, int member, uint64_t k,
+                              bool wait) {
+  return settle(g, member, g->entries[k & 1], false, wait);
+}
+
+void sim_coll_dev_abandon(sim_coll_group *g, int member, uint64_t k) {
+  sim_coll_entry *e = &g->entries[k & 1][member];
+  if (e->ev_ready) g->world->dev->release(g->world->dev->ctx, e->ev_ready);
+}
+
+dt_status sim_coll_dev_move(sim_coll_group *g, int member, uint64_t k,
+                            bool share) {
   const sim_coll_device *dev = g->world->dev;
   sim_coll_entry *E = g->entries[k & 1];
   sim_coll_member *me = &g->members[member];
   sim_coll_mover mv = {.dev = dev, .rank = g->ranks[member], .st = DT_OK};
-  for (int j = 0; j < g->n && mv.st == DT_OK; j++)
-    if (j != member && E[j].ev_ready)
-      mv.st = dev->wait(dev->ctx, mv.rank, E[j].ev_ready);
-  if (mv.st == DT_OK)
-    sim_coll_move_split(E, g->n, member, me->ins, me->outs, &mv);
+  if (share) sim_coll_move_split(E, g->n, member, me->ins, me->outs, &mv);
   /* recorded even after a failed launch: the others wait on it */
   void *done = dev->record(dev->ctx, mv.rank);
   if (!done && mv.st == DT_OK) mv.st = core_last_status();
@@ -72,26 +108,6 @@ dt_status sim_coll_dev_move(sim_coll_group *g, int member, uint64_t k) {
   return mv.st;
 }
 
-/* one holder of done_j is finished with it: the last releases it */
-static void unref_done(const sim_coll_device *dev, sim_coll_entry *e) {
-  /* acq_rel: our wait on the event is issued before the count drops
-   * (release); the member that releases it sees every other wait
-   * (acquire) */
-  if (atomic_fetch_sub_explicit(&e->done_refs, 1, memory_order_acq_rel) == 1)
-    dev->release(dev->ctx, e->ev_done);
-}
-
-dt_status sim_coll_dev_end(sim_coll_group *g, int member, uint64_t k,
-                           bool moved) {
-  const sim_coll_device *dev = g->world->dev;
-  sim_coll_entry *E = g->entries[k & 1];
-  int rank = g->ranks[member];
-  dt_status st = DT_OK;
-  for (int j = 0; moved && j < g->n; j++) {
-    if (!E[j].ev_done) continue;
-    if (j != member && st == DT_OK) st = dev->wait(dev->ctx, rank, E[j].ev_done);
-    unref_done(dev, &E[j]);
-  }
-  if (E[member].ev_ready) dev->release(dev->ctx, E[member].ev_ready);
-  return st;
+dt_status sim_coll_dev_end(sim_coll_group *g, int member, uint64_t k) {
+  return settle(g, member, g->entries[k & 1], true, true);
 }

@@ -64,7 +64,8 @@ typedef struct sim_coll_entry {
   /* device worlds (coll_device.c): the member's events, or NULL. ready is
    * set before arriving; done after its share moved, before departing */
   void *ev_ready, *ev_done;
-  _Atomic int done_refs; /* members yet to issue their wait on ev_done */
+  /* members yet to finish with ev_ready / ev_done (coll_device.c) */
+  _Atomic int ready_refs, done_refs;
   _Alignas(SIM_COLL_LINE) unsigned char data[SIM_COLL_INLINE];
 } sim_coll_entry;
 
@@ -135,15 +136,20 @@ void sim_coll_move_split(const sim_coll_entry *E, int n, int member,
                      const void **ins, void **outs, sim_coll_mover *mv);
 
 /* ---- device worlds (coll_device.c), called by run_round on the member's
- * thread: before arriving (the ready event of a call that is not `bad`;
- * returns bad, or the error of recording it), the share of a split round (waits on the others'
- * ready events, moves, records done), and after the completion barrier
- * (waits on the others' done events, releases what nobody needs). */
+ * thread: begin before arriving (the ready event of a call that is not
+ * `bad`; returns bad, or the error of recording it); after a rendezvous
+ * that failed, abandon; after one that passed, settle (waits on the
+ * others' ready events when `wait`: moving rounds and barriers), then in
+ * moving rounds move (the share, the done event) and, after the
+ * completion barrier, end (waits on the others' done events). */
 dt_status sim_coll_dev_begin(sim_coll_group *g, int member, uint64_t k,
                              sim_coll_entry *e, dt_status bad);
-dt_status sim_coll_dev_move(sim_coll_group *g, int member, uint64_t k);
-dt_status sim_coll_dev_end(sim_coll_group *g, int member, uint64_t k,
-                           bool moved);
+void sim_coll_dev_abandon(sim_coll_group *g, int member, uint64_t k);
+dt_status sim_coll_dev_settle(sim_coll_group *g, int member, uint64_t k,
+                              bool wait);
+dt_status sim_coll_dev_move(sim_coll_group *g, int member, uint64_t k,
+                            bool share);
+dt_status sim_coll_dev_end(sim_coll_group *g, int member, uint64_t k);
 
 /* One point-to-point channel (from, to); see coll_p2p.c. */
 typedef struct sim_coll_mailbox {

@@ -782,7 +782,7 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   atomic_store_explicit(&me->arrived, k + 1, memory_order_relaxed);
   dt_status st = rendezvous(g, member, k, d->kind, deadline);
   if (st != DT_OK) {
-    if (dev) sim_coll_dev_end(g, member, k, false);
+    if (dev) sim_coll_dev_abandon(g, member, k);
     return st;
   }
   /* relaxed: a benchmark switch */
@@ -794,8 +794,11 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   st = check_round(g, member, k, E);
   if (pull) {
     if (st == DT_OK) sim_coll_move_pull(E, g->n, member, me->ins);
-    if (dev) sim_coll_dev_end(g, member, k, false);
-    return st;
+    /* a barrier orders the members' streams too */
+    dt_status ds = dev ? sim_coll_dev_settle(g, member, k, st == DT_OK &&
+                                             d->kind == KIND_BARRIER)
+                       : DT_OK;
+    return st != DT_OK ? st : ds;
   }
   if (!dev) {
     if (st == DT_OK)
@@ -803,11 +806,15 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
     depart(g, me);
     return st;
   }
-  bool moved = st == DT_OK;
-  if (moved) st = sim_coll_dev_move(g, member, k);
+  bool moving = st == DT_OK;
+  dt_status ds = sim_coll_dev_settle(g, member, k, moving);
+  if (moving) { /* after a failed wait: no share, but the done event */
+    dt_status ms = sim_coll_dev_move(g, member, k, ds == DT_OK);
+    if (ds == DT_OK) ds = ms;
+  }
   depart(g, me);
-  dt_status end = sim_coll_dev_end(g, member, k, moved);
-  return st != DT_OK ? st : end;
+  dt_status end = moving ? sim_coll_dev_end(g, member, k) : DT_OK;
+  return st != DT_OK ? st : ds != DT_OK ? ds : end;
 }
 
 /* a round as a slice on the rank's track (inside its record): kind,

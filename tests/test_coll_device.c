@@ -8,7 +8,9 @@
  * order, against a reference computed here) or, under ThreadSanitizer, as
  * a race on the buffers between two stream threads.
  *
- * Checked: every kind over 4 ranks and a subset group [3, 1], many rounds
+ * Checked: every kind over 4 ranks and a subset group [3, 1] (and a
+ * barrier-fenced read of another member's buffer, as a cross-mesh
+ * redistribute does: a barrier orders the streams), many rounds
  * reusing the same buffers (the next round's fill must wait for the
  * others' reads of this round's input), the rank threads finishing their
  * issue before their streams ran (nobody waited for the device), every
@@ -286,10 +288,12 @@ static void run_fill(void *p) {
   memset(outbuf[a->rank], 0xff, sizeof outbuf[a->rank]); /* NaN: unwritten */
 }
 
+/* K_BARRIER: a cross-mesh pull, each member copying its neighbour's input
+ * on its own stream between two barriers */
 typedef enum kind { K_ALL_REDUCE, K_RS, K_AG, K_A2A, K_BCAST, K_SCATTER,
-                    K_GATHER, K_COUNT } kind;
+                    K_GATHER, K_BARRIER, K_COUNT } kind;
 static const char *const kind_names[] = {"all_reduce", "reduce_scatter",
-  "all_gather", "all_to_all", "broadcast", "scatter", "gather"};
+  "all_gather", "all_to_all", "broadcast", "scatter", "gather", "barrier"};
 
 typedef struct check_arg {
   kind kd;
@@ -320,6 +324,8 @@ static float expect(const check_arg *c, int64_t i) {
     return value(c->k, (int)(i / LEN), (int64_t)c->member * LEN + i % LEN);
   case K_BCAST:
     return value(c->k, c->root, i);
+  case K_BARRIER:
+    return value(c->k, (c->member + 1) % c->n, i);
   case K_SCATTER:
     for (j = 0; j < c->member; j++) off += c->counts[j];
     return value(c->k, c->root, off + i);
@@ -387,6 +393,13 @@ static dt_status call(job *jb, int member, int rank, int k, check_arg *c) {
     return sim_coll_scatter(g, member, in, out, c->counts, DT_FLOAT32, c->root);
   case K_GATHER:
     return sim_coll_gather(g, member, in, out, c->counts, DT_FLOAT32, c->root);
+  case K_BARRIER: { /* the neighbour's input, read between two barriers */
+    dt_status st = sim_coll_barrier(g, member);
+    if (st != DT_OK) return st;
+    int next = jb->ranks[(member + 1) % jb->n];
+    dev_copy(NULL, rank, out, inbuf[next], LEN * (int64_t)sizeof(float));
+    return sim_coll_barrier(g, member);
+  }
   default:
     return DT_ERR_INVALID_ARGUMENT;
   }
@@ -401,7 +414,8 @@ static void rank_body(void *arg, int member) {
     int64_t total = 0;
     for (int j = 0; j < jb->n; j++) total += c.counts[j] = LEN - 97 * j - 13 * k;
     if (jb->kd == K_A2A) total = (int64_t)jb->n * LEN;
-    if (jb->kd == K_BCAST || jb->kd == K_ALL_REDUCE) total = LEN;
+    if (jb->kd == K_BCAST || jb->kd == K_ALL_REDUCE || jb->kd == K_BARRIER)
+      total = LEN;
     fill_arg *f = malloc(sizeof *f);
     *f = (fill_arg){rank, member, k, total};
     enqueue(rank, run_fill, f);

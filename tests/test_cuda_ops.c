@@ -345,8 +345,16 @@ static void unsupported_paths(void **state) {
   assert_int_equal(dt_last_status(), DT_ERR_UNSUPPORTED);
   assert_non_null(strstr(dt_last_error(), "argmax"));
   assert_non_null(strstr(dt_last_error(), "cuda"));
-  assert_null(dt_mesh_init(gpu_rt, "cuda", DT_SHAPE(1), NULL));
-  assert_int_equal(dt_last_status(), DT_ERR_UNSUPPORTED);
+  /* a mesh of CUDA ranks is made (test_cuda_dtensor runs DTensors on it);
+   * a "cpu" one on CUDA ranks is a device error */
+  dt_mesh *m = dt_mesh_init(gpu_rt, "cuda", DT_SHAPE(1), NULL);
+  assert_non_null(m);
+  dt_mesh_release(m);
+  assert_null(dt_mesh_init(gpu_rt, "cpu", DT_SHAPE(1), NULL));
+  assert_int_equal(dt_last_status(), DT_ERR_DEVICE);
+  void *p = NULL; /* host code must not read GPU memory */
+  assert_int_equal(dt_tensor_local_data(x, &p), DT_ERR_UNSUPPORTED);
+  assert_null(p);
   /* SPMD runs work on one GPU (test_cuda_coll has their collectives) */
   assert_int_equal(dt_spmd_run(gpu_rt, spmd_nothing, NULL), DT_OK);
   /* a CPU tensor and a CUDA tensor in one op: a device error */

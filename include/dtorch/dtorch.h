@@ -203,7 +203,9 @@ DT_API int64_t     dt_runtime_queue_depth(const dt_runtime *rt, int rank);
 /* ------------------------------------------------------------------ meshes
  * An n-D arrangement of a runtime's ranks, row-major, with optional dim
  * names (PyTorch's DeviceMesh). rt NULL = this thread's runtime;
- * device_type NULL or "cpu". Refcounted: release what you make. */
+ * device_type NULL, or the kind of the runtime's ranks: "cpu", or "cuda"
+ * for a runtime made with device "cuda" (another kind: DT_ERR_DEVICE).
+ * Refcounted: release what you make. */
 DT_API dt_mesh *dt_mesh_init(dt_runtime *rt, const char *device_type,
                              dt_shape shape, const char *const *dim_names);
 /* explicit ranks (runtime rank ids, row-major), e.g. [[0, 1], [2, 3]] */

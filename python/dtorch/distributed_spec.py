@@ -5,8 +5,9 @@ A mesh arranges ranks of dtorch's runtime (this thread's, by default the
 process's default runtime: DTORCH_NUM_RANKS ranks, or 8). dtorch runs
 every rank in this process (the seed's "single-device emulation", always
 on), so a mesh of device_type "cuda" is emulated on CPU ranks when the
-library has no CUDA backend: a ``DTorchEmulationWarning`` says so once,
-and ``mesh.device_type`` stays "cuda".
+runtime has no CUDA ranks (a library without the CUDA backend, no GPU, or
+a runtime not made with device="cuda"): a ``DTorchEmulationWarning`` says
+so once, and ``mesh.device_type`` stays "cuda".
 """
 import ctypes
 import warnings
@@ -36,7 +37,8 @@ def _device(device_type, call):
     _lib.dt_clear_error()
     if not _warned:
         _warned = True
-        warnings.warn("dtorch: this libdtorch has no CUDA backend; \"cuda\" "
+        warnings.warn("dtorch: the runtime has no CUDA ranks (no CUDA "
+                      "backend, GPU or device=\"cuda\" runtime); \"cuda\" "
                       "meshes and devices run on its CPU ranks",
                       DTorchEmulationWarning, stacklevel=4)
     return _errors.handle(call(b"cpu" + dev[4:]))
