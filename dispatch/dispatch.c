@@ -169,7 +169,7 @@ static dt_status make_outputs(dt_op_call *c, dt_runtime *rt, int rank,
 /* The kernel the backend of `key` runs for c on rt's ranks. */
 static dt_status backend_kernel(dt_op_call *c, core_key key, dt_runtime *rt) {
   const runtime_backend *be = runtime_backend_of_key(key);
-  if (!be || !be->kernels)
+  if (!be)
     return core_error_set(DT_ERR_DEVICE, "%s: the %s backend is not built "
                           "into this dtorch", c->api,
                           key == CORE_KEY_CUDA ? "CUDA" : "requested");
@@ -177,10 +177,8 @@ static dt_status backend_kernel(dt_op_call *c, core_key key, dt_runtime *rt) {
     return core_error_set(DT_ERR_DEVICE, "%s: expected all tensors on one "
                           "device kind, but found %s and %s tensors", c->api,
                           be->name, rt->backend->name);
-  c->kernel = be->kernels[c->op];
-  if (!c->kernel)
-    return core_error_set(DT_ERR_UNSUPPORTED, "%s: op %s has no %s kernel yet",
-                          c->api, core_op_name(c->op), be->name);
+  c->kernel = runtime_kernel_of(rt, c->op);
+  if (!c->kernel) return runtime_no_kernel(rt, c->api, c->op);
   return DT_OK;
 }
 

@@ -30,6 +30,7 @@
 #include "mesh/plan.h"
 #include "mesh/shard.h"
 #include "ops/ops.h"
+#include "runtime/backend.h"
 #include "runtime/dry.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"
@@ -692,6 +693,10 @@ dt_status dispatch_dtensor_layer(dt_op_call *c) {
   dt_mesh *m = NULL;
   dt_status st = check_inputs(c, &m);
   if (st != DT_OK) return st;
+  core_kernel_fn cpu = ops_defs[c->op].cpu; /* views run no kernel */
+  if (cpu != ops_alias_cpu && cpu != ops_copy_cpu &&
+      !runtime_kernel_of(m->rt, c->op))
+    return runtime_no_kernel(m->rt, c->api, c->op);
   dispatch_key k;
   dispatch_key_build(c, &k);
   const dispatch_plan *p = dispatch_cache_find(&k);

@@ -236,11 +236,10 @@ static dt_status run_kernel(rank_call *r, const dispatch_dtensor_job *j,
   }
   core_kernel_fn k = ops_defs[c->op].cpu;
   if (k == ops_alias_cpu || k == ops_copy_cpu) return run_view(r, rm);
-  /* the kernel of the backend that holds the output (runtime/backend.h) */
-  const core_storage *os = c->out[0]->local.storage;
-  const runtime_backend *be =
-      runtime_backend_of_key(os ? (core_key)os->key : CORE_KEY_CPU);
-  if (be && be->kernels && be->kernels[c->op]) k = be->kernels[c->op];
+  /* the kernel of the rank's backend (runtime/backend.h): the DTensor
+   * layer refused ops without one when they were issued */
+  k = runtime_kernel_of(rm->rt, c->op);
+  if (!k) return runtime_no_kernel(rm->rt, c->api, c->op);
   return k(c);
 }
 

@@ -125,6 +125,9 @@ extern const ops_def ops_defs[CORE_OP_COUNT];
 /* registers the CUDA backend's kernel table (ops/cuda_ops.c; a no-op in a
  * build without CUDA) */
 void ops_cuda_register(void);
+/* runs c's CPU kernel on host copies of its device tensors and copies the
+ * outputs back (ops/host_fallback.c; a backend's host_fallback) */
+dt_status ops_host_fallback(dt_op_call *c);
 
 
 /* A kernel-side view of a tensor: pointer to its first element, sizes and

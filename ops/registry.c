@@ -24,6 +24,7 @@ static const core_kernel_fn cpu_kernels[CORE_OP_COUNT] = {
 __attribute__((constructor)) static void register_kernels(void) {
   runtime_backend_set_kernels(CORE_KEY_CPU, cpu_kernels);
   ops_cuda_register();
+  runtime_backend_set_fallback(CORE_KEY_CUDA, ops_host_fallback);
 }
 
 bool ops_checks_data(core_op_id op) {

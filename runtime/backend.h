@@ -99,8 +99,20 @@ typedef struct runtime_backend {
   /* per op id: what a rank runs (c->kernel); NULL entries are ops the
    * backend lacks */
   const core_kernel_fn *kernels;
+  /* (optional) what runs an op whose kernel entry is NULL on a runtime
+   * made with DTORCH_CUDA_FALLBACK=1: the CPU kernel on host copies
+   * (ops/host_fallback.c) */
+  core_kernel_fn host_fallback;
   const runtime_backend_coll *coll;
 } runtime_backend;
+
+/* The kernel rt's ranks run for op: the backend's, else its host fallback
+ * when rt allows it, else NULL (the op is unsupported there). */
+core_kernel_fn runtime_kernel_of(const dt_runtime *rt, core_op_id op);
+/* "op matmul has no cuda kernel yet (DTORCH_CUDA_FALLBACK=1 runs it on the
+ * host)": sets the error, returns DT_ERR_UNSUPPORTED */
+dt_status runtime_no_kernel(const dt_runtime *rt, const char *api,
+                            core_op_id op);
 
 /* The emulated collectives of a runtime whose ranks share one GPU move
  * their data on the ranks' streams (sim_coll_world_set_device): true when
@@ -113,10 +125,21 @@ bool runtime_cuda_coll_attach(dt_runtime *rt);
 runtime_backend *runtime_backend_of_key(core_key key);
 /* Registers the kernel table of `key` (the ops layer, at load time). */
 void runtime_backend_set_kernels(core_key key, const core_kernel_fn *kernels);
+void runtime_backend_set_fallback(core_key key, core_kernel_fn fallback);
 
 /* the emulated collectives of sim/ (both backends: a CUDA runtime's world
  * moves device data, runtime_cuda_coll_attach) */
 extern const runtime_backend_coll runtime_sim_coll;
+/* The emulated CUDA backend (runtime/backend_emu.c): with
+ * DTORCH_CUDA_EMULATE=1 (read once), "cuda" runtimes are host memory
+ * behind the CUDA dispatch key, with no kernels (every op through the host
+ * fallback) and a synchronous device world: the CUDA path's plumbing on a
+ * machine without a GPU. */
+extern runtime_backend runtime_backend_emu;
+bool runtime_cuda_emulated(void);
+dt_status runtime_emu_prepare(int *nranks, bool same_device,
+                              int same_device_ranks, int **gpu);
+void runtime_emu_coll_attach(dt_runtime *rt);
 /* the built-in tables: the CPU's, and the CUDA one (NULL in a build
  * without CUDA; runtime/backend_cuda.c) */
 extern runtime_backend runtime_backend_cpu;

@@ -99,12 +99,39 @@ runtime_backend runtime_backend_cpu = {
 runtime_backend *runtime_backend_of_key(core_key key) {
   switch (key) {
   case CORE_KEY_CPU: return &runtime_backend_cpu;
-  case CORE_KEY_CUDA: return runtime_backend_cuda_table();
+  case CORE_KEY_CUDA:
+    return runtime_cuda_emulated() ? &runtime_backend_emu
+                                   : runtime_backend_cuda_table();
   default: return NULL;
   }
 }
 
 void runtime_backend_set_kernels(core_key key, const core_kernel_fn *kernels) {
-  runtime_backend *b = runtime_backend_of_key(key);
+  /* the CUDA kernels are the real backend's, never the emulation's */
+  runtime_backend *b = key == CORE_KEY_CUDA ? runtime_backend_cuda_table()
+                                            : runtime_backend_of_key(key);
   if (b) b->kernels = kernels;
+}
+
+void runtime_backend_set_fallback(core_key key, core_kernel_fn fallback) {
+  runtime_backend *b = key == CORE_KEY_CUDA ? runtime_backend_cuda_table()
+                                            : runtime_backend_of_key(key);
+  if (b) b->host_fallback = fallback;
+  if (key == CORE_KEY_CUDA) runtime_backend_emu.host_fallback = fallback;
+}
+
+core_kernel_fn runtime_kernel_of(const dt_runtime *rt, core_op_id op) {
+  const runtime_backend *be = rt->backend;
+  core_kernel_fn k = be->kernels ? be->kernels[op] : NULL;
+  if (!k && rt->host_fallback) k = be->host_fallback;
+  return k;
+}
+
+dt_status runtime_no_kernel(const dt_runtime *rt, const char *api,
+                            core_op_id op) {
+  const runtime_backend *be = rt->backend;
+  return core_error_set(DT_ERR_UNSUPPORTED, "%s: op %s has no %s kernel yet%s",
+                        api, core_op_name(op), be->name,
+                        be->host_fallback ? " (DTORCH_CUDA_FALLBACK=1 runs it "
+                        "on the host: slow, bitwise the CPU's)" : "");
 }

@@ -97,6 +97,7 @@ typedef struct settings {
   bool dry_run;          /* shapes only (runtime/dry.h) */
   bool no_help;          /* DTORCH_NO_HELP=1: ranks run all their records */
   bool cuda;             /* device "cuda" / "cuda:K" */
+  bool host_fallback;    /* DTORCH_CUDA_FALLBACK=1 (CUDA only) */
   int *gpu;              /* CUDA: each rank's GPU (freed by the creator) */
 } settings;
 
@@ -210,6 +211,10 @@ static dt_status resolve_device(const dt_runtime_options *o, settings *s,
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: "
                           "options.rank_devices needs options.num_ranks (its "
                           "length)");
+  int64_t fallback = env_int("DTORCH_CUDA_FALLBACK", 0, 1);
+  if (fallback < 0) return DT_ERR_INVALID_ARGUMENT;
+  /* the emulation has no kernels: every op runs on the host */
+  s->host_fallback = fallback == 1 || runtime_cuda_emulated();
   bool same;
   int same_ranks;
   dt_status st = runtime_cuda_parse_env(
@@ -218,9 +223,10 @@ static dt_status resolve_device(const dt_runtime_options *o, settings *s,
       RUNTIME_MAX_RANKS, &same, &same_ranks);
   if (st != DT_OK) return st;
   int k = (int)*n;
-  if ((st = runtime_cuda_prepare(dev, &k, same, same_ranks, rd, &s->gpu)) !=
-      DT_OK)
-    return st;
+  st = runtime_cuda_emulated()
+           ? runtime_emu_prepare(&k, same, same_ranks, &s->gpu)
+           : runtime_cuda_prepare(dev, &k, same, same_ranks, rd, &s->gpu);
+  if (st != DT_OK) return st;
   s->cuda = true;
   *n = k;
   return DT_OK;
@@ -296,6 +302,11 @@ static dt_status resolve(const dt_runtime_options *o, settings *s) {
 
 /* CUDA: every rank's stream and pool, made before the threads start */
 static dt_status open_cuda_ranks(dt_runtime *rt, const int *gpu) {
+  if (runtime_cuda_emulated()) { /* host memory: nothing to open */
+    rt->backend = &runtime_backend_emu;
+    for (int i = 0; i < rt->nranks; i++) rt->ranks[i].gpu = gpu[i];
+    return DT_OK;
+  }
   rt->backend = runtime_backend_cuda_table();
   if (!(rt->offload = runtime_offload_create()))
     return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_runtime_create: out of "
@@ -316,7 +327,7 @@ static dt_status open_cuda_ranks(dt_runtime *rt, const int *gpu) {
 static void close_cuda_ranks(dt_runtime *rt) {
   runtime_offload_destroy(rt->offload); /* its jobs use the streams */
   rt->offload = NULL;
-  if (rt->backend->key != CORE_KEY_CUDA) return;
+  if (rt->backend != runtime_backend_cuda_table()) return;
   for (int i = 0; i < rt->nranks; i++) runtime_cuda_rank_close(rt, i);
 }
 
@@ -357,6 +368,7 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
   rt->auto_redistribute = set.auto_redistribute;
   rt->pin_ranks = set.pin;
   rt->dry_run = set.dry_run;
+  rt->host_fallback = set.host_fallback;
   if (set.dry_run && !(rt->dry = runtime_dry_new(o, n))) {
     free(rt);
     free(slots);
@@ -385,7 +397,10 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
                            .pin_cpus = set.pin ? affinity_cpus() : 0};
   rt->coll = sim_coll_world_create(n, set.timeout_ns);
   if (rt->coll) sim_coll_world_set_where(rt->coll, runtime_rank_where, rt);
-  if (rt->coll && set.cuda) runtime_cuda_coll_attach(rt);
+  if (rt->coll && set.cuda) {
+    if (runtime_cuda_emulated()) runtime_emu_coll_attach(rt);
+    else runtime_cuda_coll_attach(rt);
+  }
   if (!rt->coll) {
     close_cuda_ranks(rt);
     runtime_dry_free(rt->dry);

@@ -44,6 +44,8 @@ struct dt_runtime {
   sim_coll_device coll_dev;       /* CUDA ranks: how coll moves device data */
   struct sched_faults *faults; /* the pool's (dt_fault_inject) */
   bool dry_run;               /* shapes only (runtime/dry.c) */
+  bool host_fallback;         /* DTORCH_CUDA_FALLBACK: ops without a device
+                                 kernel run on host copies */
   struct runtime_dry *dry;    /* its counts and cost model, else NULL */
   struct runtime_offload *offload; /* device backends: waits off the ranks */
   _Atomic int spmd_active;    /* dt_spmd_run calls in flight (runtime/spmd.h) */

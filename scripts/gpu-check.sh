@@ -71,6 +71,17 @@ done
 tests_json=$(printf '{"ctest_gpu_rc":%d,"ctest_host_rc":%d,"gpu_tests":%d%s}' \
   "$gpu_rc" "$host_rc" "$skipped" "$gpu_tests_json")
 
+# the training demo (DP x TP on DTensors, against one device) on 8 CUDA
+# ranks of one GPU, ops without CUDA kernels through the host fallback
+log "demo: dtorch demo on 8 CUDA ranks of one GPU"
+demo_out=$(DTORCH_DEVICE=cuda DTORCH_DTENSOR_IN_SAME_DEVICE=1 DTORCH_CUDA_FALLBACK=1 \
+  timeout 120 "$build/dtorch" demo --steps 3 --json 2>&1)
+demo_rc=$?
+echo "$demo_out" | tail -3 >&2
+demo_json=$(echo "$demo_out" | grep '"summary":true' | tail -1)
+[ -n "$demo_json" ] || demo_json='null'
+tests_json="${tests_json%\}},\"demo\":$demo_json}"
+
 log "bench: dtorch bench gpu"
 bench_out=$(timeout 240 "$build/dtorch" bench gpu --reps 3)
 bench_rc=$?
@@ -81,5 +92,7 @@ bench_json="[$(echo "$bench_out" | grep '^{' | paste -sd, -)]"
 [ $gpu_rc -eq 0 ] || fail "gpu tests failed"
 [ $host_rc -eq 0 ] || fail "host-side CUDA tests failed"
 [ $gpu_tests_ok -eq 1 ] || fail "a gpu test failed or skipped: $tests_json"
+[ $demo_rc -eq 0 ] && echo "$demo_json" | grep -q '"ok":true' \
+  || fail "the demo on CUDA ranks failed (exit $demo_rc)"
 [ $bench_rc -eq 0 ] || fail "dtorch bench gpu exited $bench_rc"
 summary

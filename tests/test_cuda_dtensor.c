@@ -74,8 +74,9 @@ static void program(dt_runtime *rt, outputs *o) {
   fetch(dt_softmax(X, 1), o->sm, sizeof o->sm, "softmax");
   fetch(dt_redistribute(X, mesh, s1), o->s01, sizeof o->s01, "S(0) -> S(1)");
   /* a Partial(sum) made by the matmul of a's shards, reduce-scattered */
-  dt_tensor *P = ok(dt_matmul(A, ok(dt_from_host(b, DT_SHAPE(K, N), &orow),
-                                    "B2")), "matmul 2");
+  dt_tensor *B2 = ok(dt_from_host(b, DT_SHAPE(K, N), &orow), "B2");
+  dt_tensor *P = ok(dt_matmul(A, B2), "matmul 2");
+  dt_tensor_release(B2);
   dt_placement ps[2] = {DT_REPLICATE, DT_SHARD(0)};
   dt_tensor *PS = ok(dt_redistribute(P, mesh, ps), "P -> S(0)");
   fetch(dt_redistribute(PS, mesh, rep), o->rs, sizeof o->rs, "S(0) -> R");

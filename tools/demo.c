@@ -411,7 +411,7 @@ static int setup(demo_run *r) {
   if (!r->rt || !r->rt1) return fail("dt_runtime_create");
   /* single-device tensors (the reference copy, its batches) go to rt1 */
   dt_runtime_set_current(r->rt1);
-  r->mesh = dt_mesh_init(r->rt, "cpu", DT_SHAPE(c->dp, c->tp),
+  r->mesh = dt_mesh_init(r->rt, NULL, DT_SHAPE(c->dp, c->tp),
                          (const char *[]){"dp", "tp"});
   if (!r->mesh) return fail("dt_mesh_init");
   demo_init init;

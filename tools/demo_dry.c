@@ -47,7 +47,7 @@ int demo_dry_run(const demo_config *c, double link_gbps, double latency_us) {
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){
       .num_ranks = c->dp * c->tp, .dry_run = true, .dry_link_gbps = link_gbps,
       .dry_link_latency_us = latency_us});
-  dt_mesh *mesh = rt ? dt_mesh_init(rt, "cpu", DT_SHAPE(c->dp, c->tp),
+  dt_mesh *mesh = rt ? dt_mesh_init(rt, NULL, DT_SHAPE(c->dp, c->tp),
                                     (const char *[]){"dp", "tp"}) : NULL;
   demo_init init;
   demo_model m;

@@ -176,7 +176,7 @@ static bool run_program(const stress_program *p, const iteration *it, const opts
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = o->ranks,
       .auto_redistribute = true, .chaos_seed = it->chaos ? (it->seed | 1) : 0,
       .collective_timeout_ms = 10000});
-  dt_mesh *m = rt ? dt_mesh_init(rt, "cpu", p->mesh_ndim == 2 ? DT_SHAPE(p->mesh[0], p->mesh[1])
+  dt_mesh *m = rt ? dt_mesh_init(rt, NULL, p->mesh_ndim == 2 ? DT_SHAPE(p->mesh[0], p->mesh[1])
                                                               : DT_SHAPE(p->mesh[0]), NULL) : NULL;
   bool ok = m != NULL;
   if (!ok) snprintf(why, len, "runtime: %s", dt_last_error());
