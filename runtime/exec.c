@@ -171,15 +171,41 @@ static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
 /* A device backend's fetch (CUDA): the backend's to_host, which completes
  * the future from its offload thread; else one copy and the rank waits
  * for its stream. */
+/* a strided device tensor: packed into a device buffer of the rank
+ * (copy_view), copied over; the rank waits for its stream */
+static dt_status strided_to_host(dt_tensor *t, void *dst, size_t bytes,
+                                 dt_runtime *rt, int rank) {
+  const runtime_backend *be = rt->backend;
+  const char *err;
+  void *tmp = be->alloc(rt, rank, bytes, &err);
+  if (!tmp)
+    return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_to_host: packing a "
+                          "strided tensor: %s", err);
+  cpu_view src = {.data = core_tensor_data(t), .dtype = t->dtype,
+                  .ndim = t->local.ndim};
+  memcpy(src.sizes, t->local.sizes, sizeof src.sizes);
+  memcpy(src.strides, t->local.strides, sizeof src.strides);
+  cpu_view packed = src;
+  packed.data = tmp;
+  core_contiguous_strides(packed.sizes, packed.ndim, packed.strides);
+  dt_status st = be->copy_view(rt, rank, &packed, &src);
+  if (st == DT_OK) st = be->copy(rt, rank, dst, tmp, bytes, RUNTIME_COPY_D2H);
+  if (st == DT_OK) st = be->stream_sync(rt, rank);
+  be->free(rt, rank, tmp);
+  return st;
+}
+
 static void device_to_host(exec_record *r, dt_runtime *rt, int rank) {
   dt_tensor *t = r->host.t;
   const runtime_backend *be = rt->backend;
   dt_status st = DT_OK;
   if (r->host.bytes && !core_layout_is_contiguous(t->local.sizes,
                                                   t->local.strides,
-                                                  t->local.ndim))
-    st = core_error_set(DT_ERR_UNSUPPORTED, "dt_to_host: a non-contiguous "
-                        "%s tensor (fetch dt_contiguous of it)", be->name);
+                                                  t->local.ndim)) {
+    st = strided_to_host(t, r->host.dst, r->host.bytes, rt, rank);
+    sched_future_complete(r->future, st, st == DT_OK ? NULL : core_last_error());
+    return;
+  }
   if (st == DT_OK && be->to_host) { /* completes the future later */
     st = be->to_host(rt, rank, t, r->host.dst, r->host.bytes, r->future);
     if (st == DT_OK) return;

@@ -4,7 +4,8 @@
  * (Shard(1) x Shard(0) -> Partial, all_reduce to Replicate), elementwise
  * ops and softmax on shards, redistributes (S(0) -> S(1) all_to_all,
  * S -> R all_gather, P -> S reduce_scatter), random factories, a
- * redistribute to another mesh, one rank's shard — and the results must
+ * redistribute to another mesh, one rank's shard, a strided fetch — and
+ * the results must
  * agree (within rounding where cuBLAS and OpenBLAS add in other orders,
  * bitwise for data movement and the Philox stream), with the matmul also
  * checked against a double-precision loop. Exits 77 (skip) where no
@@ -27,7 +28,7 @@
 
 typedef struct outputs {
   float mm[M * N], act[M * K], sm[M * K], s01[M * K], rs[M * N],
-      rnd[M * K], xmesh[M * K], shard[M * K / 4];
+      rnd[M * K], xmesh[M * K], shard[M * K / 4], tr[K * M];
 } outputs;
 
 static dt_runtime *gpu_rt, *cpu_rt;
@@ -88,6 +89,10 @@ static void program(dt_runtime *rt, outputs *o) {
                            "dt_mesh_create");
   dt_placement o0[1] = {DT_SHARD(0)};
   fetch(dt_redistribute(X, other, o0), o->xmesh, sizeof o->xmesh, "cross mesh");
+  /* a strided single-device tensor fetched as it is */
+  dt_tensor *S = ok(dt_from_host(a, DT_SHAPE(M, K), NULL), "single");
+  fetch(dt_transpose(S, 0, 1), o->tr, sizeof o->tr, "transposed fetch");
+  dt_tensor_release(S);
   dt_tensor *Z = ok(dt_from_host(a, DT_SHAPE(M, K), &oboth), "Z");
   must(dt_local_to_host(Z, 3, o->shard, sizeof o->shard), "local_to_host");
   dt_tensor_release(Z);
@@ -129,6 +134,9 @@ static void check_reference(const outputs *o) {
     }
   assert_memory_equal(o->s01, a, sizeof o->s01);
   assert_memory_equal(o->xmesh, a, sizeof o->xmesh);
+  for (int i = 0; i < K; i++)
+    for (int j = 0; j < M; j++)
+      if (o->tr[i * M + j] != a[j * K + i]) fail_msg("transpose [%d, %d]", i, j);
   for (int i = 0; i < M / 2; i++) /* rank 3: rows 4..7, cols 8..15 */
     for (int j = 0; j < K / 2; j++)
       if (o->shard[i * (K / 2) + j] != a[(M / 2 + i) * K + K / 2 + j])
