@@ -10,7 +10,9 @@
  * stream and the bytes of every storage touched (a view's whole storage).
  * Off unless the runtime was made with DTORCH_CUDA_FALLBACK=1, as
  * PyTorch's PYTORCH_ENABLE_MPS_FALLBACK: a silent slow path would hide
- * where the time goes. */
+ * where the time goes; the first fallback of each op says so on stderr. */
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,6 +112,22 @@ static dt_status copy_back(fallback *f, const char *api) {
   return f->st != DT_OK ? f->st : st;
 }
 
+/* once per op and process: which ops run on the host, as PyTorch's MPS
+ * fallback warns (DTORCH_CUDA_FALLBACK_QUIET=1 silences it) */
+static _Atomic bool warned[CORE_OP_COUNT];
+
+static void warn_once(const dt_op_call *c, const char *backend) {
+  /* relaxed: a best-effort note, one exchange decides who prints */
+  if (atomic_load_explicit(&warned[c->op], memory_order_relaxed) ||
+      atomic_exchange_explicit(&warned[c->op], true, memory_order_relaxed))
+    return;
+  const char *q = getenv("DTORCH_CUDA_FALLBACK_QUIET");
+  if (q && *q && strcmp(q, "0") != 0) return;
+  fprintf(stderr, "dtorch: op %s has no %s kernel: it runs on the host "
+          "(DTORCH_CUDA_FALLBACK=1; slow, bitwise the CPU's)\n",
+          core_op_name(c->op), backend);
+}
+
 dt_status ops_host_fallback(dt_op_call *c) {
   const core_storage *os = c->out[0]->local.storage;
   fallback *f = core_host_malloc(sizeof *f);
@@ -119,6 +137,7 @@ dt_status ops_host_fallback(dt_op_call *c) {
   f->rt = os->rt;
   f->rank = os->rank;
   f->be = f->rt->backend;
+  if (f->be->kernels) warn_once(c, f->be->name); /* (emulation: all ops) */
   f->n = f->nhandles = 0;
   f->st = DT_OK;
   dt_op_call h = *c;
