@@ -385,6 +385,11 @@ static void pull(ctx *c, const mesh_xmesh_job *j) {
   int pick = failed(c) ? -1 : pick_source(j, c->idx);
   mesh_box b = box_at(c, j->dst->spec->placements, c->idx);
   mesh_buf out = balloc(c, mesh_box_numel(&b));
+  const dt_runtime *rt = c->mem.rt;
+  if (pick >= 0 && rt->ranks[pick].gpu != rt->ranks[c->mem.rank].gpu)
+    mesh_rank_note(&c->mem, DT_ERR_UNSUPPORTED, "a redistribute to another "
+                   "mesh between ranks on different GPUs is not built yet "
+                   "(docs/cuda.md)");
   if (pick < 0 && !failed(c)) { /* no copy because the source failed */
     const core_poison *p = mesh_tensor_poison(j->src);
     mesh_rank_note(&c->mem, p ? p->status : DT_ERR_INTERNAL,

@@ -120,6 +120,13 @@ dt_status runtime_no_kernel(const dt_runtime *rt, const char *api,
  * runtime over several GPUs gets a device world that refuses every
  * collective (NCCL is not built yet). */
 bool runtime_cuda_coll_attach(dt_runtime *rt);
+/* NCCL for runtimes over several GPUs (runtime/coll_nccl.c): the
+ * communicators' registry (open), a device world's whole-collective hook
+ * (call: one communicator per group, made by its members on first use),
+ * and their teardown (close, after the ranks stopped issuing) */
+dt_status runtime_nccl_open(dt_runtime *rt);
+dt_status runtime_nccl_call(void *rt, int rank, const sim_coll_call *k);
+void runtime_nccl_close(dt_runtime *rt);
 
 /* The backend of a dispatch key: NULL when it is not built in. */
 runtime_backend *runtime_backend_of_key(core_key key);

@@ -270,24 +270,19 @@ static dt_status cd_copy(void *ctx, int rank, void *dst, const void *src,
   return cu_copy(ctx, rank, dst, src, (size_t)bytes, RUNTIME_COPY_D2D);
 }
 
-/* ranks on several GPUs: every collective call fails, naming why */
-static void *cd_refuse(void *ctx, int rank) {
-  dt_runtime *rt = ctx;
-  core_error_set(DT_ERR_UNSUPPORTED, "rank %d (cuda:%d): collectives "
-                 "between ranks on different GPUs need NCCL, which is not "
-                 "built yet (docs/cuda.md); put every rank on one GPU "
-                 "(DTORCH_DTENSOR_IN_SAME_DEVICE=1)", rank,
-                 rt->ranks[rank].gpu);
-  return NULL;
-}
-
+/* one GPU: the emulated collectives (sim/coll_device.c); several: NCCL
+ * runs each collective whole (runtime/coll_nccl.c); barriers order the
+ * streams with events either way (cross-GPU waits are allowed) */
 bool runtime_cuda_coll_attach(dt_runtime *rt) {
   bool one_gpu = true;
   for (int i = 1; i < rt->nranks; i++)
     one_gpu = one_gpu && rt->ranks[i].gpu == rt->ranks[0].gpu;
   rt->coll_dev = (sim_coll_device){
-      .ctx = rt, .record = one_gpu ? cd_record : cd_refuse, .wait = cd_wait,
-      .release = cd_release, .reduce = cd_reduce, .copy = cd_copy};
+      .ctx = rt, .record = cd_record, .wait = cd_wait,
+      .release = cd_release, .reduce = cd_reduce, .copy = cd_copy,
+      .call = one_gpu ? NULL : runtime_nccl_call};
+  /* without memory for its registry, NCCL calls fail naming it */
+  if (!one_gpu) (void)runtime_nccl_open(rt);
   sim_coll_world_set_device(rt->coll, &rt->coll_dev);
   return true;
 }

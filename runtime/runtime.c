@@ -328,6 +328,7 @@ static void close_cuda_ranks(dt_runtime *rt) {
   runtime_offload_destroy(rt->offload); /* its jobs use the streams */
   rt->offload = NULL;
   if (rt->backend != runtime_backend_cuda_table()) return;
+  runtime_nccl_close(rt); /* before the streams its communicators use */
   for (int i = 0; i < rt->nranks; i++) runtime_cuda_rank_close(rt, i);
 }
 

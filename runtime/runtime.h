@@ -42,6 +42,7 @@ struct dt_runtime {
   runtime_rank_slot *ranks;
   struct sim_coll_world *coll;    /* emulated collectives between the ranks */
   sim_coll_device coll_dev;       /* CUDA ranks: how coll moves device data */
+  struct runtime_nccl *nccl;      /* CUDA ranks on several GPUs: NCCL */
   struct sched_faults *faults; /* the pool's (dt_fault_inject) */
   bool dry_run;               /* shapes only (runtime/dry.c) */
   bool host_fallback;         /* DTORCH_CUDA_FALLBACK: ops without a device

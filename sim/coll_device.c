@@ -45,12 +45,22 @@ void sim_coll_world_set_device(sim_coll_world *w, const sim_coll_device *dev) {
   w->dev = dev;
 }
 
+_Static_assert((int)SIM_COLL_KIND_ALL_REDUCE == (int)KIND_ALL_REDUCE &&
+               (int)SIM_COLL_KIND_ALL_GATHER == (int)KIND_ALL_GATHER &&
+               (int)SIM_COLL_KIND_REDUCE_SCATTER == (int)KIND_REDUCE_SCATTER &&
+               (int)SIM_COLL_KIND_ALL_TO_ALL == (int)KIND_ALL_TO_ALL &&
+               (int)SIM_COLL_KIND_BROADCAST == (int)KIND_BROADCAST &&
+               (int)SIM_COLL_KIND_SCATTER == (int)KIND_SCATTER &&
+               (int)SIM_COLL_KIND_GATHER == (int)KIND_GATHER, "public kinds");
+
 dt_status sim_coll_dev_begin(sim_coll_group *g, int member, uint64_t k,
                              sim_coll_entry *e, dt_status bad) {
   (void)k;
   const sim_coll_device *dev = g->world->dev;
   e->ev_ready = e->ev_done = NULL;
   if (bad != DT_OK || e->d.kind == KIND_ABSTAIN) return bad;
+  /* a device that runs whole collectives orders its members itself */
+  if (dev->call && e->d.kind != KIND_BARRIER) return DT_OK;
   /* relaxed: published by the arrival's release */
   atomic_store_explicit(&e->ready_refs, g->n, memory_order_relaxed);
   e->ev_ready = dev->record(dev->ctx, g->ranks[member]);
@@ -110,4 +120,15 @@ dt_status sim_coll_dev_move(sim_coll_group *g, int member, uint64_t k,
 
 dt_status sim_coll_dev_end(sim_coll_group *g, int member, uint64_t k) {
   return settle(g, member, g->entries[k & 1], true, true);
+}
+
+dt_status sim_coll_dev_call(sim_coll_group *g, int member, uint64_t k) {
+  const sim_coll_device *dev = g->world->dev;
+  const sim_coll_desc *d = &g->entries[k & 1][member].d;
+  sim_coll_call c = {.kind = (int)d->kind, .g = g, .n = g->n,
+                     .member = member, .ranks = g->ranks, .seq = k,
+                     .dtype = d->dtype, .op = d->op, .root = d->root,
+                     .count = d->count, .in = d->in, .out = d->out,
+                     .counts = d->counts, .send = d->send, .recv = d->recv};
+  return dev->call(dev->ctx, g->ranks[member], &c);
 }

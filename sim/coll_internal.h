@@ -137,7 +137,8 @@ void sim_coll_move_split(const sim_coll_entry *E, int n, int member,
 
 /* ---- device worlds (coll_device.c), called by run_round on the member's
  * thread: begin before arriving (the ready event of a call that is not
- * `bad`; returns bad, or the error of recording it); after a rendezvous
+ * `bad`, unless the device runs whole collectives (`call`) and this is
+ * not a barrier; returns bad, or the error of recording it); after a rendezvous
  * that failed, abandon; after one that passed, settle (waits on the
  * others' ready events when `wait`: moving rounds and barriers), then in
  * moving rounds move (the share, the done event) and, after the
@@ -150,6 +151,8 @@ dt_status sim_coll_dev_settle(sim_coll_group *g, int member, uint64_t k,
 dt_status sim_coll_dev_move(sim_coll_group *g, int member, uint64_t k,
                             bool share);
 dt_status sim_coll_dev_end(sim_coll_group *g, int member, uint64_t k);
+/* a device with `call`: the member's whole collective (moving rounds) */
+dt_status sim_coll_dev_call(sim_coll_group *g, int member, uint64_t k);
 
 /* One point-to-point channel (from, to); see coll_p2p.c. */
 typedef struct sim_coll_mailbox {

@@ -806,6 +806,8 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
     depart(g, me);
     return st;
   }
+  if (dev->call) /* the device synchronises the members (NCCL) */
+    return st == DT_OK ? sim_coll_dev_call(g, member, k) : st;
   bool moving = st == DT_OK;
   dt_status ds = sim_coll_dev_settle(g, member, k, moving);
   if (moving) { /* after a failed wait: no share, but the done event */

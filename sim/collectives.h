@@ -136,6 +136,26 @@ void sim_coll_world_set_faults(sim_coll_world *w, struct sched_faults *f);
  * other member's `done` before anything later on its stream. No call
  * makes a rank thread wait for the device. Every function runs on the
  * calling rank's thread and returns DT_OK or an error it set. */
+/* One member's whole collective, for devices that run collectives
+ * themselves (NCCL): kinds in the order of the sim_coll_* calls. */
+enum { SIM_COLL_KIND_ALL_REDUCE, SIM_COLL_KIND_ALL_GATHER,
+       SIM_COLL_KIND_REDUCE_SCATTER, SIM_COLL_KIND_ALL_TO_ALL,
+       SIM_COLL_KIND_BROADCAST, SIM_COLL_KIND_SCATTER, SIM_COLL_KIND_GATHER };
+typedef struct sim_coll_call {
+  int kind;                  /* SIM_COLL_KIND_* */
+  const sim_coll_group *g;   /* the same pointer for every call on a group */
+  int n, member;             /* the group's size, the caller's index */
+  const int *ranks;          /* the group's runtime ranks, member order */
+  uint64_t seq;              /* the round: equal on every member */
+  dt_dtype dtype;
+  dt_reduce_op op;           /* reducing kinds */
+  int root;                  /* rooted kinds: a member index */
+  int64_t count;             /* all_reduce / broadcast */
+  const void *in;            /* broadcast: in == out */
+  void *out;
+  const int64_t *counts, *send, *recv; /* as the sim_coll_* calls take */
+} sim_coll_call;
+
 typedef struct sim_coll_device {
   void *ctx;
   /* an event after everything issued to rank's stream so far; NULL + error */
@@ -152,6 +172,12 @@ typedef struct sim_coll_device {
   /* on rank's stream: bytes from src to dst (device memory of any rank) */
   dt_status (*copy)(void *ctx, int rank, void *dst, const void *src,
                     int64_t bytes);
+  /* (optional) the whole collective issued to rank's stream by a device
+   * that synchronises its members itself (NCCL): then every round that
+   * moves data calls it after the rendezvous and its checks, instead of
+   * the shares, the events and the completion barrier (reduce and copy
+   * are unused); barriers still order the streams with events */
+  dt_status (*call)(void *ctx, int rank, const sim_coll_call *k);
 } sim_coll_device;
 /* Makes w a device world (dev outlives it); once, before any collective.
  * send/recv are refused there (DT_ERR_UNSUPPORTED). */

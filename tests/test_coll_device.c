@@ -510,11 +510,95 @@ static void test_p2p_refused(void **state) {
   sim_coll_world_destroy(w);
 }
 
+/* ---- a device that runs whole collectives itself (the `call` hook, as
+ * NCCL): a fake that meets its members at a pthread barrier and moves the
+ * data on the calling thread. Checked: every moving round reaches `call`
+ * once per member with the round's arguments and the same seq, records
+ * no event (only barriers do), and the results are right. */
+static pthread_barrier_t call_bar;
+static const void *call_in[NR];
+static void *call_out[NR];
+static _Atomic int calls, events_made;
+static uint64_t call_seq[NR];
+
+static void *cd_record(void *ctx, int rank) {
+  atomic_fetch_add(&events_made, 1);
+  return dev_record(ctx, rank);
+}
+
+static dt_status fake_call(void *ctx, int rank, const sim_coll_call *k) {
+  (void)ctx;
+  atomic_fetch_add(&calls, 1);
+  call_seq[k->member] = k->seq;
+  TU_CHECK(k->ranks[k->member] == rank && k->n == NR, "rank %d", rank);
+  call_in[k->member] = k->in;
+  call_out[k->member] = k->out;
+  pthread_barrier_wait(&call_bar);
+  if (k->kind == SIM_COLL_KIND_ALL_REDUCE) {
+    for (int64_t i = 0; i < k->count; i++) {
+      float s = 0;
+      for (int j = 0; j < k->n; j++) s += ((const float *)call_in[j])[i];
+      ((float *)k->out)[i] = s;
+    }
+  } else {
+    TU_CHECK(k->kind == SIM_COLL_KIND_ALL_GATHER, "kind %d", k->kind);
+    for (int j = 0, off = 0; j < k->n; off += (int)k->counts[j++])
+      memcpy((float *)k->out + off, call_in[j],
+             sizeof(float) * (size_t)k->counts[j]);
+  }
+  pthread_barrier_wait(&call_bar); /* inputs stay until all have read */
+  return DT_OK;
+}
+
+static void call_body(void *arg, int member) {
+  sim_coll_world *w = arg;
+  int ranks[NR] = {0, 1, 2, 3};
+  sim_coll_group *g = sim_coll_group_get(w, ranks, NR);
+  float in[64], out[NR * 64];
+  int64_t counts[NR] = {64, 64, 64, 64};
+  for (int k = 0; k < 5; k++) {
+    for (int i = 0; i < 64; i++) in[i] = value(k, member, i);
+    TU_CHECK(sim_coll_all_reduce(g, member, in, out, 64, DT_FLOAT32,
+                                 DT_REDUCE_SUM) == DT_OK, "%s", core_last_error());
+    for (int i = 0; i < 64; i++) {
+      float s = 0;
+      for (int j = 0; j < NR; j++) s += value(k, j, i);
+      TU_CHECK(out[i] == s, "all_reduce %d: %g", i, (double)out[i]);
+    }
+    TU_CHECK(sim_coll_all_gather(g, member, in, out, counts, DT_FLOAT32) ==
+             DT_OK, "%s", core_last_error());
+    for (int i = 0; i < NR * 64; i++)
+      TU_CHECK(out[i] == value(k, i / 64, i % 64), "all_gather %d", i);
+    TU_CHECK(sim_coll_barrier(g, member) == DT_OK, "%s", core_last_error());
+  }
+}
+
+static void test_whole_collective_device(void **state) {
+  (void)state;
+  sim_coll_device d = fake_dev;
+  d.record = cd_record;
+  d.call = fake_call;
+  pthread_barrier_init(&call_bar, NULL, NR);
+  sim_coll_world *w = sim_coll_world_create(NR, TEST_TIMEOUT_NS);
+  sim_coll_world_set_device(w, &d);
+  streams_start();
+  tu_run_threads(NR, call_body, w);
+  streams_stop();
+  TU_ASSERT_NO_THREAD_FAILURES();
+  assert_int_equal(atomic_load(&calls), 5 * 2 * NR);
+  assert_int_equal(atomic_load(&events_made), 5 * NR); /* the barriers' */
+  for (int m = 1; m < NR; m++) assert_true(call_seq[m] == call_seq[0]);
+  check_events();
+  sim_coll_world_destroy(w);
+  pthread_barrier_destroy(&call_bar);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_kind),
       cmocka_unit_test(test_failed_launch),
       cmocka_unit_test(test_p2p_refused),
+      cmocka_unit_test(test_whole_collective_device),
   };
   return TU_RUN_TESTS_WITH_ALARM(300, tests);
 }

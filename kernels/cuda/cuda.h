@@ -163,6 +163,43 @@ int cuda_gemm(cuda_rank *r, int dtype, int64_t batch, int64_t m, int64_t n,
               int64_t k, const void *a, const void *b, void *c, char *why,
               size_t nwhy);
 
+/* ---- NCCL, opened at run time (kernels/cuda/nccl.c): collectives
+ * between ranks on different GPUs. dtype: dt_dtype (bool travels as
+ * uint8; its sum is or, its prod and), op: dt_reduce_op, as int. Each
+ * call is asynchronous on `stream`; calls between cuda_nccl_group(true)
+ * and cuda_nccl_group(false) are fused (send/recv pairs). */
+typedef struct cuda_nccl_comm cuda_nccl_comm;
+/* 128 bytes naming a new communicator (ncclGetUniqueId) */
+#define CUDA_NCCL_ID_BYTES 128
+int cuda_nccl_unique_id(void *id, char *why, size_t n);
+/* member's communicator of nranks on `device`: blocks until every member
+ * made the same call with the same id, each from its own thread */
+int cuda_nccl_comm_init(cuda_nccl_comm **c, int nranks, const void *id,
+                        int member, int device, char *why, size_t n);
+void cuda_nccl_comm_destroy(cuda_nccl_comm *c); /* aborts one in error */
+/* the communicator's asynchronous error (ncclCommGetAsyncError) */
+int cuda_nccl_check(cuda_nccl_comm *c, char *why, size_t n);
+int cuda_nccl_all_reduce(cuda_nccl_comm *c, void *stream, const void *in,
+                         void *out, int64_t count, int dtype, int op,
+                         char *why, size_t n);
+int cuda_nccl_broadcast(cuda_nccl_comm *c, void *stream, const void *in,
+                        void *out, int64_t count, int dtype, int root,
+                        char *why, size_t n);
+int cuda_nccl_reduce(cuda_nccl_comm *c, void *stream, const void *in,
+                     void *out, int64_t count, int dtype, int op, int root,
+                     char *why, size_t n);
+int cuda_nccl_all_gather(cuda_nccl_comm *c, void *stream, const void *in,
+                         void *out, int64_t each, int dtype, char *why,
+                         size_t n);
+int cuda_nccl_reduce_scatter(cuda_nccl_comm *c, void *stream, const void *in,
+                             void *out, int64_t each, int dtype, int op,
+                             char *why, size_t n);
+int cuda_nccl_send(cuda_nccl_comm *c, void *stream, const void *buf,
+                   int64_t count, int dtype, int peer, char *why, size_t n);
+int cuda_nccl_recv(cuda_nccl_comm *c, void *stream, void *buf, int64_t count,
+                   int dtype, int peer, char *why, size_t n);
+int cuda_nccl_group(bool start, char *why, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

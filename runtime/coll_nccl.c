@@ -1,0 +1,219 @@
+/* NCCL for CUDA runtimes over several GPUs (docs/cuda.md): the device
+ * world's whole-collective hook (sim_coll_device.call). Every collective
+ * still meets the host rendezvous first (its argument checks, the
+ * disagreement report and the watchdog of sim/), then each member issues
+ * the NCCL call on its rank's stream, which NCCL orders between the GPUs.
+ *
+ * Communicators: one per collective group, made on the group's first
+ * collective: the first member to get there draws the unique id (under the
+ * registry's lock), and every member makes its own communicator with
+ * ncclCommInitRank from its rank thread (the members are all in the round
+ * after the rendezvous, so the blocking init completes). A member's
+ * communicator is written and read by that member's thread only; the
+ * registry is freed when the runtime closes its ranks, after the rank
+ * threads stopped. (ncclCommSplit would need every rank of the parent to
+ * call it, which the ranks outside a group never do.)
+ *
+ * Mapping: all_reduce, broadcast: the NCCL calls; all_gather and
+ * reduce_scatter with equal counts: ncclAllGather / ncclReduceScatter,
+ * unequal: one ncclBroadcast / ncclReduce per member in a group call;
+ * all_to_all, scatter, gather: ncclSend / ncclRecv pairs in a group call.
+ * After each call the communicator's asynchronous error is checked. */
+#include "runtime/backend.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "runtime/runtime.h"
+
+#if !DTORCH_HAVE_CUDA
+
+dt_status runtime_nccl_open(dt_runtime *rt) {
+  (void)rt;
+  return DT_OK;
+}
+dt_status runtime_nccl_call(void *rt, int rank, const sim_coll_call *k) {
+  (void)rt, (void)k;
+  return core_error_set(DT_ERR_UNSUPPORTED, "rank %d: NCCL needs the CUDA "
+                        "backend", rank);
+}
+void runtime_nccl_close(dt_runtime *rt) { (void)rt; }
+
+#else
+
+#include "kernels/cuda/cuda.h"
+
+typedef struct nccl_group {
+  struct nccl_group *next;
+  const sim_coll_group *g;
+  int n;
+  unsigned char id[CUDA_NCCL_ID_BYTES];
+  cuda_nccl_comm **comms; /* per member, made and used by that member */
+} nccl_group;
+
+typedef struct runtime_nccl {
+  pthread_mutex_t lock; /* the list, and drawing a group's id */
+  nccl_group *groups;
+} runtime_nccl;
+
+#define WHY 384
+
+dt_status runtime_nccl_open(dt_runtime *rt) {
+  runtime_nccl *r = calloc(1, sizeof *r);
+  if (!r)
+    return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_runtime_create: out of "
+                          "host memory for NCCL's registry");
+  pthread_mutex_init(&r->lock, NULL);
+  rt->nccl = r;
+  return DT_OK;
+}
+
+void runtime_nccl_close(dt_runtime *rt) {
+  runtime_nccl *r = rt->nccl;
+  if (!r) return;
+  for (nccl_group *g = r->groups, *next; g; g = next) {
+    next = g->next;
+    for (int i = 0; i < g->n; i++) cuda_nccl_comm_destroy(g->comms[i]);
+    free(g->comms);
+    free(g);
+  }
+  pthread_mutex_destroy(&r->lock);
+  free(r);
+  rt->nccl = NULL;
+}
+
+/* the registry entry of k's group (made, with its id, by the first) */
+static nccl_group *group_of(runtime_nccl *r, const sim_coll_call *k,
+                            char *why, size_t n) {
+  pthread_mutex_lock(&r->lock);
+  nccl_group *g = r->groups;
+  while (g && g->g != k->g) g = g->next;
+  if (!g && (g = calloc(1, sizeof *g)) &&
+      !(g->comms = calloc((size_t)k->n, sizeof *g->comms))) {
+    free(g);
+    g = NULL;
+  }
+  if (g && !g->g) {
+    if (cuda_nccl_unique_id(g->id, why, n)) {
+      free(g->comms);
+      free(g);
+      g = NULL;
+    } else {
+      g->g = k->g;
+      g->n = k->n;
+      g->next = r->groups;
+      r->groups = g;
+    }
+  } else if (!g) {
+    snprintf(why, n, "out of host memory for a communicator");
+  }
+  pthread_mutex_unlock(&r->lock);
+  return g;
+}
+
+static dt_status fail(dt_runtime *rt, int rank, const sim_coll_call *k,
+                      const char *why) {
+  return core_error_set(DT_ERR_DEVICE, "rank %d (cuda:%d), member %d of a "
+                        "group of %d: %s", rank, rt->ranks[rank].gpu,
+                        k->member, k->n, why);
+}
+
+static int64_t prefix(const int64_t *c, int j) {
+  int64_t s = 0;
+  for (int i = 0; i < j; i++) s += c[i];
+  return s;
+}
+static bool equal(const int64_t *c, int n) {
+  for (int i = 1; i < n; i++)
+    if (c[i] != c[0]) return false;
+  return true;
+}
+
+/* the NCCL calls of k on comm c and stream s: 0, or -1 with why */
+static int issue(cuda_nccl_comm *c, void *s, const sim_coll_call *k,
+                 char *why, size_t wn) {
+  int d = (int)k->dtype, op = (int)k->op, me = k->member, n = k->n, bad = 0;
+  size_t es = core_dtype_size(k->dtype);
+  const char *in = k->in;
+  char *out = k->out;
+  switch (k->kind) {
+  case SIM_COLL_KIND_ALL_REDUCE:
+    return cuda_nccl_all_reduce(c, s, in, out, k->count, d, op, why, wn);
+  case SIM_COLL_KIND_BROADCAST:
+    return cuda_nccl_broadcast(c, s, in, out, k->count, d, k->root, why, wn);
+  case SIM_COLL_KIND_ALL_GATHER:
+    if (equal(k->counts, n))
+      return cuda_nccl_all_gather(c, s, in, out, k->counts[0], d, why, wn);
+    break;
+  case SIM_COLL_KIND_REDUCE_SCATTER:
+    if (equal(k->counts, n))
+      return cuda_nccl_reduce_scatter(c, s, in, out, k->counts[0], d, op,
+                                      why, wn);
+    break;
+  default:
+    break;
+  }
+  if (cuda_nccl_group(true, why, wn)) return -1;
+  for (int j = 0; j < n && !bad; j++) {
+    switch (k->kind) {
+    case SIM_COLL_KIND_ALL_GATHER: { /* member j's block, from j */
+      char *at = out + (size_t)prefix(k->counts, j) * es;
+      bad = cuda_nccl_broadcast(c, s, j == me ? in : at, at, k->counts[j], d,
+                                j, why, wn);
+      break;
+    }
+    case SIM_COLL_KIND_REDUCE_SCATTER: /* block j, reduced onto j */
+      bad = cuda_nccl_reduce(c, s, in + (size_t)prefix(k->counts, j) * es,
+                             out, k->counts[j], d, op, j, why, wn);
+      break;
+    case SIM_COLL_KIND_ALL_TO_ALL:
+      if (k->send[j])
+        bad = cuda_nccl_send(c, s, in + (size_t)prefix(k->send, j) * es,
+                             k->send[j], d, j, why, wn);
+      if (!bad && k->recv[j])
+        bad = cuda_nccl_recv(c, s, out + (size_t)prefix(k->recv, j) * es,
+                             k->recv[j], d, j, why, wn);
+      break;
+    case SIM_COLL_KIND_SCATTER:
+      if (me == k->root && k->counts[j])
+        bad = cuda_nccl_send(c, s, in + (size_t)prefix(k->counts, j) * es,
+                             k->counts[j], d, j, why, wn);
+      if (!bad && j == k->root && k->counts[me])
+        bad = cuda_nccl_recv(c, s, out, k->counts[me], d, j, why, wn);
+      break;
+    default: /* gather */
+      if (j == k->root && k->counts[me])
+        bad = cuda_nccl_send(c, s, in, k->counts[me], d, j, why, wn);
+      if (!bad && me == k->root && k->counts[j])
+        bad = cuda_nccl_recv(c, s, out + (size_t)prefix(k->counts, j) * es,
+                             k->counts[j], d, j, why, wn);
+      break;
+    }
+  }
+  char why2[WHY];
+  int end = cuda_nccl_group(false, why2, sizeof why2);
+  if (!bad && end) snprintf(why, wn, "%s", why2);
+  return bad || end ? -1 : 0;
+}
+
+dt_status runtime_nccl_call(void *ctx, int rank, const sim_coll_call *k) {
+  dt_runtime *rt = ctx;
+  char why[WHY] = "";
+  if (!rt->nccl) return fail(rt, rank, k, "no NCCL registry (out of memory)");
+  nccl_group *g = group_of(rt->nccl, k, why, sizeof why);
+  if (!g) return fail(rt, rank, k, why);
+  if (!g->comms[k->member] &&
+      cuda_nccl_comm_init(&g->comms[k->member], k->n, g->id, k->member,
+                          rt->ranks[rank].gpu, why, sizeof why))
+    return fail(rt, rank, k, why);
+  cuda_nccl_comm *c = g->comms[k->member];
+  void *stream = cuda_rank_stream(rt->ranks[rank].dev_ctx);
+  if (issue(c, stream, k, why, sizeof why) || cuda_nccl_check(c, why, sizeof why))
+    return fail(rt, rank, k, why);
+  return DT_OK;
+}
+
+#endif
