@@ -89,8 +89,15 @@ static const dt_tensor *shadow(fallback *f, const dt_tensor *t, bool out,
                                const char *api) {
   if (!t || f->st != DT_OK) return t;
   dt_tensor *h = &f->handles[f->nhandles++];
-  *h = *t;
-  h->keys = (t->keys & ~CORE_BACKEND_KEYS) | CORE_KEYSET(CORE_KEY_CPU);
+  /* field by field, only what never changes once the op was issued: t's
+   * refcount, keys and autograd node are the issuing thread's to change
+   * (autograd attaches after the publish) and no kernel reads them */
+  memset(h, 0, sizeof *h);
+  atomic_init(&h->refcount, 1);
+  h->keys = CORE_KEYSET(CORE_KEY_CPU);
+  h->dtype = t->dtype;
+  h->local = t->local;
+  h->spec = t->spec;
   if (t->local.storage) h->local.storage = stage(f, t->local.storage, out, api);
   return h;
 }

@@ -150,6 +150,7 @@ static void same_bits(void **state) {
 }
 
 int main(void) {
+  setenv("DTORCH_CUDA_FALLBACK_QUIET", "1", 1); /* every op falls back */
   const struct CMUnitTest tests[] = {cmocka_unit_test(same_bits)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
