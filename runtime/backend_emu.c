@@ -11,6 +11,7 @@
  * tested elsewhere (test_cuda_*, test_coll_device). */
 #include "runtime/backend.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +56,10 @@ runtime_backend runtime_backend_emu = {
     .coll = &runtime_sim_coll,
 };
 
-/* the CPU backend's memory, copies, fills and stream (set on first use) */
-static void emu_init(void) {
+/* the CPU backend's memory, copies, fills and stream (set once, before
+ * the first emulated runtime; pthread_once orders it for every creator) */
+static pthread_once_t emu_once = PTHREAD_ONCE_INIT;
+static void emu_fill_table(void) {
   runtime_backend *b = &runtime_backend_emu;
   const runtime_backend *c = &runtime_backend_cpu;
   b->alloc = c->alloc;
@@ -71,7 +74,7 @@ static void emu_init(void) {
 
 dt_status runtime_emu_prepare(int *nranks, bool same_device,
                               int same_device_ranks, int **gpu) {
-  emu_init();
+  pthread_once(&emu_once, emu_fill_table);
   int n = *nranks ? *nranks : same_device ? same_device_ranks : 8;
   int *g = calloc((size_t)n, sizeof *g); /* every rank on "GPU 0" */
   if (!g)
