@@ -42,9 +42,13 @@ static dt_status launch_failed(const dt_op_call *c) {
   return core_error_set(DT_ERR_DEVICE, "%s: launching the CUDA kernel of %s "
                         "failed", c->api, core_op_name(c->op));
 }
-static dt_status unsupported(const dt_op_call *c, const char *what) {
+/* a case the kernel does not take: the host fallback when the runtime
+ * allows it (DTORCH_CUDA_FALLBACK=1), else DT_ERR_UNSUPPORTED naming it */
+static dt_status unsupported(dt_op_call *c, const char *what) {
+  if (rt_of(c->out[0])->host_fallback) return ops_host_fallback(c);
   return core_error_set(DT_ERR_UNSUPPORTED, "%s: the CUDA kernel of %s does "
-                        "not take %s yet", c->api, core_op_name(c->op), what);
+                        "not take %s yet (DTORCH_CUDA_FALLBACK=1 runs it on "
+                        "the host)", c->api, core_op_name(c->op), what);
 }
 
 static bool is_float(dt_dtype d) {
@@ -86,7 +90,8 @@ static dt_status cu_binary(dt_op_call *c) {
   static const int ops[CORE_OP_COUNT] = {
       [CORE_OP_ADD] = CUDA_ADD + 1, [CORE_OP_SUB] = CUDA_SUB + 1,
       [CORE_OP_MUL] = CUDA_MUL + 1, [CORE_OP_DIV] = CUDA_DIV + 1,
-      [CORE_OP_MAXIMUM] = CUDA_MAX + 1, [CORE_OP_MINIMUM] = CUDA_MIN + 1};
+      [CORE_OP_MAXIMUM] = CUDA_MAX + 1, [CORE_OP_MINIMUM] = CUDA_MIN + 1,
+      [CORE_OP_GELU_BACKWARD] = CUDA_GELU_BACKWARD + 1};
   dt_tensor *o = c->out[0], *a = c->args[0].t, *b = c->args[1].t;
   if (!ops[c->op]) return unsupported(c, "this op");
   if (a->dtype != o->dtype || b->dtype != o->dtype || !is_float(o->dtype))
@@ -105,11 +110,16 @@ static dt_status cu_scalar(dt_op_call *c) {
   case CORE_OP_ADD_SCALAR: beta = s; break;
   case CORE_OP_SUB_SCALAR: beta = -s; break;
   case CORE_OP_MUL_SCALAR: alpha = s; break;
+  case CORE_OP_DIV_SCALAR: break;
   default: return unsupported(c, "this op");
   }
   if (a->dtype != o->dtype || !is_float(o->dtype))
     return unsupported(c, "integer dtypes");
   cuda_operand oa = operand_of(a, o);
+  if (c->op == CORE_OP_DIV_SCALAR)
+    return cuda_div_scalar(stream_of(o), (int)o->dtype, o->local.ndim,
+                           o->local.sizes, core_tensor_data(o), &oa, s)
+               ? launch_failed(c) : DT_OK;
   return cuda_affine(stream_of(o), (int)o->dtype, o->local.ndim,
                      o->local.sizes, core_tensor_data(o), &oa, alpha, beta)
              ? launch_failed(c) : DT_OK;
@@ -121,7 +131,9 @@ static dt_status cu_unary(dt_op_call *c) {
       [CORE_OP_LOG] = CUDA_LOG + 1, [CORE_OP_SQRT] = CUDA_SQRT + 1,
       [CORE_OP_TANH] = CUDA_TANH + 1, [CORE_OP_SIGMOID] = CUDA_SIGMOID + 1,
       [CORE_OP_RELU] = CUDA_RELU + 1, [CORE_OP_SILU] = CUDA_SILU + 1,
-      [CORE_OP_GELU] = CUDA_GELU + 1};
+      [CORE_OP_GELU] = CUDA_GELU + 1, [CORE_OP_ABS] = CUDA_ABS + 1,
+      [CORE_OP_RSQRT] = CUDA_RSQRT + 1, [CORE_OP_SIN] = CUDA_SIN + 1,
+      [CORE_OP_COS] = CUDA_COS + 1, [CORE_OP_GELU_TANH] = CUDA_GELU_TANH + 1};
   dt_tensor *o = c->out[0], *a = c->args[0].t;
   if (!ops[c->op]) return unsupported(c, "this op");
   if (a->dtype != o->dtype || !is_float(o->dtype))
@@ -169,6 +181,53 @@ static dt_status cu_matmul(dt_op_call *c) {
                 core_tensor_data(b), core_tensor_data(o), why, sizeof why))
     return core_error_set(DT_ERR_DEVICE, "%s: %s", c->api, why);
   return DT_OK;
+}
+
+/* x [.., in] @ weight [out, in]^T (+ bias [out]): cuBLAS reads the weight
+ * transposed, then the bias is added in place */
+static dt_status cu_linear(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *x = c->args[0].t, *w = c->args[1].t,
+            *bias = c->args[2].t;
+  if (x->local.ndim < 1 || w->local.ndim != 2 || !dense(x) || !dense(w) ||
+      x->dtype != o->dtype || w->dtype != o->dtype ||
+      (bias && bias->dtype != o->dtype))
+    return unsupported(c, "a 1-d weight, strided or mixed-dtype operands");
+  int64_t k = w->local.sizes[1], n = w->local.sizes[0];
+  int64_t m = k ? core_numel(x) / k : 0;
+  char why[256];
+  if (m && n && cuda_gemm_nt(cr_of(o), (int)o->dtype, m, n, k,
+                             core_tensor_data(x), core_tensor_data(w),
+                             core_tensor_data(o), why, sizeof why))
+    return core_error_set(DT_ERR_DEVICE, "%s: %s", c->api, why);
+  if (!bias || !core_numel(o)) return DT_OK;
+  cuda_operand oo = operand_of(o, o), ob = operand_of(bias, o);
+  return cuda_binary(stream_of(o), CUDA_ADD, (int)o->dtype, o->local.ndim,
+                     o->local.sizes, core_tensor_data(o), &oo, &ob)
+             ? launch_failed(c) : DT_OK;
+}
+
+/* eq .. ge of one float dtype into bool */
+static dt_status cu_compare(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t, *b = c->args[1].t;
+  if (a->dtype != b->dtype || !is_float(a->dtype) || o->dtype != DT_BOOL)
+    return unsupported(c, "mixed or integer dtypes");
+  cuda_operand oa = operand_of(a, o), ob = operand_of(b, o);
+  return cuda_compare(stream_of(o), (int)(c->op - CORE_OP_EQ), (int)a->dtype,
+                      o->local.ndim, o->local.sizes, core_tensor_data(o), &oa,
+                      &ob)
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_where(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *cond = c->args[0].t, *a = c->args[1].t,
+            *b = c->args[2].t;
+  if (cond->dtype != DT_BOOL || a->dtype != o->dtype || b->dtype != o->dtype)
+    return unsupported(c, "a non-bool condition or mixed dtypes");
+  cuda_operand oc = operand_of(cond, o), oa = operand_of(a, o),
+               ob = operand_of(b, o);
+  return cuda_where(stream_of(o), (int)o->dtype, o->local.ndim,
+                    o->local.sizes, core_tensor_data(o), &oc, &oa, &ob)
+             ? launch_failed(c) : DT_OK;
 }
 
 /* cuda_reduce's op codes follow the op list's order */
@@ -295,6 +354,14 @@ void ops_cuda_register(void) {
       {CORE_OP_SOFTMAX, cu_softmax}, {CORE_OP_LOG_SOFTMAX, cu_softmax},
       {CORE_OP_LAYER_NORM, cu_norm}, {CORE_OP_RMS_NORM, cu_norm},
       {CORE_OP_DROPOUT, cu_dropout}, {CORE_OP_CAT, cu_cat},
+      {CORE_OP_DIV_SCALAR, cu_scalar}, {CORE_OP_GELU_BACKWARD, cu_binary},
+      {CORE_OP_ABS, cu_unary}, {CORE_OP_RSQRT, cu_unary},
+      {CORE_OP_SIN, cu_unary}, {CORE_OP_COS, cu_unary},
+      {CORE_OP_GELU_TANH, cu_unary}, {CORE_OP_LINEAR, cu_linear},
+      {CORE_OP_EQ, cu_compare}, {CORE_OP_NE, cu_compare},
+      {CORE_OP_LT, cu_compare}, {CORE_OP_LE, cu_compare},
+      {CORE_OP_GT, cu_compare}, {CORE_OP_GE, cu_compare},
+      {CORE_OP_WHERE, cu_where},
   };
   for (size_t i = 0; i < sizeof bound / sizeof *bound; i++)
     cuda_kernels[bound[i].op] = bound[i].fn;

@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "runtime/cuda_map.h"
 #include "runtime/runtime.h"
 #include "sim/coll_reduce.h"
 
@@ -75,7 +76,8 @@ static void emu_fill_table(void) {
 dt_status runtime_emu_prepare(int *nranks, bool same_device,
                               int same_device_ranks, int **gpu) {
   pthread_once(&emu_once, emu_fill_table);
-  int n = *nranks ? *nranks : same_device ? same_device_ranks : 8;
+  /* one emulated GPU, as a machine with one: the same rank counts */
+  int n = runtime_cuda_rank_count(*nranks, same_device, same_device_ranks, 1);
   int *g = calloc((size_t)n, sizeof *g); /* every rank on "GPU 0" */
   if (!g)
     return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_runtime_create: out of "

@@ -22,6 +22,10 @@
 #endif
 
 static dt_runtime *gpu_rt, *cpu_rt;
+/* DTORCH_CUDA_EMULATE=1 (runtime/backend_emu.c): the op tests run through
+ * the host fallback on host memory (their logic, in every build); the
+ * tests of CUDA itself skip */
+static bool emulated;
 
 typedef dt_tensor *(*build_fn)(dt_tensor *const *in);
 
@@ -116,8 +120,59 @@ static void unary_ops(void **state) {
     compare(fns[i], 1, s, 3000, 4e-7, i == 2 || i == 3, names[i]);
 }
 
+static dt_tensor *u_abs(dt_tensor *const *x) { return dt_abs(x[0]); }
+static dt_tensor *u_rsqrt(dt_tensor *const *x) { return dt_rsqrt(x[0]); }
+static dt_tensor *u_sin(dt_tensor *const *x) { return dt_sin(x[0]); }
+static dt_tensor *u_cos(dt_tensor *const *x) { return dt_cos(x[0]); }
+static dt_tensor *u_gelu_tanh(dt_tensor *const *x) { return dt_gelu_tanh(x[0]); }
+static dt_tensor *s_div(dt_tensor *const *x) { return dt_div_scalar(x[0], 3); }
+static dt_tensor *b_gelu_bw(dt_tensor *const *x) {
+  return dt_gelu_backward(x[0], x[1]);
+}
+/* bool results as float32 (0 / 1) for the comparison */
+static dt_tensor *as_float(dt_tensor *b) {
+  dt_tensor *f = b ? dt_cast(b, DT_FLOAT32) : NULL;
+  dt_tensor_release(b);
+  return f;
+}
+static dt_tensor *b_lt(dt_tensor *const *x) { return as_float(dt_lt(x[0], x[1])); }
+static dt_tensor *b_eq(dt_tensor *const *x) {
+  return as_float(dt_eq(x[0], x[0]));
+}
+static dt_tensor *t_where(dt_tensor *const *x) {
+  dt_tensor *c = dt_gt(x[0], x[1]);
+  dt_tensor *y = c ? dt_where(c, x[0], x[1]) : NULL;
+  dt_tensor_release(c);
+  return y;
+}
+static dt_tensor *l_linear(dt_tensor *const *x) {
+  return dt_linear(x[0], x[1], x[2]);
+}
+
+/* the kernels bound after the first set: unary and scalar ops, gelu's
+ * backward, comparisons, where, linear with a bias */
+static void more_kernels(void **state) {
+  (void)state;
+  dt_shape s1[1] = {DT_SHAPE(3, 1000)}, s2[2] = {DT_SHAPE(40, 50),
+                                                  DT_SHAPE(40, 50)};
+  build_fn un[] = {u_abs, u_rsqrt, u_sin, u_cos, u_gelu_tanh, s_div};
+  const char *un_names[] = {"abs", "rsqrt", "sin", "cos", "gelu_tanh",
+                            "div_scalar"};
+  for (int i = 0; i < 6; i++)
+    compare(un[i], 1, s1, 3000, 4e-7, i == 1, un_names[i]);
+  compare(b_gelu_bw, 2, s2, 2000, 1e-6, false, "gelu_backward");
+  compare(b_lt, 2, s2, 2000, 0, false, "lt");
+  compare(b_eq, 1, s2, 2000, 0, false, "eq");
+  compare(t_where, 2, s2, 2000, 0, false, "where");
+  dt_shape lin[3] = {DT_SHAPE(2, 17, 48), DT_SHAPE(40, 48), DT_SHAPE(40)};
+  compare(l_linear, 3, lin, 2 * 17 * 40, 2e-5, false, "linear");
+}
+
 static dt_tensor *c_t(dt_tensor *const *x) {
-  return dt_contiguous(dt_transpose(x[0], 0, 1));
+  dt_tensor *t = dt_transpose(x[0], 0, 1);
+  dt_tensor *y = t ? dt_contiguous(t) : NULL;
+  dt_tensor_release(t);
+  return y;
 }
 static dt_tensor *c_half(dt_tensor *const *x) {
   dt_tensor *h = dt_cast(x[0], DT_FLOAT16);
@@ -288,6 +343,7 @@ static void eight_ranks_one_gpu(void **state) {
  * (the CPU backend's order and precision) */
 static void reduce_through_pointer_table(void **state) {
   (void)state;
+  if (emulated) skip(); /* CUDA's own streams and pools */
 #if DTORCH_HAVE_CUDA
   enum { N = 5, COUNT = 100003 };
   char why[256];
@@ -337,6 +393,7 @@ static dt_status spmd_nothing(dt_spmd_ctx *ctx) {
  * runs CPU code on device memory */
 static void unsupported_paths(void **state) {
   (void)state;
+  if (emulated) skip(); /* the emulation runs every op */
   dt_runtime_set_current(gpu_rt);
   dt_tensor *x = dt_full(DT_SHAPE(4, 4), 1, NULL);
   assert_non_null(x);
@@ -376,9 +433,12 @@ int main(void) {
   }
   dt_runtime_options c = {.num_ranks = 1};
   cpu_rt = dt_runtime_create(&c);
+  const char *emu = getenv("DTORCH_CUDA_EMULATE");
+  emulated = emu && !strcmp(emu, "1");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(binary_ops),
       cmocka_unit_test(unary_ops),
+      cmocka_unit_test(more_kernels),
       cmocka_unit_test(copies_casts_matmul),
       cmocka_unit_test(reductions_and_norms),
       cmocka_unit_test(cat_and_dropout),

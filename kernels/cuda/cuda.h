@@ -88,12 +88,15 @@ typedef struct cuda_operand {
   int64_t strides[CUDA_MAX_DIMS];
 } cuda_operand;
 
+/* CUDA_GELU_BACKWARD: a * gelu'(b), the erf form (a the gradient) */
 typedef enum cuda_binary_op {
-  CUDA_ADD, CUDA_SUB, CUDA_MUL, CUDA_DIV, CUDA_MAX, CUDA_MIN, CUDA_BINARY_COUNT
+  CUDA_ADD, CUDA_SUB, CUDA_MUL, CUDA_DIV, CUDA_MAX, CUDA_MIN,
+  CUDA_GELU_BACKWARD, CUDA_BINARY_COUNT
 } cuda_binary_op;
 typedef enum cuda_unary_op {
   CUDA_NEG, CUDA_EXP, CUDA_LOG, CUDA_SQRT, CUDA_TANH, CUDA_SIGMOID,
-  CUDA_RELU, CUDA_SILU, CUDA_GELU, CUDA_UNARY_COUNT
+  CUDA_RELU, CUDA_SILU, CUDA_GELU, CUDA_ABS, CUDA_RSQRT, CUDA_SIN, CUDA_COS,
+  CUDA_GELU_TANH, CUDA_UNARY_COUNT
 } cuda_unary_op;
 
 /* out = a op b over `ndim` sizes (float32/float64/float16/bfloat16, out
@@ -106,6 +109,18 @@ int cuda_unary(void *stream, cuda_unary_op op, int dtype, int ndim,
                const int64_t *sizes, void *out, const cuda_operand *a);
 int cuda_affine(void *stream, int dtype, int ndim, const int64_t *sizes,
                 void *out, const cuda_operand *a, double alpha, double beta);
+/* out = a / s elementwise (true division in the compute type) */
+int cuda_div_scalar(void *stream, int dtype, int ndim, const int64_t *sizes,
+                    void *out, const cuda_operand *a, double s);
+/* out (bool, contiguous) = a op b, op 0 eq, 1 ne, 2 lt, 3 le, 4 gt, 5 ge,
+ * a and b of one float dtype, broadcast through stride-0 dims */
+int cuda_compare(void *stream, int op, int dtype, int ndim,
+                 const int64_t *sizes, void *out, const cuda_operand *a,
+                 const cuda_operand *b);
+/* out (contiguous, dtype) = cond (bool) ? a : b */
+int cuda_where(void *stream, int dtype, int ndim, const int64_t *sizes,
+               void *out, const cuda_operand *cond, const cuda_operand *a,
+               const cuda_operand *b);
 /* out[i] = value for i < n */
 int cuda_fill(void *stream, int dtype, int64_t n, void *out, double value);
 /* a strided copy with a cast: out (contiguous, dtype od) = a (dtype ad) */
@@ -162,6 +177,10 @@ int cuda_libs_open(bool nccl, char *why, size_t n);
 int cuda_gemm(cuda_rank *r, int dtype, int64_t batch, int64_t m, int64_t n,
               int64_t k, const void *a, const void *b, void *c, char *why,
               size_t nwhy);
+/* C [m, n] = A [m, k] @ B^T with B [n, k] row-major (nn.Linear's weight) */
+int cuda_gemm_nt(cuda_rank *r, int dtype, int64_t m, int64_t n, int64_t k,
+                 const void *a, const void *b, void *c, char *why,
+                 size_t nwhy);
 
 /* ---- NCCL, opened at run time (kernels/cuda/nccl.c): collectives
  * between ranks on different GPUs. dtype: dt_dtype (bool travels as

@@ -38,7 +38,12 @@ template <typename A> __device__ __forceinline__ A binop(int op, A x, A y) {
   case CUDA_MUL: return x * y;
   case CUDA_DIV: return x / y;
   case CUDA_MAX: return x > y || x != x ? x : y;
-  default: return x < y || x != x ? x : y;
+  case CUDA_MIN: return x < y || x != x ? x : y;
+  default: { /* gelu backward: x * (Phi(y) + y phi(y)) */
+    A cdf = A(0.5) * (A(1) + erf(y * A(0.7071067811865476)));
+    A pdf = exp(A(-0.5) * y * y) * A(0.3989422804014327);
+    return x * (cdf + y * pdf);
+  }
   }
 }
 
@@ -52,6 +57,14 @@ template <typename A> __device__ __forceinline__ A unop(int op, A x) {
   case CUDA_SIGMOID: return A(1) / (A(1) + exp(-x));
   case CUDA_RELU: return x > A(0) ? x : (x != x ? x : A(0));
   case CUDA_SILU: return x / (A(1) + exp(-x));
+  case CUDA_ABS: return x < A(0) ? -x : x;
+  case CUDA_RSQRT: return A(1) / sqrt(x);
+  case CUDA_SIN: return sin(x);
+  case CUDA_COS: return cos(x);
+  case CUDA_GELU_TANH: {
+    A inner = A(0.7978845608028654) * (x + A(0.044715) * x * x * x);
+    return A(0.5) * x * (A(1) + tanh(inner));
+  }
   default: /* gelu, the erf form (PyTorch's default) */
     return A(0.5) * x * (A(1) + erf(x * A(0.7071067811865476)));
   }
@@ -93,16 +106,51 @@ __global__ void binary_dense(int op, int64_t n, T *out, const T *a,
     out[i] = ct_store<T>(binop<A>(op, (A)ct_load(a[i]), (A)ct_load(b[i])));
 }
 
+/* mode 0: op(x); 1: x * alpha + beta; 2: x / alpha */
 template <typename T>
-__global__ void unary_kernel(int op, bool affine, double alpha, double beta,
+__global__ void unary_kernel(int op, int mode, double alpha, double beta,
                              int64_t n, shape_t sh, T *out, const T *a,
                              strides_t sa, bool dense) {
   typedef typename ct_acc<T>::type A;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     A x = (A)ct_load(a[dense ? i : offset_of(i, sh, sa)]);
-    out[i] = ct_store<T>(affine ? x * (A)alpha + (A)beta : unop<A>(op, x));
+    A y = mode == 1 ? x * (A)alpha + (A)beta
+                    : mode == 2 ? x / (A)alpha : unop<A>(op, x);
+    out[i] = ct_store<T>(y);
   }
+}
+
+template <typename T>
+__global__ void compare_kernel(int op, int64_t n, shape_t sh, bool *out,
+                               const T *a, strides_t sa, const T *b,
+                               strides_t sb) {
+  typedef typename ct_acc<T>::type A;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    A x = (A)ct_load(a[offset_of(i, sh, sa)]);
+    A y = (A)ct_load(b[offset_of(i, sh, sb)]);
+    bool r;
+    switch (op) {
+    case 0: r = x == y; break;
+    case 1: r = x != y; break;
+    case 2: r = x < y; break;
+    case 3: r = x <= y; break;
+    case 4: r = x > y; break;
+    default: r = x >= y; break;
+    }
+    out[i] = r;
+  }
+}
+
+template <typename T>
+__global__ void where_kernel(int64_t n, shape_t sh, T *out, const bool *c,
+                             strides_t sc, const T *a, strides_t sa,
+                             const T *b, strides_t sb) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = c[offset_of(i, sh, sc)] ? a[offset_of(i, sh, sa)]
+                                     : b[offset_of(i, sh, sb)];
 }
 
 template <typename T>
@@ -171,7 +219,7 @@ extern "C" int cuda_binary(void *stream, cuda_binary_op op, int dtype, int ndim,
   }));
 }
 
-static int unary_launch(void *stream, int op, bool affine, double alpha,
+static int unary_launch(void *stream, int op, int mode, double alpha,
                         double beta, int dtype, int ndim, const int64_t *sizes,
                         void *out, const cuda_operand *a) {
   shape_t sh;
@@ -182,7 +230,7 @@ static int unary_launch(void *stream, int op, bool affine, double alpha,
   return launched(ct_dispatch_float(dtype, [&](auto z) {
     typedef decltype(z) T;
     unary_kernel<T><<<ct_blocks(n, 256), 256, 0, s>>>(
-        op, affine, alpha, beta, n, sh, (T *)out, (const T *)a->data,
+        op, mode, alpha, beta, n, sh, (T *)out, (const T *)a->data,
         strides_of(a, ndim), dn);
   }));
 }
@@ -190,13 +238,19 @@ static int unary_launch(void *stream, int op, bool affine, double alpha,
 extern "C" int cuda_unary(void *stream, cuda_unary_op op, int dtype, int ndim,
                           const int64_t *sizes, void *out,
                           const cuda_operand *a) {
-  return unary_launch(stream, (int)op, false, 0, 0, dtype, ndim, sizes, out, a);
+  return unary_launch(stream, (int)op, 0, 0, 0, dtype, ndim, sizes, out, a);
+}
+
+extern "C" int cuda_div_scalar(void *stream, int dtype, int ndim,
+                               const int64_t *sizes, void *out,
+                               const cuda_operand *a, double s) {
+  return unary_launch(stream, 0, 2, s, 0, dtype, ndim, sizes, out, a);
 }
 
 extern "C" int cuda_affine(void *stream, int dtype, int ndim,
                            const int64_t *sizes, void *out,
                            const cuda_operand *a, double alpha, double beta) {
-  return unary_launch(stream, 0, true, alpha, beta, dtype, ndim, sizes, out, a);
+  return unary_launch(stream, 0, 1, alpha, beta, dtype, ndim, sizes, out, a);
 }
 
 extern "C" int cuda_fill(void *stream, int dtype, int64_t n, void *out,
@@ -240,4 +294,37 @@ extern "C" int cuda_copy_strided(void *stream, int od, int ad, int ndim,
     });
   });
   return launched(ok);
+}
+
+extern "C" int cuda_compare(void *stream, int op, int dtype, int ndim,
+                            const int64_t *sizes, void *out,
+                            const cuda_operand *a, const cuda_operand *b) {
+  shape_t sh;
+  int64_t n = make_shape(ndim, sizes, &sh);
+  if (n == 0) return 0;
+  if (op < 0 || op > 5) return -1;
+  cudaStream_t s = (cudaStream_t)stream;
+  return launched(ct_dispatch_float(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    compare_kernel<T><<<ct_blocks(n, 256), 256, 0, s>>>(
+        op, n, sh, (bool *)out, (const T *)a->data, strides_of(a, ndim),
+        (const T *)b->data, strides_of(b, ndim));
+  }));
+}
+
+extern "C" int cuda_where(void *stream, int dtype, int ndim,
+                          const int64_t *sizes, void *out,
+                          const cuda_operand *cond, const cuda_operand *a,
+                          const cuda_operand *b) {
+  shape_t sh;
+  int64_t n = make_shape(ndim, sizes, &sh);
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  return launched(ct_dispatch_all(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    where_kernel<T><<<ct_blocks(n, 256), 256, 0, s>>>(
+        n, sh, (T *)out, (const bool *)cond->data, strides_of(cond, ndim),
+        (const T *)a->data, strides_of(a, ndim), (const T *)b->data,
+        strides_of(b, ndim));
+  }));
 }

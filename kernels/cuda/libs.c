@@ -93,10 +93,27 @@ static int blas_fail(cublasStatus_t s, const char *what, char *why, size_t n) {
   return -1;
 }
 
+static int gemm(cuda_rank *r, int dtype, int64_t batch, int64_t m, int64_t n,
+                int64_t k, const void *a, const void *b, void *c, bool nt,
+                char *why, size_t nwhy);
+
 /* dt_dtype values (dtorch.h): 0 float32, 1 float64, 2 float16, 3 bfloat16 */
 int cuda_gemm(cuda_rank *r, int dtype, int64_t batch, int64_t m, int64_t n,
               int64_t k, const void *a, const void *b, void *c, char *why,
               size_t nwhy) {
+  return gemm(r, dtype, batch, m, n, k, a, b, c, false, why, nwhy);
+}
+
+int cuda_gemm_nt(cuda_rank *r, int dtype, int64_t m, int64_t n, int64_t k,
+                 const void *a, const void *b, void *c, char *why,
+                 size_t nwhy) {
+  return gemm(r, dtype, 1, m, n, k, a, b, c, true, why, nwhy);
+}
+
+/* nt: b is [n, k] (C = A B^T) */
+static int gemm(cuda_rank *r, int dtype, int64_t batch, int64_t m, int64_t n,
+                int64_t k, const void *a, const void *b, void *c, bool nt,
+                char *why, size_t nwhy) {
   if (cuda_libs_open(false, why, nwhy)) return -1;
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || batch > INT32_MAX) {
     snprintf(why, nwhy, "cuda_gemm: [%lld, %lld] x [%lld, %lld] passes "
@@ -130,11 +147,12 @@ int cuda_gemm(cuda_rank *r, int dtype, int64_t batch, int64_t m, int64_t n,
   double one64 = 1, zero64 = 0;
   const void *alpha = dtype == 1 ? (const void *)&one64 : (const void *)&one;
   const void *beta = dtype == 1 ? (const void *)&zero64 : (const void *)&zero;
-  /* row-major C = A B is column-major C^T = B^T A^T: swap the operands */
-  s = libs.gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)k, alpha, b,
-                t, (int)n, (long long)(k * n), a, t, (int)k, (long long)(m * k),
-                beta, c, t, (int)n, (long long)(m * n), (int)batch, ct,
-                CUBLAS_GEMM_DEFAULT);
+  /* row-major C = A B is column-major C^T = B^T A^T: swap the operands;
+   * a row-major B [n, k] is the column-major B^T [k, n]: transposed again */
+  s = libs.gemm(h, nt ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m,
+                (int)k, alpha, b, t, nt ? (int)k : (int)n, (long long)(k * n),
+                a, t, (int)k, (long long)(m * k), beta, c, t, (int)n,
+                (long long)(m * n), (int)batch, ct, CUBLAS_GEMM_DEFAULT);
   return s == CUBLAS_STATUS_SUCCESS ? 0
                                     : blas_fail(s, "cublasGemmStridedBatchedEx",
                                                 why, nwhy);
