@@ -230,6 +230,34 @@ static dt_status cu_where(dt_op_call *c) {
              ? launch_failed(c) : DT_OK;
 }
 
+/* the optimiser's fused updates: dense operands of the output's dtype */
+static bool dense_like(const dt_tensor *t, const dt_tensor *o) {
+  return t->dtype == o->dtype && dense(t);
+}
+
+static dt_status cu_adam_moment(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *buf = c->args[0].t, *x = c->args[1].t;
+  if (!is_float(o->dtype) || !dense_like(buf, o) || !dense_like(x, o))
+    return unsupported(c, "strided or mixed-dtype operands");
+  return cuda_adam_moment(stream_of(o), (int)o->dtype, core_numel(o),
+                          core_tensor_data(o), core_tensor_data(buf),
+                          core_tensor_data(x), c->args[2].d, c->args[3].b)
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_adamw_apply(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *p = c->args[0].t, *m = c->args[1].t,
+            *v = c->args[2].t;
+  if (!is_float(o->dtype) || !dense_like(p, o) || !dense_like(m, o) ||
+      !dense_like(v, o))
+    return unsupported(c, "strided or mixed-dtype operands");
+  return cuda_adamw_apply(stream_of(o), (int)o->dtype, core_numel(o),
+                          core_tensor_data(o), core_tensor_data(p),
+                          core_tensor_data(m), core_tensor_data(v),
+                          c->args[3].d, c->args[4].d, c->args[5].d)
+             ? launch_failed(c) : DT_OK;
+}
+
 /* cuda_reduce's op codes follow the op list's order */
 _Static_assert(CORE_OP_MEAN == CORE_OP_SUM + 1 && CORE_OP_AMAX == CORE_OP_SUM + 2 &&
                CORE_OP_AMIN == CORE_OP_SUM + 3 && CORE_OP_PROD == CORE_OP_SUM + 4,
@@ -361,7 +389,8 @@ void ops_cuda_register(void) {
       {CORE_OP_EQ, cu_compare}, {CORE_OP_NE, cu_compare},
       {CORE_OP_LT, cu_compare}, {CORE_OP_LE, cu_compare},
       {CORE_OP_GT, cu_compare}, {CORE_OP_GE, cu_compare},
-      {CORE_OP_WHERE, cu_where},
+      {CORE_OP_WHERE, cu_where}, {CORE_OP_ADAM_MOMENT, cu_adam_moment},
+      {CORE_OP_ADAMW_APPLY, cu_adamw_apply},
   };
   for (size_t i = 0; i < sizeof bound / sizeof *bound; i++)
     cuda_kernels[bound[i].op] = bound[i].fn;

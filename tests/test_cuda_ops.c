@@ -145,12 +145,19 @@ static dt_tensor *t_where(dt_tensor *const *x) {
   dt_tensor_release(c);
   return y;
 }
+static dt_tensor *o_moment(dt_tensor *const *x) {
+  return dt_adam_moment(x[0], x[1], 0.9, true);
+}
+static dt_tensor *o_apply(dt_tensor *const *x) {
+  return dt_adamw_apply(x[0], x[1], x[2], 1e-3, 1e-8, 0.99);
+}
 static dt_tensor *l_linear(dt_tensor *const *x) {
   return dt_linear(x[0], x[1], x[2]);
 }
 
 /* the kernels bound after the first set: unary and scalar ops, gelu's
- * backward, comparisons, where, linear with a bias */
+ * backward, comparisons, where, the optimiser's updates, linear with a
+ * bias */
 static void more_kernels(void **state) {
   (void)state;
   dt_shape s1[1] = {DT_SHAPE(3, 1000)}, s2[2] = {DT_SHAPE(40, 50),
@@ -164,6 +171,9 @@ static void more_kernels(void **state) {
   compare(b_lt, 2, s2, 2000, 0, false, "lt");
   compare(b_eq, 1, s2, 2000, 0, false, "eq");
   compare(t_where, 2, s2, 2000, 0, false, "where");
+  compare(o_moment, 2, s2, 2000, 1e-6, false, "adam_moment");
+  dt_shape s3[3] = {DT_SHAPE(40, 50), DT_SHAPE(40, 50), DT_SHAPE(40, 50)};
+  compare(o_apply, 3, s3, 2000, 1e-6, true, "adamw_apply");
   dt_shape lin[3] = {DT_SHAPE(2, 17, 48), DT_SHAPE(40, 48), DT_SHAPE(40)};
   compare(l_linear, 3, lin, 2 * 17 * 40, 2e-5, false, "linear");
 }

@@ -136,6 +136,16 @@ int cuda_dropout(void *stream, int dtype, int ndim, const int64_t *sizes,
                  void *out, const cuda_operand *a, double p, uint64_t seed,
                  uint64_t offset);
 
+/* the fused optimiser updates over n dense elements of one float dtype
+ * (kernels/cuda/optim.cu): out = beta buf + (1 - beta) (x or x^2), and
+ * out = decay p - step m / (sqrt(v) + eps) */
+int cuda_adam_moment(void *stream, int dtype, int64_t n, void *out,
+                     const void *buf, const void *x, double beta,
+                     bool squared);
+int cuda_adamw_apply(void *stream, int dtype, int64_t n, void *out,
+                     const void *p, const void *m, const void *v, double step,
+                     double eps, double decay);
+
 /* Rows of elements (kernels/cuda/rows.cu): the outer dims index rows, the
  * inner dims the elements of a row; each has sizes and the strides of the
  * input x and the output y, in elements. */
