@@ -136,7 +136,7 @@ static void test_threads_and_callback(void **state) {
 
 int main(void) {
   rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
-  mesh = dt_mesh_init(rt, "cpu", DT_SHAPE(2), (const char *const[]){"dp"});
+  mesh = dt_mesh_init(rt, NULL, DT_SHAPE(2), (const char *const[]){"dp"});
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_threads_and_callback)};
   tu_alarm(300);
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -395,7 +395,7 @@ static void test_dtensor_grads(void **state) {
     const config *cf = &configs[k];
     dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){
         .num_ranks = (int)tu_shape_numel(cf->shape), .auto_redistribute = true});
-    dt_mesh *m = dt_mesh_init(rt, "cpu", cf->shape, NULL);
+    dt_mesh *m = dt_mesh_init(rt, NULL, cf->shape, NULL);
     assert_non_null(m);
     for (int c = 0; c < NCASES; c++) {
       run r;

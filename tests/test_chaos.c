@@ -71,7 +71,7 @@ static void run_program(uint64_t seed, results *out) {
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){
       .num_ranks = 4, .auto_redistribute = true, .chaos_seed = seed});
   assert_non_null(rt);
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 2), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2, 2), NULL);
   run_ctx c = {rt, m, out};
   tu_run_threads(2, controller, &c);
   float *av = malloc(sizeof(float) * BIG), *bv = malloc(sizeof(float) * BIG);

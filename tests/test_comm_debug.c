@@ -14,7 +14,7 @@ static dt_mesh *m;
 static int setup(void **state) {
   (void)state;
   rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 4});
-  m = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 2), (const char *const[]){"dp", "tp"});
+  m = dt_mesh_init(rt, NULL, DT_SHAPE(2, 2), (const char *const[]){"dp", "tp"});
   return rt && m ? 0 : -1;
 }
 

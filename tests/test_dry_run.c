@@ -34,7 +34,7 @@ static dt_status program(dt_mesh *m, int64_t b, int64_t h) {
 }
 
 static dt_comm_counts counted(dt_runtime *rt, int dp, int tp) {
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(dp, tp), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(dp, tp), NULL);
   dt_comm_count_begin();
   assert_int_equal(program(m, 8, 16), DT_OK);
   dt_comm_counts c = dt_comm_count_end();
@@ -86,7 +86,7 @@ static void test_alpha_beta(void **state) {
   (void)state;
   dt_runtime *dry = dt_runtime_create(&(dt_runtime_options){.num_ranks = 4, .dry_run = true,
       .dry_link_gbps = 50, .dry_link_latency_us = 2});
-  dt_mesh *m = dt_mesh_init(dry, "cpu", DT_SHAPE(4), NULL);
+  dt_mesh *m = dt_mesh_init(dry, NULL, DT_SHAPE(4), NULL);
   dt_tensor *p = dt_zeros(DT_SHAPE(1024), &(dt_tensor_options){.mesh = m,
       .placements = DT_PLACEMENTS(DT_PARTIAL(DT_REDUCE_SUM))});
   assert_int_equal(dt_dry_run_reset(dry), DT_OK);
@@ -130,7 +130,7 @@ static void test_large_mesh(void **state) {
       .dry_run = true, .auto_redistribute = true});
   assert_non_null(dry);
   assert_int_equal(dt_spmd_run(dry, never, NULL), DT_ERR_UNSUPPORTED);
-  dt_mesh *m = dt_mesh_init(dry, "cpu", DT_SHAPE(32, 32), NULL);
+  dt_mesh *m = dt_mesh_init(dry, NULL, DT_SHAPE(32, 32), NULL);
   assert_int_equal(program(m, 256, 512), DT_OK);
   dt_dry_run_stats s;
   assert_int_equal(dt_dry_run_report(dry, &s), DT_OK);
@@ -158,7 +158,7 @@ static void test_threads(void **state) {
   (void)state;
   shared = dt_runtime_create(&(dt_runtime_options){.num_ranks = 4, .dry_run = true,
                                                    .auto_redistribute = true});
-  shared_mesh = dt_mesh_init(shared, "cpu", DT_SHAPE(2, 2), NULL);
+  shared_mesh = dt_mesh_init(shared, NULL, DT_SHAPE(2, 2), NULL);
   issue(NULL, 0);
   dt_dry_run_stats one, four;
   assert_int_equal(dt_dry_run_report(shared, &one), DT_OK);

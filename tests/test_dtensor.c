@@ -29,7 +29,7 @@ static int teardown(void **state) {
 }
 
 static dt_mesh *mesh1(int n) {
-  dt_mesh *m = dt_mesh_init(rt, "cpu", (dt_shape){1, {n}}, NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, (dt_shape){1, {n}}, NULL);
   if (!m) fail_msg("dt_mesh_init: %s", dt_last_error());
   return m;
 }
@@ -125,7 +125,7 @@ static void test_local_shards(void **state) {
 static void test_factories(void **state) {
   (void)state;
   tu_leaks_begin();
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 4), (const char *[]){"dp", "tp"});
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2, 4), (const char *[]){"dp", "tp"});
   const dt_placement *pls[] = {
       DT_PLACEMENTS(DT_SHARD(0), DT_SHARD(1)), DT_PLACEMENTS(DT_REPLICATE, DT_SHARD(0)),
       DT_PLACEMENTS(DT_SHARD(1), DT_REPLICATE), DT_PLACEMENTS(DT_SHARD(0), DT_SHARD(0)),
@@ -229,7 +229,7 @@ static void test_pairs_1d(void **state) {
 /* n-D meshes: every pair of a set of placements */
 static void pairs_nd(dt_shape mshape, const dt_placement *const *pls, int npl,
                      dt_shape s) {
-  dt_mesh *m = dt_mesh_init(rt, "cpu", mshape, NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, mshape, NULL);
   for (int a = 0; a < npl; a++)
     for (int b = 0; b < npl; b++) {
       bool bad = false;
@@ -270,7 +270,7 @@ static void test_pairs_2d_3d(void **state) {
 static void test_counts_2d(void **state) {
   (void)state;
   tu_leaks_begin();
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 4), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2, 4), NULL);
   dt_tensor *x = dt_ones(DT_SHAPE(8, 8), &(dt_tensor_options){
       .mesh = m, .placements = DT_PLACEMENTS(DT_SHARD(0), DT_SHARD(1))});
   dt_comm_count_begin();
@@ -308,9 +308,9 @@ static void test_determinism(void **state) {
 static void test_other_mesh(void **state) {
   (void)state;
   tu_leaks_begin();
-  dt_mesh *a = dt_mesh_create(rt, "cpu", DT_SHAPE(2), (int[]){0, 1}, NULL);
-  dt_mesh *b = dt_mesh_create(rt, "cpu", DT_SHAPE(3), (int[]){2, 5, 7}, NULL);
-  dt_mesh *c = dt_mesh_create(rt, "cpu", DT_SHAPE(2, 2), (int[]){1, 2, 3, 4}, NULL);
+  dt_mesh *a = dt_mesh_create(rt, NULL, DT_SHAPE(2), (int[]){0, 1}, NULL);
+  dt_mesh *b = dt_mesh_create(rt, NULL, DT_SHAPE(3), (int[]){2, 5, 7}, NULL);
+  dt_mesh *c = dt_mesh_create(rt, NULL, DT_SHAPE(2, 2), (int[]){1, 2, 3, 4}, NULL);
   double *v;
   dt_tensor *single = tu_random(DT_SHAPE(11, 3), DT_FLOAT32, 4, -1, 1, &v);
   dt_tensor *x = dt_redistribute(single, a, DT_PLACEMENTS(DT_SHARD(0)));
@@ -332,7 +332,7 @@ static void test_other_mesh(void **state) {
 static void test_like_and_dict(void **state) {
   (void)state;
   tu_leaks_begin();
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 2), (const char *[]){"dp", "tp"});
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2, 2), (const char *[]){"dp", "tp"});
   double *v;
   dt_tensor *h = tu_random(DT_SHAPE(6, 4), DT_FLOAT64, 8, -3, 3, &v);
   double raw[24];
@@ -400,7 +400,7 @@ static void test_spec_hash(void **state) {
   (void)state;
   tu_leaks_begin();
   dt_mesh *m1 = mesh1(4), *m2 = mesh1(4);
-  dt_mesh *m3 = dt_mesh_create(rt, "cpu", DT_SHAPE(4), (int[]){1, 0, 2, 3}, NULL);
+  dt_mesh *m3 = dt_mesh_create(rt, NULL, DT_SHAPE(4), (int[]){1, 0, 2, 3}, NULL);
   dt_tensor_options o = {.mesh = m1, .placements = DT_PLACEMENTS(DT_SHARD(0))};
   dt_tensor *a = dt_zeros(DT_SHAPE(8, 3), &o);
   o.mesh = m2;
@@ -443,7 +443,7 @@ static void test_watchdog(void **state) {
   dt_runtime *w = dt_runtime_create(&(dt_runtime_options){
       .num_ranks = 4, .collective_timeout_ms = 200});
   dt_runtime_set_current(w);
-  dt_mesh *m = dt_mesh_init(w, "cpu", DT_SHAPE(4), NULL);
+  dt_mesh *m = dt_mesh_init(w, NULL, DT_SHAPE(4), NULL);
   dt_tensor *x = dt_ones(DT_SHAPE(8), &(dt_tensor_options){
       .mesh = m, .placements = DT_PLACEMENTS(DT_SHARD(0))});
   dt_runtime_synchronize(w);
@@ -466,8 +466,8 @@ static void test_cross_mesh_failed_source(void **state) {
   dt_runtime *lrt = dt_runtime_create(&(dt_runtime_options){
       .num_ranks = 4, .device_memory = 96 * 1024});
   assert_non_null(lrt);
-  dt_mesh *a = dt_mesh_create(lrt, "cpu", DT_SHAPE(2), (int[]){0, 1}, NULL);
-  dt_mesh *b = dt_mesh_create(lrt, "cpu", DT_SHAPE(2), (int[]){2, 3}, NULL);
+  dt_mesh *a = dt_mesh_create(lrt, NULL, DT_SHAPE(2), (int[]){0, 1}, NULL);
+  dt_mesh *b = dt_mesh_create(lrt, NULL, DT_SHAPE(2), (int[]){2, 3}, NULL);
   assert_true(a && b);
   /* 128 KiB replicas on 96 KiB devices: the factory's ranks run out; the
    * target's 64 KiB shards fit */

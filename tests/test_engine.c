@@ -281,7 +281,7 @@ static void test_api_from_callback(void **state) {
   dt_runtime *rt = dt_runtime_create(&ro);
   assert_non_null(rt);
   cb_ctx x = {.rt = rt};
-  x.mesh = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  x.mesh = dt_mesh_init(rt, NULL, DT_SHAPE(2), NULL);
   assert_non_null(x.mesh);
   dt_runtime_set_current(rt);
   dt_tensor *t = dt_ones(DT_SHAPE(1024), &(dt_tensor_options){
@@ -589,7 +589,7 @@ static void test_synchronize_covers_issued_work(void **state) {
 static void test_synchronize_counts_remote_frees(void **state) {
   (void)state;
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2), NULL);
   assert_true(rt && m);
   for (int i = 0; i < 1000 / SCALE; i++) {
     dt_tensor *x = dt_ones(DT_SHAPE(4096), &(dt_tensor_options){

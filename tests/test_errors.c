@@ -76,7 +76,7 @@ static void test_null_not_blamed_on_old_failure(void **state) {
   assert_int_equal(dt_last_status(), DT_ERR_SHAPE);
   /* an old failure before a successful DTensor factory is not blamed */
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2), NULL);
   assert_null(dt_add(a, b));
   dt_tensor *d = dt_ones(DT_SHAPE(4), &(dt_tensor_options){.mesh = m});
   assert_non_null(d);
@@ -111,7 +111,7 @@ static void test_boundary_overflow(void **state) {
   tu_expect_status(dt_to_host(big2, buf, sizeof buf), DT_ERR_INVALID_ARGUMENT,
                    "dt_to_host", NULL);
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2), NULL);
   dt_tensor_options f64 = {.dtype = DT_FLOAT64, .mesh = m};
   tu_expect_error(dt_ones(DT_SHAPE((1LL << 61) + 1), &f64),
                   DT_ERR_OUT_OF_MEMORY, "dt_ones", "overflows", NULL);

@@ -21,7 +21,7 @@ static int setup(void **state) {
   (void)state;
   rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = R,
                                                 .collective_timeout_ms = 20000});
-  m4 = dt_mesh_init(rt, "cpu", DT_SHAPE(R), NULL);
+  m4 = dt_mesh_init(rt, NULL, DT_SHAPE(R), NULL);
   dt_runtime_set_current(rt); /* the factories' runtime on this thread */
   return rt && m4 ? 0 : -1;
 }
@@ -154,7 +154,7 @@ static void test_stall(void **state) {
   (void)state;
   dt_runtime *w = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2,
                                                           .collective_timeout_ms = 100});
-  dt_mesh *m = dt_mesh_init(w, "cpu", DT_SHAPE(2), NULL);
+  dt_mesh *m = dt_mesh_init(w, NULL, DT_SHAPE(2), NULL);
   dt_tensor *p = dt_ones(DT_SHAPE(4), &(dt_tensor_options){.mesh = m,
       .placements = DT_PLACEMENTS(DT_PARTIAL(DT_REDUCE_SUM))});
   assert_int_equal(dt_runtime_synchronize(w), DT_OK);

@@ -163,10 +163,10 @@ static void test_host_oom_on_rank_threads(void **state) {
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){
       .num_ranks = 4, .collective_timeout_ms = 60000});
   assert_non_null(rt);
-  dt_mesh *line = dt_mesh_init(rt, "cpu", DT_SHAPE(4), NULL);
-  dt_mesh *grid = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 2), NULL);
-  dt_mesh *left = dt_mesh_create(rt, "cpu", DT_SHAPE(2), (int[]){0, 1}, NULL);
-  dt_mesh *right = dt_mesh_create(rt, "cpu", DT_SHAPE(2), (int[]){2, 3}, NULL);
+  dt_mesh *line = dt_mesh_init(rt, NULL, DT_SHAPE(4), NULL);
+  dt_mesh *grid = dt_mesh_init(rt, NULL, DT_SHAPE(2, 2), NULL);
+  dt_mesh *left = dt_mesh_create(rt, NULL, DT_SHAPE(2), (int[]){0, 1}, NULL);
+  dt_mesh *right = dt_mesh_create(rt, NULL, DT_SHAPE(2), (int[]){2, 3}, NULL);
   assert_true(line && grid && left && right);
   static const uint64_t every[] = {1, 2, 3, 4, 5, 7, 9, 13, 17, 31, 64};
   tally all = {0};
@@ -206,7 +206,7 @@ static void test_abstain_fails_round_fast(void **state) {
   (void)state;
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){
       .num_ranks = 4, .collective_timeout_ms = 60000});
-  dt_mesh *line = dt_mesh_init(rt, "cpu", DT_SHAPE(4), NULL);
+  dt_mesh *line = dt_mesh_init(rt, NULL, DT_SHAPE(4), NULL);
   assert_true(rt && line);
   /* rank 2 cannot allocate its output: it abstains, and the all_gather
    * fails on every rank naming rank 2's error, long before the watchdog */

@@ -106,7 +106,7 @@ static dt_runtime *runtime_of(int n) {
 
 static void rounds_on(int n) {
   dt_runtime *rt = runtime_of(n);
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(n), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(n), NULL);
   assert_non_null(m);
   sched_pool_stats s0 = sched_pool_get_stats(rt->pool);
   for (int it = 0; it < 48; it++)
@@ -137,7 +137,7 @@ static void test_rounds_8_ranks(void **state) {
 static void test_large_not_helped(void **state) {
   (void)state;
   dt_runtime *rt = runtime_of(2);
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2), NULL);
   dt_tensor_options o = {.mesh = m, .placements = (dt_placement[]){DT_PARTIAL(DT_REDUCE_SUM)}};
   dt_tensor *p = dt_ones(DT_SHAPE(1 << 16), &o); /* 256 KiB */
   assert_non_null(p);
@@ -186,7 +186,7 @@ static void test_threads_and_callback(void **state) {
   (void)state;
   tu_leaks_begin_clear();
   dt_runtime *rt = runtime_of(8);
-  shared s = {.m = dt_mesh_init(rt, "cpu", DT_SHAPE(8), NULL), .n = 8};
+  shared s = {.m = dt_mesh_init(rt, NULL, DT_SHAPE(8), NULL), .n = 8};
   assert_non_null(s.m);
   assert_int_equal(dt_runtime_set_current(rt), DT_OK);
   dt_tensor *t = dt_zeros(DT_SHAPE(4), &(dt_tensor_options){.device = "cpu:0"});
@@ -212,7 +212,7 @@ static void test_mesh_2d_groups(void **state) {
   (void)state;
   tu_leaks_begin_clear();
   dt_runtime *rt = runtime_of(8);
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 4), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2, 4), NULL);
   assert_non_null(m);
   int64_t h0 = sched_pool_get_stats(rt->pool).helped;
   for (int it = 0; it < 16; it++) {
@@ -321,7 +321,7 @@ static void test_stress_2d(void **state) {
       .num_ranks = 8, .ring_capacity = 4, .spin_us = 1,
       .collective_timeout_ms = 20000});
   assert_non_null(rt);
-  stress s = {.rt = rt, .m = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 4), NULL)};
+  stress s = {.rt = rt, .m = dt_mesh_init(rt, NULL, DT_SHAPE(2, 4), NULL)};
   assert_non_null(s.m);
   tu_run_threads(4, stress_issue, &s);
   TU_ASSERT_NO_THREAD_FAILURES();
@@ -335,7 +335,7 @@ static void test_stress_2d(void **state) {
 static void test_backlog_not_waited_for(void **state) {
   (void)state;
   dt_runtime *rt = runtime_of(4);
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(4), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(4), NULL);
   assert_int_equal(dt_runtime_set_current(rt), DT_OK);
   dt_tensor_options po = {.mesh = m, .placements = (dt_placement[]){DT_PARTIAL(DT_REDUCE_SUM)}};
   dt_tensor *p = dt_ones(DT_SHAPE(2), &po);
@@ -371,7 +371,7 @@ static void test_no_help_env(void **state) {
   assert_int_equal(setenv("DTORCH_NO_HELP", "1", 1), 0);
   dt_runtime *rt = runtime_of(2);
   unsetenv("DTORCH_NO_HELP");
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2), NULL);
   assert_non_null(m);
   for (int it = 0; it < 8; it++) assert_true(one_round(m, 2, it % 4, (uint64_t)it, true));
   assert_int_equal(sched_pool_get_stats(rt->pool).helped, 0);

@@ -23,10 +23,10 @@ static int setup(void **state) {
   (void)state;
   rt8 = dt_runtime_create(&(dt_runtime_options){.num_ranks = 8});
   if (!rt8 || dt_runtime_set_current(rt8) != DT_OK) return -1;
-  tp4 = dt_mesh_init(rt8, "cpu", DT_SHAPE(4), (const char *[]){"tp"});
-  grid22 = dt_mesh_init(rt8, "cpu", DT_SHAPE(2, 2),
+  tp4 = dt_mesh_init(rt8, NULL, DT_SHAPE(4), (const char *[]){"tp"});
+  grid22 = dt_mesh_init(rt8, NULL, DT_SHAPE(2, 2),
                         (const char *[]){"dp", "tp"});
-  grid24 = dt_mesh_init(rt8, "cpu", DT_SHAPE(2, 4),
+  grid24 = dt_mesh_init(rt8, NULL, DT_SHAPE(2, 4),
                         (const char *[]){"dp", "tp"});
   return tp4 && grid22 && grid24 ? 0 : -1;
 }
@@ -207,7 +207,7 @@ static void test_picture_partial(void **state) {
       "P(sum) over mesh dim tp: every rank holds a full-shape partial value;\n"
       "  the value of each cell is the sum over the ranks along tp (e.g. 0,1)\n");
   /* an unnamed mesh: dims go by number */
-  dt_mesh *m = dt_mesh_init(rt8, "cpu", DT_SHAPE(2), NULL);
+  dt_mesh *m = dt_mesh_init(rt8, NULL, DT_SHAPE(2), NULL);
   dt_tensor *a = dzeros(m, DT_SHAPE(3), DT_PLACEMENTS(DT_PARTIAL(DT_REDUCE_AVG)));
   expect_text(SHOW_PICTURE, a, &(dt_visualize_options){.max_width = 12},
       "┌──────────┐\n"
@@ -368,7 +368,7 @@ static void test_memory_report(void **state) {
   dt_tensor *big = dt_zeros(DT_SHAPE(256, 1024), &(dt_tensor_options){
                                                    .device = "cpu:2"});
   dt_runtime_set_current(rt8);
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(4), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(4), NULL);
   dt_tensor *d = dt_zeros(DT_SHAPE(1024), &(dt_tensor_options){
       .mesh = m, .placements = DT_PLACEMENTS(DT_SHARD(0))});
   assert_non_null(big);
@@ -414,7 +414,7 @@ static void test_oom_names_largest(void **state) {
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){
       .num_ranks = 2, .device_memory = 3 << 19}); /* 1.5 MiB per rank */
   dt_runtime_set_current(rt);
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2), NULL);
   dt_tensor *a = dt_ones(DT_SHAPE(512, 512), NULL); /* 1 MiB on rank 0 */
   dt_tensor *d = dt_ones(DT_SHAPE(8, 16), &(dt_tensor_options){
       .mesh = m, .placements = DT_PLACEMENTS(DT_SHARD(1))});

@@ -61,7 +61,7 @@ static void test_errors(void **state) {
   dt_tensor *a = dt_zeros(DT_SHAPE(2), NULL);
   assert_int_equal(dt_tensor_local_data(a, NULL), DT_ERR_INVALID_ARGUMENT);
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2), NULL);
   dt_tensor *d = dt_zeros(DT_SHAPE(4), &(dt_tensor_options){.mesh = m,
                           .placements = DT_PLACEMENTS(DT_SHARD(0))});
   assert_int_equal(dt_tensor_local_data(d, &p), DT_ERR_UNSUPPORTED);

@@ -121,7 +121,7 @@ static void run_adamw(dt_mesh *m, const dt_adamw_options *ao, const char *what) 
 static void test_updates(void **state) {
   (void)state;
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
-  dt_mesh *mesh = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  dt_mesh *mesh = dt_mesh_init(rt, NULL, DT_SHAPE(2), NULL);
   dt_mesh *meshes[2] = {NULL, mesh};
   const dt_sgd_options sgds[] = {
     {.lr = 0.1}, {.lr = 0.05, .momentum = 0.9},
@@ -140,7 +140,7 @@ static void test_updates(void **state) {
 static void test_clip(void **state) {
   (void)state;
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2), NULL);
   ref_state r = {0};
   dt_tensor *p[2] = {initial(m, &r), initial(NULL, &r)};
   backward_step(p[0], m, 0);

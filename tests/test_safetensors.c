@@ -28,8 +28,8 @@ static int setup(void **state) {
   (void)state;
   rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 8});
   dt_runtime_set_current(rt);
-  m24 = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 4), NULL);
-  m8 = dt_mesh_init(rt, "cpu", DT_SHAPE(8), NULL);
+  m24 = dt_mesh_init(rt, NULL, DT_SHAPE(2, 4), NULL);
+  m8 = dt_mesh_init(rt, NULL, DT_SHAPE(8), NULL);
   snprintf(dir, sizeof dir, "/tmp/dt_st_XXXXXX");
   return rt && m24 && m8 && mkdtemp(dir) ? 0 : -1;
 }

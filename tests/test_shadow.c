@@ -16,8 +16,8 @@ static dt_mesh *m22, *m2;
 static int setup(void **state) {
   (void)state;
   rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 4});
-  m22 = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 2), (const char *const[]){"dp", "tp"});
-  m2 = dt_mesh_create(rt, "cpu", DT_SHAPE(2), (const int[]){0, 1}, NULL);
+  m22 = dt_mesh_init(rt, NULL, DT_SHAPE(2, 2), (const char *const[]){"dp", "tp"});
+  m2 = dt_mesh_create(rt, NULL, DT_SHAPE(2), (const int[]){0, 1}, NULL);
   return rt && m22 && m2 ? 0 : -1;
 }
 

@@ -21,8 +21,8 @@ static int setup(void **state) {
   dt_runtime_options o = {.num_ranks = 4};
   rt4 = dt_runtime_create(&o);
   const char *tp[] = {"tp"}, *dptp[] = {"dp", "tp"};
-  tp4 = dt_mesh_init(rt4, "cpu", DT_SHAPE(4), tp);
-  grid = dt_mesh_init(rt4, "cpu", DT_SHAPE(2, 2), dptp);
+  tp4 = dt_mesh_init(rt4, NULL, DT_SHAPE(4), tp);
+  grid = dt_mesh_init(rt4, NULL, DT_SHAPE(2, 2), dptp);
   return rt4 && tp4 && grid ? 0 : -1;
 }
 
@@ -99,7 +99,7 @@ static void test_cache_stale_mesh(void **state) {
   (void)state;
   dt_sharding_cache_clear();
   for (int round = 0; round < 2; round++) {
-    dt_mesh *m = dt_mesh_init(rt4, "cpu", DT_SHAPE(4), NULL);
+    dt_mesh *m = dt_mesh_init(rt4, NULL, DT_SHAPE(4), NULL);
     dt_tensor *a = dfull(m, DT_SHAPE(4), DT_PLACEMENTS(DT_SHARD(0)), round);
     dt_tensor *r = dt_relu(a);
     float v[4];
@@ -220,7 +220,7 @@ static void test_auto_from_environment(void **state) {
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 4});
   unsetenv("DTORCH_AUTO_REDISTRIBUTE");
   assert_non_null(rt);
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(4), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(4), NULL);
   double hv[32];
   for (int i = 0; i < 32; i++) hv[i] = i % 7 - 3;
   float raw[32];

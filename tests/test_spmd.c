@@ -21,8 +21,8 @@ static int setup(void **state) {
   (void)state;
   rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = N,
                                                 .collective_timeout_ms = 20000});
-  m22 = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 2), (const char *const[]){"dp", "tp"});
-  m4 = dt_mesh_init(rt, "cpu", DT_SHAPE(4), (const char *const[]){"tp"});
+  m22 = dt_mesh_init(rt, NULL, DT_SHAPE(2, 2), (const char *const[]){"dp", "tp"});
+  m4 = dt_mesh_init(rt, NULL, DT_SHAPE(4), (const char *const[]){"tp"});
   return rt && m22 && m4 ? 0 : -1;
 }
 

@@ -27,7 +27,7 @@ static void known_program(dt_runtime *rt) {
   float host[16];
   assert_int_equal(dt_to_host(c, host, sizeof host), DT_OK);
   assert_true(host[5] == 4.0f);
-  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 2), NULL);
+  dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(2, 2), NULL);
   dt_tensor_options so = {.mesh = m, .placements = DT_PLACEMENTS(DT_SHARD(0), DT_REPLICATE)};
   dt_tensor_options ro = {.mesh = m, .placements = DT_PLACEMENTS(DT_REPLICATE, DT_REPLICATE)};
   dt_tensor *x = dt_ones(DT_SHAPE(8, 8), &so);
