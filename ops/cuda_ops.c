@@ -193,11 +193,15 @@ static dt_status cu_linear(dt_op_call *c) {
       (bias && bias->dtype != o->dtype))
     return unsupported(c, "a 1-d weight, strided or mixed-dtype operands");
   int64_t k = w->local.sizes[1], n = w->local.sizes[0];
-  int64_t m = k ? core_numel(x) / k : 0;
+  int64_t m = n ? core_numel(o) / n : 0;
   char why[256];
-  if (m && n && cuda_gemm_nt(cr_of(o), (int)o->dtype, m, n, k,
-                             core_tensor_data(x), core_tensor_data(w),
-                             core_tensor_data(o), why, sizeof why))
+  if (m && n && !k && /* no inputs: the sums are 0 */
+      cuda_fill(stream_of(o), (int)o->dtype, core_numel(o),
+                core_tensor_data(o), 0))
+    return launch_failed(c);
+  if (m && n && k && cuda_gemm_nt(cr_of(o), (int)o->dtype, m, n, k,
+                                  core_tensor_data(x), core_tensor_data(w),
+                                  core_tensor_data(o), why, sizeof why))
     return core_error_set(DT_ERR_DEVICE, "%s: %s", c->api, why);
   if (!bias || !core_numel(o)) return DT_OK;
   cuda_operand oo = operand_of(o, o), ob = operand_of(bias, o);

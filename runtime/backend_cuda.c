@@ -265,6 +265,26 @@ static dt_status cd_reduce(void *ctx, int rank, const void *const *in,
   return DT_OK;
 }
 
+/* what the one-GPU data movement takes, refused before the rendezvous so
+ * that every member fails the round alike */
+static dt_status cd_check(void *ctx, int rank, int kind, dt_dtype d,
+                          dt_reduce_op op, int n) {
+  dt_runtime *rt = ctx;
+  (void)op;
+  bool reducing = kind == SIM_COLL_KIND_ALL_REDUCE ||
+                  kind == SIM_COLL_KIND_REDUCE_SCATTER;
+  if (reducing && !core_dtype_is_float(d))
+    return core_error_set(DT_ERR_UNSUPPORTED, "rank %d (cuda:%d): reducing "
+                          "collectives of %s between CUDA ranks are not built "
+                          "yet (float dtypes only)", rank, rt->ranks[rank].gpu,
+                          core_dtype_name(d));
+  if (reducing && n > CUDA_COLL_MAX)
+    return core_error_set(DT_ERR_UNSUPPORTED, "rank %d (cuda:%d): a reducing "
+                          "collective of %d members: at most %d on one GPU",
+                          rank, rt->ranks[rank].gpu, n, CUDA_COLL_MAX);
+  return DT_OK;
+}
+
 static dt_status cd_copy(void *ctx, int rank, void *dst, const void *src,
                          int64_t bytes) {
   return cu_copy(ctx, rank, dst, src, (size_t)bytes, RUNTIME_COPY_D2D);
@@ -280,6 +300,7 @@ bool runtime_cuda_coll_attach(dt_runtime *rt) {
   rt->coll_dev = (sim_coll_device){
       .ctx = rt, .record = cd_record, .wait = cd_wait,
       .release = cd_release, .reduce = cd_reduce, .copy = cd_copy,
+      .check = one_gpu ? cd_check : NULL,
       .call = one_gpu ? NULL : runtime_nccl_call};
   /* without memory for its registry, NCCL calls fail naming it */
   if (!one_gpu) (void)runtime_nccl_open(rt);

@@ -52,6 +52,7 @@ typedef struct nccl_group {
   int n;
   unsigned char id[CUDA_NCCL_ID_BYTES];
   cuda_nccl_comm **comms; /* per member, made and used by that member */
+  char failed[256];       /* drawing the id failed: every member says so */
 } nccl_group;
 
 typedef struct runtime_nccl {
@@ -85,7 +86,9 @@ void runtime_nccl_close(dt_runtime *rt) {
   rt->nccl = NULL;
 }
 
-/* the registry entry of k's group (made, with its id, by the first) */
+/* the registry entry of k's group, made with its id by the first member
+ * to get here; a failed draw is kept in the entry, so every member of the
+ * group fails alike instead of some blocking in ncclCommInitRank */
 static nccl_group *group_of(runtime_nccl *r, const sim_coll_call *k,
                             char *why, size_t n) {
   pthread_mutex_lock(&r->lock);
@@ -97,21 +100,18 @@ static nccl_group *group_of(runtime_nccl *r, const sim_coll_call *k,
     g = NULL;
   }
   if (g && !g->g) {
-    if (cuda_nccl_unique_id(g->id, why, n)) {
-      free(g->comms);
-      free(g);
-      g = NULL;
-    } else {
-      g->g = k->g;
-      g->n = k->n;
-      g->next = r->groups;
-      r->groups = g;
-    }
-  } else if (!g) {
-    snprintf(why, n, "out of host memory for a communicator");
+    if (cuda_nccl_unique_id(g->id, g->failed, sizeof g->failed) &&
+        !g->failed[0])
+      snprintf(g->failed, sizeof g->failed, "ncclGetUniqueId failed");
+    g->g = k->g;
+    g->n = k->n;
+    g->next = r->groups;
+    r->groups = g;
   }
+  if (!g) snprintf(why, n, "out of host memory for a communicator");
+  else if (g->failed[0]) snprintf(why, n, "%s", g->failed);
   pthread_mutex_unlock(&r->lock);
-  return g;
+  return g && !g->failed[0] ? g : NULL;
 }
 
 static dt_status fail(dt_runtime *rt, int rank, const sim_coll_call *k,

@@ -36,6 +36,7 @@
  * completion arrival), and rewritten at its next round on the slot
  * (k + 2), which starts after every member arrived at round k + 1, i.e.
  * finished round k. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -58,7 +59,12 @@ dt_status sim_coll_dev_begin(sim_coll_group *g, int member, uint64_t k,
   (void)k;
   const sim_coll_device *dev = g->world->dev;
   e->ev_ready = e->ev_done = NULL;
+  e->moved = DT_OK;
   if (bad != DT_OK || e->d.kind == KIND_ABSTAIN) return bad;
+  if (dev->check && e->d.kind != KIND_BARRIER &&
+      (bad = dev->check(dev->ctx, g->ranks[member], (int)e->d.kind,
+                        e->d.dtype, e->d.op, g->n)) != DT_OK)
+    return bad;
   /* a device that runs whole collectives orders its members itself */
   if (dev->call && e->d.kind != KIND_BARRIER) return DT_OK;
   /* relaxed: published by the arrival's release */
@@ -103,11 +109,12 @@ void sim_coll_dev_abandon(sim_coll_group *g, int member, uint64_t k) {
 }
 
 dt_status sim_coll_dev_move(sim_coll_group *g, int member, uint64_t k,
-                            bool share) {
+                            dt_status before) {
+  bool share = before == DT_OK;
   const sim_coll_device *dev = g->world->dev;
   sim_coll_entry *E = g->entries[k & 1];
   sim_coll_member *me = &g->members[member];
-  sim_coll_mover mv = {.dev = dev, .rank = g->ranks[member], .st = DT_OK};
+  sim_coll_mover mv = {.dev = dev, .rank = g->ranks[member], .st = before};
   if (share) sim_coll_move_split(E, g->n, member, me->ins, me->outs, &mv);
   /* recorded even after a failed launch: the others wait on it */
   void *done = dev->record(dev->ctx, mv.rank);
@@ -115,11 +122,27 @@ dt_status sim_coll_dev_move(sim_coll_group *g, int member, uint64_t k,
   /* relaxed: published by the completion arrival's release */
   atomic_store_explicit(&E[member].done_refs, g->n, memory_order_relaxed);
   E[member].ev_done = done;
+  E[member].moved = mv.st; /* the others fail too (sim_coll_dev_end) */
+  if (mv.st != DT_OK)
+    snprintf(E[member].moved_msg, sizeof E[member].moved_msg, "%s",
+             core_last_error());
   return mv.st;
 }
 
+/* after the completion barrier: every member learns whether every share
+ * was issued (a member whose launch failed left its part of everyone's
+ * output unwritten) */
 dt_status sim_coll_dev_end(sim_coll_group *g, int member, uint64_t k) {
-  return settle(g, member, g->entries[k & 1], true, true);
+  sim_coll_entry *E = g->entries[k & 1];
+  dt_status st = settle(g, member, E, true, true);
+  for (int j = 0; j < g->n && st == DT_OK; j++)
+    if (j != member && E[j].moved != DT_OK)
+      st = core_error_set(E[j].moved, "%s on group %s: member %d (rank %d) "
+                          "could not issue its share, so the result is "
+                          "incomplete: %s",
+                          sim_coll_kind_names[E[member].d.kind], g->name, j,
+                          g->ranks[j], E[j].moved_msg);
+  return st;
 }
 
 dt_status sim_coll_dev_call(sim_coll_group *g, int member, uint64_t k) {

@@ -66,6 +66,10 @@ typedef struct sim_coll_entry {
   void *ev_ready, *ev_done;
   /* members yet to finish with ev_ready / ev_done (coll_device.c) */
   _Atomic int ready_refs, done_refs;
+  /* whether its share was issued (device worlds: written before its
+   * completion arrival, read by the others after the barrier) */
+  dt_status moved;
+  char moved_msg[256];
   _Alignas(SIM_COLL_LINE) unsigned char data[SIM_COLL_INLINE];
 } sim_coll_entry;
 
@@ -149,7 +153,7 @@ void sim_coll_dev_abandon(sim_coll_group *g, int member, uint64_t k);
 dt_status sim_coll_dev_settle(sim_coll_group *g, int member, uint64_t k,
                               bool wait);
 dt_status sim_coll_dev_move(sim_coll_group *g, int member, uint64_t k,
-                            bool share);
+                            dt_status before);
 dt_status sim_coll_dev_end(sim_coll_group *g, int member, uint64_t k);
 /* a device with `call`: the member's whole collective (moving rounds) */
 dt_status sim_coll_dev_call(sim_coll_group *g, int member, uint64_t k);

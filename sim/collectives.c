@@ -806,14 +806,17 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
     depart(g, me);
     return st;
   }
-  if (dev->call) /* the device synchronises the members (NCCL) */
+  if (dev->call) { /* the device synchronises the members (NCCL) */
+    (void)sim_coll_dev_settle(g, member, k, false); /* a barrier's event */
+    /* nobody returns while another may still read its counts arrays
+     * (check_round above reads every member's) */
+    depart(g, me);
     return st == DT_OK ? sim_coll_dev_call(g, member, k) : st;
+  }
   bool moving = st == DT_OK;
   dt_status ds = sim_coll_dev_settle(g, member, k, moving);
-  if (moving) { /* after a failed wait: no share, but the done event */
-    dt_status ms = sim_coll_dev_move(g, member, k, ds == DT_OK);
-    if (ds == DT_OK) ds = ms;
-  }
+  /* after a failed wait: no share, but the done event and the status */
+  if (moving) ds = sim_coll_dev_move(g, member, k, ds);
   depart(g, me);
   dt_status end = moving ? sim_coll_dev_end(g, member, k) : DT_OK;
   return st != DT_OK ? st : ds != DT_OK ? ds : end;

@@ -172,6 +172,11 @@ typedef struct sim_coll_device {
   /* on rank's stream: bytes from src to dst (device memory of any rank) */
   dt_status (*copy)(void *ctx, int rank, void *dst, const void *src,
                     int64_t bytes);
+  /* (optional) whether the device can run this member's call: checked
+   * before the member arrives, so a refusal fails every member's call of
+   * the round (its message names the member) instead of one member's */
+  dt_status (*check)(void *ctx, int rank, int kind, dt_dtype dtype,
+                     dt_reduce_op op, int nmembers);
   /* (optional) the whole collective issued to rank's stream by a device
    * that synchronises its members itself (NCCL): then every round that
    * moves data calls it after the rendezvous and its checks, instead of

@@ -16,7 +16,9 @@
  * issue before their streams ran (nobody waited for the device), every
  * event released exactly once and never waited on after its release, a
  * device reduction that fails failing every member with the group still
- * usable, and send/recv refused. */
+ * usable (also when one member's alone fails: the others' outputs miss its
+ * share), the device's check refusing a call before the rendezvous, the
+ * whole-collective hook (NCCL's), and send/recv refused. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -61,6 +63,7 @@ static fstream streams[NR];
 static pthread_mutex_t events_mu = PTHREAD_MUTEX_INITIALIZER;
 static fevent *events_all;
 static _Atomic int fail_reduce_dtype = -1; /* reduce fails for this dtype */
+static _Atomic int fail_reduce_rank = -1;  /* ... on this rank only */
 
 /* While the gate is closed the streams run nothing: the rank threads must
  * issue every round without any of it having run. A stream that waits
@@ -216,7 +219,8 @@ static dt_status dev_reduce(void *ctx, int rank, const void *const *in, int nin,
                             void *const *out, int nout, int64_t count,
                             dt_dtype d, dt_reduce_op op) {
   (void)ctx;
-  if ((int)d == atomic_load_explicit(&fail_reduce_dtype, memory_order_relaxed))
+  if ((int)d == atomic_load_explicit(&fail_reduce_dtype, memory_order_relaxed) ||
+      rank == atomic_load_explicit(&fail_reduce_rank, memory_order_relaxed))
     return core_error_set(DT_ERR_UNSUPPORTED, "fake device: no reduction "
                           "for dtype %d", (int)d);
   reduce_arg *a = calloc(1, sizeof *a);
@@ -499,6 +503,76 @@ static void test_failed_launch(void **state) {
   sim_coll_world_destroy(w);
 }
 
+/* one member's share fails: every member's call fails (the others' output
+ * is missing that share), naming it; the group works afterwards */
+static void one_fails_body(void *arg, int member) {
+  sim_coll_world *w = arg;
+  int ranks[NR] = {0, 1, 2, 3};
+  sim_coll_group *g = sim_coll_group_get(w, ranks, NR);
+  dt_status st = sim_coll_all_reduce(g, member, inbuf[member], outbuf[member],
+                                     LEN, DT_FLOAT32, DT_REDUCE_SUM);
+  TU_CHECK(st == DT_ERR_UNSUPPORTED, "member %d: %d", member, (int)st);
+  if (member != 2)
+    TU_CHECK(strstr(core_last_error(), "member 2 (rank 2) could not issue") !=
+             NULL, "member %d: %s", member, core_last_error());
+  atomic_store(&fail_reduce_rank, -1);
+  sim_coll_barrier(g, member);
+  st = sim_coll_all_reduce(g, member, inbuf[member], outbuf[member], LEN,
+                           DT_FLOAT32, DT_REDUCE_SUM);
+  TU_CHECK(st == DT_OK, "member %d after: %s", member, core_last_error());
+}
+
+static void test_one_member_fails(void **state) {
+  (void)state;
+  sim_coll_world *w = sim_coll_world_create(NR, TEST_TIMEOUT_NS);
+  sim_coll_world_set_device(w, &fake_dev);
+  streams_start();
+  atomic_store(&fail_reduce_rank, 2);
+  tu_run_threads(NR, one_fails_body, w);
+  streams_stop();
+  TU_ASSERT_NO_THREAD_FAILURES();
+  check_events();
+  sim_coll_world_destroy(w);
+}
+
+/* the device's check refuses a call before the rendezvous: every member
+ * fails the round alike, nothing moves, the group stays usable */
+static dt_status refuse_int(void *ctx, int rank, int kd, dt_dtype d,
+                            dt_reduce_op op, int n) {
+  (void)ctx, (void)kd, (void)op, (void)n;
+  if (d != DT_INT32) return DT_OK;
+  return core_error_set(DT_ERR_UNSUPPORTED, "fake device: rank %d: no int32",
+                        rank);
+}
+
+static void refused_body(void *arg, int member) {
+  sim_coll_world *w = arg;
+  int ranks[NR] = {0, 1, 2, 3};
+  sim_coll_group *g = sim_coll_group_get(w, ranks, NR);
+  static int32_t iin[NR][LEN], iout[NR][LEN];
+  dt_status st = sim_coll_all_reduce(g, member, iin[member], iout[member], LEN,
+                                     DT_INT32, DT_REDUCE_SUM);
+  TU_CHECK(st == DT_ERR_UNSUPPORTED, "member %d: %d (%s)", member, (int)st,
+           core_last_error());
+  st = sim_coll_all_reduce(g, member, inbuf[member], outbuf[member], LEN,
+                           DT_FLOAT32, DT_REDUCE_SUM);
+  TU_CHECK(st == DT_OK, "member %d after: %s", member, core_last_error());
+}
+
+static void test_check_refuses(void **state) {
+  (void)state;
+  sim_coll_device d = fake_dev;
+  d.check = refuse_int;
+  sim_coll_world *w = sim_coll_world_create(NR, TEST_TIMEOUT_NS);
+  sim_coll_world_set_device(w, &d);
+  streams_start();
+  tu_run_threads(NR, refused_body, w);
+  streams_stop();
+  TU_ASSERT_NO_THREAD_FAILURES();
+  check_events();
+  sim_coll_world_destroy(w);
+}
+
 static void test_p2p_refused(void **state) {
   (void)state;
   sim_coll_world *w = sim_coll_world_create(2, TEST_TIMEOUT_NS);
@@ -597,6 +671,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_kind),
       cmocka_unit_test(test_failed_launch),
+      cmocka_unit_test(test_one_member_fails),
+      cmocka_unit_test(test_check_refuses),
       cmocka_unit_test(test_p2p_refused),
       cmocka_unit_test(test_whole_collective_device),
   };

@@ -57,7 +57,7 @@ template <typename A> __device__ __forceinline__ A unop(int op, A x) {
   case CUDA_SIGMOID: return A(1) / (A(1) + exp(-x));
   case CUDA_RELU: return x > A(0) ? x : (x != x ? x : A(0));
   case CUDA_SILU: return x / (A(1) + exp(-x));
-  case CUDA_ABS: return x < A(0) ? -x : x;
+  case CUDA_ABS: return fabs(x); /* -0 and -NaN lose their sign, as fabs */
   case CUDA_RSQRT: return A(1) / sqrt(x);
   case CUDA_SIN: return sin(x);
   case CUDA_COS: return cos(x);
