@@ -165,6 +165,10 @@ typedef struct sim_coll_mailbox {
   int64_t bytes;     /* sender's size, idem */
   uint64_t msg;      /* the message's number on this pair, idem */
   int64_t want;      /* receiver's size, published by its MISMATCH store */
+  /* device worlds: the sender's ready event (published with POSTED), the
+   * receiver's done event and the status of its copy (with DONE) */
+  void *ev, *ev_done;
+  dt_status dev_st;
   uint64_t nsent;    /* sends started on this pair: the sender's own */
   uint64_t nrecv;    /* recvs started on this pair: the receiver's own */
 } sim_coll_mailbox;

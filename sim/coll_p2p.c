@@ -90,10 +90,10 @@ static dt_status check_pair(sim_coll_world *w, const char *what, int from,
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: rank %d to itself would never complete", what,
                         from);
-  if (w->dev)
+  if (w->dev && w->dev->call)
     return core_error_set(DT_ERR_UNSUPPORTED, "%s: rank %d -> %d: send/recv "
-                          "between device ranks is not built yet (the "
-                          "collectives are)", what, from, to);
+                          "between ranks on different GPUs is not built yet "
+                          "(the collectives are)", what, from, to);
   if (bytes < 0 || (bytes > 0 && !buf))
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: %lld bytes at %p", what, (long long)bytes, buf);
@@ -122,6 +122,40 @@ static dt_status p2p_timeout(sim_coll_world *w, const char *side, int me,
                       missing);
 }
 
+/* ---- device worlds: the copy is issued to the receiver's stream after
+ * the sender's ready event; the sender's stream then waits for the copy's
+ * done event before anything later overwrites the buffer. The sender
+ * releases both events (the receiver issued its wait before DONE). */
+static dt_status p2p_device_copy(const sim_coll_device *dev,
+                                 sim_coll_mailbox *mb, int to, void *buf,
+                                 int64_t bytes) {
+  dt_status st = dev->wait(dev->ctx, to, mb->ev);
+  if (st == DT_OK && bytes > 0)
+    st = dev->copy(dev->ctx, to, buf, mb->buf, bytes);
+  void *done = dev->record(dev->ctx, to);
+  if (!done && st == DT_OK) st = core_last_status();
+  mb->ev_done = done;
+  mb->dev_st = st;
+  return st;
+}
+
+/* the sender after the receiver finished (v: DONE or MISMATCH) */
+static dt_status p2p_sender_done(const sim_coll_device *dev,
+                                 sim_coll_mailbox *mb, int from, uint32_t v) {
+  dt_status st = v == MAIL_DONE ? mb->dev_st : DT_OK;
+  if (st != DT_OK)
+    core_error_set(st, "send from rank %d: the receiver could not copy the "
+                   "message on its device", from);
+  if (mb->ev_done) {
+    dt_status ws = dev->wait(dev->ctx, from, mb->ev_done);
+    if (st == DT_OK) st = ws;
+    dev->release(dev->ctx, mb->ev_done);
+  }
+  dev->release(dev->ctx, mb->ev);
+  mb->ev = mb->ev_done = NULL;
+  return st;
+}
+
 dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
                     int64_t bytes) {
   dt_status st = check_pair(w, "coll_send", from, to, buf, bytes);
@@ -132,6 +166,11 @@ dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
   /* the previous send on this pair finished (it reset the word itself) */
   CORE_ASSERT(atomic_load_explicit(&mb->state, memory_order_relaxed) ==
             MAIL_EMPTY);
+  const sim_coll_device *dev = w->dev;
+  mb->ev = mb->ev_done = NULL;
+  mb->dev_st = DT_OK;
+  /* a device: the receiver's stream waits for what wrote buf */
+  if (dev && !(mb->ev = dev->record(dev->ctx, from))) return core_last_status();
   mb->buf = buf;
   mb->bytes = bytes;
   mb->msg = mb->nsent++;
@@ -148,14 +187,17 @@ dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
     if (atomic_compare_exchange_strong_explicit(&mb->state, &expect,
                                                 MAIL_EMPTY,
                                                 memory_order_relaxed,
-                                                memory_order_relaxed))
+                                                memory_order_relaxed)) {
+      if (dev) dev->release(dev->ctx, mb->ev); /* never waited on */
       return p2p_timeout(w, "send from", from, "to", to, bytes, "receive");
+    }
     /* the receiver holds it: wait, without a deadline, until it is done
      * or puts it back (then retract again: the deadline has passed) */
     wait_state(w, -1, &mb->state, ends | MAIL_BIT(MAIL_POSTED), -1, &v);
     if (v != MAIL_POSTED) break;
   }
   if (v == MAIL_DROPPED) {
+    if (dev) dev->release(dev->ctx, mb->ev); /* never waited on */
     atomic_store_explicit(&mb->state, MAIL_EMPTY, memory_order_relaxed);
     return core_error_set(DT_ERR_TIMEOUT,
                           "send from rank %d to rank %d (%lld bytes): rank "
@@ -165,6 +207,7 @@ dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
   }
   /* read before the reset lets the next message in */
   int64_t want = v == MAIL_MISMATCH ? mb->want : bytes;
+  dt_status dev_st = dev ? p2p_sender_done(dev, mb, from, v) : DT_OK;
   /* relaxed: the next send's release store of POSTED orders this */
   atomic_store_explicit(&mb->state, MAIL_EMPTY, memory_order_relaxed);
   if (v == MAIL_MISMATCH)
@@ -172,7 +215,7 @@ dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
                         "send from rank %d to rank %d: sent %lld bytes, the "
                         "receiver expected %lld", from, to, (long long)bytes,
                         (long long)want);
-  return DT_OK;
+  return dev_st;
 }
 
 dt_status sim_coll_recv(sim_coll_world *w, int to, int from, void *buf,
@@ -222,10 +265,12 @@ dt_status sim_coll_recv(sim_coll_world *w, int to, int from, void *buf,
                         "the sender sent %lld", to, from, (long long)bytes,
                         (long long)sent);
   }
-  if (bytes > 0) memcpy(buf, mb->buf, (size_t)bytes);
+  st = w->dev ? p2p_device_copy(w->dev, mb, to, buf, bytes) : DT_OK;
+  if (!w->dev && bytes > 0) memcpy(buf, mb->buf, (size_t)bytes);
   /* release: pairs with the sender's acquire wait for DONE; our reads of
-   * its buffer happen before it reuses the buffer */
+   * its buffer happen before it reuses the buffer (a device: our copy's
+   * done event and status, which the sender's stream then waits for) */
   atomic_store_explicit(&mb->state, MAIL_DONE, memory_order_release);
   sim_coll_futex_wake(&mb->state);
-  return DT_OK;
+  return st;
 }

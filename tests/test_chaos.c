@@ -76,8 +76,8 @@ static void run_program(uint64_t seed, results *out) {
   tu_run_threads(2, controller, &c);
   float *av = malloc(sizeof(float) * BIG), *bv = malloc(sizeof(float) * BIG);
   for (int i = 0; i < BIG; i++) av[i] = (float)i * 0.25f, bv[i] = 1.0f / (float)(i + 1);
-  dt_tensor *a = dt_from_host(av, DT_SHAPE(BIG), &(dt_tensor_options){.device = "cpu:1"});
-  dt_tensor *b = dt_from_host(bv, DT_SHAPE(BIG), &(dt_tensor_options){.device = "cpu:1"});
+  dt_tensor *a = dt_from_host(av, DT_SHAPE(BIG), &(dt_tensor_options){.device = tu_dev(1)});
+  dt_tensor *b = dt_from_host(bv, DT_SHAPE(BIG), &(dt_tensor_options){.device = tu_dev(1)});
   dt_tensor *s = dt_add(a, b);
   assert_int_equal(dt_to_host(s, out->big, sizeof out->big), DT_OK);
   assert_int_equal(dt_spmd_run(rt, spmd_fn, &c), DT_OK);
@@ -152,7 +152,7 @@ static void test_env(void **state) {
   assert_non_null(rt);
   float v[4] = {1, 2, 3, 4}, out[4];
   for (int k = 0; k < 50; k++) {
-    dt_tensor *t = dt_from_host(v, DT_SHAPE(4), &(dt_tensor_options){.device = "cpu:1"});
+    dt_tensor *t = dt_from_host(v, DT_SHAPE(4), &(dt_tensor_options){.device = tu_dev(1)});
     dt_tensor *u = dt_mul_scalar(t, 2);
     assert_int_equal(dt_to_host(u, out, sizeof out), DT_OK);
     assert_true(out[3] == 8);

@@ -18,7 +18,9 @@
  * device reduction that fails failing every member with the group still
  * usable (also when one member's alone fails: the others' outputs miss its
  * share), the device's check refusing a call before the rendezvous, the
- * whole-collective hook (NCCL's), and send/recv refused. */
+ * whole-collective hook (NCCL's), and send/recv between device ranks (a
+ * ring: the copy after the sender's fill, the next fill after the copy;
+ * refused where the device runs whole collectives). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -573,17 +575,6 @@ static void test_check_refuses(void **state) {
   sim_coll_world_destroy(w);
 }
 
-static void test_p2p_refused(void **state) {
-  (void)state;
-  sim_coll_world *w = sim_coll_world_create(2, TEST_TIMEOUT_NS);
-  sim_coll_world_set_device(w, &fake_dev);
-  char b[8] = {0};
-  assert_int_equal(sim_coll_send(w, 0, 1, b, 8), DT_ERR_UNSUPPORTED);
-  assert_non_null(strstr(core_last_error(), "device ranks"));
-  assert_int_equal(sim_coll_recv(w, 1, 0, b, 8), DT_ERR_UNSUPPORTED);
-  sim_coll_world_destroy(w);
-}
-
 /* ---- a device that runs whole collectives itself (the `call` hook, as
  * NCCL): a fake that meets its members at a pthread barrier and moves the
  * data on the calling thread. Checked: every moving round reaches `call`
@@ -667,14 +658,64 @@ static void test_whole_collective_device(void **state) {
   pthread_barrier_destroy(&call_bar);
 }
 
+/* send/recv on the fake device: a ring, even ranks sending first; the
+ * receiver's copy waits for the sender's fill, the sender's next fill
+ * waits for the copy; checked on the receiver's stream */
+static void p2p_body(void *arg, int member) {
+  sim_coll_world *w = arg;
+  int next = (member + 1) % NR, prev = (member + NR - 1) % NR;
+  const int64_t bytes = LEN * (int64_t)sizeof(float);
+  for (int k = 0; k < ROUNDS; k++) {
+    fill_arg *f = malloc(sizeof *f);
+    *f = (fill_arg){member, member, k, LEN};
+    enqueue(member, run_fill, f);
+    dt_status a, b;
+    if (member % 2 == 0) {
+      a = sim_coll_send(w, member, next, inbuf[member], bytes);
+      b = sim_coll_recv(w, member, prev, outbuf[member], bytes);
+    } else {
+      b = sim_coll_recv(w, member, prev, outbuf[member], bytes);
+      a = sim_coll_send(w, member, next, inbuf[member], bytes);
+    }
+    TU_CHECK(a == DT_OK && b == DT_OK, "member %d round %d: %s", member, k,
+             core_last_error());
+    check_arg *c = malloc(sizeof *c); /* as a broadcast from prev */
+    *c = (check_arg){.kd = K_BCAST, .rank = member, .member = member,
+                     .n = NR, .k = k, .root = prev};
+    enqueue(member, run_check, c);
+  }
+}
+
+static void test_p2p_device(void **state) {
+  (void)state;
+  sim_coll_world *w = sim_coll_world_create(NR, TEST_TIMEOUT_NS);
+  sim_coll_world_set_device(w, &fake_dev);
+  streams_start();
+  tu_run_threads(NR, p2p_body, w);
+  streams_stop();
+  TU_ASSERT_NO_THREAD_FAILURES();
+  check_events();
+  sim_coll_world_destroy(w);
+  /* a device that runs whole collectives (NCCL across GPUs) refuses them */
+  sim_coll_device d = fake_dev;
+  d.call = fake_call;
+  w = sim_coll_world_create(2, TEST_TIMEOUT_NS);
+  sim_coll_world_set_device(w, &d);
+  char buf[8] = {0};
+  assert_int_equal(sim_coll_send(w, 0, 1, buf, 8), DT_ERR_UNSUPPORTED);
+  assert_non_null(strstr(core_last_error(), "different GPUs"));
+  assert_int_equal(sim_coll_recv(w, 1, 0, buf, 8), DT_ERR_UNSUPPORTED);
+  sim_coll_world_destroy(w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_kind),
       cmocka_unit_test(test_failed_launch),
       cmocka_unit_test(test_one_member_fails),
       cmocka_unit_test(test_check_refuses),
-      cmocka_unit_test(test_p2p_refused),
       cmocka_unit_test(test_whole_collective_device),
+      cmocka_unit_test(test_p2p_device),
   };
   return TU_RUN_TESTS_WITH_ALARM(300, tests);
 }

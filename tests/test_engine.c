@@ -46,7 +46,7 @@ static void issue_body(void *arg, int i) {
     return;
   }
   char dev[16];
-  snprintf(dev, sizeof dev, "cpu:%d", i % j->ranks);
+  snprintf(dev, sizeof dev, "%s", tu_dev(i % j->ranks));
   dt_tensor_options o = {.dtype = DT_FLOAT32, .device = dev};
   for (int k = 0; k < j->iters; k++) {
     float v = (float)(i * 1000 + k % 1000), out[4] = {0};
@@ -66,7 +66,7 @@ static void issue_round(int threads, int capacity, bool own_device,
   dt_runtime_options ro = {.num_ranks = 4, .ring_capacity = capacity};
   dt_runtime *rt = dt_runtime_create(&ro);
   assert_non_null(rt);
-  dt_tensor_options o = {.dtype = DT_FLOAT32, .device = "cpu:0"};
+  dt_tensor_options o = {.dtype = DT_FLOAT32, .device = tu_dev(0)};
   dt_runtime_set_current(rt);
   issue_job j = {rt, 4, iters, own_device, dt_ones(DT_SHAPE(4), &o)};
   assert_non_null(j.shared);
@@ -111,8 +111,8 @@ static void test_blocked_rank_no_head_of_line(void **state) {
   dt_future *gate = sched_future_new();
   assert_non_null(gate);
   assert_int_equal(dt_stream_wait_event(rt, 0, gate), DT_OK);
-  dt_tensor_options o1 = {.dtype = DT_FLOAT32, .device = "cpu:1"};
-  dt_tensor_options o0 = {.dtype = DT_FLOAT32, .device = "cpu:0"};
+  dt_tensor_options o1 = {.dtype = DT_FLOAT32, .device = tu_dev(1)};
+  dt_tensor_options o0 = {.dtype = DT_FLOAT32, .device = tu_dev(0)};
   dt_tensor *blocked = dt_ones(DT_SHAPE(2), &o0); /* queued behind the gate */
   dt_tensor *acc = dt_zeros(DT_SHAPE(2), &o1);
   dt_tensor *one = dt_ones(DT_SHAPE(2), &o1);
@@ -158,7 +158,7 @@ static void test_idle_ranks_not_woken(void **state) {
   dt_runtime *rt = dt_runtime_create(&ro);
   assert_non_null(rt);
   dt_runtime_set_current(rt);
-  dt_tensor_options o = {.dtype = DT_FLOAT32, .device = "cpu:5"};
+  dt_tensor_options o = {.dtype = DT_FLOAT32, .device = tu_dev(5)};
   dt_tensor *acc = dt_zeros(DT_SHAPE(4), &o), *one = dt_ones(DT_SHAPE(4), &o);
   assert_true(acc && one);
   assert_int_equal(dt_runtime_synchronize(rt), DT_OK);
@@ -206,7 +206,7 @@ static void every_api(dt_future *f, dt_status st, void *user) {
   (void)f;
   CB_CHECK(x, st == DT_OK);
   CB_CHECK(x, dt_runtime_set_current(x->rt) == DT_OK);
-  dt_tensor_options o = {.dtype = DT_FLOAT32, .device = "cpu:0"};
+  dt_tensor_options o = {.dtype = DT_FLOAT32, .device = tu_dev(0)};
   /* more records to rank 0 than its queue holds: no wait on itself */
   dt_tensor *acc = dt_zeros(DT_SHAPE(3), &o), *one = dt_ones(DT_SHAPE(3), &o);
   for (int k = 0; k < 100 && acc; k++) {
@@ -225,7 +225,7 @@ static void every_api(dt_future *f, dt_status st, void *user) {
   int64_t idx_v[2] = {2, 0};
   dt_tensor *idx = dt_from_host(idx_v, DT_SHAPE(2),
                                 &(dt_tensor_options){.dtype = DT_INT64,
-                                                     .device = "cpu:0"});
+                                                     .device = tu_dev(0)});
   dt_tensor *sel = dt_index_select(acc, 0, idx);
   CB_CHECK(x, sel != NULL);
   /* the ops added for PyTorch's semantics */
@@ -233,7 +233,7 @@ static void every_api(dt_future *f, dt_status st, void *user) {
   dt_tensor *lg = dt_from_host((float[]){1, 2, 3}, DT_SHAPE(3), &o);
   int64_t tv = 2;
   dt_tensor *tg = dt_from_host(&tv, DT_SHAPE(), &(dt_tensor_options){
-                                   .dtype = DT_INT64, .device = "cpu:0"});
+                                   .dtype = DT_INT64, .device = tu_dev(0)});
   dt_tensor *ce = dt_cross_entropy_smoothed(lg, tg, DT_REDUCTION_MEAN, -100, 0.1);
   float fv[3] = {0}, cv = 0;
   CB_CHECK(x, fd && dt_to_host(fd, fv, sizeof fv) == DT_OK && fv[0] == -34.0f);
@@ -286,7 +286,7 @@ static void test_api_from_callback(void **state) {
   dt_runtime_set_current(rt);
   dt_tensor *t = dt_ones(DT_SHAPE(1024), &(dt_tensor_options){
                                               .dtype = DT_FLOAT32,
-                                              .device = "cpu:0"});
+                                              .device = tu_dev(0)});
   float *buf = malloc(1024 * sizeof(float));
   dt_future *f = dt_to_host_async(t, buf, 1024 * sizeof(float));
   assert_non_null(f);
@@ -565,7 +565,7 @@ static void test_synchronize_covers_issued_work(void **state) {
   for (int round = 0; round < 50 / SCALE + 1; round++) {
     for (int i = 0; i < K; i++) {
       char dev[16];
-      snprintf(dev, sizeof dev, "cpu:%d", i % 4);
+      snprintf(dev, sizeof dev, "%s", tu_dev(i % 4));
       dt_tensor *t = dt_full(DT_SHAPE(4), i, &(dt_tensor_options){.device = dev});
       f[i] = dt_to_host_async(t, out[i], sizeof out[i]);
       assert_non_null(f[i]);

@@ -65,7 +65,7 @@ static void test_oom(void **state) {
   int64_t live = dt_live_tensors(), fired = dt_fault_count(rt);
   assert_int_equal(dt_fault_inject(rt, &(dt_fault){.kind = DT_FAULT_OOM, .rank = 1,
                                                    .after = 3}), DT_OK);
-  dt_tensor_options o = {.device = "cpu:1"};
+  dt_tensor_options o = {.device = tu_dev(1)};
   dt_tensor *a = dt_full(DT_SHAPE(64), 2, &o);      /* allocation 1 */
   dt_tensor *b = dt_add_scalar(a, 1);                /* 2 */
   dt_tensor *c = dt_mul_scalar(b, 2);                /* 3: fails */
@@ -231,7 +231,7 @@ static void inject_and_compute(void *arg, int i) {
   TU_CHECK(dt_fault_inject(rt, &(dt_fault){.kind = DT_FAULT_OOM, .rank = i,
                                            .after = 1000000}) == DT_OK, "%s", dt_last_error());
   char dev[8];
-  snprintf(dev, sizeof dev, "cpu:%d", i);
+  snprintf(dev, sizeof dev, "%s", tu_dev(i));
   dt_tensor *a = dt_full(DT_SHAPE(32), i, &(dt_tensor_options){.device = dev});
   dt_tensor *b = dt_add(a, a);
   float v[32];
@@ -249,7 +249,7 @@ static void inject_in_callback(dt_future *f, dt_status st, void *user) {
   (void)user;
   dt_runtime_set_current(rt);
   dt_status s = dt_fault_inject(rt, &(dt_fault){.kind = DT_FAULT_RANK_FAIL, .rank = 0});
-  dt_tensor *a = dt_ones(DT_SHAPE(4), &(dt_tensor_options){.device = "cpu:0"});
+  dt_tensor *a = dt_ones(DT_SHAPE(4), &(dt_tensor_options){.device = tu_dev(0)});
   float v[4];
   dt_status got = a ? dt_to_host(a, v, sizeof v) : dt_last_status();
   atomic_store(&cb_st, s == DT_OK && got == DT_ERR_FAULT ? 1 : 0);

@@ -144,7 +144,7 @@ static void program(dt_runtime *rt, dt_mesh *line, dt_mesh *grid,
       for (int k = 0; k < N; k++) acc += (long)a[i * N + k] * b[k * N + j];
       want[i * N + j] = (float)acc;
     }
-  dt_tensor_options o = {.dtype = DT_INT32, .device = "cpu:1"};
+  dt_tensor_options o = {.dtype = DT_INT32, .device = tu_dev(1)};
   dt_tensor *ta = dt_from_host(a, DT_SHAPE(N, N), &o);
   dt_tensor *tb = dt_from_host(b, DT_SHAPE(N, N), &o);
   dt_tensor *tc = dt_matmul(ta, tb);

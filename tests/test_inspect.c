@@ -245,7 +245,7 @@ static void test_picture_single_device(void **state) {
   (void)state;
   dt_tensor *t = dt_zeros(DT_SHAPE(6), &(dt_tensor_options){
                                            .dtype = DT_INT64,
-                                           .device = "cpu:2"});
+                                           .device = tu_dev(2)});
   assert_non_null(t);
   expect_text(SHOW_PICTURE, t, &(dt_visualize_options){.max_width = 24},
       "┌──────────────────────┐\n"
@@ -324,7 +324,7 @@ static void test_describe_partial(void **state) {
 static void test_describe_single_device(void **state) {
   (void)state;
   dt_tensor *t = dt_zeros(DT_SHAPE(4, 8), &(dt_tensor_options){
-                                              .device = "cpu:3"});
+                                              .device = tu_dev(3)});
   assert_non_null(t);
   expect_text(SHOW_DESCRIBE, t, NULL,
       "tensor float32[4, 8]  requires_grad: false  grad_fn: none\n"
@@ -366,7 +366,7 @@ static void test_memory_report(void **state) {
    * 1 KiB shards of a DTensor */
   dt_runtime_set_current(rt);
   dt_tensor *big = dt_zeros(DT_SHAPE(256, 1024), &(dt_tensor_options){
-                                                   .device = "cpu:2"});
+                                                   .device = tu_dev(2)});
   dt_runtime_set_current(rt8);
   dt_mesh *m = dt_mesh_init(rt, NULL, DT_SHAPE(4), NULL);
   dt_tensor *d = dt_zeros(DT_SHAPE(1024), &(dt_tensor_options){

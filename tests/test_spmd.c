@@ -558,7 +558,7 @@ static dt_status misuse_fn(dt_spmd_ctx *c) {
   double v[6] = {0};
   dt_tensor *x = local64(v, DT_SHAPE(6));
   dt_tensor *other = dt_from_host(v, DT_SHAPE(6), &(dt_tensor_options){
-      .dtype = DT_FLOAT64, .device = c->rank ? "cpu:0" : "cpu:1"});
+      .dtype = DT_FLOAT64, .device = c->rank ? tu_dev(0) : tu_dev(1)});
   TU_CHECK(!other && dt_last_status() == DT_ERR_DEVICE &&
            strstr(dt_last_error(), "SPMD function used rank"), "%s", dt_last_error());
   TU_CHECK(!dt_reduce_scatter(x, DT_REDUCE_SUM, 0, NULL) &&
@@ -631,7 +631,7 @@ static void test_from_callback(void **state) {
   (void)state;
   for (int k = 0; k < 3; k++) {
     atomic_store(&cb_status, -1);
-    dt_tensor *slow = dt_ones(DT_SHAPE(1 << 16), &(dt_tensor_options){.device = "cpu:1"});
+    dt_tensor *slow = dt_ones(DT_SHAPE(1 << 16), &(dt_tensor_options){.device = tu_dev(1)});
     dt_future *ev = dt_event_record(rt, 1);
     assert_non_null(ev);
     assert_int_equal(dt_future_then(ev, run_in_callback, NULL), DT_OK);

@@ -386,3 +386,13 @@ void tu_leaks_begin_clear(void) {
 void tu_release_n(dt_tensor *const *ts, size_t n) {
   for (size_t i = 0; i < n; i++) dt_tensor_release(ts[i]);
 }
+
+const char *tu_dev(int rank) {
+  static _Thread_local char buf[8][24];
+  static _Thread_local int next;
+  const char *d = getenv("DTORCH_DEVICE");
+  bool cuda = d && strncmp(d, "cuda", 4) == 0;
+  char *b = buf[next++ & 7];
+  snprintf(b, sizeof buf[0], "%s:%d", cuda ? "cuda" : "cpu", rank);
+  return b;
+}

@@ -100,6 +100,9 @@ void tu_expect_status(dt_status got, dt_status want, ...);
 /* waits until every op issued on this thread's runtime has run (and
  * dropped its references): live counts are exact after it */
 void tu_settle(void);
+/* "cpu:N", or "cuda:N" when DTORCH_DEVICE names cuda (the suites that run
+ * on emulated CUDA ranks too); one of 8 rotating per-thread buffers */
+const char *tu_dev(int rank);
 /* leak accounting: live tensor handles at begin == at end */
 void tu_leaks_begin(void);
 void tu_leaks_end(void);
