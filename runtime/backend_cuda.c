@@ -308,9 +308,17 @@ bool runtime_cuda_coll_attach(dt_runtime *rt) {
   return true;
 }
 
+/* the rank thread's current device is its GPU: kernels launch on it */
+static dt_status cu_rank_init(dt_runtime *rt, int rank) {
+  if (cuda_rank_bind(rank_of(rt, rank), why_buf, sizeof why_buf))
+    return cu_fail(rt, rank, "binding the rank thread");
+  return DT_OK;
+}
+
 static runtime_backend cuda_backend = {
     .name = "cuda",
     .key = CORE_KEY_CUDA,
+    .rank_init = cu_rank_init,
     .alloc = cu_alloc,
     .free = cu_free,
     .copy = cu_copy,

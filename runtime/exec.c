@@ -86,13 +86,18 @@ static void pin_to_cpu(int rank) {
  * /proc/<pid>/task/<tid>/comm show), so a stack or profile says which rank
  * it is. (BLAS needs nothing here: the runtime set OpenBLAS to one thread
  * process-wide before starting the ranks.) Marks the thread for host
- * allocation fault injection (core/fault.h). */
+ * allocation fault injection (core/fault.h). Brings up the rank's device
+ * (runtime_backend.rank_init). */
 void runtime_exec_rank_init(void *ctx, int rank) {
   char name[16]; /* the kernel's limit, with the NUL */
   snprintf(name, sizeof name, "dt-rank-%d", rank);
   pthread_setname_np(pthread_self(), name);
   core_fault_mark_thread(rank);
-  if (((dt_runtime *)ctx)->pin_ranks) pin_to_cpu(rank);
+  dt_runtime *rt = ctx;
+  if (rt->pin_ranks) pin_to_cpu(rank);
+  /* the rank's device (CUDA: its GPU current on this thread); a failure
+   * shows in the rank's first kernel launch, which then fails with it */
+  if (rt->backend->rank_init) (void)rt->backend->rank_init(rt, rank);
 }
 
 /* ---- poison */

@@ -33,6 +33,9 @@ int cuda_rank_create(cuda_rank **out, int device, int64_t capacity, char *why,
                      size_t n);
 void cuda_rank_destroy(cuda_rank *r);     /* NULL: no-op */
 void *cuda_rank_stream(cuda_rank *r);
+/* makes r's GPU the calling thread's current device (a rank thread at its
+ * start: kernels launch on the current device) */
+int cuda_rank_bind(cuda_rank *r, char *why, size_t n);
 int cuda_rank_device(const cuda_rank *r);
 /* stream-ordered allocation: NULL + why when the rank's capacity or the
  * GPU is exhausted (the message names the rank's usage) */

@@ -243,3 +243,8 @@ int cuda_rank_sync(cuda_rank *r, char *why, size_t n) {
   cudaError_t e = cudaStreamSynchronize(r->stream);
   return e == cudaSuccess ? 0 : cuda_fail(e, "cudaStreamSynchronize", why, n);
 }
+
+int cuda_rank_bind(cuda_rank *r, char *why, size_t n) {
+  cudaError_t e = cudaSetDevice(r->device);
+  return e == cudaSuccess ? 0 : cuda_fail(e, "cudaSetDevice", why, n);
+}
