@@ -234,6 +234,52 @@ static dt_status cu_where(dt_op_call *c) {
              ? launch_failed(c) : DT_OK;
 }
 
+static dt_status cu_clamp(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  if (a->dtype != o->dtype || !is_float(o->dtype))
+    return unsupported(c, "integer dtypes");
+  cuda_operand oa = operand_of(a, o);
+  return cuda_clamp(stream_of(o), (int)o->dtype, o->local.ndim,
+                    o->local.sizes, core_tensor_data(o), &oa, c->args[1].d,
+                    c->args[2].d)
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_masked_fill(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t, *m = c->args[1].t;
+  if (a->dtype != o->dtype || m->dtype != DT_BOOL)
+    return unsupported(c, "mixed dtypes");
+  cuda_operand oa = operand_of(a, o), om = operand_of(m, o);
+  return cuda_masked_fill(stream_of(o), (int)o->dtype, o->local.ndim,
+                          o->local.sizes, core_tensor_data(o), &oa, &om,
+                          c->args[2].d)
+             ? launch_failed(c) : DT_OK;
+}
+
+/* stack(list, dim): input i copied into index i of the new dim */
+static dt_status cu_stack(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  int n = o->local.ndim, d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, n, &d);
+  if (st != DT_OK) return st;
+  size_t es = core_dtype_size(o->dtype);
+  for (int i = 0; i < c->args[0].list.n; i++) {
+    const dt_tensor *a = c->args[0].list.v[i];
+    if (a->local.ndim != n - 1) return unsupported(c, "this input");
+    cuda_operand so = {.data = (char *)core_tensor_data(o) +
+                               (size_t)i * (size_t)o->local.strides[d] * es},
+                 sa = {.data = core_tensor_data(a)};
+    for (int k = 0, j = 0; k < n; k++)
+      if (k != d) so.strides[j++] = o->local.strides[k];
+    memcpy(sa.strides, a->local.strides, sizeof(int64_t) * (size_t)(n - 1));
+    if (core_numel(a) &&
+        cuda_copy_strided(stream_of(o), (int)o->dtype, (int)a->dtype, n - 1,
+                          a->local.sizes, &so, &sa))
+      return launch_failed(c);
+  }
+  return DT_OK;
+}
+
 /* the optimiser's fused updates: dense operands of the output's dtype */
 static bool dense_like(const dt_tensor *t, const dt_tensor *o) {
   return t->dtype == o->dtype && dense(t);
@@ -394,7 +440,8 @@ void ops_cuda_register(void) {
       {CORE_OP_LT, cu_compare}, {CORE_OP_LE, cu_compare},
       {CORE_OP_GT, cu_compare}, {CORE_OP_GE, cu_compare},
       {CORE_OP_WHERE, cu_where}, {CORE_OP_ADAM_MOMENT, cu_adam_moment},
-      {CORE_OP_ADAMW_APPLY, cu_adamw_apply},
+      {CORE_OP_ADAMW_APPLY, cu_adamw_apply}, {CORE_OP_CLAMP, cu_clamp},
+      {CORE_OP_MASKED_FILL, cu_masked_fill}, {CORE_OP_STACK, cu_stack},
   };
   for (size_t i = 0; i < sizeof bound / sizeof *bound; i++)
     cuda_kernels[bound[i].op] = bound[i].fn;

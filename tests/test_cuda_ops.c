@@ -151,6 +151,19 @@ static dt_tensor *o_moment(dt_tensor *const *x) {
 static dt_tensor *o_apply(dt_tensor *const *x) {
   return dt_adamw_apply(x[0], x[1], x[2], 1e-3, 1e-8, 0.99);
 }
+static dt_tensor *u_clamp(dt_tensor *const *x) {
+  return dt_clamp(x[0], -0.5, 0.7);
+}
+static dt_tensor *t_masked_fill(dt_tensor *const *x) {
+  dt_tensor *m = dt_gt(x[0], x[1]);
+  dt_tensor *y = m ? dt_masked_fill(x[0], m, -1.5) : NULL;
+  dt_tensor_release(m);
+  return y;
+}
+static dt_tensor *j_stack(dt_tensor *const *x) {
+  dt_tensor *p[3] = {x[0], x[1], x[0]};
+  return dt_stack(p, 3, 1);
+}
 static dt_tensor *l_linear(dt_tensor *const *x) {
   return dt_linear(x[0], x[1], x[2]);
 }
@@ -171,6 +184,9 @@ static void more_kernels(void **state) {
   compare(b_lt, 2, s2, 2000, 0, false, "lt");
   compare(b_eq, 1, s2, 2000, 0, false, "eq");
   compare(t_where, 2, s2, 2000, 0, false, "where");
+  compare(u_clamp, 1, s1, 3000, 0, false, "clamp");
+  compare(t_masked_fill, 2, s2, 2000, 0, false, "masked_fill");
+  compare(j_stack, 2, s2, 3 * 2000, 0, false, "stack");
   compare(o_moment, 2, s2, 2000, 1e-6, false, "adam_moment");
   dt_shape s3[3] = {DT_SHAPE(40, 50), DT_SHAPE(40, 50), DT_SHAPE(40, 50)};
   compare(o_apply, 3, s3, 2000, 1e-6, true, "adamw_apply");

@@ -120,6 +120,14 @@ int cuda_div_scalar(void *stream, int dtype, int ndim, const int64_t *sizes,
 int cuda_compare(void *stream, int op, int dtype, int ndim,
                  const int64_t *sizes, void *out, const cuda_operand *a,
                  const cuda_operand *b);
+/* out = a clamped to [lo, hi] (float dtypes; NaN stays, a NaN bound gives
+ * NaN) */
+int cuda_clamp(void *stream, int dtype, int ndim, const int64_t *sizes,
+               void *out, const cuda_operand *a, double lo, double hi);
+/* out (contiguous) = mask (bool) ? value (in dtype) : a */
+int cuda_masked_fill(void *stream, int dtype, int ndim, const int64_t *sizes,
+                     void *out, const cuda_operand *a,
+                     const cuda_operand *mask, double value);
 /* out (contiguous, dtype) = cond (bool) ? a : b */
 int cuda_where(void *stream, int dtype, int ndim, const int64_t *sizes,
                void *out, const cuda_operand *cond, const cuda_operand *a,

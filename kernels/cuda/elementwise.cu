@@ -106,7 +106,9 @@ __global__ void binary_dense(int op, int64_t n, T *out, const T *a,
     out[i] = ct_store<T>(binop<A>(op, (A)ct_load(a[i]), (A)ct_load(b[i])));
 }
 
-/* mode 0: op(x); 1: x * alpha + beta; 2: x / alpha */
+/* mode 0: op(x); 1: x * alpha + beta; 2: x / alpha; 3: clamp to
+ * [alpha, beta] as the CPU does (x unless a bound is strictly past it, so
+ * NaN and -0.0 stay; a NaN bound gives NaN) */
 template <typename T>
 __global__ void unary_kernel(int op, int mode, double alpha, double beta,
                              int64_t n, shape_t sh, T *out, const T *a,
@@ -115,8 +117,16 @@ __global__ void unary_kernel(int op, int mode, double alpha, double beta,
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     A x = (A)ct_load(a[dense ? i : offset_of(i, sh, sa)]);
-    A y = mode == 1 ? x * (A)alpha + (A)beta
+    A y;
+    if (mode == 3) {
+      A lo = (A)alpha, hi = (A)beta;
+      y = x < lo ? lo : x;
+      y = y > hi ? hi : y;
+      if (lo != lo || hi != hi) y = (A)nan(""); /* the CPU's quiet NaN */
+    } else {
+      y = mode == 1 ? x * (A)alpha + (A)beta
                     : mode == 2 ? x / (A)alpha : unop<A>(op, x);
+    }
     out[i] = ct_store<T>(y);
   }
 }
@@ -151,6 +161,16 @@ __global__ void where_kernel(int64_t n, shape_t sh, T *out, const bool *c,
        i += (int64_t)gridDim.x * blockDim.x)
     out[i] = c[offset_of(i, sh, sc)] ? a[offset_of(i, sh, sa)]
                                      : b[offset_of(i, sh, sb)];
+}
+
+template <typename T>
+__global__ void masked_fill_kernel(int64_t n, shape_t sh, T *out,
+                                   const T *a, strides_t sa, const bool *m,
+                                   strides_t sm, double value) {
+  T v = ct_store<T>(value);
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = m[offset_of(i, sh, sm)] ? v : a[offset_of(i, sh, sa)];
 }
 
 template <typename T>
@@ -247,6 +267,12 @@ extern "C" int cuda_div_scalar(void *stream, int dtype, int ndim,
   return unary_launch(stream, 0, 2, s, 0, dtype, ndim, sizes, out, a);
 }
 
+extern "C" int cuda_clamp(void *stream, int dtype, int ndim,
+                          const int64_t *sizes, void *out,
+                          const cuda_operand *a, double lo, double hi) {
+  return unary_launch(stream, 0, 3, lo, hi, dtype, ndim, sizes, out, a);
+}
+
 extern "C" int cuda_affine(void *stream, int dtype, int ndim,
                            const int64_t *sizes, void *out,
                            const cuda_operand *a, double alpha, double beta) {
@@ -326,5 +352,21 @@ extern "C" int cuda_where(void *stream, int dtype, int ndim,
         n, sh, (T *)out, (const bool *)cond->data, strides_of(cond, ndim),
         (const T *)a->data, strides_of(a, ndim), (const T *)b->data,
         strides_of(b, ndim));
+  }));
+}
+
+extern "C" int cuda_masked_fill(void *stream, int dtype, int ndim,
+                                const int64_t *sizes, void *out,
+                                const cuda_operand *a,
+                                const cuda_operand *mask, double value) {
+  shape_t sh;
+  int64_t n = make_shape(ndim, sizes, &sh);
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  return launched(ct_dispatch_all(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    masked_fill_kernel<T><<<ct_blocks(n, 256), 256, 0, s>>>(
+        n, sh, (T *)out, (const T *)a->data, strides_of(a, ndim),
+        (const bool *)mask->data, strides_of(mask, ndim), value);
   }));
 }
