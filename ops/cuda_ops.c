@@ -313,19 +313,44 @@ _Static_assert(CORE_OP_MEAN == CORE_OP_SUM + 1 && CORE_OP_AMAX == CORE_OP_SUM + 
                CORE_OP_AMIN == CORE_OP_SUM + 3 && CORE_OP_PROD == CORE_OP_SUM + 4,
                "sum, mean, amax, amin, prod in order");
 
-static dt_status cu_reduce(dt_op_call *c) {
-  dt_tensor *o = c->out[0], *a = c->args[0].t;
-  if (a->dtype != o->dtype || !is_float(a->dtype))
-    return unsupported(c, "integer dtypes");
+/* the reduced dims of args[1] as a mask (none: all of them) */
+static uint32_t reduced_mask(dt_op_call *c, const dt_tensor *a) {
   dt_shape dims = c->args[1].ints;
   int n = a->local.ndim;
   uint32_t mask = dims.ndim ? 0 : (uint32_t)((1ull << n) - 1);
   for (int i = 0; i < dims.ndim; i++) { /* infer checked them */
-    int d;
-    if (ops_wrap_dim(c, "dim", dims.dims[i], n, &d) != DT_OK) return DT_ERR_INTERNAL;
+    int d = 0;
+    (void)ops_wrap_dim(c, "dim", dims.dims[i], n, &d);
     mask |= 1u << d;
   }
-  cuda_rows g = rows_of(a, mask, false);
+  return mask;
+}
+
+static dt_status cu_var(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  if (a->dtype != o->dtype || !is_float(a->dtype))
+    return unsupported(c, "integer dtypes");
+  cuda_rows g = rows_of(a, reduced_mask(c, a), false);
+  return cuda_var(stream_of(o), (int)o->dtype, &g, c->args[2].b ? 1 : 0,
+                  core_tensor_data(o), core_tensor_data(a))
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_argext(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  if (!is_float(a->dtype) || o->dtype != DT_INT64)
+    return unsupported(c, "integer dtypes");
+  cuda_rows g = rows_of(a, reduced_mask(c, a), false);
+  return cuda_argext(stream_of(o), c->op == CORE_OP_ARGMAX, (int)a->dtype, &g,
+                     core_tensor_data(o), core_tensor_data(a))
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_reduce(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  if (a->dtype != o->dtype || !is_float(a->dtype))
+    return unsupported(c, "integer dtypes");
+  cuda_rows g = rows_of(a, reduced_mask(c, a), false);
   return cuda_reduce(stream_of(o), (int)(c->op - CORE_OP_SUM), (int)o->dtype,
                      &g, core_tensor_data(o), core_tensor_data(a))
              ? launch_failed(c) : DT_OK;
@@ -442,6 +467,8 @@ void ops_cuda_register(void) {
       {CORE_OP_WHERE, cu_where}, {CORE_OP_ADAM_MOMENT, cu_adam_moment},
       {CORE_OP_ADAMW_APPLY, cu_adamw_apply}, {CORE_OP_CLAMP, cu_clamp},
       {CORE_OP_MASKED_FILL, cu_masked_fill}, {CORE_OP_STACK, cu_stack},
+      {CORE_OP_VAR, cu_var}, {CORE_OP_ARGMAX, cu_argext},
+      {CORE_OP_ARGMIN, cu_argext},
   };
   for (size_t i = 0; i < sizeof bound / sizeof *bound; i++)
     cuda_kernels[bound[i].op] = bound[i].fn;

@@ -164,6 +164,17 @@ static dt_tensor *j_stack(dt_tensor *const *x) {
   dt_tensor *p[3] = {x[0], x[1], x[0]};
   return dt_stack(p, 3, 1);
 }
+static dt_tensor *r_var(dt_tensor *const *x) {
+  int d[1] = {1};
+  return dt_var(x[0], d, 1, true, false);
+}
+static dt_tensor *r_argmax(dt_tensor *const *x) {
+  int d[1] = {0};
+  return as_float(dt_argmax(x[0], d, 1, false));
+}
+static dt_tensor *r_argmin(dt_tensor *const *x) {
+  return as_float(dt_argmin(x[0], NULL, 0, false));
+}
 static dt_tensor *l_linear(dt_tensor *const *x) {
   return dt_linear(x[0], x[1], x[2]);
 }
@@ -185,6 +196,10 @@ static void more_kernels(void **state) {
   compare(b_eq, 1, s2, 2000, 0, false, "eq");
   compare(t_where, 2, s2, 2000, 0, false, "where");
   compare(u_clamp, 1, s1, 3000, 0, false, "clamp");
+  compare(r_var, 1, s1, 3, 1e-6, false, "var");
+  dt_shape tall[1] = {DT_SHAPE(3000, 3)}; /* a long strided reduction */
+  compare(r_argmax, 1, tall, 3, 0, false, "argmax");
+  compare(r_argmin, 1, s1, 1, 0, false, "argmin (flat)");
   compare(t_masked_fill, 2, s2, 2000, 0, false, "masked_fill");
   compare(j_stack, 2, s2, 3 * 2000, 0, false, "stack");
   compare(o_moment, 2, s2, 2000, 1e-6, false, "adam_moment");

@@ -169,6 +169,14 @@ typedef struct cuda_rows {
  * 4 prod (float dtypes; accumulated in double) */
 int cuda_reduce(void *stream, int op, int dtype, const cuda_rows *g,
                 void *out, const void *x);
+/* var of each row, as the CPU: a refined mean, squared deviations over
+ * N - correction (NaN when not positive); double accumulation */
+int cuda_var(void *stream, int dtype, const cuda_rows *g, int64_t correction,
+             void *out, const void *x);
+/* int64 index (row-major over the inner dims) of each row's first maximum
+ * (max) or minimum; a NaN wins, the first one */
+int cuda_argext(void *stream, bool max, int dtype, const cuda_rows *g,
+                void *out, const void *x);
 /* softmax or log_softmax of each row (max-shifted, sums in double) */
 int cuda_softmax(void *stream, bool log_softmax, int dtype,
                  const cuda_rows *g, void *out, const void *x);

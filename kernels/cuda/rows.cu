@@ -149,6 +149,97 @@ __global__ void norm_kernel(bool rms, double eps, rows_t R, int64_t rows,
   }
 }
 
+/* the sum over the row of f(x), each group's lanes in stride order */
+template <typename T, int G, typename F>
+__device__ double row_sum(const rows_t &R, int64_t xo, int64_t count,
+                          const T *x, double *smem, F f) {
+  double s = 0;
+  for (int64_t i = lane_of<G>(); i < count; i += G) {
+    int64_t xi, unused;
+    offsets(i, R.g.ninner, R.g.inner, R.g.x_inner, R.g.x_inner, &xi, &unused);
+    s += f((double)ct_load(x[xo + xi]));
+  }
+  return group_reduce<G>(0, s, smem);
+}
+
+/* var as the CPU computes it: the mean, refined once by the mean deviation
+ * from it, then the squared deviations over N - correction (NaN when that
+ * is not positive) */
+template <typename T, int G>
+__global__ void var_kernel(int64_t corr, rows_t R, int64_t rows,
+                           int64_t count, T *y, const T *x) {
+  __shared__ double smem[32];
+  int64_t row = row_of<G>();
+  if (row >= rows) return;
+  int64_t xo, yo;
+  offsets(row, R.g.nouter, R.g.outer, R.g.x_outer, R.g.y_outer, &xo, &yo);
+  double n = (double)count;
+  double mean = row_sum<T, G>(R, xo, count, x, smem,
+                              [](double v) { return v; }) / n;
+  mean += row_sum<T, G>(R, xo, count, x, smem,
+                        [mean](double v) { return v - mean; }) / n;
+  double ss = row_sum<T, G>(R, xo, count, x, smem, [mean](double v) {
+    return (v - mean) * (v - mean);
+  });
+  if (lane_of<G>() == 0)
+    y[yo] = ct_store<T>(count - corr <= 0 ? nan("") : ss / (double)(count - corr));
+}
+
+/* (value, index) of the row's first extreme: NaN wins (the first NaN),
+ * ties go to the lower index */
+__device__ __forceinline__ bool better(bool max, double a, int64_t ia,
+                                       double b, int64_t ib) {
+  bool an = a != a, bn = b != b;
+  if (an || bn) return an && (!bn || ia < ib);
+  if (a != b) return max ? a > b : a < b;
+  return ia < ib;
+}
+
+template <typename T, int G>
+__global__ void argext_kernel(bool max, rows_t R, int64_t rows, int64_t count,
+                              int64_t *y, const T *x) {
+  __shared__ double sv[32];
+  __shared__ int64_t si[32];
+  int64_t row = row_of<G>();
+  if (row >= rows) return;
+  int64_t xo, yo;
+  offsets(row, R.g.nouter, R.g.outer, R.g.x_outer, R.g.y_outer, &xo, &yo);
+  double v = max ? -INFINITY : INFINITY;
+  int64_t vi = INT64_MAX;
+  for (int64_t i = lane_of<G>(); i < count; i += G) {
+    int64_t xi, unused;
+    offsets(i, R.g.ninner, R.g.inner, R.g.x_inner, R.g.x_inner, &xi, &unused);
+    double e = (double)ct_load(x[xo + xi]);
+    if (better(max, e, i, v, vi)) {
+      v = e;
+      vi = i;
+    }
+  }
+  for (int round = 0; round < (G == 32 ? 1 : 2); round++) {
+    for (int o = 16; o > 0; o >>= 1) {
+      double ov = __shfl_xor_sync(0xffffffffu, v, o);
+      int64_t oi = __shfl_xor_sync(0xffffffffu, vi, o);
+      if (better(max, ov, oi, v, vi)) {
+        v = ov;
+        vi = oi;
+      }
+    }
+    if (G == 32) break;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) {
+      sv[warp] = v;
+      si[warp] = vi;
+    }
+    __syncthreads();
+    bool have = lane < (int)(blockDim.x >> 5);
+    v = have ? sv[lane] : (max ? -INFINITY : INFINITY);
+    vi = have ? si[lane] : INT64_MAX;
+  }
+  /* an all -inf (argmax) row keeps index 0 */
+  if (lane_of<G>() == 0) y[yo] = vi == INT64_MAX ? 0 : vi;
+}
+
 int64_t count_of(const cuda_rows *g, int64_t *rows) {
   int64_t r = 1, n = 1;
   for (int d = 0; d < g->nouter; d++) r *= g->outer[d];
@@ -213,6 +304,36 @@ extern "C" int cuda_norm(void *stream, bool rms, int dtype, const cuda_rows *g,
     typedef decltype(z) T;
     ROWS_LAUNCH(norm_kernel, T, count, rows, s, rms, eps, R, rows, count,
                 (T *)out, (const T *)x, (const T *)w, (const T *)b);
+  });
+  return ok && cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int cuda_var(void *stream, int dtype, const cuda_rows *g,
+                        int64_t correction, void *out, const void *x) {
+  int64_t rows, count = count_of(g, &rows);
+  if (rows == 0) return 0;
+  if (!rows_fit(rows)) return -1;
+  cudaStream_t s = (cudaStream_t)stream;
+  rows_t R = {*g};
+  bool ok = ct_dispatch_float(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    ROWS_LAUNCH(var_kernel, T, count, rows, s, correction, R, rows, count,
+                (T *)out, (const T *)x);
+  });
+  return ok && cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int cuda_argext(void *stream, bool max, int dtype,
+                           const cuda_rows *g, void *out, const void *x) {
+  int64_t rows, count = count_of(g, &rows);
+  if (rows == 0) return 0;
+  if (!rows_fit(rows)) return -1;
+  cudaStream_t s = (cudaStream_t)stream;
+  rows_t R = {*g};
+  bool ok = ct_dispatch_float(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    ROWS_LAUNCH(argext_kernel, T, count, rows, s, max, R, rows, count,
+                (int64_t *)out, (const T *)x);
   });
   return ok && cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
