@@ -280,6 +280,50 @@ static dt_status cu_stack(dt_op_call *c) {
   return DT_OK;
 }
 
+static dt_status cu_arange(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  return cuda_arange(stream_of(o), (int)o->dtype, core_numel(o),
+                     core_tensor_data(o), c->args[0].d, c->args[2].d)
+             ? launch_failed(c) : DT_OK;
+}
+
+static dt_status cu_logical(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  dt_tensor *b = c->op == CORE_OP_LOGICAL_NOT ? NULL : c->args[1].t;
+  if (o->dtype != DT_BOOL || (b && b->dtype != a->dtype))
+    return unsupported(c, "mixed dtypes");
+  cuda_operand oa = operand_of(a, o), ob = b ? operand_of(b, o) : oa;
+  int op = c->op == CORE_OP_LOGICAL_AND ? 0 : c->op == CORE_OP_LOGICAL_OR ? 1 : 2;
+  return cuda_logical(stream_of(o), op, (int)a->dtype, o->local.ndim,
+                      o->local.sizes, core_tensor_data(o), &oa, b ? &ob : NULL)
+             ? launch_failed(c) : DT_OK;
+}
+
+/* slice_scatter (autograd's slice backward): zeros, then src into the
+ * slice [start, end) by step of dim */
+static dt_status cu_slice_scatter(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *src = c->args[0].t;
+  int n = o->local.ndim, d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[2].i, n, &d);
+  if (st != DT_OK) return st;
+  if (cuda_fill(stream_of(o), (int)o->dtype, core_numel(o),
+                core_tensor_data(o), 0))
+    return launch_failed(c);
+  if (!core_numel(src)) return DT_OK;
+  int64_t start = c->args[3].i, step = c->args[5].i;
+  ops_slice_len(o->local.sizes[d], &start, c->args[4].i, step);
+  cuda_operand so = {.data = (char *)core_tensor_data(o) +
+                             (size_t)(start * o->local.strides[d]) *
+                                 core_dtype_size(o->dtype)},
+               ss = {.data = core_tensor_data(src)};
+  memcpy(so.strides, o->local.strides, sizeof(int64_t) * (size_t)n);
+  so.strides[d] *= step;
+  memcpy(ss.strides, src->local.strides, sizeof(int64_t) * (size_t)n);
+  return cuda_copy_strided(stream_of(o), (int)o->dtype, (int)src->dtype, n,
+                           src->local.sizes, &so, &ss)
+             ? launch_failed(c) : DT_OK;
+}
+
 /* the optimiser's fused updates: dense operands of the output's dtype */
 static bool dense_like(const dt_tensor *t, const dt_tensor *o) {
   return t->dtype == o->dtype && dense(t);
@@ -468,7 +512,10 @@ void ops_cuda_register(void) {
       {CORE_OP_ADAMW_APPLY, cu_adamw_apply}, {CORE_OP_CLAMP, cu_clamp},
       {CORE_OP_MASKED_FILL, cu_masked_fill}, {CORE_OP_STACK, cu_stack},
       {CORE_OP_VAR, cu_var}, {CORE_OP_ARGMAX, cu_argext},
-      {CORE_OP_ARGMIN, cu_argext},
+      {CORE_OP_ARGMIN, cu_argext}, {CORE_OP_ARANGE, cu_arange},
+      {CORE_OP_LOGICAL_AND, cu_logical}, {CORE_OP_LOGICAL_OR, cu_logical},
+      {CORE_OP_LOGICAL_NOT, cu_logical},
+      {CORE_OP_SLICE_SCATTER, cu_slice_scatter},
   };
   for (size_t i = 0; i < sizeof bound / sizeof *bound; i++)
     cuda_kernels[bound[i].op] = bound[i].fn;

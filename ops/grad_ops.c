@@ -56,7 +56,7 @@ void ops_gelu_backward_rule(const dt_op_call *c, ops_rule_set *rs) {
 /* ---- slice_scatter(src, shape, dim, start, end, step) */
 /* start and end normalised as slice does (negatives from the end, then
  * clamped to [0, n]); the number of elements the slice takes */
-static int64_t slice_len(int64_t n, int64_t *start, int64_t end, int64_t step) {
+int64_t ops_slice_len(int64_t n, int64_t *start, int64_t end, int64_t step) {
   int64_t s = *start;
   if (s < 0) s += n;
   if (end < 0) end += n;
@@ -112,7 +112,7 @@ dt_status ops_slice_scatter_infer(dt_op_call *c) {
   if (step < 1)
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: step must be "
                           "positive, got %lld", c->api, (long long)step);
-  int64_t len = slice_len(s->dims[d], &start, end, step);
+  int64_t len = ops_slice_len(s->dims[d], &start, end, step);
   if (len != src->local.sizes[d])
     return core_error_set(DT_ERR_SHAPE, "%s: the slice start %lld, end %lld, "
                           "step %lld of dim %d (size %lld) takes %lld "
@@ -132,7 +132,7 @@ dt_status ops_slice_scatter_cpu(dt_op_call *c) {
   int d = (int)(c->args[2].i < 0 ? c->args[2].i + o->local.ndim : c->args[2].i);
   int64_t start = c->args[3].i, step = c->args[5].i;
   zero_fill(o);
-  slice_len(o->local.sizes[d], &start, c->args[4].i, step);
+  ops_slice_len(o->local.sizes[d], &start, c->args[4].i, step);
   cpu_view vo = ops_view_of(o), vs = ops_view_of(src);
   if (core_numel(src) == 0) return DT_OK;
   vo.data += start * vo.strides[d] * (int64_t)core_dtype_size(o->dtype);

@@ -125,6 +125,9 @@ extern const ops_def ops_defs[CORE_OP_COUNT];
 /* registers the CUDA backend's kernel table (ops/cuda_ops.c; a no-op in a
  * build without CUDA) */
 void ops_cuda_register(void);
+/* a slice [start, end) by step of a dim of n: its length; *start clamped
+ * to [0, n] after wrapping a negative one (ops/grad_ops.c) */
+int64_t ops_slice_len(int64_t n, int64_t *start, int64_t end, int64_t step);
 /* runs c's CPU kernel on host copies of its device tensors and copies the
  * outputs back (ops/host_fallback.c; a backend's host_fallback) */
 dt_status ops_host_fallback(dt_op_call *c);

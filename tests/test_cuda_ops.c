@@ -175,6 +175,26 @@ static dt_tensor *r_argmax(dt_tensor *const *x) {
 static dt_tensor *r_argmin(dt_tensor *const *x) {
   return as_float(dt_argmin(x[0], NULL, 0, false));
 }
+static dt_tensor *g_logic(dt_tensor *const *x) {
+  dt_tensor *a = dt_gt(x[0], x[1]), *b = dt_lt(x[0], x[1]);
+  dt_tensor *and_ = a && b ? dt_logical_and(a, x[0]) : NULL; /* bool, float */
+  dt_tensor *or_ = a && b ? dt_logical_or(a, b) : NULL;
+  dt_tensor *not_ = or_ ? dt_logical_not(or_) : NULL;
+  dt_tensor *y = and_ && not_ ? dt_logical_or(and_, not_) : NULL;
+  dt_tensor_release(a);
+  dt_tensor_release(b);
+  dt_tensor_release(and_);
+  dt_tensor_release(or_);
+  dt_tensor_release(not_);
+  return as_float(y);
+}
+static dt_tensor *g_scatter(dt_tensor *const *x) { /* rows 1, 4, 7, ... */
+  return dt_slice_scatter(x[0], DT_SHAPE(3, 3000), 1, 1, 3000, 3);
+}
+static dt_tensor *g_arange(dt_tensor *const *x) {
+  (void)x;
+  return dt_arange(-3.5, 250, 0.25, NULL);
+}
 static dt_tensor *l_linear(dt_tensor *const *x) {
   return dt_linear(x[0], x[1], x[2]);
 }
@@ -196,6 +216,9 @@ static void more_kernels(void **state) {
   compare(b_eq, 1, s2, 2000, 0, false, "eq");
   compare(t_where, 2, s2, 2000, 0, false, "where");
   compare(u_clamp, 1, s1, 3000, 0, false, "clamp");
+  compare(g_logic, 2, s2, 2000, 0, false, "logical and/or/not");
+  compare(g_scatter, 1, s1, 3 * 3000, 0, false, "slice_scatter");
+  compare(g_arange, 0, s1, 1014, 0, false, "arange");
   compare(r_var, 1, s1, 3, 1e-6, false, "var");
   dt_shape tall[1] = {DT_SHAPE(3000, 3)}; /* a long strided reduction */
   compare(r_argmax, 1, tall, 3, 0, false, "argmax");

@@ -128,6 +128,14 @@ int cuda_clamp(void *stream, int dtype, int ndim, const int64_t *sizes,
 int cuda_masked_fill(void *stream, int dtype, int ndim, const int64_t *sizes,
                      void *out, const cuda_operand *a,
                      const cuda_operand *mask, double value);
+/* out[i] = start + i * step, computed in double, stored in dtype */
+int cuda_arange(void *stream, int dtype, int64_t n, void *out, double start,
+                double step);
+/* out (bool, contiguous) = a and b (op 0), a or b (1), not a (2: b NULL),
+ * each operand true when nonzero; a and b of one dtype */
+int cuda_logical(void *stream, int op, int dtype, int ndim,
+                 const int64_t *sizes, void *out, const cuda_operand *a,
+                 const cuda_operand *b);
 /* out (contiguous, dtype) = cond (bool) ? a : b */
 int cuda_where(void *stream, int dtype, int ndim, const int64_t *sizes,
                void *out, const cuda_operand *cond, const cuda_operand *a,

@@ -174,6 +174,30 @@ __global__ void masked_fill_kernel(int64_t n, shape_t sh, T *out,
 }
 
 template <typename T>
+__global__ void arange_kernel(int64_t n, T *out, double start, double step) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = ct_store<T>(start + (double)i * step);
+}
+
+/* op 0 and, 1 or (a, b nonzero), 2 not (a) */
+template <typename T>
+__global__ void logical_kernel(int op, int64_t n, shape_t sh, bool *out,
+                               const T *a, strides_t sa, const T *b,
+                               strides_t sb) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    bool x = ct_load(a[offset_of(i, sh, sa)]) != 0;
+    if (op == 2) {
+      out[i] = !x;
+      continue;
+    }
+    bool y = ct_load(b[offset_of(i, sh, sb)]) != 0;
+    out[i] = op == 0 ? x && y : x || y;
+  }
+}
+
+template <typename T>
 __global__ void fill_kernel(int64_t n, T *out, double v) {
   T x = ct_store<T>(v);
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
@@ -368,5 +392,33 @@ extern "C" int cuda_masked_fill(void *stream, int dtype, int ndim,
     masked_fill_kernel<T><<<ct_blocks(n, 256), 256, 0, s>>>(
         n, sh, (T *)out, (const T *)a->data, strides_of(a, ndim),
         (const bool *)mask->data, strides_of(mask, ndim), value);
+  }));
+}
+
+extern "C" int cuda_arange(void *stream, int dtype, int64_t n, void *out,
+                           double start, double step) {
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  return launched(ct_dispatch_all(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    arange_kernel<T><<<ct_blocks(n, 256), 256, 0, s>>>(n, (T *)out, start,
+                                                       step);
+  }));
+}
+
+extern "C" int cuda_logical(void *stream, int op, int dtype, int ndim,
+                            const int64_t *sizes, void *out,
+                            const cuda_operand *a, const cuda_operand *b) {
+  shape_t sh;
+  int64_t n = make_shape(ndim, sizes, &sh);
+  if (n == 0) return 0;
+  if (op < 0 || op > 2) return -1;
+  cudaStream_t s = (cudaStream_t)stream;
+  strides_t sb = b ? strides_of(b, ndim) : strides_t();
+  return launched(ct_dispatch_all(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    logical_kernel<T><<<ct_blocks(n, 256), 256, 0, s>>>(
+        op, n, sh, (bool *)out, (const T *)a->data, strides_of(a, ndim),
+        b ? (const T *)b->data : (const T *)a->data, sb);
   }));
 }
