@@ -324,6 +324,97 @@ static dt_status cu_slice_scatter(dt_op_call *c) {
              ? launch_failed(c) : DT_OK;
 }
 
+/* Gathers along dim (embedding, index_select): the kernel marks the first
+ * bad index in a device word, read back here (the rank waits for its
+ * stream: these ops' callers wait for their outputs anyway, to report a
+ * bad index as the CPU does). *pos = -1 when every index was in range. */
+static dt_status gather(dt_op_call *c, int ndim, const int64_t *sizes,
+                        const cuda_operand *a, int dim, int64_t a_dim,
+                        const dt_tensor *idx, int64_t istride, int64_t *pos,
+                        int64_t *val) {
+  dt_tensor *o = c->out[0];
+  dt_runtime *rt = rt_of(o);
+  int rank = rank_of(o);
+  const runtime_backend *be = rt->backend;
+  const char *err;
+  void *bad = be->alloc(rt, rank, sizeof(uint64_t), &err);
+  if (!bad) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", c->api, err);
+  bool i64 = idx->dtype == DT_INT64;
+  uint64_t flag = UINT64_MAX;
+  dt_status st = DT_OK;
+  *pos = -1;
+  if (cuda_fill(stream_of(o), (int)DT_INT64, 1, bad, -1) ||
+      cuda_index_select(stream_of(o), (int)o->dtype, ndim, sizes,
+                        core_tensor_data(o), a, dim, a_dim,
+                        core_tensor_data(idx), i64, istride, bad))
+    st = launch_failed(c);
+  if (st == DT_OK)
+    st = be->copy(rt, rank, &flag, bad, sizeof flag, RUNTIME_COPY_D2H);
+  if (st == DT_OK) st = be->stream_sync(rt, rank);
+  if (st == DT_OK && flag != UINT64_MAX) {
+    *pos = (int64_t)flag;
+    int64_t v64 = 0;
+    int32_t v32 = 0;
+    const char *at = (const char *)core_tensor_data(idx) +
+                     (size_t)(*pos * istride) * core_dtype_size(idx->dtype);
+    st = be->copy(rt, rank, i64 ? (void *)&v64 : (void *)&v32, at,
+                  i64 ? 8 : 4, RUNTIME_COPY_D2H);
+    if (st == DT_OK) st = be->stream_sync(rt, rank);
+    *val = i64 ? v64 : v32;
+  }
+  be->free(rt, rank, bad);
+  return st;
+}
+
+/* embedding(indices, weight [V, D]): rows of the table; a row-sharded
+ * table (vocabulary parallel) is the host fallback's */
+static dt_status cu_embedding(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *idx = c->args[0].t, *w = c->args[1].t;
+  if (w->local.ndim != 2 || w->dtype != o->dtype || !dense(idx) ||
+      (c->shard && w->local.sizes[0] != c->shard->global[1].dims[0]))
+    return unsupported(c, "a sharded table or strided indices");
+  int64_t n = core_numel(idx), sizes[2] = {n, w->local.sizes[1]};
+  cuda_operand a = {.data = core_tensor_data(w),
+                    .strides = {w->local.strides[0], w->local.strides[1]}};
+  int64_t pos, val;
+  dt_status st = gather(c, 2, sizes, &a, 0, w->local.sizes[0], idx, 1, &pos,
+                        &val);
+  if (st == DT_OK && pos >= 0)
+    st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
+                        "%lld of indices) is out of range for a table of "
+                        "%lld rows (expected [0, %lld))", c->api,
+                        (long long)val, (long long)pos,
+                        (long long)w->local.sizes[0],
+                        (long long)w->local.sizes[0]);
+  return st;
+}
+
+static dt_status cu_index_select(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t, *idx = c->args[2].t;
+  int n = a->local.ndim, d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, n ? n : 1, &d);
+  if (st != DT_OK) return st;
+  if (a->dtype != o->dtype || idx->local.ndim > 1)
+    return unsupported(c, "this index");
+  int nd = n ? n : 1;
+  int64_t sizes[CUDA_MAX_DIMS];
+  cuda_operand oa = {.data = core_tensor_data(a)};
+  for (int k = 0; k < nd; k++) {
+    sizes[k] = n ? a->local.sizes[k] : 1;
+    oa.strides[k] = n ? a->local.strides[k] : 1;
+  }
+  int64_t a_dim = sizes[d];
+  sizes[d] = core_numel(idx);
+  int64_t istride = idx->local.ndim ? idx->local.strides[0] : 1, pos, val;
+  st = gather(c, nd, sizes, &oa, d, a_dim, idx, istride, &pos, &val);
+  if (st == DT_OK && pos >= 0)
+    st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
+                        "%lld of index) is out of range for dim %d of size "
+                        "%lld (expected [0, %lld))", c->api, (long long)val,
+                        (long long)pos, d, (long long)a_dim, (long long)a_dim);
+  return st;
+}
+
 /* the optimiser's fused updates: dense operands of the output's dtype */
 static bool dense_like(const dt_tensor *t, const dt_tensor *o) {
   return t->dtype == o->dtype && dense(t);
@@ -516,6 +607,7 @@ void ops_cuda_register(void) {
       {CORE_OP_LOGICAL_AND, cu_logical}, {CORE_OP_LOGICAL_OR, cu_logical},
       {CORE_OP_LOGICAL_NOT, cu_logical},
       {CORE_OP_SLICE_SCATTER, cu_slice_scatter},
+      {CORE_OP_EMBEDDING, cu_embedding}, {CORE_OP_INDEX_SELECT, cu_index_select},
   };
   for (size_t i = 0; i < sizeof bound / sizeof *bound; i++)
     cuda_kernels[bound[i].op] = bound[i].fn;

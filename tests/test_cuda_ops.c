@@ -195,6 +195,50 @@ static dt_tensor *g_arange(dt_tensor *const *x) {
   (void)x;
   return dt_arange(-3.5, 250, 0.25, NULL);
 }
+static dt_tensor *index_of(const int64_t *v, int64_t n, dt_dtype d) {
+  int32_t v32[16];
+  for (int64_t i = 0; i < n && i < 16; i++) v32[i] = (int32_t)v[i];
+  dt_tensor_options o = {.dtype = d};
+  return dt_from_host(d == DT_INT64 ? (const void *)v : (const void *)v32,
+                      DT_SHAPE(n), &o);
+}
+static dt_tensor *x_embedding(dt_tensor *const *x) { /* x[0]: [40, 50] */
+  static const int64_t ix[6] = {39, 0, 7, 7, 21, 3};
+  dt_tensor *i = index_of(ix, 6, DT_INT32);
+  dt_tensor *y = i ? dt_embedding(i, x[0]) : NULL;
+  dt_tensor_release(i);
+  return y;
+}
+static dt_tensor *x_index_select(dt_tensor *const *x) {
+  static const int64_t ix[5] = {49, 0, 11, 11, 2};
+  dt_tensor *i = index_of(ix, 5, DT_INT64);
+  dt_tensor *t = dt_transpose(x[0], 0, 1); /* a strided input */
+  dt_tensor *y = i && t ? dt_index_select(t, 0, i) : NULL;
+  dt_tensor_release(i);
+  dt_tensor_release(t);
+  return y;
+}
+/* a bad index: the same error (message included) as the CPU */
+static void bad_index_same_error(void) {
+  static const int64_t ix[3] = {1, 40, 2};
+  char msg[2][512];
+  for (int k = 0; k < 2; k++) {
+    dt_runtime_set_current(k ? cpu_rt : gpu_rt);
+    dt_tensor *w = dt_zeros(DT_SHAPE(40, 8), NULL);
+    dt_tensor *i = index_of(ix, 3, DT_INT64);
+    dt_tensor *y = dt_embedding(i, w);
+    float out[24];
+    dt_status st = y ? dt_to_host(y, out, sizeof out) : dt_last_status();
+    assert_int_equal(st, DT_ERR_INVALID_ARGUMENT);
+    snprintf(msg[k], sizeof msg[k], "%s", dt_last_error());
+    dt_tensor_release(y);
+    dt_tensor_release(i);
+    dt_tensor_release(w);
+  }
+  dt_runtime_set_current(NULL);
+  assert_string_equal(msg[0], msg[1]);
+  assert_non_null(strstr(msg[0], "index 40 (position 1"));
+}
 static dt_tensor *l_linear(dt_tensor *const *x) {
   return dt_linear(x[0], x[1], x[2]);
 }
@@ -216,6 +260,9 @@ static void more_kernels(void **state) {
   compare(b_eq, 1, s2, 2000, 0, false, "eq");
   compare(t_where, 2, s2, 2000, 0, false, "where");
   compare(u_clamp, 1, s1, 3000, 0, false, "clamp");
+  compare(x_embedding, 1, s2, 6 * 50, 0, false, "embedding");
+  compare(x_index_select, 1, s2, 5 * 40, 0, false, "index_select");
+  bad_index_same_error();
   compare(g_logic, 2, s2, 2000, 0, false, "logical and/or/not");
   compare(g_scatter, 1, s1, 3 * 3000, 0, false, "slice_scatter");
   compare(g_arange, 0, s1, 1014, 0, false, "arange");

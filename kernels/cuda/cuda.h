@@ -136,6 +136,13 @@ int cuda_arange(void *stream, int dtype, int64_t n, void *out, double start,
 int cuda_logical(void *stream, int op, int dtype, int ndim,
                  const int64_t *sizes, void *out, const cuda_operand *a,
                  const cuda_operand *b);
+/* index_select: out (contiguous, `sizes`) = a with dim's coordinate j
+ * read at idx[j * istride] (int64 if idx64, else int32); an index outside
+ * [0, a_dim) writes 0 and lowers *bad (device memory, an unsigned 64-bit
+ * word the caller set to all ones) to its position j */
+int cuda_index_select(void *stream, int dtype, int ndim, const int64_t *sizes,
+                      void *out, const cuda_operand *a, int dim, int64_t a_dim,
+                      const void *idx, bool idx64, int64_t istride, void *bad);
 /* out (contiguous, dtype) = cond (bool) ? a : b */
 int cuda_where(void *stream, int dtype, int ndim, const int64_t *sizes,
                void *out, const cuda_operand *cond, const cuda_operand *a,

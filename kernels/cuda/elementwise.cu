@@ -197,6 +197,35 @@ __global__ void logical_kernel(int op, int64_t n, shape_t sh, bool *out,
   }
 }
 
+/* out [.., k, ..] (contiguous) = a with dim d's coordinate j replaced by
+ * idx[j * istride]; an index outside [0, a_dim) writes 0 and lowers *bad
+ * to its position (the first one is reported) */
+template <typename T, typename I>
+__global__ void index_kernel(int64_t n, shape_t sh, int d, int64_t a_dim,
+                             T *out, const T *a, strides_t sa, const I *idx,
+                             int64_t istride, unsigned long long *bad) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t rest = i, off = 0;
+    bool ok = true;
+    for (int k = sh.ndim - 1; k >= 0; k--) {
+      int64_t q = rest / sh.sizes[k], c = rest - q * sh.sizes[k];
+      rest = q;
+      if (k == d) {
+        int64_t v = (int64_t)idx[c * istride];
+        if (v < 0 || v >= a_dim) {
+          atomicMin(bad, (unsigned long long)c);
+          ok = false;
+          v = 0;
+        }
+        c = v;
+      }
+      off += c * sa.s[k];
+    }
+    out[i] = ok ? a[off] : ct_store<T>(0.0);
+  }
+}
+
 template <typename T>
 __global__ void fill_kernel(int64_t n, T *out, double v) {
   T x = ct_store<T>(v);
@@ -420,5 +449,29 @@ extern "C" int cuda_logical(void *stream, int op, int dtype, int ndim,
     logical_kernel<T><<<ct_blocks(n, 256), 256, 0, s>>>(
         op, n, sh, (bool *)out, (const T *)a->data, strides_of(a, ndim),
         b ? (const T *)b->data : (const T *)a->data, sb);
+  }));
+}
+
+extern "C" int cuda_index_select(void *stream, int dtype, int ndim,
+                                 const int64_t *sizes, void *out,
+                                 const cuda_operand *a, int dim, int64_t a_dim,
+                                 const void *idx, bool idx64,
+                                 int64_t istride, void *bad) {
+  shape_t sh;
+  int64_t n = make_shape(ndim, sizes, &sh);
+  if (n == 0) return 0;
+  if (dim < 0 || dim >= ndim) return -1;
+  cudaStream_t s = (cudaStream_t)stream;
+  strides_t sa = strides_of(a, ndim);
+  return launched(ct_dispatch_all(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    if (idx64)
+      index_kernel<T, int64_t><<<ct_blocks(n, 256), 256, 0, s>>>(
+          n, sh, dim, a_dim, (T *)out, (const T *)a->data, sa,
+          (const int64_t *)idx, istride, (unsigned long long *)bad);
+    else
+      index_kernel<T, int32_t><<<ct_blocks(n, 256), 256, 0, s>>>(
+          n, sh, dim, a_dim, (T *)out, (const T *)a->data, sa,
+          (const int32_t *)idx, istride, (unsigned long long *)bad);
   }));
 }
