@@ -91,7 +91,9 @@ static dt_status cu_binary(dt_op_call *c) {
       [CORE_OP_ADD] = CUDA_ADD + 1, [CORE_OP_SUB] = CUDA_SUB + 1,
       [CORE_OP_MUL] = CUDA_MUL + 1, [CORE_OP_DIV] = CUDA_DIV + 1,
       [CORE_OP_MAXIMUM] = CUDA_MAX + 1, [CORE_OP_MINIMUM] = CUDA_MIN + 1,
-      [CORE_OP_GELU_BACKWARD] = CUDA_GELU_BACKWARD + 1};
+      [CORE_OP_GELU_BACKWARD] = CUDA_GELU_BACKWARD + 1,
+      [CORE_OP_POW] = CUDA_POW + 1, [CORE_OP_FLOOR_DIVIDE] = CUDA_FLOORDIV + 1,
+      [CORE_OP_REMAINDER] = CUDA_REM + 1};
   dt_tensor *o = c->out[0], *a = c->args[0].t, *b = c->args[1].t;
   if (!ops[c->op]) return unsupported(c, "this op");
   if (a->dtype != o->dtype || b->dtype != o->dtype || !is_float(o->dtype))
@@ -103,25 +105,35 @@ static dt_status cu_binary(dt_op_call *c) {
              ? launch_failed(c) : DT_OK;
 }
 
+/* tensor op scalar. add, sub, pow and remainder meet a float16 /
+ * bfloat16 tensor in its own dtype (the scalar rounded to it first); mul,
+ * div and floor_divide use the exact scalar: the CPU's rules
+ * (ops/pointwise.c, ops_scalar_cpu) */
 static dt_status cu_scalar(dt_op_call *c) {
   dt_tensor *o = c->out[0], *a = c->args[0].t;
-  double s = c->args[1].d, alpha = 1, beta = 0;
+  double s = c->args[1].d;
+  cuda_binary_op op;
+  bool round = true;
   switch (c->op) {
-  case CORE_OP_ADD_SCALAR: beta = s; break;
-  case CORE_OP_SUB_SCALAR: beta = -s; break;
-  case CORE_OP_MUL_SCALAR: alpha = s; break;
-  case CORE_OP_DIV_SCALAR: break;
+  case CORE_OP_ADD_SCALAR: op = CUDA_ADD; break;
+  case CORE_OP_SUB_SCALAR: op = CUDA_SUB; break;
+  case CORE_OP_MUL_SCALAR: op = CUDA_MUL; round = false; break;
+  case CORE_OP_DIV_SCALAR: op = CUDA_DIV; round = false; break;
+  case CORE_OP_POW_SCALAR: op = CUDA_POW; break;
+  case CORE_OP_FLOOR_DIVIDE_SCALAR: op = CUDA_FLOORDIV; round = false; break;
+  case CORE_OP_REMAINDER_SCALAR: op = CUDA_REM; break;
   default: return unsupported(c, "this op");
   }
   if (a->dtype != o->dtype || !is_float(o->dtype))
     return unsupported(c, "integer dtypes");
+  if (round && (o->dtype == DT_FLOAT16 || o->dtype == DT_BFLOAT16)) {
+    _Alignas(8) char v[8];
+    core_store_double(v, o->dtype, s);
+    s = core_load_double(v, o->dtype);
+  }
   cuda_operand oa = operand_of(a, o);
-  if (c->op == CORE_OP_DIV_SCALAR)
-    return cuda_div_scalar(stream_of(o), (int)o->dtype, o->local.ndim,
-                           o->local.sizes, core_tensor_data(o), &oa, s)
-               ? launch_failed(c) : DT_OK;
-  return cuda_affine(stream_of(o), (int)o->dtype, o->local.ndim,
-                     o->local.sizes, core_tensor_data(o), &oa, alpha, beta)
+  return cuda_scalar(stream_of(o), op, (int)o->dtype, o->local.ndim,
+                     o->local.sizes, core_tensor_data(o), &oa, s)
              ? launch_failed(c) : DT_OK;
 }
 
@@ -593,6 +605,9 @@ void ops_cuda_register(void) {
       {CORE_OP_LAYER_NORM, cu_norm}, {CORE_OP_RMS_NORM, cu_norm},
       {CORE_OP_DROPOUT, cu_dropout}, {CORE_OP_CAT, cu_cat},
       {CORE_OP_DIV_SCALAR, cu_scalar}, {CORE_OP_GELU_BACKWARD, cu_binary},
+      {CORE_OP_POW_SCALAR, cu_scalar}, {CORE_OP_FLOOR_DIVIDE_SCALAR, cu_scalar},
+      {CORE_OP_REMAINDER_SCALAR, cu_scalar}, {CORE_OP_POW, cu_binary},
+      {CORE_OP_FLOOR_DIVIDE, cu_binary}, {CORE_OP_REMAINDER, cu_binary},
       {CORE_OP_ABS, cu_unary}, {CORE_OP_RSQRT, cu_unary},
       {CORE_OP_SIN, cu_unary}, {CORE_OP_COS, cu_unary},
       {CORE_OP_GELU_TANH, cu_unary}, {CORE_OP_LINEAR, cu_linear},

@@ -239,6 +239,18 @@ static void bad_index_same_error(void) {
   assert_string_equal(msg[0], msg[1]);
   assert_non_null(strstr(msg[0], "index 40 (position 1"));
 }
+static dt_tensor *b_pow(dt_tensor *const *x) { return dt_pow(x[0], x[1]); }
+static dt_tensor *b_floordiv(dt_tensor *const *x) {
+  return dt_floor_divide(x[0], x[1]);
+}
+static dt_tensor *b_rem(dt_tensor *const *x) { return dt_remainder(x[0], x[1]); }
+static dt_tensor *s_pow(dt_tensor *const *x) { return dt_pow_scalar(x[0], 2.5); }
+static dt_tensor *s_floordiv(dt_tensor *const *x) {
+  return dt_floor_divide_scalar(x[0], -0.7);
+}
+static dt_tensor *s_rem(dt_tensor *const *x) {
+  return dt_remainder_scalar(x[0], 0.3);
+}
 static dt_tensor *l_linear(dt_tensor *const *x) {
   return dt_linear(x[0], x[1], x[2]);
 }
@@ -260,6 +272,12 @@ static void more_kernels(void **state) {
   compare(b_eq, 1, s2, 2000, 0, false, "eq");
   compare(t_where, 2, s2, 2000, 0, false, "where");
   compare(u_clamp, 1, s1, 3000, 0, false, "clamp");
+  compare(b_pow, 2, s2, 2000, 4e-7, true, "pow");
+  compare(b_floordiv, 2, s2, 2000, 0, true, "floor_divide");
+  compare(b_rem, 2, s2, 2000, 1e-6, true, "remainder");
+  compare(s_pow, 1, s1, 3000, 4e-7, true, "pow_scalar");
+  compare(s_floordiv, 1, s1, 3000, 0, false, "floor_divide_scalar");
+  compare(s_rem, 1, s1, 3000, 1e-6, false, "remainder_scalar");
   compare(x_embedding, 1, s2, 6 * 50, 0, false, "embedding");
   compare(x_index_select, 1, s2, 5 * 40, 0, false, "index_select");
   bad_index_same_error();

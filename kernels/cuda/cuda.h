@@ -91,10 +91,12 @@ typedef struct cuda_operand {
   int64_t strides[CUDA_MAX_DIMS];
 } cuda_operand;
 
-/* CUDA_GELU_BACKWARD: a * gelu'(b), the erf form (a the gradient) */
+/* CUDA_GELU_BACKWARD: a * gelu'(b), the erf form (a the gradient); max /
+ * min propagate NaN and keep a on ties; floordiv / rem are PyTorch's
+ * floating floor_divide / remainder, as the CPU computes them */
 typedef enum cuda_binary_op {
   CUDA_ADD, CUDA_SUB, CUDA_MUL, CUDA_DIV, CUDA_MAX, CUDA_MIN,
-  CUDA_GELU_BACKWARD, CUDA_BINARY_COUNT
+  CUDA_GELU_BACKWARD, CUDA_POW, CUDA_FLOORDIV, CUDA_REM, CUDA_BINARY_COUNT
 } cuda_binary_op;
 typedef enum cuda_unary_op {
   CUDA_NEG, CUDA_EXP, CUDA_LOG, CUDA_SQRT, CUDA_TANH, CUDA_SIGMOID,
@@ -112,9 +114,11 @@ int cuda_unary(void *stream, cuda_unary_op op, int dtype, int ndim,
                const int64_t *sizes, void *out, const cuda_operand *a);
 int cuda_affine(void *stream, int dtype, int ndim, const int64_t *sizes,
                 void *out, const cuda_operand *a, double alpha, double beta);
-/* out = a / s elementwise (true division in the compute type) */
-int cuda_div_scalar(void *stream, int dtype, int ndim, const int64_t *sizes,
-                    void *out, const cuda_operand *a, double s);
+/* out = a op s elementwise, s rounded to the compute type (the caller
+ * rounds it to a float16/bfloat16 dtype first where the CPU does) */
+int cuda_scalar(void *stream, cuda_binary_op op, int dtype, int ndim,
+                const int64_t *sizes, void *out, const cuda_operand *a,
+                double s);
 /* out (bool, contiguous) = a op b, op 0 eq, 1 ne, 2 lt, 3 le, 4 gt, 5 ge,
  * a and b of one float dtype, broadcast through stride-0 dims */
 int cuda_compare(void *stream, int op, int dtype, int ndim,

@@ -31,14 +31,34 @@ __device__ __forceinline__ int64_t offset_of(int64_t i, const shape_t &sh,
   return off;
 }
 
+/* PyTorch's floating floor division and remainder, as the CPU computes
+ * them (kernels/cpu/pointwise.c): the quotient from fmod, corrected toward
+ * -inf, rounded when fmod's error puts it past .5; x / 0 is IEEE's */
+template <typename A> __device__ __forceinline__ A floordiv(A a, A b) {
+  if (b == A(0)) return a / b;
+  A mod = fmod(a, b), div = (a - mod) / b;
+  if (mod != A(0) && (b < A(0)) != (mod < A(0))) div -= A(1);
+  if (div == A(0)) return copysign(A(0), a / b);
+  A f = floor(div);
+  return div - f > A(0.5) ? f + A(1) : f;
+}
+template <typename A> __device__ __forceinline__ A remainder(A a, A b) {
+  A mod = fmod(a, b);
+  return mod != A(0) && (b < A(0)) != (mod < A(0)) ? mod + b : mod;
+}
+
 template <typename A> __device__ __forceinline__ A binop(int op, A x, A y) {
   switch (op) {
   case CUDA_ADD: return x + y;
   case CUDA_SUB: return x - y;
   case CUDA_MUL: return x * y;
   case CUDA_DIV: return x / y;
-  case CUDA_MAX: return x > y || x != x ? x : y;
-  case CUDA_MIN: return x < y || x != x ? x : y;
+  /* NaN propagates; on ties (0 vs -0) x stays, as the CPU's */
+  case CUDA_MAX: return x != x ? x : y != y ? y : (x < y ? y : x);
+  case CUDA_MIN: return x != x ? x : y != y ? y : (y < x ? y : x);
+  case CUDA_POW: return pow(x, y);
+  case CUDA_FLOORDIV: return floordiv(x, y);
+  case CUDA_REM: return remainder(x, y);
   default: { /* gelu backward: x * (Phi(y) + y phi(y)) */
     A cdf = A(0.5) * (A(1) + erf(y * A(0.7071067811865476)));
     A pdf = exp(A(-0.5) * y * y) * A(0.3989422804014327);
@@ -106,9 +126,10 @@ __global__ void binary_dense(int op, int64_t n, T *out, const T *a,
     out[i] = ct_store<T>(binop<A>(op, (A)ct_load(a[i]), (A)ct_load(b[i])));
 }
 
-/* mode 0: op(x); 1: x * alpha + beta; 2: x / alpha; 3: clamp to
- * [alpha, beta] as the CPU does (x unless a bound is strictly past it, so
- * NaN and -0.0 stay; a NaN bound gives NaN) */
+/* mode 0: op(x); 1: x * alpha + beta; 2: x (binary op beta) alpha, the
+ * binary ops' codes (a scalar second operand); 3: clamp to [alpha, beta]
+ * as the CPU does (x unless a bound is strictly past it, so NaN and -0.0
+ * stay; a NaN bound gives NaN) */
 template <typename T>
 __global__ void unary_kernel(int op, int mode, double alpha, double beta,
                              int64_t n, shape_t sh, T *out, const T *a,
@@ -125,7 +146,8 @@ __global__ void unary_kernel(int op, int mode, double alpha, double beta,
       if (lo != lo || hi != hi) y = (A)nan(""); /* the CPU's quiet NaN */
     } else {
       y = mode == 1 ? x * (A)alpha + (A)beta
-                    : mode == 2 ? x / (A)alpha : unop<A>(op, x);
+                    : mode == 2 ? binop<A>((int)beta, x, (A)alpha)
+                                : unop<A>(op, x);
     }
     out[i] = ct_store<T>(y);
   }
@@ -314,10 +336,11 @@ extern "C" int cuda_unary(void *stream, cuda_unary_op op, int dtype, int ndim,
   return unary_launch(stream, (int)op, 0, 0, 0, dtype, ndim, sizes, out, a);
 }
 
-extern "C" int cuda_div_scalar(void *stream, int dtype, int ndim,
-                               const int64_t *sizes, void *out,
-                               const cuda_operand *a, double s) {
-  return unary_launch(stream, 0, 2, s, 0, dtype, ndim, sizes, out, a);
+extern "C" int cuda_scalar(void *stream, cuda_binary_op op, int dtype,
+                           int ndim, const int64_t *sizes, void *out,
+                           const cuda_operand *a, double s) {
+  return unary_launch(stream, 0, 2, s, (double)op, dtype, ndim, sizes, out,
+                      a);
 }
 
 extern "C" int cuda_clamp(void *stream, int dtype, int ndim,
