@@ -427,6 +427,63 @@ static dt_status cu_index_select(dt_op_call *c) {
   return st;
 }
 
+/* cross_entropy of [N, C] or [C] logits with class-index targets on one
+ * rank's whole positions; probability targets, more dims and a DTensor
+ * rank's share (its global mean) are the host fallback's. A bad target is
+ * read back (the rank waits) for the CPU's error. */
+static dt_status cu_cross_entropy(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *x = c->args[0].t, *t = c->args[1].t;
+  int nx = x->local.ndim;
+  if (c->shard || core_dtype_is_float(t->dtype) || nx > 2 ||
+      x->dtype != o->dtype || !is_float(x->dtype))
+    return unsupported(c, "probability targets, more than 2 dims or a "
+                       "DTensor shard");
+  int64_t m = nx == 2 ? x->local.sizes[0] : 1;
+  int64_t nc = x->local.sizes[nx - 1];
+  int64_t rs = nx == 2 ? x->local.strides[0] : 0, cs = x->local.strides[nx - 1];
+  int64_t ts = t->local.ndim ? t->local.strides[0] : 0;
+  int64_t os = o->local.ndim ? o->local.strides[0] : 0;
+  dt_runtime *rt = rt_of(o);
+  int rank = rank_of(o);
+  const runtime_backend *be = rt->backend;
+  const char *err;
+  size_t bytes = (size_t)m * 16 + 8;
+  char *scratch = be->alloc(rt, rank, bytes, &err);
+  if (!scratch)
+    return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", c->api, err);
+  uint64_t flag = UINT64_MAX;
+  dt_status st = DT_OK;
+  bool i64 = t->dtype == DT_INT64;
+  if (cuda_fill(stream_of(o), (int)DT_INT64, 1, scratch + (size_t)m * 16, -1) ||
+      cuda_cross_entropy(stream_of(o), (int)x->dtype, i64, m, nc, rs, cs,
+                         core_tensor_data(x), core_tensor_data(t), ts,
+                         c->args[3].i, c->args[4].d, (int)c->args[2].i,
+                         core_tensor_data(o), os, scratch))
+    st = launch_failed(c);
+  if (st == DT_OK)
+    st = be->copy(rt, rank, &flag, scratch + (size_t)m * 16, sizeof flag,
+                  RUNTIME_COPY_D2H);
+  if (st == DT_OK) st = be->stream_sync(rt, rank);
+  if (st == DT_OK && flag != UINT64_MAX) {
+    int64_t pos = (int64_t)flag, v64 = 0;
+    int32_t v32 = 0;
+    const char *at = (const char *)core_tensor_data(t) +
+                     (size_t)(pos * ts) * core_dtype_size(t->dtype);
+    st = be->copy(rt, rank, i64 ? (void *)&v64 : (void *)&v32, at,
+                  i64 ? 8 : 4, RUNTIME_COPY_D2H);
+    if (st == DT_OK) st = be->stream_sync(rt, rank);
+    if (st == DT_OK)
+      st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: target %lld (position "
+                          "%lld) is out of range for %lld classes (expected "
+                          "[0, %lld) or ignore_index %lld)", c->api,
+                          (long long)(i64 ? v64 : v32), (long long)pos,
+                          (long long)nc, (long long)nc,
+                          (long long)c->args[3].i);
+  }
+  be->free(rt, rank, scratch);
+  return st;
+}
+
 /* the optimiser's fused updates: dense operands of the output's dtype */
 static bool dense_like(const dt_tensor *t, const dt_tensor *o) {
   return t->dtype == o->dtype && dense(t);
@@ -623,6 +680,7 @@ void ops_cuda_register(void) {
       {CORE_OP_LOGICAL_NOT, cu_logical},
       {CORE_OP_SLICE_SCATTER, cu_slice_scatter},
       {CORE_OP_EMBEDDING, cu_embedding}, {CORE_OP_INDEX_SELECT, cu_index_select},
+      {CORE_OP_CROSS_ENTROPY, cu_cross_entropy},
   };
   for (size_t i = 0; i < sizeof bound / sizeof *bound; i++)
     cuda_kernels[bound[i].op] = bound[i].fn;

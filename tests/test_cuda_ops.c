@@ -251,6 +251,37 @@ static dt_tensor *s_floordiv(dt_tensor *const *x) {
 static dt_tensor *s_rem(dt_tensor *const *x) {
   return dt_remainder_scalar(x[0], 0.3);
 }
+/* cross_entropy of [40, 50] logits: mean with an ignored target and
+ * smoothing, sum, and per-position losses */
+static dt_tensor *ce_target(void) {
+  int64_t v[16];
+  for (int i = 0; i < 16; i++) v[i] = (i * 7) % 50;
+  v[3] = -100;
+  dt_tensor *t16 = index_of(v, 16, DT_INT64), *t = NULL;
+  if (t16) { /* 40 targets: the 16 repeated */
+    dt_tensor *p[3] = {t16, t16, t16};
+    dt_tensor *c48 = dt_cat(p, 3, 0);
+    t = c48 ? dt_slice(c48, 0, 0, 40, 1) : NULL;
+    dt_tensor_release(c48);
+  }
+  dt_tensor_release(t16);
+  return t;
+}
+static dt_tensor *ce_with(dt_tensor *x, dt_reduction r, double eps) {
+  dt_tensor *t = ce_target();
+  dt_tensor *y = t ? dt_cross_entropy_smoothed(x, t, r, -100, eps) : NULL;
+  dt_tensor_release(t);
+  return y;
+}
+static dt_tensor *x_ce_mean(dt_tensor *const *x) {
+  return ce_with(x[0], DT_REDUCTION_MEAN, 0.1);
+}
+static dt_tensor *x_ce_sum(dt_tensor *const *x) {
+  return ce_with(x[0], DT_REDUCTION_SUM, 0);
+}
+static dt_tensor *x_ce_none(dt_tensor *const *x) {
+  return ce_with(x[0], DT_REDUCTION_NONE, 0);
+}
 static dt_tensor *l_linear(dt_tensor *const *x) {
   return dt_linear(x[0], x[1], x[2]);
 }
@@ -281,6 +312,9 @@ static void more_kernels(void **state) {
   compare(x_embedding, 1, s2, 6 * 50, 0, false, "embedding");
   compare(x_index_select, 1, s2, 5 * 40, 0, false, "index_select");
   bad_index_same_error();
+  compare(x_ce_mean, 1, s2, 1, 1e-6, false, "cross_entropy mean, smoothed");
+  compare(x_ce_sum, 1, s2, 1, 1e-6, false, "cross_entropy sum");
+  compare(x_ce_none, 1, s2, 40, 1e-6, false, "cross_entropy none");
   compare(g_logic, 2, s2, 2000, 0, false, "logical and/or/not");
   compare(g_scatter, 1, s1, 3 * 3000, 0, false, "slice_scatter");
   compare(g_arange, 0, s1, 1014, 0, false, "arange");

@@ -196,6 +196,17 @@ int cuda_var(void *stream, int dtype, const cuda_rows *g, int64_t correction,
  * (max) or minimum; a NaN wins, the first one */
 int cuda_argext(void *stream, bool max, int dtype, const cuda_rows *g,
                 void *out, const void *x);
+/* cross_entropy of m rows of nc class logits (row r at r * rs, class c at
+ * c * cs, elements) with class-index targets t[r * ts] (int64 if idx64,
+ * else int32): the CPU's losses (lse - (1 - eps) x_t - eps mean(x), 0 for
+ * ignore); reduction 0 mean over counted rows (NaN if none), 1 sum, 2
+ * none (out[r * os] per row). scratch: 16 m + 8 bytes of device memory;
+ * its last 8 bytes must hold all ones, and keep the position of the first
+ * target out of range */
+int cuda_cross_entropy(void *stream, int dtype, bool idx64, int64_t m,
+                       int64_t nc, int64_t rs, int64_t cs, const void *x,
+                       const void *t, int64_t ts, int64_t ignore, double eps,
+                       int reduction, void *out, int64_t os, void *scratch);
 /* softmax or log_softmax of each row (max-shifted, sums in double) */
 int cuda_softmax(void *stream, bool log_softmax, int dtype,
                  const cuda_rows *g, void *out, const void *x);

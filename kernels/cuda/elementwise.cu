@@ -7,6 +7,8 @@
  * memory's bandwidth. */
 #include <math.h>
 
+#include <type_traits>
+
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/dtype.cuh"
 
@@ -256,13 +258,21 @@ __global__ void fill_kernel(int64_t n, T *out, double v) {
     out[i] = x;
 }
 
+/* a copy of one type moves the bits (an int64 past 2^53 survives); a
+ * cast goes through double, which holds every value of the narrower
+ * types exactly, so each is rounded once */
 template <typename O, typename I>
 __global__ void copy_kernel(int64_t n, shape_t sh, O *out, strides_t so,
                             bool dense_out, const I *a, strides_t sa) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
-    out[dense_out ? i : offset_of(i, sh, so)] =
-        ct_store<O>((double)ct_load(a[offset_of(i, sh, sa)]));
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const I v = a[offset_of(i, sh, sa)];
+    O *dst = &out[dense_out ? i : offset_of(i, sh, so)];
+    if constexpr (std::is_same<O, I>::value)
+      *dst = v;
+    else
+      *dst = ct_store<O>((double)ct_load(v));
+  }
 }
 
 int64_t make_shape(int ndim, const int64_t *sizes, shape_t *sh) {

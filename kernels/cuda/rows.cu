@@ -240,6 +240,67 @@ __global__ void argext_kernel(bool max, rows_t R, int64_t rows, int64_t count,
   if (lane_of<G>() == 0) y[yo] = vi == INT64_MAX ? 0 : vi;
 }
 
+/* cross_entropy with class-index targets over rows of logits (row r at
+ * r * rs, class c at c * cs), the CPU's per-position loss: lse (a NaN or
+ * infinite max is the lse) minus (1 - eps) x_t, minus eps times the row's
+ * mean when smoothing; ignore_index gives 0, uncounted; a target out of
+ * range lowers *bad to its position. loss / cnt: one double per row */
+template <typename T, typename I, int G>
+__global__ void ce_kernel(int64_t m, int64_t nc, int64_t rs, int64_t cs,
+                          const T *x, const I *t, int64_t ts, int64_t ignore,
+                          double eps, double *loss, double *cnt,
+                          unsigned long long *bad, T *out, int64_t os) {
+  __shared__ double smem[32];
+  int64_t row = row_of<G>();
+  if (row >= m) return;
+  const T *rx = x + row * rs;
+  double mx = -INFINITY;
+  for (int64_t i = lane_of<G>(); i < nc; i += G)
+    mx = pick(2, mx, (double)ct_load(rx[i * cs]));
+  mx = group_reduce<G>(2, mx, smem);
+  double s = 0, sx = 0;
+  for (int64_t i = lane_of<G>(); i < nc; i += G) {
+    double v = (double)ct_load(rx[i * cs]);
+    s += exp(v - mx);
+    sx += v;
+  }
+  s = group_reduce<G>(0, s, smem);
+  if (eps != 0) sx = group_reduce<G>(0, sx, smem);
+  double lse = mx != mx || isinf(mx) ? mx : mx + log(s);
+  if (lane_of<G>() != 0) return;
+  int64_t c = (int64_t)t[row * ts];
+  double l = 0, counted = 0;
+  if (c != ignore) {
+    if (c < 0 || c >= nc) {
+      atomicMin(bad, (unsigned long long)row);
+    } else {
+      l = lse - (1 - eps) * (double)ct_load(rx[c * cs]);
+      if (eps != 0) l -= eps * sx / (double)nc;
+      counted = 1;
+    }
+  }
+  loss[row] = l;
+  cnt[row] = counted;
+  if (out) out[row * os] = ct_store<T>(l);
+}
+
+/* the reduction of the losses: a sum over rows (or over counted rows for
+ * the mean; NaN when none), one block, a fixed order */
+template <typename T>
+__global__ void ce_finish(int64_t m, bool mean, const double *loss,
+                          const double *cnt, T *out) {
+  __shared__ double smem[32];
+  double a = 0, b = 0;
+  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+    a += loss[i];
+    b += cnt[i];
+  }
+  a = group_reduce<1024>(0, a, smem);
+  b = group_reduce<1024>(0, b, smem);
+  if (threadIdx.x == 0)
+    out[0] = ct_store<T>(!mean ? a : b != 0 ? a / b : nan(""));
+}
+
 int64_t count_of(const cuda_rows *g, int64_t *rows) {
   int64_t r = 1, n = 1;
   for (int d = 0; d < g->nouter; d++) r *= g->outer[d];
@@ -255,6 +316,14 @@ int64_t count_of(const cuda_rows *g, int64_t *rows) {
       K<T, 32><<<(unsigned)(((rows) + 7) / 8), 256, 0, s>>>(__VA_ARGS__);    \
     else                                                                     \
       K<T, 1024><<<(unsigned)(rows), 1024, 0, s>>>(__VA_ARGS__);             \
+  } while (0)
+
+#define ROWS_LAUNCH2(K, T, I, count, rows, s, ...)                           \
+  do {                                                                       \
+    if ((count) <= 1024)                                                     \
+      K<T, I, 32><<<(unsigned)(((rows) + 7) / 8), 256, 0, s>>>(__VA_ARGS__); \
+    else                                                                     \
+      K<T, I, 1024><<<(unsigned)(rows), 1024, 0, s>>>(__VA_ARGS__);          \
   } while (0)
 
 bool rows_fit(int64_t rows) { return rows <= 0x7FFFFFFFLL; }
@@ -334,6 +403,34 @@ extern "C" int cuda_argext(void *stream, bool max, int dtype,
     typedef decltype(z) T;
     ROWS_LAUNCH(argext_kernel, T, count, rows, s, max, R, rows, count,
                 (int64_t *)out, (const T *)x);
+  });
+  return ok && cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int cuda_cross_entropy(void *stream, int dtype, bool idx64,
+                                  int64_t m, int64_t nc, int64_t rs,
+                                  int64_t cs, const void *x, const void *t,
+                                  int64_t ts, int64_t ignore, double eps,
+                                  int reduction, void *out, int64_t os,
+                                  void *scratch) {
+  if (m == 0 || !rows_fit(m)) return m == 0 ? 0 : -1;
+  cudaStream_t s = (cudaStream_t)stream;
+  double *loss = (double *)scratch, *cnt = loss + m;
+  unsigned long long *bad = (unsigned long long *)(cnt + m);
+  bool none = reduction == 2;
+  bool ok = ct_dispatch_float(dtype, [&](auto z) {
+    typedef decltype(z) T;
+    T *o = none ? (T *)out : nullptr;
+    if (idx64)
+      ROWS_LAUNCH2(ce_kernel, T, int64_t, nc, m, s, m, nc, rs, cs,
+                   (const T *)x, (const int64_t *)t, ts, ignore, eps, loss,
+                   cnt, bad, o, os);
+    else
+      ROWS_LAUNCH2(ce_kernel, T, int32_t, nc, m, s, m, nc, rs, cs,
+                   (const T *)x, (const int32_t *)t, ts, ignore, eps, loss,
+                   cnt, bad, o, os);
+    if (!none)
+      ce_finish<T><<<1, 1024, 0, s>>>(m, reduction == 0, loss, cnt, (T *)out);
   });
   return ok && cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
