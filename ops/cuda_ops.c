@@ -554,9 +554,25 @@ static dt_status cu_reduce(dt_op_call *c) {
   dt_tensor *o = c->out[0], *a = c->args[0].t;
   if (a->dtype != o->dtype || !is_float(a->dtype))
     return unsupported(c, "integer dtypes");
-  cuda_rows g = rows_of(a, reduced_mask(c, a), false);
-  return cuda_reduce(stream_of(o), (int)(c->op - CORE_OP_SUM), (int)o->dtype,
-                     &g, core_tensor_data(o), core_tensor_data(a))
+  uint32_t mask = reduced_mask(c, a);
+  cuda_rows g = rows_of(a, mask, false);
+  if (cuda_reduce(stream_of(o), (int)(c->op - CORE_OP_SUM), (int)o->dtype,
+                  &g, core_tensor_data(o), core_tensor_data(a)))
+    return launch_failed(c);
+  if (c->op != CORE_OP_MEAN || !c->shard) return DT_OK;
+  /* a rank's part of a DTensor mean over a sharded dim: its local mean
+   * times local / global count (the shares sum to the global mean, the
+   * output being P(sum)), as the CPU's ops_reduce_cpu */
+  double local = 1, global = 1;
+  for (int d = 0; d < a->local.ndim; d++)
+    if (mask >> d & 1) {
+      local *= (double)a->local.sizes[d];
+      global *= (double)c->shard->global[0].dims[d];
+    }
+  if (local == global || global <= 0) return DT_OK;
+  cuda_operand oo = operand_of(o, o);
+  return cuda_scalar(stream_of(o), CUDA_MUL, (int)o->dtype, o->local.ndim,
+                     o->local.sizes, core_tensor_data(o), &oo, local / global)
              ? launch_failed(c) : DT_OK;
 }
 

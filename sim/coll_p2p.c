@@ -169,8 +169,13 @@ dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
   const sim_coll_device *dev = w->dev;
   mb->ev = mb->ev_done = NULL;
   mb->dev_st = DT_OK;
-  /* a device: the receiver's stream waits for what wrote buf */
-  if (dev && !(mb->ev = dev->record(dev->ctx, from))) return core_last_status();
+  /* a device: the receiver's stream waits for what wrote buf (a failed
+   * record still takes this send's number: the paired recv then fails
+   * rather than pairing with the next send) */
+  if (dev && !(mb->ev = dev->record(dev->ctx, from))) {
+    mb->nsent++;
+    return core_last_status();
+  }
   mb->buf = buf;
   mb->bytes = bytes;
   mb->msg = mb->nsent++;

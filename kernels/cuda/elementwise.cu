@@ -201,7 +201,7 @@ template <typename T>
 __global__ void arange_kernel(int64_t n, T *out, double start, double step) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
-    out[i] = ct_store<T>(start + (double)i * step);
+    out[i] = ct_store<T>(__dadd_rn(start, __dmul_rn((double)i, step)));
 }
 
 /* op 0 and, 1 or (a, b nonzero), 2 not (a) */
@@ -259,8 +259,7 @@ __global__ void fill_kernel(int64_t n, T *out, double v) {
 }
 
 /* a copy of one type moves the bits (an int64 past 2^53 survives); a
- * cast goes through double, which holds every value of the narrower
- * types exactly, so each is rounded once */
+ * cast is the CPU's (ct_cast) */
 template <typename O, typename I>
 __global__ void copy_kernel(int64_t n, shape_t sh, O *out, strides_t so,
                             bool dense_out, const I *a, strides_t sa) {
@@ -271,7 +270,7 @@ __global__ void copy_kernel(int64_t n, shape_t sh, O *out, strides_t so,
     if constexpr (std::is_same<O, I>::value)
       *dst = v;
     else
-      *dst = ct_store<O>((double)ct_load(v));
+      *dst = ct_cast<O, I>(v);
   }
 }
 
@@ -397,15 +396,16 @@ extern "C" int cuda_copy_strided(void *stream, int od, int ad, int ndim,
   strides_t sa = strides_of(a, ndim), so = strides_of(o, ndim);
   bool dn = dense(o, sh);
   void *out = o->data;
+  bool inner = false;
   bool ok = ct_dispatch_all(od, [&](auto zo) {
     typedef decltype(zo) O;
-    ok = ct_dispatch_all(ad, [&](auto zi) {
+    inner = ct_dispatch_all(ad, [&](auto zi) {
       typedef decltype(zi) I;
       copy_kernel<O, I><<<ct_blocks(n, 256), 256, 0, s>>>(
           n, sh, (O *)out, so, dn, (const I *)a->data, sa);
     });
   });
-  return launched(ok);
+  return launched(ok && inner);
 }
 
 extern "C" int cuda_compare(void *stream, int op, int dtype, int ndim,

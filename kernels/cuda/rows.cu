@@ -413,7 +413,7 @@ extern "C" int cuda_cross_entropy(void *stream, int dtype, bool idx64,
                                   int64_t ts, int64_t ignore, double eps,
                                   int reduction, void *out, int64_t os,
                                   void *scratch) {
-  if (m == 0 || !rows_fit(m)) return m == 0 ? 0 : -1;
+  if (!rows_fit(m)) return -1;
   cudaStream_t s = (cudaStream_t)stream;
   double *loss = (double *)scratch, *cnt = loss + m;
   unsigned long long *bad = (unsigned long long *)(cnt + m);
@@ -421,7 +421,9 @@ extern "C" int cuda_cross_entropy(void *stream, int dtype, bool idx64,
   bool ok = ct_dispatch_float(dtype, [&](auto z) {
     typedef decltype(z) T;
     T *o = none ? (T *)out : nullptr;
-    if (idx64)
+    if (m == 0) {
+      /* no positions: the mean is NaN, the sum 0 (ce_finish of none) */
+    } else if (idx64)
       ROWS_LAUNCH2(ce_kernel, T, int64_t, nc, m, s, m, nc, rs, cs,
                    (const T *)x, (const int64_t *)t, ts, ignore, eps, loss,
                    cnt, bad, o, os);
