@@ -109,11 +109,9 @@ typedef enum cuda_unary_op {
 int cuda_binary(void *stream, cuda_binary_op op, int dtype, int ndim,
                 const int64_t *sizes, void *out, const cuda_operand *a,
                 const cuda_operand *b);
-/* out = op(a * alpha + beta) elementwise: unary ops and scalar add/mul */
+/* out = op(a) elementwise */
 int cuda_unary(void *stream, cuda_unary_op op, int dtype, int ndim,
                const int64_t *sizes, void *out, const cuda_operand *a);
-int cuda_affine(void *stream, int dtype, int ndim, const int64_t *sizes,
-                void *out, const cuda_operand *a, double alpha, double beta);
 /* out = a op s elementwise, s rounded to the compute type (the caller
  * rounds it to a float16/bfloat16 dtype first where the CPU does) */
 int cuda_scalar(void *stream, cuda_binary_op op, int dtype, int ndim,

@@ -128,7 +128,7 @@ __global__ void binary_dense(int op, int64_t n, T *out, const T *a,
     out[i] = ct_store<T>(binop<A>(op, (A)ct_load(a[i]), (A)ct_load(b[i])));
 }
 
-/* mode 0: op(x); 1: x * alpha + beta; 2: x (binary op beta) alpha, the
+/* mode 0: op(x); 2: x (binary op beta) alpha, the
  * binary ops' codes (a scalar second operand); 3: clamp to [alpha, beta]
  * as the CPU does (x unless a bound is strictly past it, so NaN and -0.0
  * stay; a NaN bound gives NaN) */
@@ -147,9 +147,7 @@ __global__ void unary_kernel(int op, int mode, double alpha, double beta,
       y = y > hi ? hi : y;
       if (lo != lo || hi != hi) y = (A)nan(""); /* the CPU's quiet NaN */
     } else {
-      y = mode == 1 ? x * (A)alpha + (A)beta
-                    : mode == 2 ? binop<A>((int)beta, x, (A)alpha)
-                                : unop<A>(op, x);
+      y = mode == 2 ? binop<A>((int)beta, x, (A)alpha) : unop<A>(op, x);
     }
     out[i] = ct_store<T>(y);
   }
@@ -356,12 +354,6 @@ extern "C" int cuda_clamp(void *stream, int dtype, int ndim,
                           const int64_t *sizes, void *out,
                           const cuda_operand *a, double lo, double hi) {
   return unary_launch(stream, 0, 3, lo, hi, dtype, ndim, sizes, out, a);
-}
-
-extern "C" int cuda_affine(void *stream, int dtype, int ndim,
-                           const int64_t *sizes, void *out,
-                           const cuda_operand *a, double alpha, double beta) {
-  return unary_launch(stream, 0, 1, alpha, beta, dtype, ndim, sizes, out, a);
 }
 
 extern "C" int cuda_fill(void *stream, int dtype, int64_t n, void *out,
