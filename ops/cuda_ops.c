@@ -336,6 +336,36 @@ static dt_status cu_slice_scatter(dt_op_call *c) {
              ? launch_failed(c) : DT_OK;
 }
 
+/* After a kernel that marked the first bad index in the device word `bad`
+ * (all ones: none): *pos = its position (-1 if none) and *val the index
+ * there (idx's element pos * istride), read back while the rank waits for
+ * its stream (these ops' callers wait for their outputs anyway, to report
+ * a bad index as the CPU does). */
+static dt_status read_bad_index(dt_op_call *c, const void *bad,
+                                const dt_tensor *idx, int64_t istride,
+                                int64_t *pos, int64_t *val) {
+  dt_tensor *o = c->out[0];
+  dt_runtime *rt = rt_of(o);
+  int rank = rank_of(o);
+  const runtime_backend *be = rt->backend;
+  uint64_t flag = UINT64_MAX;
+  *pos = -1;
+  dt_status st = be->copy(rt, rank, &flag, bad, sizeof flag, RUNTIME_COPY_D2H);
+  if (st == DT_OK) st = be->stream_sync(rt, rank);
+  if (st != DT_OK || flag == UINT64_MAX) return st;
+  bool i64 = idx->dtype == DT_INT64;
+  int64_t v64 = 0;
+  int32_t v32 = 0;
+  *pos = (int64_t)flag;
+  const char *at = (const char *)core_tensor_data(idx) +
+                   (size_t)(*pos * istride) * core_dtype_size(idx->dtype);
+  st = be->copy(rt, rank, i64 ? (void *)&v64 : (void *)&v32, at, i64 ? 8 : 4,
+                RUNTIME_COPY_D2H);
+  if (st == DT_OK) st = be->stream_sync(rt, rank);
+  *val = i64 ? v64 : v32;
+  return st;
+}
+
 /* Gathers along dim (embedding, index_select): the kernel marks the first
  * bad index in a device word, read back here (the rank waits for its
  * stream: these ops' callers wait for their outputs anyway, to report a
@@ -351,29 +381,15 @@ static dt_status gather(dt_op_call *c, int ndim, const int64_t *sizes,
   const char *err;
   void *bad = be->alloc(rt, rank, sizeof(uint64_t), &err);
   if (!bad) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", c->api, err);
-  bool i64 = idx->dtype == DT_INT64;
-  uint64_t flag = UINT64_MAX;
   dt_status st = DT_OK;
   *pos = -1;
   if (cuda_fill(stream_of(o), (int)DT_INT64, 1, bad, -1) ||
       cuda_index_select(stream_of(o), (int)o->dtype, ndim, sizes,
                         core_tensor_data(o), a, dim, a_dim,
-                        core_tensor_data(idx), i64, istride, bad))
+                        core_tensor_data(idx), idx->dtype == DT_INT64,
+                        istride, bad))
     st = launch_failed(c);
-  if (st == DT_OK)
-    st = be->copy(rt, rank, &flag, bad, sizeof flag, RUNTIME_COPY_D2H);
-  if (st == DT_OK) st = be->stream_sync(rt, rank);
-  if (st == DT_OK && flag != UINT64_MAX) {
-    *pos = (int64_t)flag;
-    int64_t v64 = 0;
-    int32_t v32 = 0;
-    const char *at = (const char *)core_tensor_data(idx) +
-                     (size_t)(*pos * istride) * core_dtype_size(idx->dtype);
-    st = be->copy(rt, rank, i64 ? (void *)&v64 : (void *)&v32, at,
-                  i64 ? 8 : 4, RUNTIME_COPY_D2H);
-    if (st == DT_OK) st = be->stream_sync(rt, rank);
-    *val = i64 ? v64 : v32;
-  }
+  if (st == DT_OK) st = read_bad_index(c, bad, idx, istride, pos, val);
   be->free(rt, rank, bad);
   return st;
 }
@@ -451,35 +467,22 @@ static dt_status cu_cross_entropy(dt_op_call *c) {
   char *scratch = be->alloc(rt, rank, bytes, &err);
   if (!scratch)
     return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", c->api, err);
-  uint64_t flag = UINT64_MAX;
   dt_status st = DT_OK;
-  bool i64 = t->dtype == DT_INT64;
-  if (cuda_fill(stream_of(o), (int)DT_INT64, 1, scratch + (size_t)m * 16, -1) ||
-      cuda_cross_entropy(stream_of(o), (int)x->dtype, i64, m, nc, rs, cs,
-                         core_tensor_data(x), core_tensor_data(t), ts,
-                         c->args[3].i, c->args[4].d, (int)c->args[2].i,
+  char *bad = scratch + (size_t)m * 16;
+  int64_t pos = -1, val = 0;
+  if (cuda_fill(stream_of(o), (int)DT_INT64, 1, bad, -1) ||
+      cuda_cross_entropy(stream_of(o), (int)x->dtype, t->dtype == DT_INT64, m,
+                         nc, rs, cs, core_tensor_data(x), core_tensor_data(t),
+                         ts, c->args[3].i, c->args[4].d, (int)c->args[2].i,
                          core_tensor_data(o), os, scratch))
     st = launch_failed(c);
-  if (st == DT_OK)
-    st = be->copy(rt, rank, &flag, scratch + (size_t)m * 16, sizeof flag,
-                  RUNTIME_COPY_D2H);
-  if (st == DT_OK) st = be->stream_sync(rt, rank);
-  if (st == DT_OK && flag != UINT64_MAX) {
-    int64_t pos = (int64_t)flag, v64 = 0;
-    int32_t v32 = 0;
-    const char *at = (const char *)core_tensor_data(t) +
-                     (size_t)(pos * ts) * core_dtype_size(t->dtype);
-    st = be->copy(rt, rank, i64 ? (void *)&v64 : (void *)&v32, at,
-                  i64 ? 8 : 4, RUNTIME_COPY_D2H);
-    if (st == DT_OK) st = be->stream_sync(rt, rank);
-    if (st == DT_OK)
-      st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: target %lld (position "
-                          "%lld) is out of range for %lld classes (expected "
-                          "[0, %lld) or ignore_index %lld)", c->api,
-                          (long long)(i64 ? v64 : v32), (long long)pos,
-                          (long long)nc, (long long)nc,
-                          (long long)c->args[3].i);
-  }
+  if (st == DT_OK) st = read_bad_index(c, bad, t, ts, &pos, &val);
+  if (st == DT_OK && pos >= 0)
+    st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: target %lld (position "
+                        "%lld) is out of range for %lld classes (expected "
+                        "[0, %lld) or ignore_index %lld)", c->api,
+                        (long long)val, (long long)pos, (long long)nc,
+                        (long long)nc, (long long)c->args[3].i);
   be->free(rt, rank, scratch);
   return st;
 }

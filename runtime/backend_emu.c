@@ -33,31 +33,17 @@ bool runtime_cuda_emulated(void) {
   return v;
 }
 
-static char emu_event; /* every event: complete when recorded */
-
-static void *emu_event_record(dt_runtime *rt, int rank) {
-  (void)rt, (void)rank;
-  return &emu_event;
-}
-static dt_status emu_event_wait(dt_runtime *rt, int rank, void *ev) {
-  (void)rt, (void)rank, (void)ev;
-  return DT_OK;
-}
-static bool emu_event_done(void *ev) { return ev == &emu_event; }
-static void emu_event_destroy(void *ev) { (void)ev; }
+/* the device world's events: complete when recorded (one token) */
+static char emu_event;
 
 runtime_backend runtime_backend_emu = {
     .name = "cuda",
     .key = CORE_KEY_CUDA,
-    .event_record = emu_event_record,
-    .event_wait = emu_event_wait,
-    .event_done = emu_event_done,
-    .event_destroy = emu_event_destroy,
     .kernels = NULL, /* every op through the host fallback */
     .coll = &runtime_sim_coll,
 };
 
-/* the CPU backend's memory, copies, fills and stream (set once, before
+/* the CPU backend's memory, copies, fills, events and stream (set once, before
  * the first emulated runtime; pthread_once orders it for every creator) */
 static pthread_once_t emu_once = PTHREAD_ONCE_INIT;
 static void emu_fill_table(void) {
@@ -71,6 +57,10 @@ static void emu_fill_table(void) {
   b->copy_view = c->copy_view;
   b->fill = c->fill;
   b->stream_sync = c->stream_sync;
+  b->event_record = c->event_record;
+  b->event_wait = c->event_wait;
+  b->event_done = c->event_done;
+  b->event_destroy = c->event_destroy;
 }
 
 dt_status runtime_emu_prepare(int *nranks, bool same_device,
