@@ -59,6 +59,7 @@ typedef struct exec_record {
   struct { runtime_call_fn fn; runtime_done_fn done; void *arg;
            const char *name; sched_help_kind help; } call_fn; /* REC_CALL */
   struct device_barrier *dbar;  /* REC_BARRIER of a device backend */
+  bool event;                   /* REC_BARRIER: dt_event_record's */
   uint64_t flow;                /* trace: first flow id, 0: none */
   bool flow_all;                /* trace: one id per rank (flow + rank) */
   dt_op_call call;              /* REC_OP */
@@ -317,6 +318,16 @@ const char *runtime_rank_where(void *ctx, int rank) {
              ? "its SPMD function" : NULL;
 }
 
+/* dt_event_record on a device backend: the event on the rank's stream,
+ * carried by the future for waiting streams. Without one (record failed:
+ * the stream is dead) they wait for the future on the host. */
+static void tag_event(dt_runtime *rt, int rank, dt_future *f) {
+  const runtime_backend *b = rt->backend;
+  if (b->key == CORE_KEY_CPU) return;
+  void *ev = b->event_record(rt, rank);
+  if (ev) sched_future_set_event(f, b, ev, b->event_destroy);
+}
+
 static void exec_kind(dt_runtime *rt, exec_record *r, int rank) {
   switch (r->kind) {
   case REC_OP: exec_op(r, rt, rank); break;
@@ -330,6 +341,7 @@ static void exec_kind(dt_runtime *rt, exec_record *r, int rank) {
       r->call_fn.done(r->call_fn.arg);
     break;
   case REC_BARRIER:
+    if (r->event) tag_event(rt, rank, r->dbar ? r->dbar->future : r->future);
     if (r->dbar) { /* arrives when the stream is done, off this thread */
       if (rt->backend->when_done(rt, rank, device_barrier_arrive, r->dbar) !=
           DT_OK) {
@@ -673,7 +685,7 @@ dt_status runtime_to_host(dt_tensor *t, void *dst, size_t bytes,
   return st;
 }
 
-dt_future *runtime_publish_barrier(dt_runtime *rt, int rank) {
+static dt_future *publish_barrier(dt_runtime *rt, int rank, bool event) {
   dt_future *f = sched_future_new();
   if (!f) return NULL;
   if (rt->dry_run || runtime_spmd_rank(rt) >= 0) { /* nothing to wait for */
@@ -705,9 +717,17 @@ dt_future *runtime_publish_barrier(dt_runtime *rt, int rank) {
   atomic_store_explicit(&r->pending, n, memory_order_relaxed);
   r->future = b ? NULL : sched_future_retain(f);
   r->dbar = b;
+  r->event = event;
   /* the queues' release/acquire publishes `pending` to the ranks */
   commit(rt, &q, r);
   return f;
+}
+
+dt_future *runtime_publish_barrier(dt_runtime *rt, int rank) {
+  return publish_barrier(rt, rank, false);
+}
+dt_future *runtime_publish_event(dt_runtime *rt, int rank) {
+  return publish_barrier(rt, rank, true);
 }
 
 static dt_status publish_call(dt_runtime *rt, int rank, const char *name,

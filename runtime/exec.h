@@ -37,6 +37,11 @@ dt_status runtime_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
 /* A record to `rank` (-1: every rank); the future completes when it ran
  * (on every rank), i.e. after all work published before it there. */
 dt_future *runtime_publish_barrier(dt_runtime *rt, int rank);
+/* dt_event_record: a barrier to one rank whose future also carries, on a
+ * device backend, the event recorded on the rank's stream when its thread
+ * reaches the record (sched_future_set_event), so that another rank's
+ * stream can wait for it on the device (runtime_stream_wait_event). */
+dt_future *runtime_publish_event(dt_runtime *rt, int rank);
 /* Generic rank work for upper layers (the mesh layer's DTensor records):
  * fn(arg, rt, rank) runs on every rank of rt (ranks with nothing to do
  * return at once); after the last rank ran it, done(arg) runs on the

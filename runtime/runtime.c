@@ -673,13 +673,20 @@ static dt_status check_rank(const dt_runtime *rt, int rank, const char *fn) {
 
 dt_future *runtime_event_record(dt_runtime *rt, int rank) {
   if (check_rank(rt, rank, "dt_event_record") != DT_OK) return NULL;
-  return runtime_publish_barrier(rt, rank);
+  return runtime_publish_event(rt, rank);
 }
 
-/* runs on the waiting rank: its stream stalls until the event completes */
+/* runs on the waiting rank. A device rank waits (on the host) only until
+ * the recording rank's thread has recorded the event, then makes its
+ * stream wait for it on the device (cudaStreamWaitEvent) and goes on; a
+ * CPU rank, or a future without an event of this backend (a fetch's,
+ * another backend's), stalls the rank until the future completes. */
 static void wait_event(void *arg, dt_runtime *rt, int rank) {
-  (void)rt;
-  (void)rank;
+  const runtime_backend *b = rt->backend;
+  if (b->key != CORE_KEY_CPU) {
+    void *ev = sched_future_wait_event(arg, b);
+    if (ev && b->event_wait(rt, rank, ev) == DT_OK) return;
+  }
   sched_future_wait(arg, -1);
 }
 static void wait_event_done(void *arg) { sched_future_release(arg); }

@@ -108,6 +108,11 @@ struct dt_future {
   dt_status status;              /* valid once state == DONE */
   char *message;                 /* heap copy or NULL; idem */
   cb_batch batch;                /* hand_over's, under completer.lock */
+  /* a device event (sched_future_set_event): set once; owner and drop
+   * written before the seq_cst store of event publishes them */
+  _Atomic(void *) event;
+  const void *event_owner;
+  void (*event_drop)(void *);
 };
 
 static inline void cpu_relax(void) {
@@ -169,6 +174,9 @@ dt_future *sched_future_new(void) {
   atomic_init(&f->callbacks, NULL);
   f->status = DT_OK;
   f->message = NULL;
+  atomic_init(&f->event, NULL);
+  f->event_owner = NULL;
+  f->event_drop = NULL;
   return f;
 }
 
@@ -194,6 +202,8 @@ void sched_future_release(dt_future *f) {
   /* a future dropped while pending (the runtime gave up on it) still owns
    * the nodes of callbacks that will now never run */
   free_nodes(atomic_load_explicit(&f->callbacks, memory_order_relaxed));
+  void *ev = atomic_load_explicit(&f->event, memory_order_relaxed);
+  if (ev && f->event_drop) f->event_drop(ev);
   free(f->message);
   free(f);
 }
@@ -347,6 +357,47 @@ static bool park(dt_future *f, int64_t deadline) {
     s = atomic_load_explicit(&f->state, memory_order_acquire);
   }
   return true;
+}
+
+/* ---- device events (see sched/future.h). A second Dekker pair on the
+ * futex word: the setter {store event; load state}, a parked event waiter
+ * {CAS state PENDING -> WAITING or load WAITING; load event}, all seq_cst:
+ * either the waiter sees the event and does not sleep, or the setter sees
+ * WAITING and wakes every sleeper (plain waiters re-read DONE-or-not and
+ * sleep again: one spurious wake-up each). */
+void sched_future_set_event(dt_future *f, const void *owner, void *ev,
+                            void (*drop)(void *)) {
+  CORE_ASSERT(f != NULL && ev != NULL);
+  CORE_ASSERT(atomic_load_explicit(&f->event, memory_order_relaxed) == NULL);
+  f->event_owner = owner;
+  f->event_drop = drop;
+  /* seq_cst: publishes owner/drop (release) and is the setter's half of
+   * the pair above */
+  atomic_store_explicit(&f->event, ev, memory_order_seq_cst);
+  if (atomic_load_explicit(&f->state, memory_order_seq_cst) == FUTURE_WAITING)
+    futex_wake_all(&f->state);
+}
+
+void *sched_future_wait_event(dt_future *f, const void *owner) {
+  for (;;) {
+    if (is_done(f)) return NULL;
+    /* seq_cst: the waiter's half of the pair; acquire for owner/drop */
+    void *ev = atomic_load_explicit(&f->event, memory_order_seq_cst);
+    if (ev) {
+      if (f->event_owner == owner) return ev;
+      park(f, -1); /* another backend's event: only completion will do */
+      return NULL;
+    }
+    uint32_t s = atomic_load_explicit(&f->state, memory_order_seq_cst);
+    if (s == FUTURE_DONE) return NULL;
+    if (s == FUTURE_PENDING &&
+        !atomic_compare_exchange_strong_explicit(&f->state, &s, FUTURE_WAITING,
+                                                 memory_order_seq_cst,
+                                                 memory_order_seq_cst))
+      continue;
+    if (atomic_load_explicit(&f->event, memory_order_seq_cst)) continue;
+    futex_wait(&f->state, FUTURE_WAITING, -1);
+  }
 }
 
 dt_status sched_future_wait(dt_future *f, int64_t timeout_ns) {

@@ -19,6 +19,19 @@ dt_future *sched_future_retain(dt_future *f);
  * error (CORE_ASSERT). Callable from any thread. */
 void sched_future_complete(dt_future *f, dt_status st, const char *msg);
 
+/* Device events. A future of dt_event_record on a device runtime carries
+ * the event recorded on the rank's stream, set once, when the rank thread
+ * reaches the record (the stream may run to it much later). owner names
+ * the backend that can make a stream wait for it; drop(ev) runs with the
+ * future's last reference. */
+void sched_future_set_event(dt_future *f, const void *owner, void *ev,
+                            void (*drop)(void *));
+/* Waits on the host until f completes or carries an event of owner's:
+ * that event (owned by f: hold a reference while using it), or NULL when
+ * f completed first or carries another owner's event (then once complete).
+ * The wait is for the recording thread, never for a device. */
+void *sched_future_wait_event(dt_future *f, const void *owner);
+
 /* ---- the implementations behind public entry points (api/) */
 /* dt_future_wait (dtorch.h) */
 dt_status sched_future_wait(dt_future *f, int64_t timeout_ns);

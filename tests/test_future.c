@@ -4,6 +4,7 @@
  * while others wait, poll and register. Leaks are left to LeakSanitizer
  * (the ASan build); an alarm turns a hang into a failure. */
 #include <fcntl.h>
+#include <stdint.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -403,6 +404,115 @@ static void test_many_waiters(void **state) {
   dt_future_release(f);
 }
 
+/* ----------------------------------------------------------- device events */
+
+static atomic_int drops;
+static void drop_ev(void *ev) {
+  assert_non_null(ev);
+  atomic_fetch_add(&drops, 1);
+}
+static int owner_a, owner_b, ev_token[64];
+
+typedef struct ev_waiter {
+  dt_future *f;
+  const void *owner;
+  void *got;
+  atomic_bool back;
+} ev_waiter;
+
+static void *wait_ev_one(void *p) {
+  ev_waiter *w = p;
+  w->got = sched_future_wait_event(w->f, w->owner);
+  atomic_store(&w->back, true);
+  return NULL;
+}
+
+/* a waiter parked on a pending future returns with the event as soon as
+ * it is set, the future still pending; one of another owner returns only
+ * with the completion; plain waiters are not woken for good; the event is
+ * dropped once, with the last reference */
+static void test_event_wakes_before_completion(void **state) {
+  (void)state;
+  atomic_store(&drops, 0);
+  dt_future *f = sched_future_new();
+  ev_waiter mine = {.f = f, .owner = &owner_a}, other = {.f = f,
+                                                          .owner = &owner_b};
+  waiter plain = {.f = f, .timeout = -1, .got = DT_ERR_INTERNAL};
+  pthread_t t0 = tu_spawn(wait_ev_one, &mine);
+  pthread_t t1 = tu_spawn(wait_ev_one, &other);
+  pthread_t t2 = tu_spawn(wait_one, &plain);
+  tu_sleep_ns(20 * MS); /* let them park */
+  assert_false(atomic_load(&mine.back));
+  sched_future_set_event(f, &owner_a, &ev_token[0], drop_ev);
+  pthread_join(t0, NULL);
+  assert_ptr_equal(mine.got, &ev_token[0]);
+  assert_false(dt_future_ready(f));
+  tu_sleep_ns(20 * MS);
+  assert_false(atomic_load(&other.back));
+  assert_int_equal(plain.got, DT_ERR_INTERNAL);
+  sched_future_complete(f, DT_OK, NULL);
+  pthread_join(t1, NULL);
+  pthread_join(t2, NULL);
+  assert_null(other.got);
+  assert_int_equal(plain.got, DT_OK);
+  /* after completion: NULL, no wait */
+  assert_null(sched_future_wait_event(f, &owner_a));
+  assert_int_equal(atomic_load(&drops), 0);
+  dt_future_release(f);
+  assert_int_equal(atomic_load(&drops), 1);
+  /* completed before any event: NULL; a future without one drops nothing */
+  f = sched_future_new();
+  sched_future_complete(f, DT_OK, NULL);
+  assert_null(sched_future_wait_event(f, &owner_a));
+  dt_future_release(f);
+  assert_int_equal(atomic_load(&drops), 1);
+}
+
+typedef struct ev_race {
+  dt_future *f[64];
+} ev_race;
+
+/* roles: 0 sets the events, 1 completes, 2 waits for events, 3 waits */
+
+static void *ev_race_main(void *p) {
+  ev_race *x = ((ev_race **)p)[0];
+  int role = (int)(intptr_t)((void **)p)[1];
+  for (int i = 0; i < 64; i++) {
+    if (role == 0) sched_future_set_event(x->f[i], &owner_a, &ev_token[i],
+                                          drop_ev);
+    else if (role == 1) sched_future_complete(x->f[i], DT_OK, NULL);
+    else if (role == 2) {
+      void *ev = sched_future_wait_event(x->f[i], &owner_a);
+      /* an event, its own, or the completion */
+      if (ev) assert_ptr_equal(ev, &ev_token[i]);
+      else assert_true(dt_future_ready(x->f[i]));
+    } else
+      assert_int_equal(sched_future_wait(x->f[i], -1), DT_OK);
+  }
+  return NULL;
+}
+
+/* setter, completer and waiters of both kinds race over 64 futures, 50
+ * times: nobody hangs (the alarm), every event dropped exactly once */
+static void test_event_race(void **state) {
+  (void)state;
+  atomic_store(&drops, 0);
+  for (int round = 0; round < 50; round++) {
+    ev_race x;
+    for (int i = 0; i < 64; i++) x.f[i] = sched_future_new();
+    void *args[5][2];
+    pthread_t t[5];
+    for (int r = 0; r < 5; r++) {
+      args[r][0] = &x;
+      args[r][1] = (void *)(intptr_t)(r < 3 ? r : 2 + (r & 1));
+      t[r] = tu_spawn(ev_race_main, args[r]);
+    }
+    for (int r = 0; r < 5; r++) pthread_join(t[r], NULL);
+    for (int i = 0; i < 64; i++) dt_future_release(x.f[i]);
+  }
+  assert_int_equal(atomic_load(&drops), 50 * 64);
+}
+
 /* --------------------------------------------------------------- lifetime */
 
 static void test_release_before_completion(void **state) {
@@ -555,6 +665,8 @@ int main(void) {
       cmocka_unit_test(test_callbacks_after),
       cmocka_unit_test(test_callbacks_race),
       cmocka_unit_test(test_many_waiters),
+      cmocka_unit_test(test_event_wakes_before_completion),
+      cmocka_unit_test(test_event_race),
       cmocka_unit_test(test_release_before_completion),
       cmocka_unit_test(test_stress),
   };
