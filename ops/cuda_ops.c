@@ -487,6 +487,102 @@ static dt_status cu_cross_entropy(dt_op_call *c) {
   return st;
 }
 
+/* device scratch of the rank whose first 8 bytes hold all ones (a bad
+ * index word); NULL + the error when it does not fit */
+static void *bad_scratch(dt_op_call *c, size_t bytes, size_t bad_at) {
+  dt_tensor *o = c->out[0];
+  dt_runtime *rt = rt_of(o);
+  const char *err;
+  char *p = rt->backend->alloc(rt, rank_of(o), bytes, &err);
+  if (!p) {
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", c->api, err);
+    return NULL;
+  }
+  if (cuda_fill(stream_of(o), (int)DT_INT64, 1, p + bad_at, -1)) {
+    rt->backend->free(rt, rank_of(o), p);
+    launch_failed(c);
+    return NULL;
+  }
+  return p;
+}
+
+/* index_select_backward(grad, dim, index, size): zeros, then index_add
+ * in index order (the CPU's bits, kernels/cuda/grad.cu); every index is
+ * checked, also when the output is empty */
+static dt_status cu_index_select_backward(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *g = c->args[0].t, *idx = c->args[2].t;
+  int n = o->local.ndim, d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, n ? n : 1, &d);
+  if (st != DT_OK) return st;
+  if (g->dtype != o->dtype || !dense(g) || !dense(o) || !is_float(o->dtype))
+    return unsupported(c, "a strided grad");
+  int64_t outer = 1, inner = 1, size = n ? o->local.sizes[d] : 1;
+  for (int k = 0; k < n; k++) {
+    if (k < d) outer *= o->local.sizes[k];
+    if (k > d) inner *= o->local.sizes[k];
+  }
+  int64_t ni = core_numel(idx), pos = -1, val = 0;
+  int64_t istride = idx->local.ndim ? idx->local.strides[0] : 1;
+  if (core_numel(o) && cuda_fill(stream_of(o), (int)o->dtype, core_numel(o),
+                                 core_tensor_data(o), 0))
+    return launch_failed(c);
+  char *scratch = bad_scratch(c, cuda_index_add_scratch(ni), 0);
+  if (!scratch) return core_last_status();
+  if (cuda_index_add(stream_of(o), (int)o->dtype, outer, size, inner,
+                     core_tensor_data(o), core_tensor_data(g), ni,
+                     core_tensor_data(idx), idx->dtype == DT_INT64, istride,
+                     scratch))
+    st = launch_failed(c);
+  if (st == DT_OK) st = read_bad_index(c, scratch, idx, istride, &pos, &val);
+  rt_of(o)->backend->free(rt_of(o), rank_of(o), scratch);
+  if (st == DT_OK && pos >= 0)
+    st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
+                        "%lld of index) is out of range for dim %d of size "
+                        "%lld (expected [0, %lld))", c->api, (long long)val,
+                        (long long)pos, d, (long long)size, (long long)size);
+  return st;
+}
+
+/* cross_entropy_backward(grad, input, target, reduction, ignore_index,
+ * label_smoothing) for [N, C] / [C] logits with class-index targets on one
+ * rank's whole positions, as cu_cross_entropy; the rest is the host
+ * fallback's */
+static dt_status cu_cross_entropy_backward(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *g = c->args[0].t, *x = c->args[1].t,
+            *t = c->args[2].t;
+  int nx = x->local.ndim;
+  if (c->shard || core_dtype_is_float(t->dtype) || nx > 2 ||
+      x->dtype != o->dtype || g->dtype != o->dtype || !is_float(x->dtype))
+    return unsupported(c, "probability targets, more than 2 dims, mixed "
+                       "dtypes or a DTensor shard");
+  int64_t m = nx == 2 ? x->local.sizes[0] : 1, nc = x->local.sizes[nx - 1];
+  int64_t ts = t->local.ndim ? t->local.strides[0] : 0;
+  int64_t gs = g->local.ndim ? g->local.strides[0] : 0;
+  int64_t red = c->args[3].i, pos = -1, val = 0;
+  char *scratch = bad_scratch(c, 16, 8);
+  if (!scratch) return core_last_status();
+  dt_status st = DT_OK;
+  if (cuda_cross_entropy_backward(
+          stream_of(o), (int)x->dtype, t->dtype == DT_INT64, m, nc,
+          nx == 2 ? x->local.strides[0] : 0, x->local.strides[nx - 1],
+          core_tensor_data(x), core_tensor_data(t), ts, c->args[4].i,
+          c->args[5].d, red == DT_REDUCTION_MEAN ? 0
+                        : red == DT_REDUCTION_SUM ? 1 : 2,
+          core_tensor_data(g), gs, core_tensor_data(o),
+          nx == 2 ? o->local.strides[0] : 0, o->local.strides[nx - 1],
+          scratch))
+    st = launch_failed(c);
+  if (st == DT_OK) st = read_bad_index(c, scratch + 8, t, ts, &pos, &val);
+  rt_of(o)->backend->free(rt_of(o), rank_of(o), scratch);
+  if (st == DT_OK && pos >= 0)
+    st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: target %lld (position "
+                        "%lld) is out of range for %lld classes (expected "
+                        "[0, %lld) or ignore_index %lld)", c->api,
+                        (long long)val, (long long)pos, (long long)nc,
+                        (long long)nc, (long long)c->args[4].i);
+  return st;
+}
+
 /* the optimiser's fused updates: dense operands of the output's dtype */
 static bool dense_like(const dt_tensor *t, const dt_tensor *o) {
   return t->dtype == o->dtype && dense(t);
@@ -700,6 +796,8 @@ void ops_cuda_register(void) {
       {CORE_OP_SLICE_SCATTER, cu_slice_scatter},
       {CORE_OP_EMBEDDING, cu_embedding}, {CORE_OP_INDEX_SELECT, cu_index_select},
       {CORE_OP_CROSS_ENTROPY, cu_cross_entropy},
+      {CORE_OP_INDEX_SELECT_BACKWARD, cu_index_select_backward},
+      {CORE_OP_CROSS_ENTROPY_BACKWARD, cu_cross_entropy_backward},
   };
   for (size_t i = 0; i < sizeof bound / sizeof *bound; i++)
     cuda_kernels[bound[i].op] = bound[i].fn;

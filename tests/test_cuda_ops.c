@@ -196,8 +196,8 @@ static dt_tensor *g_arange(dt_tensor *const *x) {
   return dt_arange(-3.5, 250, 0.25, NULL);
 }
 static dt_tensor *index_of(const int64_t *v, int64_t n, dt_dtype d) {
-  int32_t v32[16];
-  for (int64_t i = 0; i < n && i < 16; i++) v32[i] = (int32_t)v[i];
+  int32_t v32[64];
+  for (int64_t i = 0; i < n && i < 64; i++) v32[i] = (int32_t)v[i];
   dt_tensor_options o = {.dtype = d};
   return dt_from_host(d == DT_INT64 ? (const void *)v : (const void *)v32,
                       DT_SHAPE(n), &o);
@@ -282,6 +282,91 @@ static dt_tensor *x_ce_sum(dt_tensor *const *x) {
 static dt_tensor *x_ce_none(dt_tensor *const *x) {
   return ce_with(x[0], DT_REDUCTION_NONE, 0);
 }
+/* index_select's backward: many duplicates, added in index order (the
+ * CPU's bits, whatever the order threads run) */
+static dt_tensor *g_isel_bw(dt_tensor *const *x, int dim, int64_t n,
+                            int64_t size, dt_dtype idt) {
+  int64_t v[64];
+  for (int64_t i = 0; i < n; i++) v[i] = (i * 5 + i / 3) % size;
+  dt_tensor *i = index_of(v, n, idt);
+  dt_tensor *y = i ? dt_index_select_backward(x[0], dim, i, size) : NULL;
+  dt_tensor_release(i);
+  return y;
+}
+static dt_tensor *g_isel_bw0(dt_tensor *const *x) { /* [40, 50] -> [7, 50] */
+  return g_isel_bw(x, 0, 40, 7, DT_INT64);
+}
+static dt_tensor *g_isel_bw1(dt_tensor *const *x) { /* -> [40, 13] */
+  return g_isel_bw(x, -1, 50, 13, DT_INT32);
+}
+/* cross_entropy's backward over ce_target (an ignored position), with a
+ * scalar grad (mean, smoothed; sum) or per-position grads (none) */
+static dt_tensor *ce_bw_with(dt_tensor *x, dt_reduction r, double eps) {
+  float gv[40];
+  for (int i = 0; i < 40; i++) gv[i] = 0.5f + 0.03f * (float)i;
+  dt_tensor *t = ce_target();
+  dt_tensor *g = r == DT_REDUCTION_NONE ? dt_from_host(gv, DT_SHAPE(40), NULL)
+                                        : dt_full(DT_SHAPE(), 0.7, NULL);
+  dt_tensor *y = t && g ? dt_cross_entropy_backward(g, x, t, r, -100, eps)
+                        : NULL;
+  dt_tensor_release(g);
+  dt_tensor_release(t);
+  return y;
+}
+static dt_tensor *x_ce_bw_mean(dt_tensor *const *x) {
+  return ce_bw_with(x[0], DT_REDUCTION_MEAN, 0.1);
+}
+static dt_tensor *x_ce_bw_sum(dt_tensor *const *x) {
+  return ce_bw_with(x[0], DT_REDUCTION_SUM, 0);
+}
+static dt_tensor *x_ce_bw_none(dt_tensor *const *x) {
+  return ce_bw_with(x[0], DT_REDUCTION_NONE, 0.2);
+}
+/* a bad index or target: the CPU's error (message included) from the
+ * backward kernels, and from a gather with an empty output */
+static dt_tensor *bad_isel_bw(void) {
+  static const int64_t ix[3] = {1, 9, 2};
+  dt_tensor *g = dt_zeros(DT_SHAPE(3, 4), NULL), *i = index_of(ix, 3, DT_INT64);
+  dt_tensor *y = g && i ? dt_index_select_backward(g, 0, i, 9) : NULL;
+  dt_tensor_release(g);
+  dt_tensor_release(i);
+  return y;
+}
+static dt_tensor *bad_ce_bw(void) {
+  static const int64_t tv[3] = {1, 50, -100};
+  dt_tensor *x = dt_zeros(DT_SHAPE(3, 50), NULL), *t = index_of(tv, 3, DT_INT64);
+  dt_tensor *g = dt_full(DT_SHAPE(), 1, NULL);
+  dt_tensor *y = x && t && g ? dt_cross_entropy_backward(g, x, t,
+                                   DT_REDUCTION_MEAN, -100, 0) : NULL;
+  dt_tensor_release(x);
+  dt_tensor_release(t);
+  dt_tensor_release(g);
+  return y;
+}
+static dt_tensor *bad_empty_gather(void) {
+  static const int64_t ix[2] = {0, -3};
+  dt_tensor *w = dt_zeros(DT_SHAPE(5, 0), NULL), *i = index_of(ix, 2, DT_INT32);
+  dt_tensor *y = w && i ? dt_embedding(i, w) : NULL;
+  dt_tensor_release(w);
+  dt_tensor_release(i);
+  return y;
+}
+static void bad_backward_same_error(dt_tensor *(*make)(void), const char *want) {
+  char msg[2][512];
+  for (int k = 0; k < 2; k++) {
+    dt_runtime_set_current(k ? cpu_rt : gpu_rt);
+    dt_tensor *y = make();
+    float out[200];
+    dt_status st = y ? dt_to_host(y, out, sizeof out) : dt_last_status();
+    if (st != DT_ERR_INVALID_ARGUMENT)
+      fail_msg("%s on %s: %s", want, k ? "cpu" : "cuda", dt_last_error());
+    snprintf(msg[k], sizeof msg[k], "%s", dt_last_error());
+    dt_tensor_release(y);
+  }
+  dt_runtime_set_current(NULL);
+  assert_string_equal(msg[0], msg[1]);
+  if (!strstr(msg[0], want)) fail_msg("\"%s\" lacks \"%s\"", msg[0], want);
+}
 static dt_tensor *l_linear(dt_tensor *const *x) {
   return dt_linear(x[0], x[1], x[2]);
 }
@@ -315,6 +400,16 @@ static void more_kernels(void **state) {
   compare(x_ce_mean, 1, s2, 1, 1e-6, false, "cross_entropy mean, smoothed");
   compare(x_ce_sum, 1, s2, 1, 1e-6, false, "cross_entropy sum");
   compare(x_ce_none, 1, s2, 40, 1e-6, false, "cross_entropy none");
+  compare(g_isel_bw0, 1, s2, 7 * 50, 0, false, "index_select_backward dim 0");
+  compare(g_isel_bw1, 1, s2, 40 * 13, 0, false, "index_select_backward dim -1");
+  compare(x_ce_bw_mean, 1, s2, 2000, 1e-6, false,
+          "cross_entropy_backward mean, smoothed");
+  compare(x_ce_bw_sum, 1, s2, 2000, 1e-6, false, "cross_entropy_backward sum");
+  compare(x_ce_bw_none, 1, s2, 2000, 1e-6, false,
+          "cross_entropy_backward none, smoothed");
+  bad_backward_same_error(bad_isel_bw, "index 9 (position 1");
+  bad_backward_same_error(bad_ce_bw, "target 50 (position 1)");
+  bad_backward_same_error(bad_empty_gather, "index -3 (position 1");
   compare(g_logic, 2, s2, 2000, 0, false, "logical and/or/not");
   compare(g_scatter, 1, s1, 3 * 3000, 0, false, "slice_scatter");
   compare(g_arange, 0, s1, 1014, 0, false, "arange");

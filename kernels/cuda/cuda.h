@@ -141,7 +141,8 @@ int cuda_logical(void *stream, int op, int dtype, int ndim,
 /* index_select: out (contiguous, `sizes`) = a with dim's coordinate j
  * read at idx[j * istride] (int64 if idx64, else int32); an index outside
  * [0, a_dim) writes 0 and lowers *bad (device memory, an unsigned 64-bit
- * word the caller set to all ones) to its position j */
+ * word the caller set to all ones) to its position j; an empty output
+ * still has its indices checked */
 int cuda_index_select(void *stream, int dtype, int ndim, const int64_t *sizes,
                       void *out, const cuda_operand *a, int dim, int64_t a_dim,
                       const void *idx, bool idx64, int64_t istride, void *bad);
@@ -205,6 +206,31 @@ int cuda_cross_entropy(void *stream, int dtype, bool idx64, int64_t m,
                        int64_t nc, int64_t rs, int64_t cs, const void *x,
                        const void *t, int64_t ts, int64_t ignore, double eps,
                        int reduction, void *out, int64_t os, void *scratch);
+/* cross_entropy's gradient w.r.t. [m, nc] logits (strides as
+ * cuda_cross_entropy's) with class-index targets: out row r (at r * ors,
+ * class c at c * ocs) = w (softmax - q), q the (1 - eps) one-hot plus
+ * eps / nc; w = g[r * gs] (reduction 2, none), g[0] (1, sum) or g[0] over
+ * the targets not equal to ignore (0, mean); zero rows where the target is
+ * ignore (kernels/cuda/grad.cu). scratch: 16 bytes of device memory whose
+ * last 8 must hold all ones; they keep the position of the first target
+ * out of range (its row is zeros too) */
+int cuda_cross_entropy_backward(void *stream, int dtype, bool idx64,
+                                int64_t m, int64_t nc, int64_t rs, int64_t cs,
+                                const void *x, const void *t, int64_t ts,
+                                int64_t ignore, double eps, int reduction,
+                                const void *g, int64_t gs, void *out,
+                                int64_t ors, int64_t ocs, void *scratch);
+/* index_add along a dim, contiguous operands seen as [outer, size, inner]
+ * (out) and [outer, n, inner] (src): out[o, idx[j], i] += src[o, j, i]
+ * for j in order, each sum rounded to the dtype (the CPU's bits; CUB's
+ * stable radix sort, no atomics). scratch: cuda_index_add_scratch(n)
+ * bytes of device memory whose first 8 must hold all ones; they keep the
+ * position j of the first index outside [0, size), which adds nothing */
+size_t cuda_index_add_scratch(int64_t n);
+int cuda_index_add(void *stream, int dtype, int64_t outer, int64_t size,
+                   int64_t inner, void *out, const void *src, int64_t n,
+                   const void *idx, bool idx64, int64_t istride,
+                   void *scratch);
 /* softmax or log_softmax of each row (max-shifted, sums in double) */
 int cuda_softmax(void *stream, bool log_softmax, int dtype,
                  const cuda_rows *g, void *out, const void *x);

@@ -222,6 +222,17 @@ __global__ void logical_kernel(int op, int64_t n, shape_t sh, bool *out,
 /* out [.., k, ..] (contiguous) = a with dim d's coordinate j replaced by
  * idx[j * istride]; an index outside [0, a_dim) writes 0 and lowers *bad
  * to its position (the first one is reported) */
+/* an empty output still has its indices checked (the CPU reports a bad
+ * one): the k indices alone */
+template <typename I>
+__global__ void index_check(int64_t k, int64_t a_dim, const I *idx,
+                            int64_t istride, unsigned long long *bad) {
+  int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= k) return;
+  int64_t v = (int64_t)idx[j * istride];
+  if (v < 0 || v >= a_dim) atomicMin(bad, (unsigned long long)j);
+}
+
 template <typename T, typename I>
 __global__ void index_kernel(int64_t n, shape_t sh, int d, int64_t a_dim,
                              T *out, const T *a, strides_t sa, const I *idx,
@@ -484,9 +495,19 @@ extern "C" int cuda_index_select(void *stream, int dtype, int ndim,
                                  int64_t istride, void *bad) {
   shape_t sh;
   int64_t n = make_shape(ndim, sizes, &sh);
-  if (n == 0) return 0;
   if (dim < 0 || dim >= ndim) return -1;
   cudaStream_t s = (cudaStream_t)stream;
+  if (n == 0) {
+    int64_t k = sizes[dim];
+    if (k == 0) return 0;
+    if (idx64)
+      index_check<int64_t><<<ct_blocks(k, 256), 256, 0, s>>>(
+          k, a_dim, (const int64_t *)idx, istride, (unsigned long long *)bad);
+    else
+      index_check<int32_t><<<ct_blocks(k, 256), 256, 0, s>>>(
+          k, a_dim, (const int32_t *)idx, istride, (unsigned long long *)bad);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+  }
   strides_t sa = strides_of(a, ndim);
   return launched(ct_dispatch_all(dtype, [&](auto z) {
     typedef decltype(z) T;
