@@ -18,10 +18,21 @@
  * reduce_scatter with equal counts: ncclAllGather / ncclReduceScatter,
  * unequal: one ncclBroadcast / ncclReduce per member in a group call;
  * all_to_all, scatter, gather: ncclSend / ncclRecv pairs in a group call.
- * After each call the communicator's asynchronous error is checked. */
+ * After each call the communicator's asynchronous error is checked.
+ *
+ * Failure. Communicators are non-blocking (kernels/cuda/nccl.c): a member
+ * waits for NCCL at most the collective timeout, and gives up at once
+ * when its group is marked broken. A member whose init or call fails
+ * marks the group broken (the first message kept) and aborts every
+ * member's communicator, so no member's stream waits forever on the GPU
+ * for its share; every later collective of the group fails with that
+ * message. Each member's communicator is used under its own mutex, which
+ * an aborting member takes in turn (no member holds two: no cycle); a
+ * member never holds it longer than one bounded wait. */
 #include "runtime/backend.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,8 +62,13 @@ typedef struct nccl_group {
   const sim_coll_group *g;
   int n;
   unsigned char id[CUDA_NCCL_ID_BYTES];
-  cuda_nccl_comm **comms; /* per member, made and used by that member */
+  cuda_nccl_comm **comms; /* per member, made and used by that member
+                             under mu[member]; NULL once aborted */
+  pthread_mutex_t *mu;
   char failed[256];       /* drawing the id failed: every member says so */
+  int broken;             /* __atomic (release / acquire): a member failed,
+                             every communicator was aborted */
+  char broken_msg[384];   /* the first failure, written before broken */
 } nccl_group;
 
 typedef struct runtime_nccl {
@@ -77,8 +93,12 @@ void runtime_nccl_close(dt_runtime *rt) {
   if (!r) return;
   for (nccl_group *g = r->groups, *next; g; g = next) {
     next = g->next;
-    for (int i = 0; i < g->n; i++) cuda_nccl_comm_destroy(g->comms[i]);
+    for (int i = 0; i < g->n; i++) {
+      cuda_nccl_comm_destroy(g->comms[i]);
+      pthread_mutex_destroy(&g->mu[i]);
+    }
     free(g->comms);
+    free(g->mu);
     free(g);
   }
   pthread_mutex_destroy(&r->lock);
@@ -95,7 +115,9 @@ static nccl_group *group_of(runtime_nccl *r, const sim_coll_call *k,
   nccl_group *g = r->groups;
   while (g && g->g != k->g) g = g->next;
   if (!g && (g = calloc(1, sizeof *g)) &&
-      !(g->comms = calloc((size_t)k->n, sizeof *g->comms))) {
+      (!(g->comms = calloc((size_t)k->n, sizeof *g->comms)) ||
+       !(g->mu = calloc((size_t)k->n, sizeof *g->mu)))) {
+    free(g->comms);
     free(g);
     g = NULL;
   }
@@ -105,6 +127,7 @@ static nccl_group *group_of(runtime_nccl *r, const sim_coll_call *k,
       snprintf(g->failed, sizeof g->failed, "ncclGetUniqueId failed");
     g->g = k->g;
     g->n = k->n;
+    for (int i = 0; i < g->n; i++) pthread_mutex_init(&g->mu[i], NULL);
     g->next = r->groups;
     r->groups = g;
   }
@@ -156,7 +179,7 @@ static int issue(cuda_nccl_comm *c, void *s, const sim_coll_call *k,
   default:
     break;
   }
-  if (cuda_nccl_group(true, why, wn)) return -1;
+  if (cuda_nccl_group(c, true, why, wn)) return -1;
   for (int j = 0; j < n && !bad; j++) {
     switch (k->kind) {
     case SIM_COLL_KIND_ALL_GATHER: { /* member j's block, from j */
@@ -194,9 +217,27 @@ static int issue(cuda_nccl_comm *c, void *s, const sim_coll_call *k,
     }
   }
   char why2[WHY];
-  int end = cuda_nccl_group(false, why2, sizeof why2);
+  int end = cuda_nccl_group(c, false, why2, sizeof why2);
   if (!bad && end) snprintf(why, wn, "%s", why2);
   return bad || end ? -1 : 0;
+}
+
+/* marks g broken with why (the first failure's message stays) and aborts
+ * every member's communicator, each under its member's mutex */
+static void break_group(runtime_nccl *r, nccl_group *g, const char *why) {
+  pthread_mutex_lock(&r->lock);
+  if (!__atomic_load_n(&g->broken, __ATOMIC_RELAXED)) {
+    snprintf(g->broken_msg, sizeof g->broken_msg, "%.383s", why);
+    /* release: broken_msg before the flag */
+    __atomic_store_n(&g->broken, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&r->lock);
+  for (int i = 0; i < g->n; i++) {
+    pthread_mutex_lock(&g->mu[i]);
+    cuda_nccl_comm_abort(g->comms[i]);
+    g->comms[i] = NULL;
+    pthread_mutex_unlock(&g->mu[i]);
+  }
 }
 
 dt_status runtime_nccl_call(void *ctx, int rank, const sim_coll_call *k) {
@@ -205,15 +246,32 @@ dt_status runtime_nccl_call(void *ctx, int rank, const sim_coll_call *k) {
   if (!rt->nccl) return fail(rt, rank, k, "no NCCL registry (out of memory)");
   nccl_group *g = group_of(rt->nccl, k, why, sizeof why);
   if (!g) return fail(rt, rank, k, why);
-  if (!g->comms[k->member] &&
-      cuda_nccl_comm_init(&g->comms[k->member], k->n, g->id, k->member,
-                          rt->ranks[rank].gpu, why, sizeof why))
-    return fail(rt, rank, k, why);
-  cuda_nccl_comm *c = g->comms[k->member];
-  void *stream = cuda_rank_stream(rt->ranks[rank].dev_ctx);
-  if (issue(c, stream, k, why, sizeof why) || cuda_nccl_check(c, why, sizeof why))
-    return fail(rt, rank, k, why);
-  return DT_OK;
+  int me = k->member, bad = 0;
+  pthread_mutex_lock(&g->mu[me]);
+  /* acquire: pairs with break_group's release (broken_msg) */
+  if (__atomic_load_n(&g->broken, __ATOMIC_ACQUIRE)) {
+    snprintf(why, sizeof why, "the group's communicators were aborted after "
+             "an earlier failure: %.300s", g->broken_msg);
+    bad = 2;
+  } else if (!g->comms[me] &&
+             cuda_nccl_comm_init(&g->comms[me], k->n, g->id, me,
+                                 rt->ranks[rank].gpu,
+                                 sim_coll_world_timeout(rt->coll), &g->broken,
+                                 why, sizeof why)) {
+    bad = 1;
+  } else {
+    cuda_nccl_comm *c = g->comms[me];
+    void *stream = cuda_rank_stream(rt->ranks[rank].dev_ctx);
+    bad = issue(c, stream, k, why, sizeof why) ||
+          cuda_nccl_check(c, why, sizeof why);
+  }
+  pthread_mutex_unlock(&g->mu[me]);
+  if (bad == 1) {
+    char msg[WHY + 64];
+    snprintf(msg, sizeof msg, "rank %d (member %d): %s", rank, me, why);
+    break_group(rt->nccl, g, msg);
+  }
+  return bad ? fail(rt, rank, k, why) : DT_OK;
 }
 
 #endif

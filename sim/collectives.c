@@ -232,6 +232,11 @@ void sim_coll_world_set_timeout(sim_coll_world *w, int64_t timeout_ns) {
                                memory_order_relaxed);
 }
 
+int64_t sim_coll_world_timeout(const sim_coll_world *w) {
+  /* relaxed: a setting, as the setter's */
+  return w ? atomic_load_explicit(&w->timeout_ns, memory_order_relaxed) : 0;
+}
+
 static char *format_name(const int *ranks, int n) {
   char *s = malloc((size_t)n * 13 + 3);
   if (!s) return NULL;

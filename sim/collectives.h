@@ -41,6 +41,7 @@ typedef struct sim_coll_group sim_coll_group;
 sim_coll_world *sim_coll_world_create(int nranks, int64_t timeout_ns);
 void sim_coll_world_destroy(sim_coll_world *w);
 void sim_coll_world_set_timeout(sim_coll_world *w, int64_t timeout_ns);
+int64_t sim_coll_world_timeout(const sim_coll_world *w);
 
 /* The group of these ranks, in this order (made on first use; the same
  * list gives the same group). Thread-safe. NULL + error on bad ranks. */

@@ -268,17 +268,28 @@ int cuda_gemm_nt(cuda_rank *r, int dtype, int64_t m, int64_t n, int64_t k,
 /* ---- NCCL, opened at run time (kernels/cuda/nccl.c): collectives
  * between ranks on different GPUs. dtype: dt_dtype (bool travels as
  * uint8; its sum is or, its prod and), op: dt_reduce_op, as int. Each
- * call is asynchronous on `stream`; calls between cuda_nccl_group(true)
- * and cuda_nccl_group(false) are fused (send/recv pairs). */
+ * call is asynchronous on `stream`; calls between cuda_nccl_group(c, true)
+ * and cuda_nccl_group(c, false) are fused (send/recv pairs).
+ * Communicators are non-blocking: a call that NCCL is still working on
+ * (ncclInProgress) is waited for by polling the communicator's state, at
+ * most timeout_ns (<= 0: no limit), and no longer once *cancel (read with
+ * acquire) is nonzero; either ends the call with an error. */
 typedef struct cuda_nccl_comm cuda_nccl_comm;
 /* 128 bytes naming a new communicator (ncclGetUniqueId) */
 #define CUDA_NCCL_ID_BYTES 128
 int cuda_nccl_unique_id(void *id, char *why, size_t n);
-/* member's communicator of nranks on `device`: blocks until every member
- * made the same call with the same id, each from its own thread */
+/* member's communicator of nranks on `device` (ncclCommInitRankConfig):
+ * done when every member made the same call with the same id, each from
+ * its own thread; a member that never comes makes the others fail after
+ * timeout_ns, or when *cancel is set */
 int cuda_nccl_comm_init(cuda_nccl_comm **c, int nranks, const void *id,
-                        int member, int device, char *why, size_t n);
-void cuda_nccl_comm_destroy(cuda_nccl_comm *c); /* aborts one in error */
+                        int member, int device, int64_t timeout_ns,
+                        const int *cancel, char *why, size_t n);
+/* finalizes and destroys c; aborts one in error or that does not finish */
+void cuda_nccl_comm_destroy(cuda_nccl_comm *c);
+/* ncclCommAbort: stops c's work on the GPU (a kernel waiting for a member
+ * that failed) and frees it; callable from any thread not using c */
+void cuda_nccl_comm_abort(cuda_nccl_comm *c);
 /* the communicator's asynchronous error (ncclCommGetAsyncError) */
 int cuda_nccl_check(cuda_nccl_comm *c, char *why, size_t n);
 int cuda_nccl_all_reduce(cuda_nccl_comm *c, void *stream, const void *in,
@@ -300,7 +311,7 @@ int cuda_nccl_send(cuda_nccl_comm *c, void *stream, const void *buf,
                    int64_t count, int dtype, int peer, char *why, size_t n);
 int cuda_nccl_recv(cuda_nccl_comm *c, void *stream, void *buf, int64_t count,
                    int dtype, int peer, char *why, size_t n);
-int cuda_nccl_group(bool start, char *why, size_t n);
+int cuda_nccl_group(cuda_nccl_comm *c, bool start, char *why, size_t n);
 
 #ifdef __cplusplus
 }

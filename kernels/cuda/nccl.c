@@ -2,19 +2,31 @@
  * opened with dlopen as cuBLAS is (kernels/cuda/libs.c): the library
  * loads without NCCL, and a runtime over several GPUs says why NCCL is
  * missing. Plain C entry points over opaque communicators; dtypes and
- * reduce ops are dtorch's values (dt_dtype, dt_reduce_op as int). */
+ * reduce ops are dtorch's values (dt_dtype, dt_reduce_op as int).
+ *
+ * Communicators are non-blocking (config.blocking = 0): init, a call
+ * outside a group and a group's end may return ncclInProgress, and the
+ * communicator's state (ncclCommGetAsyncError) is polled until it leaves
+ * ncclInProgress, bounded by the collective timeout and a cancel flag (a
+ * member of the group failed), so no rank thread waits forever inside
+ * NCCL for a member that never comes; the caller then aborts. */
 #include "kernels/cuda/rank.h"
 
 #include <dlfcn.h>
 #include <nccl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct cuda_nccl_comm {
   ncclComm_t comm;
   int device;
+  int64_t timeout_ns; /* each wait for NCCL's progress; <= 0: none */
+  const int *cancel;  /* nonzero (acquire): stop waiting */
+  bool grouped;       /* between cuda_nccl_group(true) and (false) */
 };
 
 #define STR2(x) #x
@@ -26,7 +38,8 @@ static struct {
   char why[256];
   void *h;
   __typeof__(&ncclGetUniqueId) unique_id;
-  __typeof__(&ncclCommInitRank) init_rank;
+  __typeof__(&ncclCommInitRankConfig) init_config;
+  __typeof__(&ncclCommFinalize) finalize;
   __typeof__(&ncclCommDestroy) destroy;
   __typeof__(&ncclCommAbort) abort;
   __typeof__(&ncclCommGetAsyncError) async_error;
@@ -58,7 +71,8 @@ static void open_nccl(void) {
     return;
   }
   LOAD(unique_id, "ncclGetUniqueId");
-  LOAD(init_rank, "ncclCommInitRank");
+  LOAD(init_config, "ncclCommInitRankConfig");
+  LOAD(finalize, "ncclCommFinalize");
   LOAD(destroy, "ncclCommDestroy");
   LOAD(abort, "ncclCommAbort");
   LOAD(async_error, "ncclCommGetAsyncError");
@@ -93,36 +107,99 @@ int cuda_nccl_unique_id(void *id, char *why, size_t n) {
   return r == ncclSuccess ? 0 : nccl_fail(r, "ncclGetUniqueId", why, n);
 }
 
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* r from a call on c: an error, or done once c's state leaves
+ * ncclInProgress (polled: yields first, then 50 µs sleeps), within c's
+ * timeout and until its cancel flag is set */
+static int settle(cuda_nccl_comm *c, ncclResult_t r, const char *what,
+                  char *why, size_t n) {
+  if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(r, what, why, n);
+  int64_t t0 = now_ns();
+  ncclResult_t state = ncclInProgress;
+  for (int i = 0;; i++) {
+    ncclResult_t q = nc.async_error(c->comm, &state);
+    if (q != ncclSuccess) return nccl_fail(q, "ncclCommGetAsyncError", why, n);
+    if (state != ncclInProgress) break;
+    if (c->cancel && __atomic_load_n(c->cancel, __ATOMIC_ACQUIRE)) {
+      snprintf(why, n, "%s: given up, another member of the group failed",
+               what);
+      return -1;
+    }
+    if (c->timeout_ns > 0 && now_ns() - t0 > c->timeout_ns) {
+      snprintf(why, n, "%s: not done after %.3g s (DTORCH_COLLECTIVE_TIMEOUT"
+               "; did every member of the group take part?)", what,
+               (double)c->timeout_ns / 1e9);
+      return -1;
+    }
+    if (i < 64) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, 50000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  return state == ncclSuccess ? 0 : nccl_fail(state, what, why, n);
+}
+
 int cuda_nccl_comm_init(cuda_nccl_comm **out, int nranks, const void *id,
-                        int member, int device, char *why, size_t n) {
+                        int member, int device, int64_t timeout_ns,
+                        const int *cancel, char *why, size_t n) {
   *out = NULL;
   if (opened(why, n)) return -1;
   cuda_nccl_comm *c = calloc(1, sizeof *c);
   if (!c) {
-    snprintf(why, n, "ncclCommInitRank: out of host memory");
+    snprintf(why, n, "ncclCommInitRankConfig: out of host memory");
     return -1;
   }
   c->device = device;
+  c->timeout_ns = timeout_ns;
+  c->cancel = cancel;
   cudaSetDevice(device);
   ncclUniqueId uid;
   memcpy(&uid, id, sizeof uid);
-  ncclResult_t r = nc.init_rank(&c->comm, nranks, uid, member);
-  if (r != ncclSuccess) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclResult_t r = nc.init_config(&c->comm, nranks, uid, member, &cfg);
+  if (r != ncclSuccess && r != ncclInProgress) {
     free(c);
-    return nccl_fail(r, "ncclCommInitRank", why, n);
+    return nccl_fail(r, "ncclCommInitRankConfig", why, n);
+  }
+  if (settle(c, r, "ncclCommInitRankConfig", why, n)) {
+    nc.abort(c->comm);
+    free(c);
+    return -1;
   }
   *out = c;
   return 0;
+}
+
+void cuda_nccl_comm_abort(cuda_nccl_comm *c) {
+  if (!c) return;
+  cudaSetDevice(c->device);
+  nc.abort(c->comm);
+  free(c);
 }
 
 void cuda_nccl_comm_destroy(cuda_nccl_comm *c) {
   if (!c) return;
   cudaSetDevice(c->device);
   ncclResult_t async = ncclSuccess;
-  if (nc.async_error) nc.async_error(c->comm, &async);
-  /* a communicator in error cannot finish its work: abort it */
-  if (async != ncclSuccess) nc.abort(c->comm);
-  else nc.destroy(c->comm);
+  char why[256];
+  c->cancel = NULL;
+  nc.async_error(c->comm, &async);
+  /* a communicator in error, or one whose work does not finish, cannot be
+   * destroyed: abort it */
+  if (async != ncclSuccess ||
+      settle(c, nc.finalize(c->comm), "ncclCommFinalize", why, sizeof why)) {
+    nc.abort(c->comm);
+  } else {
+    nc.destroy(c->comm);
+  }
   free(c);
 }
 
@@ -161,7 +238,15 @@ static ncclRedOp_t nccl_op(int op, int dtype) {
   cudaSetDevice(c->device);                                                  \
   cudaStream_t s = (cudaStream_t)stream
 
-#define DONE(r, what) ((r) == ncclSuccess ? 0 : nccl_fail((r), what, why, n))
+/* inside a group a call only queues (ncclGroupEnd settles it) */
+static int done(cuda_nccl_comm *c, ncclResult_t r, const char *what,
+                char *why, size_t n) {
+  if (c->grouped)
+    return r == ncclSuccess || r == ncclInProgress ? 0
+                                                   : nccl_fail(r, what, why, n);
+  return settle(c, r, what, why, n);
+}
+#define DONE(r, what) done(c, (r), what, why, n)
 
 int cuda_nccl_all_reduce(cuda_nccl_comm *c, void *stream, const void *in,
                          void *out, int64_t count, int dtype, int op,
@@ -215,7 +300,13 @@ int cuda_nccl_recv(cuda_nccl_comm *c, void *stream, void *buf, int64_t count,
   return DONE(nc.recv(buf, (size_t)count, t, peer, c->comm, s), "ncclRecv");
 }
 
-int cuda_nccl_group(bool start, char *why, size_t n) {
-  ncclResult_t r = start ? nc.group_start() : nc.group_end();
-  return DONE(r, start ? "ncclGroupStart" : "ncclGroupEnd");
+int cuda_nccl_group(cuda_nccl_comm *c, bool start, char *why, size_t n) {
+  if (start) {
+    ncclResult_t r = nc.group_start();
+    if (r != ncclSuccess) return nccl_fail(r, "ncclGroupStart", why, n);
+    c->grouped = true;
+    return 0;
+  }
+  c->grouped = false;
+  return settle(c, nc.group_end(), "ncclGroupEnd", why, n);
 }
