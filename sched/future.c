@@ -111,6 +111,8 @@ struct dt_future {
   /* a device event (sched_future_set_event): set once; owner and drop
    * written before the seq_cst store of event publishes them */
   _Atomic(void *) event;
+  _Atomic uint32_t ev_seq;      /* futex word of event waiters */
+  _Atomic uint32_t ev_waiters;  /* threads in sched_future_wait_event */
   const void *event_owner;
   void (*event_drop)(void *);
 };
@@ -146,6 +148,12 @@ static void futex_wake_all(_Atomic uint32_t *word) {
           NULL, 0);
 }
 
+/* wakes the event waiters (sched_future_wait_event) on a new ev_seq */
+static void bump_events(dt_future *f) {
+  atomic_fetch_add_explicit(&f->ev_seq, 1, memory_order_seq_cst);
+  futex_wake_all(&f->ev_seq);
+}
+
 static void eventfd_signal(int fd) {
   uint64_t one = 1;
   /* EAGAIN only if the counter would overflow: it is readable anyway */
@@ -175,6 +183,8 @@ dt_future *sched_future_new(void) {
   f->status = DT_OK;
   f->message = NULL;
   atomic_init(&f->event, NULL);
+  atomic_init(&f->ev_seq, 0);
+  atomic_init(&f->ev_waiters, 0);
   f->event_owner = NULL;
   f->event_drop = NULL;
   return f;
@@ -303,6 +313,9 @@ void sched_future_complete(dt_future *f, dt_status st, const char *msg) {
                                           memory_order_seq_cst);
   CORE_ASSERT(old != FUTURE_DONE);
   if (old == FUTURE_WAITING) futex_wake_all(&f->state);
+  /* seq_cst: the Dekker pair with sched_future_wait_event (see there) */
+  if (atomic_load_explicit(&f->ev_waiters, memory_order_seq_cst))
+    bump_events(f);
   /* seq_cst: pairs with the CAS in sched_future_fd (the Dekker pair above) */
   int fd = atomic_load_explicit(&f->efd, memory_order_seq_cst);
   if (fd >= 0) eventfd_signal(fd);
@@ -359,12 +372,19 @@ static bool park(dt_future *f, int64_t deadline) {
   return true;
 }
 
-/* ---- device events (see sched/future.h). A second Dekker pair on the
- * futex word: the setter {store event; load state}, a parked event waiter
- * {CAS state PENDING -> WAITING or load WAITING; load event}, all seq_cst:
- * either the waiter sees the event and does not sleep, or the setter sees
- * WAITING and wakes every sleeper (plain waiters re-read DONE-or-not and
- * sleep again: one spurious wake-up each). */
+/* ---- device events (see sched/future.h). Event waiters sleep on their
+ * own futex word, ev_seq, which the setter and the completer bump before
+ * waking (a wake-up on an unchanged word could be lost: the kernel's
+ * compare would still match). A waiter announces itself in ev_waiters,
+ * then reads ev_seq, then looks at the event and the state, then sleeps
+ * only while ev_seq is unchanged. The setter {store event; load
+ * ev_waiters} and the completer {exchange state; load ev_waiters} each
+ * form a store-buffering pair with the waiter {increment ev_waiters;
+ * load event / state}, all seq_cst: either the waiter sees the store or
+ * the other side sees the waiter and bumps ev_seq after its store, so a
+ * waiter that read the old ev_seq is woken or never sleeps, and one that
+ * read the new ev_seq sees the store. Plain waiters are never woken by
+ * an event. */
 void sched_future_set_event(dt_future *f, const void *owner, void *ev,
                             void (*drop)(void *)) {
   CORE_ASSERT(f != NULL && ev != NULL);
@@ -374,30 +394,28 @@ void sched_future_set_event(dt_future *f, const void *owner, void *ev,
   /* seq_cst: publishes owner/drop (release) and is the setter's half of
    * the pair above */
   atomic_store_explicit(&f->event, ev, memory_order_seq_cst);
-  if (atomic_load_explicit(&f->state, memory_order_seq_cst) == FUTURE_WAITING)
-    futex_wake_all(&f->state);
+  if (atomic_load_explicit(&f->ev_waiters, memory_order_seq_cst))
+    bump_events(f);
 }
 
 void *sched_future_wait_event(dt_future *f, const void *owner) {
+  void *ev = NULL;
+  atomic_fetch_add_explicit(&f->ev_waiters, 1, memory_order_seq_cst);
   for (;;) {
-    if (is_done(f)) return NULL;
-    /* seq_cst: the waiter's half of the pair; acquire for owner/drop */
-    void *ev = atomic_load_explicit(&f->event, memory_order_seq_cst);
-    if (ev) {
-      if (f->event_owner == owner) return ev;
-      park(f, -1); /* another backend's event: only completion will do */
-      return NULL;
-    }
-    uint32_t s = atomic_load_explicit(&f->state, memory_order_seq_cst);
-    if (s == FUTURE_DONE) return NULL;
-    if (s == FUTURE_PENDING &&
-        !atomic_compare_exchange_strong_explicit(&f->state, &s, FUTURE_WAITING,
-                                                 memory_order_seq_cst,
-                                                 memory_order_seq_cst))
-      continue;
-    if (atomic_load_explicit(&f->event, memory_order_seq_cst)) continue;
-    futex_wait(&f->state, FUTURE_WAITING, -1);
+    uint32_t seq = atomic_load_explicit(&f->ev_seq, memory_order_seq_cst);
+    /* seq_cst: the waiter's half of both pairs; acquire for owner/drop
+     * and for status */
+    if (atomic_load_explicit(&f->state, memory_order_seq_cst) == FUTURE_DONE)
+      break;
+    ev = atomic_load_explicit(&f->event, memory_order_seq_cst);
+    if (ev) break;
+    futex_wait(&f->ev_seq, seq, -1);
   }
+  atomic_fetch_sub_explicit(&f->ev_waiters, 1, memory_order_relaxed);
+  if (!ev) return NULL;
+  if (f->event_owner == owner) return ev;
+  park(f, -1); /* another backend's event: only completion will do */
+  return NULL;
 }
 
 dt_status sched_future_wait(dt_future *f, int64_t timeout_ns) {

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -468,6 +469,55 @@ static void test_event_wakes_before_completion(void **state) {
   assert_int_equal(atomic_load(&drops), 1);
 }
 
+/* the waiter parks at every point of set_event's window (a random delay
+ * before it) and must come back with the event, the future still
+ * pending: a wake-up lost in the window would leave it asleep */
+typedef struct ev_pingpong {
+  _Atomic(dt_future *) f;
+  atomic_int phase; /* 0 idle, 1 wait, 2 returned, 3 quit */
+  void *got;
+} ev_pingpong;
+
+static void *ev_pong(void *p) {
+  ev_pingpong *x = p;
+  for (;;) {
+    int ph;
+    while ((ph = atomic_load(&x->phase)) != 1 && ph != 3) sched_yield();
+    if (ph == 3) return NULL;
+    x->got = sched_future_wait_event(atomic_load(&x->f), &owner_a);
+    atomic_store(&x->phase, 2);
+  }
+}
+
+static void test_event_no_lost_wakeup(void **state) {
+  (void)state;
+  ev_pingpong x = {.phase = 0};
+  pthread_t t = tu_spawn(ev_pong, &x);
+  unsigned seed = 7;
+  for (int i = 0; i < 10000; i++) {
+    dt_future *f = sched_future_new();
+    atomic_store(&x.f, f);
+    atomic_store(&x.phase, 1);
+    seed = seed * 1103515245u + 12345u;
+    for (volatile unsigned k = 0, n = (seed >> 8) % 20000; k < n; k++) {
+    }
+    sched_future_set_event(f, &owner_a, &ev_token[1], NULL);
+    for (int w = 0; atomic_load(&x.phase) != 2; w++) {
+      if (w > 200000) fail_msg("iteration %d: the event waiter slept through "
+                               "set_event", i);
+      if (w > 1000) tu_sleep_ns(10000); /* up to ~2 s in all */
+      else sched_yield();
+    }
+    assert_ptr_equal(x.got, &ev_token[1]);
+    assert_false(dt_future_ready(f));
+    sched_future_complete(f, DT_OK, NULL);
+    atomic_store(&x.phase, 0);
+    dt_future_release(f);
+  }
+  atomic_store(&x.phase, 3);
+  pthread_join(t, NULL);
+}
+
 typedef struct ev_race {
   dt_future *f[64];
 } ev_race;
@@ -667,6 +717,7 @@ int main(void) {
       cmocka_unit_test(test_many_waiters),
       cmocka_unit_test(test_event_wakes_before_completion),
       cmocka_unit_test(test_event_race),
+      cmocka_unit_test(test_event_no_lost_wakeup),
       cmocka_unit_test(test_release_before_completion),
       cmocka_unit_test(test_stress),
   };
