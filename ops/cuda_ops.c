@@ -523,6 +523,8 @@ static dt_status cu_index_select_backward(dt_op_call *c) {
   }
   int64_t ni = core_numel(idx), pos = -1, val = 0;
   int64_t istride = idx->local.ndim ? idx->local.strides[0] : 1;
+  if (ni > INT32_MAX) /* CUB's sort counts items in an int */
+    return unsupported(c, "more than 2^31 - 1 indices");
   if (core_numel(o) && cuda_fill(stream_of(o), (int)o->dtype, core_numel(o),
                                  core_tensor_data(o), 0))
     return launch_failed(c);

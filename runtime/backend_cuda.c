@@ -117,7 +117,8 @@ typedef struct fetch_job {
   dt_tensor *t;
   void *dst, *ev;
   size_t bytes;
-  int gpu;
+  int gpu, rank;
+  dt_runtime *rt; /* held through t's storage */
   struct dt_future *f;
 } fetch_job;
 
@@ -125,10 +126,15 @@ static void fetch_run(void *p) {
   fetch_job *j = p;
   char why[WHY];
   dt_status st = DT_OK;
+  const char *fault = NULL;
   if (cuda_event_sync(j->ev, why, sizeof why) ||
       (j->bytes && cuda_copy_to_host(j->gpu, j->dst, core_tensor_data(j->t),
                                      j->bytes, why, sizeof why)))
     st = core_error_set(DT_ERR_DEVICE, "dt_to_host: cuda:%d: %s", j->gpu, why);
+  /* a fault marked while the stream ran (its work cut short): checked
+   * after the event, which such a cut ends */
+  else if ((fault = runtime_rank_fault_of(j->rt, j->rank)))
+    st = core_error_set(DT_ERR_DEVICE, "%s", fault);
   sched_future_complete(j->f, st, st == DT_OK ? NULL : core_last_error());
   sched_future_release(j->f);
   cuda_event_destroy(j->ev);
@@ -151,6 +157,8 @@ static dt_status cu_to_host(dt_runtime *rt, int rank, dt_tensor *t, void *dst,
   j->dst = dst;
   j->bytes = bytes;
   j->gpu = rt->ranks[rank].gpu;
+  j->rank = rank;
+  j->rt = rt;
   j->f = sched_future_retain(f);
   dt_status st = runtime_offload_push(rt->offload, fetch_run, j);
   if (st != DT_OK) {

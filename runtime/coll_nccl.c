@@ -223,21 +223,37 @@ static int issue(cuda_nccl_comm *c, void *s, const sim_coll_call *k,
 }
 
 /* marks g broken with why (the first failure's message stays) and aborts
- * every member's communicator, each under its member's mutex */
-static void break_group(runtime_nccl *r, nccl_group *g, const char *why) {
+ * every member's communicator, each under its member's mutex. A member
+ * whose communicator is aborted may have work on its stream that the
+ * abort cut short (its call returned DT_OK before the failure): its rank
+ * gets a sticky fault (runtime_rank_fault), marked before the abort, so
+ * its later fetches and synchronizes fail instead of reading incomplete
+ * data. False when g was broken already (why is not the first failure) */
+static bool break_group(dt_runtime *rt, nccl_group *g, const int *ranks,
+                        const char *why) {
+  runtime_nccl *r = rt->nccl;
   pthread_mutex_lock(&r->lock);
-  if (!__atomic_load_n(&g->broken, __ATOMIC_RELAXED)) {
+  bool first = !__atomic_load_n(&g->broken, __ATOMIC_RELAXED);
+  if (first) {
     snprintf(g->broken_msg, sizeof g->broken_msg, "%.383s", why);
     /* release: broken_msg before the flag */
     __atomic_store_n(&g->broken, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&r->lock);
+  char fault[WHY + 160];
+  snprintf(fault, sizeof fault, "cuda: an NCCL communicator of this rank "
+           "was aborted after another member of its group failed (%.383s); "
+           "its collectives since may be incomplete", g->broken_msg);
   for (int i = 0; i < g->n; i++) {
     pthread_mutex_lock(&g->mu[i]);
-    cuda_nccl_comm_abort(g->comms[i]);
-    g->comms[i] = NULL;
+    if (g->comms[i]) {
+      runtime_rank_fault(rt, ranks[i], fault);
+      cuda_nccl_comm_abort(g->comms[i]);
+      g->comms[i] = NULL;
+    }
     pthread_mutex_unlock(&g->mu[i]);
   }
+  return first;
 }
 
 dt_status runtime_nccl_call(void *ctx, int rank, const sim_coll_call *k) {
@@ -269,7 +285,9 @@ dt_status runtime_nccl_call(void *ctx, int rank, const sim_coll_call *k) {
   if (bad == 1) {
     char msg[WHY + 64];
     snprintf(msg, sizeof msg, "rank %d (member %d): %s", rank, me, why);
-    break_group(rt->nccl, g, msg);
+    if (!break_group(rt, g, k->ranks, msg)) /* gave up: say on what */
+      snprintf(why, sizeof why, "the group's communicators were aborted "
+               "after an earlier failure: %.300s", g->broken_msg);
   }
   return bad ? fail(rt, rank, k, why) : DT_OK;
 }

@@ -226,8 +226,11 @@ static void device_to_host(exec_record *r, dt_runtime *rt, int rank) {
 static void exec_to_host(exec_record *r, dt_runtime *rt, int rank) {
   dt_tensor *t = r->host.t;
   const core_poison *p = core_storage_poison(t->local.storage);
+  const char *fault = runtime_rank_fault_of(rt, rank);
   if (p) {
     sched_future_complete(r->future, p->status, p->message);
+  } else if (fault) {
+    sched_future_complete(r->future, DT_ERR_DEVICE, fault);
   } else if (rt->backend->key != CORE_KEY_CPU) {
     device_to_host(r, rt, rank);
   } else {

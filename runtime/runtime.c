@@ -53,8 +53,28 @@ void runtime_unref(dt_runtime *rt) {
   if (atomic_fetch_sub_explicit(&rt->refcount, 1, memory_order_acq_rel) != 1)
     return;
   runtime_dry_free(rt->dry);
+  for (int r = 0; r < rt->nranks; r++)
+    free(atomic_load_explicit(&rt->ranks[r].fault, memory_order_relaxed));
   free(rt->ranks);
   free(rt);
+}
+
+void runtime_rank_fault(dt_runtime *rt, int rank, const char *msg) {
+  size_t n = strlen(msg) + 1;
+  char *m = malloc(n), *none = NULL;
+  if (!m) return;
+  memcpy(m, msg, n);
+  /* release: the message's bytes before the pointer; the first stays */
+  if (!atomic_compare_exchange_strong_explicit(&rt->ranks[rank].fault, &none,
+                                               m, memory_order_release,
+                                               memory_order_relaxed))
+    free(m);
+}
+
+const char *runtime_rank_fault_of(const dt_runtime *rt, int rank) {
+  /* acquire: pairs with runtime_rank_fault's release (the bytes) */
+  return atomic_load_explicit(&((dt_runtime *)rt)->ranks[rank].fault,
+                              memory_order_acquire);
 }
 
 /* the CPUs this thread may run on: the rank threads it starts inherit the
@@ -622,6 +642,12 @@ dt_status runtime_synchronize(dt_runtime *rt) {
   }
   /* and the frees a rank's last records handed to other ranks */
   runtime_wait_remote_frees(rt);
+  for (int r = 0; st == DT_OK && r < rt->nranks; r++) {
+    const char *fault = runtime_rank_fault_of(rt, r);
+    if (fault)
+      st = core_error_set(DT_ERR_DEVICE, "dt_runtime_synchronize: rank %d: %s",
+                          r, fault);
+  }
   return st;
 }
 

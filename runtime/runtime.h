@@ -25,6 +25,8 @@ typedef struct runtime_rank_slot {
    * is inside an SPMD function: read by the collective watchdog's report */
   _Atomic(const char *) where;
   _Atomic bool in_spmd;
+  /* a sticky device fault (runtime_rank_fault): a heap message, set once */
+  _Atomic(char *) fault;
   void *dev_ctx;      /* the backend's per-rank state (CUDA: a cuda_rank) */
   int gpu;            /* CUDA: the rank's GPU */
 } runtime_rank_slot;
@@ -59,6 +61,14 @@ void runtime_unref(dt_runtime *rt);
 dt_runtime *runtime_for_factories(const char *fn);
 /* mirrors rank's device counters for runtime_memory (rank thread) */
 void runtime_note_memory(dt_runtime *rt, int rank);
+/* Marks rank's device state as faulty (the first message stays): work
+ * already issued to its stream may have been cut short (an NCCL
+ * communicator aborted under it), so every later fetch of the rank's data
+ * and every dt_runtime_synchronize fails with msg, as a CUDA sticky error
+ * does. Any thread; never cleared. */
+void runtime_rank_fault(dt_runtime *rt, int rank, const char *msg);
+/* the fault's message, or NULL */
+const char *runtime_rank_fault_of(const dt_runtime *rt, int rank);
 /* the device string "cpu" / "cpu:N" of opts → rank; error names fn */
 dt_status runtime_parse_device(dt_runtime *rt, const char *device,
                                   const char *fn, int *rank);

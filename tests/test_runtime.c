@@ -13,6 +13,7 @@
 
 #include "testutil.h"
 #include "runtime/exec.h"
+#include "runtime/runtime.h"
 #include "threads.h"
 
 static double cpu_seconds(void) {
@@ -367,6 +368,36 @@ static void test_events(void **state) {
   dt_runtime_destroy(rt);
 }
 
+/* a sticky rank fault (an NCCL communicator aborted under the rank's
+ * stream): that rank's fetches and every synchronize fail with it, the
+ * first message stays, other ranks' fetches still work */
+static void test_rank_fault(void **state) {
+  (void)state;
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
+  assert_int_equal(dt_runtime_set_current(rt), DT_OK);
+  dt_tensor *a = dt_full(DT_SHAPE(4), 2,
+                         &(dt_tensor_options){.device = tu_dev(0)});
+  dt_tensor *b = dt_full(DT_SHAPE(4), 3,
+                         &(dt_tensor_options){.device = tu_dev(1)});
+  assert_non_null(a);
+  assert_non_null(b);
+  float out[4];
+  assert_int_equal(dt_to_host(b, out, sizeof out), DT_OK);
+  assert_null(runtime_rank_fault_of(rt, 1));
+  runtime_rank_fault(rt, 1, "boom: the stream's work was cut short");
+  runtime_rank_fault(rt, 1, "a second fault"); /* the first stays */
+  tu_expect_status(dt_to_host(b, out, sizeof out), DT_ERR_DEVICE, "boom",
+                   NULL);
+  assert_int_equal(dt_to_host(a, out, sizeof out), DT_OK);
+  assert_true(out[0] == 2);
+  tu_expect_status(dt_runtime_synchronize(rt), DT_ERR_DEVICE,
+                   "dt_runtime_synchronize", "rank 1", "boom");
+  dt_tensor_release(a);
+  dt_tensor_release(b);
+  dt_runtime_set_current(NULL);
+  dt_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_options_and_env),
@@ -379,6 +410,7 @@ int main(void) {
       cmocka_unit_test(test_idle_cpu),
       cmocka_unit_test(test_chunked_reproducible),
       cmocka_unit_test(test_events),
+      cmocka_unit_test(test_rank_fault),
   };
   /* a deadlock fails the test instead of hanging CI */
   return TU_RUN_TESTS_WITH_ALARM(600, tests);

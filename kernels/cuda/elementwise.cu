@@ -227,10 +227,11 @@ __global__ void logical_kernel(int op, int64_t n, shape_t sh, bool *out,
 template <typename I>
 __global__ void index_check(int64_t k, int64_t a_dim, const I *idx,
                             int64_t istride, unsigned long long *bad) {
-  int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= k) return;
-  int64_t v = (int64_t)idx[j * istride];
-  if (v < 0 || v >= a_dim) atomicMin(bad, (unsigned long long)j);
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < k;
+       j += (int64_t)gridDim.x * blockDim.x) {
+    int64_t v = (int64_t)idx[j * istride];
+    if (v < 0 || v >= a_dim) atomicMin(bad, (unsigned long long)j);
+  }
 }
 
 template <typename T, typename I>

@@ -5,7 +5,8 @@
  * ignore_index (MEAN's denominator, as the CPU's cpu_count_not_equal)
  * and marks the first target out of range; the row kernel then writes
  * w (softmax(x) - q) per position in double (q: the smoothed one-hot),
- * zero rows for ignored positions: the CPU's double path.
+ * zero rows for ignored positions: the CPU's double path, within a few
+ * ulp of its vectorised float32 path (the sums' order differs too).
  *
  * index_add: deterministic, and the CPU's bits. The CPU adds source
  * slice j into out[idx[j]] for j in order, rounding each sum to out's

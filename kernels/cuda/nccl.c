@@ -166,6 +166,7 @@ int cuda_nccl_comm_init(cuda_nccl_comm **out, int nranks, const void *id,
   cfg.blocking = 0;
   ncclResult_t r = nc.init_config(&c->comm, nranks, uid, member, &cfg);
   if (r != ncclSuccess && r != ncclInProgress) {
+    if (c->comm) nc.abort(c->comm); /* a non-blocking init may have made it */
     free(c);
     return nccl_fail(r, "ncclCommInitRankConfig", why, n);
   }
@@ -178,19 +179,25 @@ int cuda_nccl_comm_init(cuda_nccl_comm **out, int nranks, const void *id,
   return 0;
 }
 
+/* NCCL's abort and destroy switch to the communicator's GPU and back
+ * themselves: the calling thread (a rank thread, bound to its own GPU)
+ * keeps its device */
 void cuda_nccl_comm_abort(cuda_nccl_comm *c) {
   if (!c) return;
-  cudaSetDevice(c->device);
   nc.abort(c->comm);
   free(c);
 }
 
+/* the longest a close waits for a communicator's work to finish */
+#define FINALIZE_NS ((int64_t)10 * 1000000000)
+
 void cuda_nccl_comm_destroy(cuda_nccl_comm *c) {
   if (!c) return;
-  cudaSetDevice(c->device);
   ncclResult_t async = ncclSuccess;
   char why[256];
   c->cancel = NULL;
+  if (c->timeout_ns <= 0 || c->timeout_ns > FINALIZE_NS)
+    c->timeout_ns = FINALIZE_NS;
   nc.async_error(c->comm, &async);
   /* a communicator in error, or one whose work does not finish, cannot be
    * destroyed: abort it */
