@@ -391,7 +391,7 @@ static void test_rank_fault(void **state) {
   assert_int_equal(dt_to_host(a, out, sizeof out), DT_OK);
   assert_true(out[0] == 2);
   tu_expect_status(dt_runtime_synchronize(rt), DT_ERR_DEVICE,
-                   "dt_runtime_synchronize", "rank 1", "boom");
+                   "dt_runtime_synchronize", "rank 1", "boom", NULL);
   dt_tensor_release(a);
   dt_tensor_release(b);
   dt_runtime_set_current(NULL);
