@@ -28,13 +28,24 @@
  * for its share; every later collective of the group fails with that
  * message. Each member's communicator is used under its own mutex, which
  * an aborting member takes in turn (no member holds two: no cycle); a
- * member never holds it longer than one bounded wait. */
+ * member never holds it longer than one bounded wait.
+ *
+ * Watchdog. A call that was issued everywhere may still never finish on
+ * the GPU (a kernel waiting for a peer that died in between). After each
+ * call a member records an event on its stream and hands it to the
+ * registry's watchdog thread (started on first use), which polls the
+ * events every millisecond: an event done is dropped; one still pending
+ * after the collective timeout breaks its group as a failure would (the
+ * aborted communicators make the kernels return), naming the member, the
+ * round and the timeout. The thread owns the list it polls; members push
+ * under the watch lock. */
 #include "runtime/backend.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -60,6 +71,7 @@ void runtime_nccl_close(dt_runtime *rt) { (void)rt; }
 typedef struct nccl_group {
   struct nccl_group *next;
   const sim_coll_group *g;
+  const int *ranks;       /* the group's runtime ranks (sim's, stable) */
   int n;
   unsigned char id[CUDA_NCCL_ID_BYTES];
   cuda_nccl_comm **comms; /* per member, made and used by that member
@@ -71,9 +83,25 @@ typedef struct nccl_group {
   char broken_msg[384];   /* the first failure, written before broken */
 } nccl_group;
 
+/* an issued call the watchdog waits for */
+typedef struct nccl_watch {
+  struct nccl_watch *next;
+  nccl_group *g;
+  void *ev;          /* the backend's event, after the call on the stream */
+  int rank, member;
+  uint64_t seq;
+  int64_t deadline;  /* monotonic ns */
+} nccl_watch;
+
 typedef struct runtime_nccl {
   pthread_mutex_t lock; /* the list, and drawing a group's id */
   nccl_group *groups;
+  /* the watchdog: pushes under wlock; the thread takes them all */
+  pthread_mutex_t wlock;
+  pthread_cond_t wake;
+  nccl_watch *pushed;
+  bool started, stop;
+  pthread_t thread;
 } runtime_nccl;
 
 #define WHY 384
@@ -84,13 +112,18 @@ dt_status runtime_nccl_open(dt_runtime *rt) {
     return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_runtime_create: out of "
                           "host memory for NCCL's registry");
   pthread_mutex_init(&r->lock, NULL);
+  pthread_mutex_init(&r->wlock, NULL);
+  pthread_cond_init(&r->wake, NULL);
   rt->nccl = r;
   return DT_OK;
 }
 
+static void watch_stop(dt_runtime *rt);
+
 void runtime_nccl_close(dt_runtime *rt) {
   runtime_nccl *r = rt->nccl;
   if (!r) return;
+  watch_stop(rt);
   for (nccl_group *g = r->groups, *next; g; g = next) {
     next = g->next;
     for (int i = 0; i < g->n; i++) {
@@ -102,6 +135,8 @@ void runtime_nccl_close(dt_runtime *rt) {
     free(g);
   }
   pthread_mutex_destroy(&r->lock);
+  pthread_mutex_destroy(&r->wlock);
+  pthread_cond_destroy(&r->wake);
   free(r);
   rt->nccl = NULL;
 }
@@ -126,6 +161,7 @@ static nccl_group *group_of(runtime_nccl *r, const sim_coll_call *k,
         !g->failed[0])
       snprintf(g->failed, sizeof g->failed, "ncclGetUniqueId failed");
     g->g = k->g;
+    g->ranks = k->ranks;
     g->n = k->n;
     for (int i = 0; i < g->n; i++) pthread_mutex_init(&g->mu[i], NULL);
     g->next = r->groups;
@@ -256,6 +292,121 @@ static bool break_group(dt_runtime *rt, nccl_group *g, const int *ranks,
   return first;
 }
 
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* one pass over the watched calls: drops those done, breaks the groups
+ * of those past their deadline; returns the rest */
+static nccl_watch *watch_pass(dt_runtime *rt, nccl_watch *list) {
+  const runtime_backend *b = rt->backend;
+  nccl_watch *keep = NULL;
+  int64_t now = mono_ns();
+  while (list) {
+    nccl_watch *w = list;
+    list = w->next;
+    bool done = b->event_done(w->ev);
+    if (!done && now <= w->deadline) {
+      w->next = keep;
+      keep = w;
+      continue;
+    }
+    if (!done) {
+      char msg[WHY];
+      snprintf(msg, sizeof msg, "rank %d (member %d): its NCCL call of round "
+               "%llu did not finish on the GPU within %.3g s "
+               "(DTORCH_COLLECTIVE_TIMEOUT)", w->rank, w->member,
+               (unsigned long long)w->seq,
+               (double)sim_coll_world_timeout(rt->coll) / 1e9);
+      break_group(rt, w->g, w->g->ranks, msg);
+    }
+    b->event_destroy(w->ev);
+    free(w);
+  }
+  return keep;
+}
+
+static void *watch_main(void *arg) {
+  dt_runtime *rt = arg;
+  runtime_nccl *r = rt->nccl;
+  nccl_watch *mine = NULL;
+  pthread_mutex_lock(&r->wlock);
+  while (!r->stop) {
+    while (r->pushed) { /* take the pushed ones */
+      nccl_watch *w = r->pushed;
+      r->pushed = w->next;
+      w->next = mine;
+      mine = w;
+    }
+    if (!mine) {
+      pthread_cond_wait(&r->wake, &r->wlock);
+      continue;
+    }
+    pthread_mutex_unlock(&r->wlock);
+    mine = watch_pass(rt, mine);
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&r->wlock);
+  }
+  pthread_mutex_unlock(&r->wlock);
+  while (mine) { /* at close: the ranks' work is over */
+    nccl_watch *w = mine;
+    mine = w->next;
+    rt->backend->event_destroy(w->ev);
+    free(w);
+  }
+  return NULL;
+}
+
+/* after member's call on rank's stream: its event to the watchdog (none
+ * without a timeout; a failed record or push goes unwatched) */
+static void watch_push(dt_runtime *rt, nccl_group *g, int rank,
+                       const sim_coll_call *k) {
+  int64_t timeout = sim_coll_world_timeout(rt->coll);
+  runtime_nccl *r = rt->nccl;
+  if (timeout <= 0) return;
+  nccl_watch *w = malloc(sizeof *w);
+  if (!w) return;
+  if (!(w->ev = rt->backend->event_record(rt, rank))) {
+    free(w);
+    return;
+  }
+  *w = (nccl_watch){.g = g, .ev = w->ev, .rank = rank, .member = k->member,
+                    .seq = k->seq, .deadline = mono_ns() + timeout};
+  pthread_mutex_lock(&r->wlock);
+  if (!r->started && !r->stop)
+    r->started = pthread_create(&r->thread, NULL, watch_main, rt) == 0;
+  if (r->started && !r->stop) {
+    w->next = r->pushed;
+    r->pushed = w;
+    pthread_cond_signal(&r->wake);
+    w = NULL;
+  }
+  pthread_mutex_unlock(&r->wlock);
+  if (w) { /* no watchdog thread */
+    rt->backend->event_destroy(w->ev);
+    free(w);
+  }
+}
+
+static void watch_stop(dt_runtime *rt) {
+  runtime_nccl *r = rt->nccl;
+  pthread_mutex_lock(&r->wlock);
+  r->stop = true;
+  bool started = r->started;
+  pthread_cond_signal(&r->wake);
+  pthread_mutex_unlock(&r->wlock);
+  if (started) pthread_join(r->thread, NULL);
+  for (nccl_watch *w = r->pushed, *next; w; w = next) {
+    next = w->next;
+    rt->backend->event_destroy(w->ev);
+    free(w);
+  }
+  r->pushed = NULL;
+}
+
 dt_status runtime_nccl_call(void *ctx, int rank, const sim_coll_call *k) {
   dt_runtime *rt = ctx;
   char why[WHY] = "";
@@ -280,6 +431,7 @@ dt_status runtime_nccl_call(void *ctx, int rank, const sim_coll_call *k) {
     void *stream = cuda_rank_stream(rt->ranks[rank].dev_ctx);
     bad = issue(c, stream, k, why, sizeof why) ||
           cuda_nccl_check(c, why, sizeof why);
+    if (!bad) watch_push(rt, g, rank, k);
   }
   pthread_mutex_unlock(&g->mu[me]);
   if (bad == 1) {

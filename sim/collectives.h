@@ -146,7 +146,8 @@ typedef struct sim_coll_call {
   int kind;                  /* SIM_COLL_KIND_* */
   const sim_coll_group *g;   /* the same pointer for every call on a group */
   int n, member;             /* the group's size, the caller's index */
-  const int *ranks;          /* the group's runtime ranks, member order */
+  const int *ranks;          /* the group's runtime ranks, member order
+                                (the group's own: valid as long as the world) */
   uint64_t seq;              /* the round: equal on every member */
   dt_dtype dtype;
   dt_reduce_op op;           /* reducing kinds */

@@ -8,7 +8,9 @@
  * give up at once instead of waiting for the timeout, the group is broken
  * and later calls say why); a member that never comes (the others fail at
  * the collective timeout); a member whose call fails (every member's
- * communicator is aborted, so none waits on its GPU for the missing share).
+ * communicator is aborted, so none waits on its GPU for the missing share);
+ * a call issued everywhere that never finishes on the GPU (the watchdog
+ * breaks the group at the timeout).
  * Every communicator made is destroyed or aborted exactly once (the fake
  * counts). Skips (77) without CUDA or without the stand-in. */
 #include <setjmp.h>
@@ -41,6 +43,34 @@ static void (*fake_counts)(int *out);
 static dt_runtime rt;
 static cuda_rank ranks_ctx[N];
 
+/* the backend's events, as the watchdog sees them: done when the test
+ * says the GPU finished (events_done); each recorded one destroyed once */
+static atomic_bool events_done = true;
+static atomic_int ev_records, ev_destroys;
+typedef struct fake_event { int magic; } fake_event;
+static void *fake_record(dt_runtime *r, int rank) {
+  (void)r, (void)rank;
+  fake_event *e = malloc(sizeof *e);
+  if (e) {
+    e->magic = 0x5eed;
+    atomic_fetch_add(&ev_records, 1);
+  }
+  return e;
+}
+static bool fake_done(void *ev) {
+  assert_int_equal(((fake_event *)ev)->magic, 0x5eed);
+  return atomic_load(&events_done);
+}
+static void fake_destroy(void *ev) {
+  assert_int_equal(((fake_event *)ev)->magic, 0x5eed);
+  ((fake_event *)ev)->magic = 0;
+  free(ev);
+  atomic_fetch_add(&ev_destroys, 1);
+}
+static runtime_backend fake_backend = {
+    .event_record = fake_record, .event_done = fake_done,
+    .event_destroy = fake_destroy};
+
 static void make_runtime(int64_t timeout_ns) {
   memset(&rt, 0, sizeof rt);
   rt.nranks = N;
@@ -51,6 +81,7 @@ static void make_runtime(int64_t timeout_ns) {
     rt.ranks[r].gpu = r;
     rt.ranks[r].dev_ctx = &ranks_ctx[r];
   }
+  rt.backend = &fake_backend;
   rt.coll = sim_coll_world_create(N, timeout_ns);
   assert_non_null(rt.coll);
   assert_int_equal(runtime_nccl_open(&rt), DT_OK);
@@ -61,6 +92,8 @@ static void drop_runtime(void) {
   sim_coll_world_destroy(rt.coll);
   for (int r = 0; r < N; r++) free(atomic_load(&rt.ranks[r].fault));
   free(rt.ranks);
+  /* every event the calls recorded was dropped once */
+  assert_int_equal(atomic_load(&ev_records), atomic_load(&ev_destroys));
 }
 
 static int counts_now(int i) {
@@ -81,7 +114,7 @@ static float buf_in[16], buf_out[16];
 
 static void *run_member(void *p) {
   member_call *m = p;
-  int ranks[N] = {0, 1, 2, 3};
+  static const int ranks[N] = {0, 1, 2, 3}; /* stable, as sim's */
   sim_coll_call k = {.kind = m->kind, .g = m->group, .n = m->n,
                      .member = m->member, .ranks = ranks, .dtype = DT_FLOAT32,
                      .op = DT_REDUCE_SUM, .count = 4, .in = buf_in,
@@ -215,6 +248,39 @@ static void call_fails(void **state) {
   assert_int_equal(counts_now(DESTROYS), destroys0); /* none left to destroy */
 }
 
+/* every member's call issued, the GPU never finishing it: the watchdog
+ * breaks the group at the timeout (communicators aborted, ranks marked),
+ * and the group refuses the next round */
+static void hang_detected(void **state) {
+  (void)state;
+  static char group;
+  int aborts0 = counts_now(ABORTS);
+  make_runtime(300LL * 1000000); /* 0.3 s */
+  atomic_store(&events_done, false);
+  member_call m[N];
+  round_of(&group, N, N, SIM_COLL_KIND_ALL_REDUCE, m);
+  for (int i = 0; i < N; i++)
+    if (m[i].st != DT_OK) fail_msg("member %d: %s", i, m[i].msg);
+  double t0 = now_s();
+  while (counts_now(ABORTS) - aborts0 < N && now_s() - t0 < 20) {
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(counts_now(ABORTS) - aborts0, N);
+  assert_true(now_s() - t0 >= 0.25); /* not before the timeout */
+  for (int r = 0; r < N; r++) {
+    const char *f = runtime_rank_fault_of(&rt, r);
+    if (!f || !strstr(f, "did not finish on the GPU within 0.3 s"))
+      fail_msg("rank %d: fault \"%s\"", r, f ? f : "(none)");
+  }
+  round_of(&group, N, N, SIM_COLL_KIND_ALL_REDUCE, m);
+  for (int i = 0; i < N; i++)
+    expect_msg(&m[i], "did not finish on the GPU within 0.3 s");
+  atomic_store(&events_done, true);
+  drop_runtime();
+  assert_int_equal(counts_now(LIVE), 0);
+}
+
 int main(void) {
   /* the stand-in, not the real NCCL (which needs GPUs) */
   void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
@@ -230,11 +296,45 @@ int main(void) {
       cmocka_unit_test(init_fails),
       cmocka_unit_test(member_absent),
       cmocka_unit_test(call_fails),
+      cmocka_unit_test(hang_detected),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
 
 #else
+/* every member's call issued, the GPU never finishing it: the watchdog
+ * breaks the group at the timeout (communicators aborted, ranks marked),
+ * and the group refuses the next round */
+static void hang_detected(void **state) {
+  (void)state;
+  static char group;
+  int aborts0 = counts_now(ABORTS);
+  make_runtime(300LL * 1000000); /* 0.3 s */
+  atomic_store(&events_done, false);
+  member_call m[N];
+  round_of(&group, N, N, SIM_COLL_KIND_ALL_REDUCE, m);
+  for (int i = 0; i < N; i++)
+    if (m[i].st != DT_OK) fail_msg("member %d: %s", i, m[i].msg);
+  double t0 = now_s();
+  while (counts_now(ABORTS) - aborts0 < N && now_s() - t0 < 20) {
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(counts_now(ABORTS) - aborts0, N);
+  assert_true(now_s() - t0 >= 0.25); /* not before the timeout */
+  for (int r = 0; r < N; r++) {
+    const char *f = runtime_rank_fault_of(&rt, r);
+    if (!f || !strstr(f, "did not finish on the GPU within 0.3 s"))
+      fail_msg("rank %d: fault \"%s\"", r, f ? f : "(none)");
+  }
+  round_of(&group, N, N, SIM_COLL_KIND_ALL_REDUCE, m);
+  for (int i = 0; i < N; i++)
+    expect_msg(&m[i], "did not finish on the GPU within 0.3 s");
+  atomic_store(&events_done, true);
+  drop_runtime();
+  assert_int_equal(counts_now(LIVE), 0);
+}
+
 int main(void) {
   fprintf(stderr, "test_nccl_host: built without CUDA; skipped\n");
   return 77;
