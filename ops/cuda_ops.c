@@ -417,6 +417,15 @@ static dt_status cu_embedding(dt_op_call *c) {
   return st;
 }
 
+/* index_select's and its backward's bad index, in the CPU's words */
+static dt_status index_error(const dt_op_call *c, int64_t val, int64_t pos,
+                             int d, int64_t size) {
+  return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
+                        "%lld of index) is out of range for dim %d of size "
+                        "%lld (expected [0, %lld))", c->api, (long long)val,
+                        (long long)pos, d, (long long)size, (long long)size);
+}
+
 static dt_status cu_index_select(dt_op_call *c) {
   dt_tensor *o = c->out[0], *a = c->args[0].t, *idx = c->args[2].t;
   int n = a->local.ndim, d;
@@ -435,12 +444,7 @@ static dt_status cu_index_select(dt_op_call *c) {
   sizes[d] = core_numel(idx);
   int64_t istride = idx->local.ndim ? idx->local.strides[0] : 1, pos, val;
   st = gather(c, nd, sizes, &oa, d, a_dim, idx, istride, &pos, &val);
-  if (st == DT_OK && pos >= 0)
-    st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
-                        "%lld of index) is out of range for dim %d of size "
-                        "%lld (expected [0, %lld))", c->api, (long long)val,
-                        (long long)pos, d, (long long)a_dim, (long long)a_dim);
-  return st;
+  return st == DT_OK && pos >= 0 ? index_error(c, val, pos, d, a_dim) : st;
 }
 
 /* cross_entropy of [N, C] or [C] logits with class-index targets on one
@@ -537,12 +541,7 @@ static dt_status cu_index_select_backward(dt_op_call *c) {
     st = launch_failed(c);
   if (st == DT_OK) st = read_bad_index(c, scratch, idx, istride, &pos, &val);
   rt_of(o)->backend->free(rt_of(o), rank_of(o), scratch);
-  if (st == DT_OK && pos >= 0)
-    st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
-                        "%lld of index) is out of range for dim %d of size "
-                        "%lld (expected [0, %lld))", c->api, (long long)val,
-                        (long long)pos, d, (long long)size, (long long)size);
-  return st;
+  return st == DT_OK && pos >= 0 ? index_error(c, val, pos, d, size) : st;
 }
 
 /* cross_entropy_backward(grad, input, target, reduction, ignore_index,

@@ -302,39 +302,6 @@ int main(void) {
 }
 
 #else
-/* every member's call issued, the GPU never finishing it: the watchdog
- * breaks the group at the timeout (communicators aborted, ranks marked),
- * and the group refuses the next round */
-static void hang_detected(void **state) {
-  (void)state;
-  static char group;
-  int aborts0 = counts_now(ABORTS);
-  make_runtime(300LL * 1000000); /* 0.3 s */
-  atomic_store(&events_done, false);
-  member_call m[N];
-  round_of(&group, N, N, SIM_COLL_KIND_ALL_REDUCE, m);
-  for (int i = 0; i < N; i++)
-    if (m[i].st != DT_OK) fail_msg("member %d: %s", i, m[i].msg);
-  double t0 = now_s();
-  while (counts_now(ABORTS) - aborts0 < N && now_s() - t0 < 20) {
-    struct timespec ts = {0, 5000000};
-    nanosleep(&ts, NULL);
-  }
-  assert_int_equal(counts_now(ABORTS) - aborts0, N);
-  assert_true(now_s() - t0 >= 0.25); /* not before the timeout */
-  for (int r = 0; r < N; r++) {
-    const char *f = runtime_rank_fault_of(&rt, r);
-    if (!f || !strstr(f, "did not finish on the GPU within 0.3 s"))
-      fail_msg("rank %d: fault \"%s\"", r, f ? f : "(none)");
-  }
-  round_of(&group, N, N, SIM_COLL_KIND_ALL_REDUCE, m);
-  for (int i = 0; i < N; i++)
-    expect_msg(&m[i], "did not finish on the GPU within 0.3 s");
-  atomic_store(&events_done, true);
-  drop_runtime();
-  assert_int_equal(counts_now(LIVE), 0);
-}
-
 int main(void) {
   fprintf(stderr, "test_nccl_host: built without CUDA; skipped\n");
   return 77;
