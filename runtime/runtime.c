@@ -620,7 +620,7 @@ dt_status runtime_parse_device(dt_runtime *rt, const char *device,
                       "\"cpu\", \"cpu:N\" or \"cuda\")", fn, device);
 }
 
-dt_status runtime_synchronize(dt_runtime *rt) {
+dt_status runtime_drain(dt_runtime *rt) {
   if (!rt)
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_synchronize: rt is NULL");
@@ -642,6 +642,11 @@ dt_status runtime_synchronize(dt_runtime *rt) {
   }
   /* and the frees a rank's last records handed to other ranks */
   runtime_wait_remote_frees(rt);
+  return st;
+}
+
+dt_status runtime_synchronize(dt_runtime *rt) {
+  dt_status st = runtime_drain(rt);
   for (int r = 0; st == DT_OK && r < rt->nranks; r++) {
     const char *fault = runtime_rank_fault_of(rt, r);
     if (fault)
@@ -731,7 +736,7 @@ dt_status runtime_empty_cache(dt_runtime *rt) {
                           "runtime was destroyed");
   dt_status st = runtime_publish_call(rt, -1, empty_cache, NULL, NULL);
   if (st != DT_OK) return st;
-  return runtime_synchronize(rt);
+  return runtime_drain(rt); /* a rank's fault is not the cache's */
 }
 
 dt_status runtime_stream_wait_event(dt_runtime *rt, int rank, dt_future *ev) {

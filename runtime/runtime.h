@@ -69,6 +69,9 @@ void runtime_note_memory(dt_runtime *rt, int rank);
 void runtime_rank_fault(dt_runtime *rt, int rank, const char *msg);
 /* the fault's message, or NULL */
 const char *runtime_rank_fault_of(const dt_runtime *rt, int rank);
+/* dt_runtime_synchronize without the faults' report: everything issued so
+ * far has run (the status of the wait itself) */
+dt_status runtime_drain(dt_runtime *rt);
 /* the device string "cpu" / "cpu:N" of opts → rank; error names fn */
 dt_status runtime_parse_device(dt_runtime *rt, const char *device,
                                   const char *fn, int *rank);
