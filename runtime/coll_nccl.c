@@ -31,21 +31,30 @@
  * member never holds it longer than one bounded wait.
  *
  * Watchdog. A call that was issued everywhere may still never finish on
- * the GPU (a kernel waiting for a peer that died in between). After each
- * call a member records an event on its stream and hands it to the
- * registry's watchdog thread (started on first use), which polls the
- * events every millisecond: an event done is dropped; one still pending
- * after the collective timeout breaks its group as a failure would (the
+ * the GPU (a kernel waiting for a peer that died in between). A member
+ * records an event on its stream before and after each call and hands
+ * both to the registry's watchdog thread (started on first use, on the
+ * process's CPUs), which polls them every timeout / 10 (1 to 100 ms): the
+ * clock of a call starts when its stream reached it (the first event), so
+ * work queued before it does not count; a call whose second event is
+ * still pending a timeout later breaks its group as a failure would (the
  * aborted communicators make the kernels return), naming the member, the
  * round and the timeout. The thread owns the list it polls; members push
- * under the watch lock. */
+ * under the watch lock, holding no group mutex (an event record may wait
+ * for room in the stream's queue).
+ *
+ * Faulty ranks. A rank marked faulty (its work was cut short) does not
+ * take part in collectives any more: its call fails and breaks the group,
+ * so its data does not reach healthy ranks unmarked. */
 #include "runtime/backend.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -87,10 +96,10 @@ typedef struct nccl_group {
 typedef struct nccl_watch {
   struct nccl_watch *next;
   nccl_group *g;
-  void *ev;          /* the backend's event, after the call on the stream */
+  void *start, *end; /* the backend's events before and after the call */
   int rank, member;
   uint64_t seq;
-  int64_t deadline;  /* monotonic ns */
+  int64_t deadline;  /* monotonic ns; 0 until the stream reached start */
 } nccl_watch;
 
 typedef struct runtime_nccl {
@@ -278,16 +287,23 @@ static bool break_group(dt_runtime *rt, nccl_group *g, const int *ranks,
   pthread_mutex_unlock(&r->lock);
   char fault[WHY + 160];
   snprintf(fault, sizeof fault, "cuda: an NCCL communicator of this rank "
-           "was aborted after another member of its group failed (%.383s); "
-           "its collectives since may be incomplete", g->broken_msg);
-  for (int i = 0; i < g->n; i++) {
-    pthread_mutex_lock(&g->mu[i]);
-    if (g->comms[i]) {
-      runtime_rank_fault(rt, ranks[i], fault);
-      cuda_nccl_comm_abort(g->comms[i]);
-      g->comms[i] = NULL;
+           "was aborted after a failure in its group (%.383s); its "
+           "collectives since may be incomplete", g->broken_msg);
+  /* every member marked before any abort (a kernel the first abort ends
+   * early is on a rank already marked); marked again at its own abort, for
+   * a communicator made in between (the first message stays) */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < g->n; i++) {
+      pthread_mutex_lock(&g->mu[i]);
+      if (g->comms[i]) {
+        runtime_rank_fault(rt, ranks[i], fault);
+        if (pass) {
+          cuda_nccl_comm_abort(g->comms[i]);
+          g->comms[i] = NULL;
+        }
+      }
+      pthread_mutex_unlock(&g->mu[i]);
     }
-    pthread_mutex_unlock(&g->mu[i]);
   }
   return first;
 }
@@ -298,17 +314,29 @@ static int64_t mono_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* one pass over the watched calls: drops those done, breaks the groups
- * of those past their deadline; returns the rest */
+static void watch_free(const runtime_backend *b, nccl_watch *w) {
+  b->event_destroy(w->start);
+  b->event_destroy(w->end);
+  free(w);
+}
+
+/* one pass over the watched calls: starts the clocks of those the streams
+ * reached, drops those done, breaks the groups of those past their
+ * deadline; returns the rest */
 static nccl_watch *watch_pass(dt_runtime *rt, nccl_watch *list) {
   const runtime_backend *b = rt->backend;
+  int64_t timeout = sim_coll_world_timeout(rt->coll);
   nccl_watch *keep = NULL;
-  int64_t now = mono_ns();
   while (list) {
     nccl_watch *w = list;
     list = w->next;
-    bool done = b->event_done(w->ev);
-    if (!done && now <= w->deadline) {
+    /* the events' GPU current on this thread (no context made elsewhere) */
+    if (b->rank_init) b->rank_init(rt, w->rank);
+    int64_t now = mono_ns();
+    if (!w->deadline && b->event_done(w->start))
+      w->deadline = now + (timeout > 0 ? timeout : INT64_MAX / 2);
+    bool done = w->deadline && b->event_done(w->end);
+    if (!done && (!w->deadline || now <= w->deadline)) {
       w->next = keep;
       keep = w;
       continue;
@@ -316,14 +344,12 @@ static nccl_watch *watch_pass(dt_runtime *rt, nccl_watch *list) {
     if (!done) {
       char msg[WHY];
       snprintf(msg, sizeof msg, "rank %d (member %d): its NCCL call of round "
-               "%llu did not finish on the GPU within %.3g s "
+               "%llu did not finish on the GPU within %.3g s of starting "
                "(DTORCH_COLLECTIVE_TIMEOUT)", w->rank, w->member,
-               (unsigned long long)w->seq,
-               (double)sim_coll_world_timeout(rt->coll) / 1e9);
+               (unsigned long long)w->seq, (double)timeout / 1e9);
       break_group(rt, w->g, w->g->ranks, msg);
     }
-    b->event_destroy(w->ev);
-    free(w);
+    watch_free(b, w);
   }
   return keep;
 }
@@ -346,7 +372,9 @@ static void *watch_main(void *arg) {
     }
     pthread_mutex_unlock(&r->wlock);
     mine = watch_pass(rt, mine);
-    struct timespec ts = {0, 1000000};
+    int64_t poll = sim_coll_world_timeout(rt->coll) / 10;
+    poll = poll < 1000000 ? 1000000 : poll > 100000000 ? 100000000 : poll;
+    struct timespec ts = {0, (long)poll};
     nanosleep(&ts, NULL);
     pthread_mutex_lock(&r->wlock);
   }
@@ -354,30 +382,43 @@ static void *watch_main(void *arg) {
   while (mine) { /* at close: the ranks' work is over */
     nccl_watch *w = mine;
     mine = w->next;
-    rt->backend->event_destroy(w->ev);
-    free(w);
+    watch_free(rt->backend, w);
   }
   return NULL;
 }
 
-/* after member's call on rank's stream: its event to the watchdog (none
- * without a timeout; a failed record or push goes unwatched) */
-static void watch_push(dt_runtime *rt, nccl_group *g, int rank,
-                       const sim_coll_call *k) {
-  int64_t timeout = sim_coll_world_timeout(rt->coll);
+/* the watchdog thread on the process's CPUs (the pushing rank thread may
+ * be pinned to one) */
+static bool watch_start(dt_runtime *rt) {
   runtime_nccl *r = rt->nccl;
-  if (timeout <= 0) return;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  cpu_set_t cpus;
+  if (sched_getaffinity(getpid(), sizeof cpus, &cpus) == 0)
+    pthread_attr_setaffinity_np(&a, sizeof cpus, &cpus);
+  bool ok = pthread_create(&r->thread, &a, watch_main, rt) == 0;
+  pthread_attr_destroy(&a);
+  return ok;
+}
+
+/* after member's call on rank's stream (start recorded before it): the
+ * event after it and start to the watchdog; a failed record or push goes
+ * unwatched */
+static void watch_push(dt_runtime *rt, nccl_group *g, int rank,
+                       const sim_coll_call *k, void *start) {
+  runtime_nccl *r = rt->nccl;
+  const runtime_backend *b = rt->backend;
   nccl_watch *w = malloc(sizeof *w);
-  if (!w) return;
-  if (!(w->ev = rt->backend->event_record(rt, rank))) {
+  void *end = w ? b->event_record(rt, rank) : NULL;
+  if (!end) {
     free(w);
+    b->event_destroy(start);
     return;
   }
-  *w = (nccl_watch){.g = g, .ev = w->ev, .rank = rank, .member = k->member,
-                    .seq = k->seq, .deadline = mono_ns() + timeout};
+  *w = (nccl_watch){.g = g, .start = start, .end = end, .rank = rank,
+                    .member = k->member, .seq = k->seq};
   pthread_mutex_lock(&r->wlock);
-  if (!r->started && !r->stop)
-    r->started = pthread_create(&r->thread, NULL, watch_main, rt) == 0;
+  if (!r->started && !r->stop) r->started = watch_start(rt);
   if (r->started && !r->stop) {
     w->next = r->pushed;
     r->pushed = w;
@@ -385,10 +426,7 @@ static void watch_push(dt_runtime *rt, nccl_group *g, int rank,
     w = NULL;
   }
   pthread_mutex_unlock(&r->wlock);
-  if (w) { /* no watchdog thread */
-    rt->backend->event_destroy(w->ev);
-    free(w);
-  }
+  if (w) watch_free(b, w); /* no watchdog thread */
 }
 
 static void watch_stop(dt_runtime *rt) {
@@ -401,8 +439,7 @@ static void watch_stop(dt_runtime *rt) {
   if (started) pthread_join(r->thread, NULL);
   for (nccl_watch *w = r->pushed, *next; w; w = next) {
     next = w->next;
-    rt->backend->event_destroy(w->ev);
-    free(w);
+    watch_free(rt->backend, w);
   }
   r->pushed = NULL;
 }
@@ -414,12 +451,20 @@ dt_status runtime_nccl_call(void *ctx, int rank, const sim_coll_call *k) {
   nccl_group *g = group_of(rt->nccl, k, why, sizeof why);
   if (!g) return fail(rt, rank, k, why);
   int me = k->member, bad = 0;
+  const char *fault = runtime_rank_fault_of(rt, rank);
+  /* the watchdog's first event, before the call and outside the lock */
+  void *start = sim_coll_world_timeout(rt->coll) > 0
+                    ? rt->backend->event_record(rt, rank) : NULL;
   pthread_mutex_lock(&g->mu[me]);
   /* acquire: pairs with break_group's release (broken_msg) */
   if (__atomic_load_n(&g->broken, __ATOMIC_ACQUIRE)) {
     snprintf(why, sizeof why, "the group's communicators were aborted after "
              "an earlier failure: %.300s", g->broken_msg);
     bad = 2;
+  } else if (fault) { /* its data must not spread: break the group */
+    snprintf(why, sizeof why, "this rank is faulty, so it takes part in no "
+             "collective (%.300s)", fault);
+    bad = 1;
   } else if (!g->comms[me] &&
              cuda_nccl_comm_init(&g->comms[me], k->n, g->id, me,
                                  rt->ranks[rank].gpu,
@@ -431,9 +476,10 @@ dt_status runtime_nccl_call(void *ctx, int rank, const sim_coll_call *k) {
     void *stream = cuda_rank_stream(rt->ranks[rank].dev_ctx);
     bad = issue(c, stream, k, why, sizeof why) ||
           cuda_nccl_check(c, why, sizeof why);
-    if (!bad) watch_push(rt, g, rank, k);
   }
   pthread_mutex_unlock(&g->mu[me]);
+  if (start && !bad) watch_push(rt, g, rank, k, start);
+  else if (start) rt->backend->event_destroy(start);
   if (bad == 1) {
     char msg[WHY + 64];
     snprintf(msg, sizeof msg, "rank %d (member %d): %s", rank, me, why);

@@ -201,6 +201,13 @@ static dt_status strided_to_host(dt_tensor *t, void *dst, size_t bytes,
   return st;
 }
 
+/* a fault marked while the rank waited for its stream (the work the copy
+ * read may have been cut short) fails the fetch */
+static dt_status fault_after_sync(dt_runtime *rt, int rank, dt_status st) {
+  const char *fault = st == DT_OK ? runtime_rank_fault_of(rt, rank) : NULL;
+  return fault ? core_error_set(DT_ERR_DEVICE, "%s", fault) : st;
+}
+
 static void device_to_host(exec_record *r, dt_runtime *rt, int rank) {
   dt_tensor *t = r->host.t;
   const runtime_backend *be = rt->backend;
@@ -209,6 +216,7 @@ static void device_to_host(exec_record *r, dt_runtime *rt, int rank) {
                                                   t->local.strides,
                                                   t->local.ndim)) {
     st = strided_to_host(t, r->host.dst, r->host.bytes, rt, rank);
+    st = fault_after_sync(rt, rank, st);
     sched_future_complete(r->future, st, st == DT_OK ? NULL : core_last_error());
     return;
   }
@@ -220,6 +228,7 @@ static void device_to_host(exec_record *r, dt_runtime *rt, int rank) {
     st = be->copy(rt, rank, r->host.dst, core_tensor_data(t), r->host.bytes,
                   RUNTIME_COPY_D2H);
   if (st == DT_OK) st = be->stream_sync(rt, rank);
+  st = fault_after_sync(rt, rank, st);
   sched_future_complete(r->future, st, st == DT_OK ? NULL : core_last_error());
 }
 

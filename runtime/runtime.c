@@ -48,13 +48,19 @@ void runtime_ref(dt_runtime *rt) {
   atomic_fetch_add_explicit(&rt->refcount, 1, memory_order_relaxed);
 }
 
+/* the fault of a rank whose message could not be copied */
+static char fault_no_memory[] = "a device fault (out of host memory for its "
+                                "message)";
+
 void runtime_unref(dt_runtime *rt) {
   /* acq_rel: every use happens-before the free */
   if (atomic_fetch_sub_explicit(&rt->refcount, 1, memory_order_acq_rel) != 1)
     return;
   runtime_dry_free(rt->dry);
-  for (int r = 0; r < rt->nranks; r++)
-    free(atomic_load_explicit(&rt->ranks[r].fault, memory_order_relaxed));
+  for (int r = 0; r < rt->nranks; r++) {
+    char *f = atomic_load_explicit(&rt->ranks[r].fault, memory_order_relaxed);
+    if (f != fault_no_memory) free(f);
+  }
   free(rt->ranks);
   free(rt);
 }
@@ -62,12 +68,13 @@ void runtime_unref(dt_runtime *rt) {
 void runtime_rank_fault(dt_runtime *rt, int rank, const char *msg) {
   size_t n = strlen(msg) + 1;
   char *m = malloc(n), *none = NULL;
-  if (!m) return;
-  memcpy(m, msg, n);
+  if (m) memcpy(m, msg, n);
+  else m = fault_no_memory;
   /* release: the message's bytes before the pointer; the first stays */
   if (!atomic_compare_exchange_strong_explicit(&rt->ranks[rank].fault, &none,
                                                m, memory_order_release,
-                                               memory_order_relaxed))
+                                               memory_order_relaxed) &&
+      m != fault_no_memory)
     free(m);
 }
 

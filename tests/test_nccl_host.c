@@ -43,28 +43,37 @@ static void (*fake_counts)(int *out);
 static dt_runtime rt;
 static cuda_rank ranks_ctx[N];
 
-/* the backend's events, as the watchdog sees them: done when the test
- * says the GPU finished (events_done); each recorded one destroyed once */
-static atomic_bool events_done = true;
-static atomic_int ev_records, ev_destroys;
-typedef struct fake_event { int magic; } fake_event;
+/* the backend's events, as the watchdog sees them. Each call records
+ * two on its rank (before and after the call: even and odd in the rank's
+ * order); which are done is the test's: ev_mode 0 all (the GPU keeps up),
+ * 1 the ones before the calls only (a call that never finishes), 2 none
+ * (the stream is still busy with earlier work). Checks on the watchdog
+ * thread are counted in ev_bad and asserted on the test's thread. */
+enum { EV_ALL, EV_HANG, EV_BACKLOG };
+static atomic_int ev_mode, ev_records, ev_destroys, ev_bad;
+static atomic_int ev_per_rank[N];
+typedef struct fake_event { int magic; bool before; } fake_event;
 static void *fake_record(dt_runtime *r, int rank) {
-  (void)r, (void)rank;
+  (void)r;
   fake_event *e = malloc(sizeof *e);
   if (e) {
     e->magic = 0x5eed;
+    e->before = atomic_fetch_add(&ev_per_rank[rank], 1) % 2 == 0;
     atomic_fetch_add(&ev_records, 1);
   }
   return e;
 }
 static bool fake_done(void *ev) {
-  assert_int_equal(((fake_event *)ev)->magic, 0x5eed);
-  return atomic_load(&events_done);
+  fake_event *e = ev;
+  if (e->magic != 0x5eed) atomic_fetch_add(&ev_bad, 1);
+  int mode = atomic_load(&ev_mode);
+  return mode == EV_ALL || (mode == EV_HANG && e->before);
 }
 static void fake_destroy(void *ev) {
-  assert_int_equal(((fake_event *)ev)->magic, 0x5eed);
-  ((fake_event *)ev)->magic = 0;
-  free(ev);
+  fake_event *e = ev;
+  if (e->magic != 0x5eed) atomic_fetch_add(&ev_bad, 1);
+  e->magic = 0;
+  free(e);
   atomic_fetch_add(&ev_destroys, 1);
 }
 static runtime_backend fake_backend = {
@@ -92,8 +101,10 @@ static void drop_runtime(void) {
   sim_coll_world_destroy(rt.coll);
   for (int r = 0; r < N; r++) free(atomic_load(&rt.ranks[r].fault));
   free(rt.ranks);
-  /* every event the calls recorded was dropped once */
+  /* every event the calls recorded was dropped once, none seen freed */
   assert_int_equal(atomic_load(&ev_records), atomic_load(&ev_destroys));
+  assert_int_equal(atomic_load(&ev_bad), 0);
+  for (int r = 0; r < N; r++) atomic_store(&ev_per_rank[r], 0);
 }
 
 static int counts_now(int i) {
@@ -236,7 +247,7 @@ static void call_fails(void **state) {
   assert_int_equal(counts_now(LIVE), 0);
   for (int r = 0; r < N; r++) {
     const char *f = runtime_rank_fault_of(&rt, r);
-    if (!f || !strstr(f, "aborted after another member of its group failed "
+    if (!f || !strstr(f, "aborted after a failure in its group "
                          "(rank 1 (member 1): ncclAllReduce"))
       fail_msg("rank %d: fault \"%s\"", r, f ? f : "(none)");
   }
@@ -249,25 +260,26 @@ static void call_fails(void **state) {
 }
 
 /* every member's call issued, the GPU never finishing it: the watchdog
- * breaks the group at the timeout (communicators aborted, ranks marked),
- * and the group refuses the next round */
+ * breaks the group a timeout after the calls started (communicators
+ * aborted, ranks marked); the group refuses the next round, and a faulty
+ * rank takes part in no other group's collective either */
 static void hang_detected(void **state) {
   (void)state;
-  static char group;
+  static char group, other;
   int aborts0 = counts_now(ABORTS);
   make_runtime(300LL * 1000000); /* 0.3 s */
-  atomic_store(&events_done, false);
+  atomic_store(&ev_mode, EV_HANG);
   member_call m[N];
+  double t0 = now_s();
   round_of(&group, N, N, SIM_COLL_KIND_ALL_REDUCE, m);
   for (int i = 0; i < N; i++)
     if (m[i].st != DT_OK) fail_msg("member %d: %s", i, m[i].msg);
-  double t0 = now_s();
   while (counts_now(ABORTS) - aborts0 < N && now_s() - t0 < 20) {
     struct timespec ts = {0, 5000000};
     nanosleep(&ts, NULL);
   }
   assert_int_equal(counts_now(ABORTS) - aborts0, N);
-  assert_true(now_s() - t0 >= 0.25); /* not before the timeout */
+  assert_true(now_s() - t0 >= 0.3); /* not before the timeout */
   for (int r = 0; r < N; r++) {
     const char *f = runtime_rank_fault_of(&rt, r);
     if (!f || !strstr(f, "did not finish on the GPU within 0.3 s"))
@@ -276,7 +288,37 @@ static void hang_detected(void **state) {
   round_of(&group, N, N, SIM_COLL_KIND_ALL_REDUCE, m);
   for (int i = 0; i < N; i++)
     expect_msg(&m[i], "did not finish on the GPU within 0.3 s");
-  atomic_store(&events_done, true);
+  int inits = counts_now(INITS);
+  round_of(&other, N, N, SIM_COLL_KIND_BROADCAST, m);
+  for (int i = 0; i < N; i++) expect_msg(&m[i], "faulty");
+  assert_int_equal(counts_now(INITS), inits); /* nothing made for it */
+  atomic_store(&ev_mode, EV_ALL);
+  drop_runtime();
+  assert_int_equal(counts_now(LIVE), 0);
+}
+
+/* calls queued behind other work: their clocks start when the streams
+ * reach them, so a backlog longer than the timeout is not a hang */
+static void backlog_not_hang(void **state) {
+  (void)state;
+  static char group;
+  int aborts0 = counts_now(ABORTS);
+  make_runtime(200LL * 1000000); /* 0.2 s */
+  atomic_store(&ev_mode, EV_BACKLOG);
+  member_call m[N];
+  round_of(&group, N, N, SIM_COLL_KIND_ALL_REDUCE, m);
+  for (int i = 0; i < N; i++)
+    if (m[i].st != DT_OK) fail_msg("member %d: %s", i, m[i].msg);
+  struct timespec ts = {0, 600000000}; /* three timeouts of backlog */
+  nanosleep(&ts, NULL);
+  atomic_store(&ev_mode, EV_ALL);
+  ts.tv_nsec = 100000000;
+  nanosleep(&ts, NULL);
+  assert_int_equal(counts_now(ABORTS) - aborts0, 0);
+  for (int r = 0; r < N; r++) assert_null(runtime_rank_fault_of(&rt, r));
+  round_of(&group, N, N, SIM_COLL_KIND_ALL_REDUCE, m);
+  for (int i = 0; i < N; i++)
+    if (m[i].st != DT_OK) fail_msg("member %d: %s", i, m[i].msg);
   drop_runtime();
   assert_int_equal(counts_now(LIVE), 0);
 }
@@ -297,6 +339,7 @@ int main(void) {
       cmocka_unit_test(member_absent),
       cmocka_unit_test(call_fails),
       cmocka_unit_test(hang_detected),
+      cmocka_unit_test(backlog_not_hang),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
