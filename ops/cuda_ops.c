@@ -447,6 +447,16 @@ static dt_status cu_index_select(dt_op_call *c) {
   return st == DT_OK && pos >= 0 ? index_error(c, val, pos, d, a_dim) : st;
 }
 
+/* cross_entropy's and its backward's bad target, in the CPU's words */
+static dt_status target_error(const dt_op_call *c, int64_t val, int64_t pos,
+                              int64_t nc, int64_t ignore) {
+  return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: target %lld (position "
+                        "%lld) is out of range for %lld classes (expected "
+                        "[0, %lld) or ignore_index %lld)", c->api,
+                        (long long)val, (long long)pos, (long long)nc,
+                        (long long)nc, (long long)ignore);
+}
+
 /* cross_entropy of [N, C] or [C] logits with class-index targets on one
  * rank's whole positions; probability targets, more dims and a DTensor
  * rank's share (its global mean) are the host fallback's. A bad target is
@@ -481,12 +491,7 @@ static dt_status cu_cross_entropy(dt_op_call *c) {
                          core_tensor_data(o), os, scratch))
     st = launch_failed(c);
   if (st == DT_OK) st = read_bad_index(c, bad, t, ts, &pos, &val);
-  if (st == DT_OK && pos >= 0)
-    st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: target %lld (position "
-                        "%lld) is out of range for %lld classes (expected "
-                        "[0, %lld) or ignore_index %lld)", c->api,
-                        (long long)val, (long long)pos, (long long)nc,
-                        (long long)nc, (long long)c->args[3].i);
+  if (st == DT_OK && pos >= 0) st = target_error(c, val, pos, nc, c->args[3].i);
   be->free(rt, rank, scratch);
   return st;
 }
@@ -575,12 +580,7 @@ static dt_status cu_cross_entropy_backward(dt_op_call *c) {
     st = launch_failed(c);
   if (st == DT_OK) st = read_bad_index(c, scratch + 8, t, ts, &pos, &val);
   rt_of(o)->backend->free(rt_of(o), rank_of(o), scratch);
-  if (st == DT_OK && pos >= 0)
-    st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: target %lld (position "
-                        "%lld) is out of range for %lld classes (expected "
-                        "[0, %lld) or ignore_index %lld)", c->api,
-                        (long long)val, (long long)pos, (long long)nc,
-                        (long long)nc, (long long)c->args[4].i);
+  if (st == DT_OK && pos >= 0) st = target_error(c, val, pos, nc, c->args[4].i);
   return st;
 }
 
