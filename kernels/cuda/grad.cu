@@ -59,15 +59,7 @@ __global__ void ce_grad_kernel(int64_t m, int64_t nc, int64_t rs, int64_t cs,
     for (int64_t i = lane_of<G>(); i < nc; i += G) ro[i * ocs] = ct_store<T>(0);
     return;
   }
-  double mx = -INFINITY;
-  for (int64_t i = lane_of<G>(); i < nc; i += G)
-    mx = pick(2, mx, (double)ct_load(rx[i * cs]));
-  mx = group_reduce<G>(2, mx, smem);
-  double s = 0;
-  for (int64_t i = lane_of<G>(); i < nc; i += G)
-    s += exp((double)ct_load(rx[i * cs]) - mx);
-  s = group_reduce<G>(0, s, smem);
-  double lse = mx != mx || isinf(mx) ? mx : mx + log(s);
+  double lse = row_lse<T, G>(rx, nc, cs, smem, nullptr);
   double w = (double)ct_load(g[reduction == 2 ? row * gs : 0]);
   if (reduction == 0) w /= *count;
   double uni = eps / (double)nc;

@@ -203,19 +203,8 @@ __global__ void ce_kernel(int64_t m, int64_t nc, int64_t rs, int64_t cs,
   int64_t row = row_of<G>();
   if (row >= m) return;
   const T *rx = x + row * rs;
-  double mx = -INFINITY;
-  for (int64_t i = lane_of<G>(); i < nc; i += G)
-    mx = pick(2, mx, (double)ct_load(rx[i * cs]));
-  mx = group_reduce<G>(2, mx, smem);
-  double s = 0, sx = 0;
-  for (int64_t i = lane_of<G>(); i < nc; i += G) {
-    double v = (double)ct_load(rx[i * cs]);
-    s += exp(v - mx);
-    sx += v;
-  }
-  s = group_reduce<G>(0, s, smem);
-  if (eps != 0) sx = group_reduce<G>(0, sx, smem);
-  double lse = mx != mx || isinf(mx) ? mx : mx + log(s);
+  double sx = 0;
+  double lse = row_lse<T, G>(rx, nc, cs, smem, eps != 0 ? &sx : nullptr);
   if (lane_of<G>() != 0) return;
   int64_t c = (int64_t)t[row * ts];
   double l = 0, counted = 0;

@@ -9,6 +9,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "kernels/cuda/dtype.cuh"
+
 namespace {
 
 __device__ __forceinline__ void offsets(int64_t i, int n, const int64_t *sz,
@@ -61,6 +63,27 @@ template <int G> __device__ int64_t row_of() {
 }
 template <int G> __device__ int lane_of() {
   return G == 32 ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
+}
+
+/* the log-sum-exp of the group's row of nc values at stride cs (a NaN or
+ * infinite max is the lse), and its plain sum into *sum unless NULL (the
+ * same for every lane of the group) */
+template <typename T, int G>
+__device__ double row_lse(const T *rx, int64_t nc, int64_t cs, double *smem,
+                          double *sum) {
+  double mx = -INFINITY;
+  for (int64_t i = lane_of<G>(); i < nc; i += G)
+    mx = pick(2, mx, (double)ct_load(rx[i * cs]));
+  mx = group_reduce<G>(2, mx, smem);
+  double s = 0, sx = 0;
+  for (int64_t i = lane_of<G>(); i < nc; i += G) {
+    double v = (double)ct_load(rx[i * cs]);
+    s += exp(v - mx);
+    sx += v;
+  }
+  s = group_reduce<G>(0, s, smem);
+  if (sum) *sum = group_reduce<G>(0, sx, smem);
+  return mx != mx || isinf(mx) ? mx : mx + log(s);
 }
 
 /* launches k<T, 32> (8 rows per block) or k<T, 1024> (a row per block) */
