@@ -1,4 +1,4 @@
-/* Helpers shared by the public entry points (runtime/api_*.c). */
+/* Helpers shared by the public entry points (api/*.c). */
 #ifndef API_API_H
 #define API_API_H
 

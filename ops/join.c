@@ -3,7 +3,7 @@
  * Both make one fresh contiguous output and copy each input into its slice
  * of it with the strided copy kernel (any input strides, any input dtype →
  * the promoted output dtype). split and chunk are not ops: they are
- * composites of narrow (runtime/api_join.c).
+ * composites of narrow (api/join.c).
  *
  * PyTorch rules kept here:
  * - cat: every input has the same ndim (>= 1) and the same sizes except in
@@ -22,7 +22,7 @@ static bool cat_skipped(const dt_tensor *t) {
   return t->local.ndim == 1 && t->local.sizes[0] == 0;
 }
 
-/* The public entry points (runtime/api_join.c) validate the list itself:
+/* The public entry points (api/join.c) validate the list itself:
  * n >= 1 and no NULL entry; here that is an invariant. */
 static void assert_list(const dt_op_call *c) {
   CORE_ASSERT(c->args[0].list.n >= 1 && c->args[0].list.v);

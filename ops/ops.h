@@ -178,7 +178,7 @@ static inline dt_dtype ops_copy_type(dt_dtype dst, dt_dtype src) {
 }
 
 /* True when the product of sizes, a size 0 counted as 1, fits int64: then
- * numel fits, and so do the contiguous strides (runtime/tensor.c) of a
+ * numel fits, and so do the contiguous strides (core/tensor.c) of a
  * tensor of these sizes — a 0 elsewhere must not hide an overflow of the
  * rest, as core_numel_checked lets it. The shape check of every op that
  * makes a new shape (factories, view, reshape, expand). */

@@ -1,5 +1,5 @@
 /* The op registry: name, schema, infer and CPU kernel per op id, generated
- * from runtime/op_table.h. */
+ * from core/op_list.h. */
 #include <math.h>
 
 #include "ops/ops.h"

@@ -22,7 +22,7 @@
 
 #include "kernels/cpu/cpu.h"
 
-/* in the order of the reduction ops in runtime/op_table.h (sum .. argmin) */
+/* in the order of the reduction ops in core/op_list.h (sum .. argmin) */
 typedef enum cpu_reduce_op {
   CPU_REDUCE_SUM, CPU_REDUCE_MEAN, CPU_REDUCE_MAX, CPU_REDUCE_MIN,
   CPU_REDUCE_PROD, CPU_REDUCE_ARGMAX, CPU_REDUCE_ARGMIN, CPU_REDUCE_COUNT
