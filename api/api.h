@@ -1,4 +1,4 @@
-/* Helpers shared by the public entry points (api/*.c). */
+/* Helpers shared by the public entry points (the files of api/). */
 #ifndef API_API_H
 #define API_API_H
 

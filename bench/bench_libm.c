@@ -12,8 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__clang__)
+/* `omp simd` is a request: clang says when it cannot vectorise a libm call */
+#pragma clang diagnostic ignored "-Wpass-failed"
+#endif
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && \
-    !defined(__SANITIZE_THREAD__)
+    !defined(__SANITIZE_THREAD__) && !defined(__clang__)
 #define LIBM_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else

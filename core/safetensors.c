@@ -369,7 +369,7 @@ dt_status core_st_parse_bytes(const unsigned char *data, size_t size,
                               dt_safetensors_info *out, const char *fn,
                               const char *path) {
   memset(out, 0, sizeof *out);
-  uint64_t n;
+  uint64_t n = 0; /* set when the check passes; -O3 cannot see that */
   dt_status st = core_st_check_prefix(data, size, size, &n, fn, path);
   if (st != DT_OK) return st;
   return core_st_parse_header((const char *)data + 8, (size_t)n, size, out, fn,

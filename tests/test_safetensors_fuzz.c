@@ -28,9 +28,9 @@ static const char *const seeds[] = {
     "{\"__metadata__\":{\"format\":\"pt\"},\"w\":{\"dtype\":\"BF16\",\"shape\":[4],"
     "\"data_offsets\":[8,16]},\"b\":{\"dtype\":\"I64\",\"shape\":[1],"
     "\"data_offsets\":[0,8]}}  ",
-    "{\"x\":{\"dtype\":\"BOOL\",\"shape\":[],\"data_offsets\":[0,1]},"
-    "\"y\":{\"dtype\":\"U8\",\"shape\":[0,5],\"data_offsets\":[1,1]},"
-    "\"z\":{\"dtype\":\"I16\",\"shape\":[3],\"data_offsets\":[1,7]}}",
+    ("{\"x\":{\"dtype\":\"BOOL\",\"shape\":[],\"data_offsets\":[0,1]},"
+     "\"y\":{\"dtype\":\"U8\",\"shape\":[0,5],\"data_offsets\":[1,1]},"
+     "\"z\":{\"dtype\":\"I16\",\"shape\":[3],\"data_offsets\":[1,7]}}"),
     "{\"\xc3\xa9t\xc3\xa9\":{\"dtype\":\"F64\",\"shape\":[1,1],\"data_offsets\":[0,8]},"
     "\"h\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[8,12]}}",
     "{}",

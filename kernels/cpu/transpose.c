@@ -50,7 +50,11 @@ static void tile(char *o, const char *a, int64_t os0, int64_t os1,
  * and an element costs no scalar load (the scalar version: 64 loads and
  * 48 inserts per tile). Bits are copied, whatever the 4-byte type. */
 typedef uint32_t v8u __attribute__((vector_size(32)));
+#if defined(__clang__) /* the same shuffle, spelt with constant indices */
+#define SHUF(x, y, ...) __builtin_shufflevector((x), (y), __VA_ARGS__)
+#else
 #define SHUF(x, y, ...) __builtin_shuffle((x), (y), (v8u){__VA_ARGS__})
+#endif
 static inline __attribute__((always_inline)) void
 micro8_4(char *restrict o, const char *restrict a, int64_t os1, int64_t as0) {
   v8u r[8], t[8], s[8];

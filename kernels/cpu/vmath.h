@@ -55,13 +55,18 @@
 /* ThreadSanitizer: the ifunc resolvers run during relocation, before the
  * TSan runtime is up, and crash the program: no clones there */
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && \
-    !defined(DTORCH_NO_CLONES) && !defined(__SANITIZE_THREAD__)
+    !defined(DTORCH_NO_CLONES) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__clang__) /* clang: no arch= clones; the default code only */
 #define CPU_CLONES                                                      \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #define CPU_HAVE_CLONES 1 /* ifunc resolvers may run (kernels/cpu/stream.c) */
 /* an ifunc resolver runs during relocation, before the sanitizers' runtimes
  * are up: no instrumentation in it (GCC's own clone resolvers have none) */
+#if defined(__clang__)
+#define CPU_RESOLVER __attribute__((used, no_sanitize("address", "undefined")))
+#else
 #define CPU_RESOLVER __attribute__((no_sanitize_address, no_sanitize_undefined))
+#endif
 #else
 #define CPU_CLONES
 #define CPU_HAVE_CLONES 0
