@@ -1,4 +1,4 @@
-# Installing dtorch (issue 16): the headers, libdtorch.so with a versioned
+# Installing dtorch: the headers, libdtorch.so with a versioned
 # SONAME and only dt_ symbols exported, libdtorch.a, dtorch.pc and the CMake
 # package (dtorchConfig.cmake: dtorch::dtorch, dtorch::dtorch_static).
 # Included from CMakeLists.txt after the library targets; docs/abi.md.

@@ -3,7 +3,7 @@
  * the GPU count, so that tests check every rule without a GPU.
  *
  *  - one rank per GPU: rank i on GPU i, when there are enough GPUs;
- *  - N ranks on one GPU (seed 003): DTORCH_DTENSOR_IN_SAME_DEVICE=1 (or
+ *  - N ranks on one GPU (single-GPU emulation): DTORCH_DTENSOR_IN_SAME_DEVICE=1 (or
  *    true); DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE sets N when
  *    neither options.num_ranks nor DTORCH_NUM_RANKS does (default 8);
  *    collectives are then emulated in device memory (NCCL refuses two

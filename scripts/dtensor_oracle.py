@@ -22,7 +22,7 @@ prints a line per op:
              dtorch lacks (exit status 1 when any)
 then the cached 4x4 DTensor add on a 2x4 mesh: PyTorch's time per op in
 this process against `dtorch bench dispatch --only dtensor_add_hit` run
-next (the issue's anchor: PyTorch 6.3x its plain add, dtorch <= 2x).
+next (the target: PyTorch costs 6.3x its plain add, dtorch at most 2x).
 """
 import argparse
 import ctypes

@@ -2,7 +2,7 @@
 # Installs the build to a prefix under the build dir and builds examples
 # out of tree against the installed copy, as a user would:
 #   scripts/install-test.sh BUILD_DIR SOURCE_DIR
-# 1. pkg-config: quickstart.c, seed003_api.c and hello.c (the README's)
+# 1. pkg-config: quickstart.c, api_guide.c and hello.c (the README's)
 #    on the shared library,
 #    quickstart.c on libdtorch.a (pkg-config --static);
 # 2. CMake: tests/install/CMakeLists.txt (find_package(dtorch CONFIG)).
@@ -35,7 +35,7 @@ soname=$(readelf -d "$prefix/lib/libdtorch.so" | sed -n 's/.*Library soname: \[\
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 [ "$(pkg-config --modversion dtorch)" = "$version" ] || fail "dtorch.pc version"
 libdir=$(pkg-config --variable=libdir dtorch)
-for ex in quickstart seed003_api hello; do
+for ex in quickstart api_guide hello; do
   cc -std=c11 -O1 -o "$work/pc_$ex" "$src/examples/$ex.c" \
      $(pkg-config --cflags --libs dtorch) -lm -Wl,-rpath,"$libdir"
   echo "== pkg-config, shared: $ex"
@@ -58,7 +58,7 @@ cmake -S "$src/tests/install" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefi
   { cat "$work/cmake-configure.log"; fail "find_package(dtorch) failed"; }
 cmake --build "$work/cmake-build" -j 2 >"$work/cmake-build.log" ||
   { cat "$work/cmake-build.log"; fail "the CMake consumer does not build"; }
-for ex in quickstart seed003_api hello quickstart_static; do
+for ex in quickstart api_guide hello quickstart_static; do
   echo "== CMake: $ex"
   "$work/cmake-build/$ex" >"$work/cmake_$ex.out" || { cat "$work/cmake_$ex.out"; fail "$ex failed"; }
   tail -1 "$work/cmake_$ex.out"

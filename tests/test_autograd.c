@@ -1,4 +1,4 @@
-/* Autograd (issue 11): for every differentiable op of the library,
+/* Autograd: for every differentiable op of the library,
  *   - the gradient of sum(op(x) * w) for random w equals central finite
  *     differences in float64 (an independent reference: only forward
  *     values enter it);

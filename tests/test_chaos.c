@@ -1,4 +1,4 @@
-/* Chaos scheduling (issue 14, item 3): a sweep of seeds over a program
+/* Chaos scheduling: a sweep of seeds over a program
  * that mixes controller DTensor ops with redistributions (two issuing
  * threads), stolen elementwise chunks and an SPMD run with collectives
  * changes no result (bitwise) against the run without chaos; decisions

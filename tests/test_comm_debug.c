@@ -1,4 +1,4 @@
-/* Communication debugging (issue 13, item 3): collectives attributed to
+/* Communication debugging: collectives attributed to
  * the function and labels that caused them; totals equal dt_comm_count's;
  * the table and the JSON word for word; errors; per thread. */
 #include <stdio.h>

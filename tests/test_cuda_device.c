@@ -131,7 +131,7 @@ static void parse_env(void **state) {
 
 static void rank_count(void **state) {
   (void)state;
-  assert_int_equal(runtime_cuda_rank_count(0, true, 0, 1), 8);  /* seed 003 */
+  assert_int_equal(runtime_cuda_rank_count(0, true, 0, 1), 8);  /* the guide's default */
   assert_int_equal(runtime_cuda_rank_count(0, true, 3, 1), 3);
   assert_int_equal(runtime_cuda_rank_count(5, true, 3, 1), 5);  /* asked wins */
   assert_int_equal(runtime_cuda_rank_count(0, false, 3, 4), 4); /* per GPU */

@@ -1,4 +1,4 @@
-/* Dry runs (issue 14, item 6): the same program on a real and a dry-run
+/* Dry runs: the same program on a real and a dry-run
  * runtime issues the same collectives with the same bytes; the
  * alpha-beta time of one all-reduce equals the formula computed here;
  * per-rank memory peaks and their return to zero; values cannot be

@@ -1,4 +1,4 @@
-/* Fault injection by kind (issue 14, item 4): each kind fires at the n-th
+/* Fault injection by kind: each kind fires at the n-th
  * event on the chosen rank, the failure reaches exactly the work that
  * depends on it with the original cause, other work completes (checked
  * against values computed here), nothing hangs (the watchdog is far

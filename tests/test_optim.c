@@ -1,4 +1,4 @@
-/* Optimisers (issue 11): SGD (momentum, nesterov, weight decay) and AdamW
+/* Optimisers: SGD (momentum, nesterov, weight decay) and AdamW
  * against naive double-precision loops of PyTorch's update rules, on
  * single-device parameters and on DTensor parameters whose gradients
  * arrive Partial(sum) (data parallelism: the step all-reduces them);

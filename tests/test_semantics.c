@@ -1,4 +1,4 @@
-/* Op semantics equal to PyTorch's, case by case (issue 9). Every expected
+/* Op semantics equal to PyTorch's, case by case. Every expected
  * value here is PyTorch 2.15's result on CPU for the same inputs (written
  * down from torch, or worked by hand from its documented rules), never
  * dtorch's own output. */

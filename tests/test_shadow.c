@@ -1,4 +1,4 @@
-/* Shadow comparison (issue 13, item 5): correct programs report nothing,
+/* Shadow comparison: correct programs report nothing,
  * forward and backward; a real divergence (float16 partial sums rounded
  * per rank) is reported at the right op with its labels and placements;
  * the checks' own gathers do not show in dt_comm_count; errors; the

@@ -1,4 +1,4 @@
-/* SPMD mode (issue 14, items 1-2): every collective on local tensors
+/* SPMD mode: every collective on local tensors
  * against a naive host computation, over the world, mesh dims and rank
  * lists; SPMD versions of a TP MLP and a DP step equal the controller
  * runs; DTensors from / to local shards; desyncs of every kind named with

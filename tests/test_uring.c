@@ -1,4 +1,4 @@
-/* Completions in the caller's io_uring (issue 12, item 1): a future's
+/* Completions in the caller's io_uring: a future's
  * completion arrives as a CQE {user_data, res} in a ring the test owns —
  * success (res 0, the data there), failure (res -status), an already
  * complete future, four threads' futures at once; errors word for word. */

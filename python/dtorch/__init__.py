@@ -1,5 +1,5 @@
 """dtorch: PyTorch's tensor API on dtorch's runtime, with distributed
-tensors (DeviceMesh + placements) as seed 003 describes.
+tensors (DeviceMesh + placements) as the DTorch Python API describes them.
 
     import dtorch
     a = dtorch.randn(4, 8)

@@ -13,11 +13,11 @@ import pathlib
 
 SONAME = "libdtorch.so.0"
 
-# seed 003, section 6: the number of emulated devices; dtorch always
+# the DTorch API's number of emulated devices; dtorch always
 # emulates ranks in one process, DTORCH_NUM_RANKS is its own name for it
-_SEED_NUM = "DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE"
-if _SEED_NUM in os.environ and "DTORCH_NUM_RANKS" not in os.environ:
-    os.environ["DTORCH_NUM_RANKS"] = os.environ[_SEED_NUM]
+_EMU_NUM = "DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE"
+if _EMU_NUM in os.environ and "DTORCH_NUM_RANKS" not in os.environ:
+    os.environ["DTORCH_NUM_RANKS"] = os.environ[_EMU_NUM]
 
 
 def _candidates():

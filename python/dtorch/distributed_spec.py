@@ -1,9 +1,9 @@
-"""Device meshes and placements (seed 003: ``from dtorch.distributed_spec
+"""Device meshes and placements (the DTorch API: ``from dtorch.distributed_spec
 import DeviceMesh, init_device_mesh, Shard, Replicate, Partial``).
 
 A mesh arranges ranks of dtorch's runtime (this thread's, by default the
 process's default runtime: DTORCH_NUM_RANKS ranks, or 8). dtorch runs
-every rank in this process (the seed's "single-device emulation", always
+every rank in this process (the DTorch API's "single-device emulation", always
 on), so a mesh of device_type "cuda" is emulated on CPU ranks when the
 runtime has no CUDA ranks (a library without the CUDA backend, no GPU, or
 a runtime not made with device="cuda"): a ``DTorchEmulationWarning`` says

@@ -1,4 +1,4 @@
-"""Seed 003's snippets, as the document writes them (section by section),
+"""The DTorch API guide's snippets, as the guide writes them (section by section),
 each followed by checks of what the document says happens, against torch
 computing the same thing on the fetched inputs."""
 import asyncio

@@ -1,8 +1,9 @@
-/* Seed 003's snippets (the DTorch API document), translated to C, one
- * function per section; each checks what the document says happens and the
- * program exits non-zero if anything differs. Public API only. Four ranks
- * stand in for the document's four GPUs (its "single-GPU emulation" is how
- * dtorch always runs). */
+/* The DTorch API guide's snippets (meshes, placements, distribute,
+ * redistribute, async fetch), translated to C, one function per section;
+ * each checks what the guide says happens and the program exits non-zero
+ * if anything differs. Public API only. Four ranks stand in for the
+ * guide's four GPUs (its "single-GPU emulation" is how dtorch always
+ * runs). */
 #include <dtorch/dtorch.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@ static int failures;
 #define CHECK(cond, what)                                                   \
   do {                                                                      \
     if (!(cond)) {                                                          \
-      fprintf(stderr, "seed003: %s failed: %s\n", what, dt_last_error());  \
+      fprintf(stderr, "api_guide: %s failed: %s\n", what, dt_last_error());  \
       failures++;                                                           \
     }                                                                       \
   } while (0)
@@ -143,6 +144,6 @@ int main(void) {
   async_fetch();
   dt_mesh_release(mesh);
   dt_runtime_destroy(rt);
-  printf("seed 003 snippets: %s\n", failures ? "FAILED" : "all as documented");
+  printf("API guide snippets: %s\n", failures ? "FAILED" : "all as documented");
   return failures ? 1 : 0;
 }
