@@ -2,7 +2,7 @@
  * argument checks naming the function, then the layer. */
 #include "api/api.h"
 #include "dispatch/autograd.h"
-#include "mesh/dtensor.h"
+#include "mesh/handle.h"
 
 static int64_t numel(const dt_tensor *t) {
   int64_t n = 1;

@@ -1,11 +1,11 @@
 /* Public entry points: DTensor queries, local shards, redistribute and
- * communication counting (mesh/dtensor.c, mesh/redistribute.c).
+ * communication counting (mesh/handle.c, mesh/redistribute.c).
  * Each forwards to the layer that implements it; the messages those
  * raise name the public function. */
 #include "core/error.h"
 #include "dispatch/autograd.h"
-#include "dispatch/dtensor.h"
-#include "mesh/dtensor.h"
+#include "dispatch/propagate.h"
+#include "mesh/handle.h"
 
 /* a redistribute of a tensor that requires grad is a graph node */
 static dt_tensor *recorded(dt_tensor *in, dt_tensor *out, const char *fn) {

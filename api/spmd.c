@@ -1,4 +1,4 @@
-/* Public entry points of SPMD mode (runtime/spmd.c, mesh/spmd.c): the
+/* Public entry points of SPMD mode (runtime/spmd_run.c, mesh/spmd_coll.c): the
  * run, the collectives on local tensors with their call sites, and
  * DTensors from / to a rank's local tensor. */
 #include <stdio.h>
@@ -6,10 +6,10 @@
 
 #include "core/error.h"
 #include "dispatch/shadow.h"
-#include "mesh/spmd.h"
+#include "mesh/spmd_coll.h"
 #include "runtime/dry.h"
 #include "runtime/runtime.h"
-#include "runtime/spmd.h"
+#include "runtime/spmd_run.h"
 
 dt_status dt_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
   return runtime_spmd_run(rt, fn, arg);

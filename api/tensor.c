@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "mesh/dtensor.h"
+#include "mesh/handle.h"
 #include "ops/ops.h"
 #include "runtime/exec.h"
 #include "runtime/runtime.h"

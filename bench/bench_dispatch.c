@@ -22,7 +22,7 @@
 #include <time.h>
 
 #include "bench/bench.h"
-#include "dispatch/dtensor.h"
+#include "dispatch/propagate.h"
 #include "dtorch/dtorch.h"
 
 static double cpu_now(void) {

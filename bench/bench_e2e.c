@@ -42,7 +42,7 @@
 #include "bench/bench.h"
 #include "bench/bench_stream.h"
 #include "dtorch/dtorch.h"
-#include "mesh/dtensor_exec.h"
+#include "mesh/rank_work.h"
 #include "runtime/runtime.h"
 #include "sched/pool.h"
 

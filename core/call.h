@@ -75,7 +75,7 @@ typedef struct core_meta {
 } core_meta;
 
 /* What a rank's kernel knows of the global tensors while it runs its part
- * of a DTensor op (dispatch/dtensor_exec.c); NULL for a single-device op.
+ * of a DTensor op (dispatch/rank_op.c); NULL for a single-device op.
  * Per argument position (tensor arguments only): the global shape, the
  * global offset of the local view the kernel gets, and the rank's whole
  * local tensor of that argument before it was narrowed to the view (a

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fault.h"
+#include "core/host_alloc.h"
 #include "core/tensor.h"
 
 void core_storage_retain(core_storage *s) {

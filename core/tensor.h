@@ -72,7 +72,7 @@ typedef struct core_spec {
   uint64_t key_hash;
   int64_t key[2 + 2 * DT_MAX_DIMS];
   int dry_es;   /* a dry run's spec: its element size, for the per-rank
-                   memory counts (mesh/dtensor.c); 0 otherwise */
+                   memory counts (mesh/handle.c); 0 otherwise */
 } core_spec;
 
 /* A tensor's autograd state (dispatch/autograd.c owns what follows this

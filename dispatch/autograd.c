@@ -34,8 +34,8 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "dispatch/dispatch.h"
-#include "dispatch/dtensor.h"
-#include "mesh/dtensor.h"
+#include "dispatch/propagate.h"
+#include "mesh/handle.h"
 #include "ops/ops.h"
 
 #define AG_REDISTRIBUTE ((int)CORE_OP_COUNT) /* a node's op: dt_redistribute */

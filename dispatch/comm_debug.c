@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "dispatch/shadow.h"
-#include "mesh/dtensor.h"
+#include "mesh/handle.h"
 #include "mesh/mesh.h"
 #include "mesh/plan.h"
 

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "dispatch/autograd.h"
-#include "dispatch/dtensor.h"
+#include "dispatch/propagate.h"
 #include "dispatch/intercept.h"
 #include "ops/ops.h"
 #include "runtime/backend.h"

@@ -30,11 +30,11 @@
 #include "dispatch/autograd.h"
 #include "dispatch/dispatch.h"
 #include "kernels/cpu/cpu.h"
-#include "mesh/dtensor.h"
+#include "mesh/handle.h"
 #include "mesh/mesh.h"
-#include "mesh/spmd.h"
+#include "mesh/spmd_coll.h"
 #include "runtime/exec.h"
-#include "runtime/spmd.h"
+#include "runtime/spmd_run.h"
 
 #define LABELS 16
 #define DEFAULT_TOLERANCE 1e-4

@@ -1,4 +1,4 @@
-/* The per-thread sharding cache (dtensor.h): a set-associative table of
+/* The per-thread sharding cache (propagate.h): a set-associative table of
  * SETS x WAYS entries per thread, each a malloc'd (key words, plan). A
  * lookup hashes the key words, reads one set of this thread's table and
  * compares words: no lock, no atomic, no shared cache line. A full set
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/tensor.h"
-#include "dispatch/dtensor.h"
+#include "dispatch/propagate.h"
 #include "mesh/mesh.h"
 
 #define SETS 1024 /* a transformer step has a few hundred keys: 256 sets overflowed some */

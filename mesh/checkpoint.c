@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "kernels/cpu/cpu.h"
-#include "mesh/dtensor.h"
+#include "mesh/handle.h"
 #include "mesh/shard.h"
 #include "runtime/backend.h"
 #include "runtime/exec.h"

@@ -19,8 +19,8 @@
 
 #include "core/error.h"
 #include "core/safetensors.h"
-#include "mesh/dtensor.h"
-#include "mesh/dtensor_exec.h"
+#include "mesh/handle.h"
+#include "mesh/rank_work.h"
 #include "mesh/shard.h"
 #include "runtime/backend.h"
 #include "runtime/exec.h"

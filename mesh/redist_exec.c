@@ -9,9 +9,9 @@
 #include <time.h>
 
 #include "core/error.h"
-#include "core/fault.h"
+#include "core/host_alloc.h"
 #include "kernels/cpu/cpu.h"
-#include "mesh/dtensor_exec.h"
+#include "mesh/rank_work.h"
 #include "mesh/shard.h"
 #include "runtime/backend.h"
 #include "sim/collectives.h"

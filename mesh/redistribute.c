@@ -1,13 +1,13 @@
 /* mesh_redistribute and friends on the issuing thread: validate, plan (one
  * step per mesh dim that changes, mesh/plan.c), count the collectives for
  * dt_comm_count, make the output handle and publish one record that every
- * mesh rank runs (dtensor_exec.c). Another mesh (PyTorch refuses this):
+ * mesh rank runs (rank_work.c). Another mesh (PyTorch refuses this):
  * replicate on the source mesh, then each target rank pulls its box. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "mesh/dtensor_exec.h"
+#include "mesh/rank_work.h"
 #include "mesh/shard.h"
 #include "runtime/dry.h"
 #include "runtime/exec.h"

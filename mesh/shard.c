@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/fault.h"
+#include "core/host_alloc.h"
 #include "runtime/backend.h"
 #include "runtime/runtime.h"
-#include "sched/fault.h"
+#include "sched/fault_table.h"
 
 mesh_box mesh_box_of(const dt_mesh *m, const dt_placement *pl,
                      const dt_shape *shape, int idx) {

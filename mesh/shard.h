@@ -1,5 +1,5 @@
 /* A mesh rank's shard buffers, shared by everything the ranks run for
- * DTensor records (mesh/dtensor_exec.c, mesh/redist_exec.c): the box a
+ * DTensor records (mesh/rank_work.c, mesh/redist_exec.c): the box a
  * rank holds, contiguous views of box-shaped buffers, and a rank's device
  * memory for one record with its first error. A rank that failed (out of
  * memory, a failed input) allocates nothing more: it abstains from the

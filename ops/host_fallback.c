@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/fault.h"
+#include "core/host_alloc.h"
 #include "core/tensor.h"
 #include "ops/ops.h"
 #include "runtime/backend.h"

@@ -17,14 +17,14 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "core/fault.h"
+#include "core/host_alloc.h"
 #include "core/tensor.h"
 #include "kernels/cpu/cpu.h"
-#include "sched/fault.h"
+#include "sched/fault_table.h"
 #include "sched/future.h"
 #include "runtime/dry.h"
-#include "runtime/spmd.h"
-#include "sched/trace.h"
+#include "runtime/spmd_run.h"
+#include "sched/trace_recorder.h"
 #include "sim/collectives.h"
 
 /* A barrier of a device backend (CUDA): ranks arrive when their streams
@@ -87,7 +87,7 @@ static void pin_to_cpu(int rank) {
  * /proc/<pid>/task/<tid>/comm show), so a stack or profile says which rank
  * it is. (BLAS needs nothing here: the runtime set OpenBLAS to one thread
  * process-wide before starting the ranks.) Marks the thread for host
- * allocation fault injection (core/fault.h). Brings up the rank's device
+ * allocation fault injection (core/host_alloc.h). Brings up the rank's device
  * (runtime_backend.rank_init). */
 void runtime_exec_rank_init(void *ctx, int rank) {
   char name[16]; /* the kernel's limit, with the NUL */
@@ -323,7 +323,7 @@ static void exec_any(dt_runtime *rt, exec_record *r, int rank) {
 
 const char *runtime_rank_where(void *ctx, int rank) {
   dt_runtime *rt = ctx;
-  /* relaxed: a report (exec_any, runtime/spmd.c) */
+  /* relaxed: a report (exec_any, runtime/spmd_run.c) */
   const char *w = atomic_load_explicit(&rt->ranks[rank].where, memory_order_relaxed);
   if (w) return w;
   return atomic_load_explicit(&rt->ranks[rank].in_spmd, memory_order_relaxed)
@@ -371,7 +371,7 @@ static void exec_kind(dt_runtime *rt, exec_record *r, int rank) {
   }
 }
 
-/* ---- the timeline (sched/trace.h, docs/trace.md) */
+/* ---- the timeline (sched/trace_recorder.h, docs/trace.md) */
 static const char *rec_name(const exec_record *r) {
   switch (r->kind) {
   case REC_OP: return core_op_name(r->call.op);
@@ -422,7 +422,7 @@ static void traced_exec(dt_runtime *rt, exec_record *r, int rank) {
 
 void runtime_exec_record(void *ctx, void *record, int rank) {
   dt_runtime *rt = ctx;
-  /* the trace switch: one relaxed load and a compare (sched/trace.h) */
+  /* the trace switch: one relaxed load and a compare (sched/trace_recorder.h) */
   if (__builtin_expect(sched_trace_on(rt->pool), 0)) {
     traced_exec(rt, record, rank);
     return;
@@ -454,7 +454,7 @@ static void traced_commit(dt_runtime *rt, const sched_claim *q, exec_record *r) 
 }
 
 static void commit(dt_runtime *rt, const sched_claim *q, exec_record *r) {
-  /* the trace switch: one relaxed load and a compare (sched/trace.h) */
+  /* the trace switch: one relaxed load and a compare (sched/trace_recorder.h) */
   if (__builtin_expect(sched_trace_on(rt->pool), 0)) {
     traced_commit(rt, q, r);
     return;
@@ -529,7 +529,7 @@ call_copy(dt_op_call *d, const dt_op_call *c) {
   d->shard = c->shard;
 }
 
-/* ---- SPMD: a rank thread's own work runs inline (runtime/spmd.h) */
+/* ---- SPMD: a rank thread's own work runs inline (runtime/spmd_run.h) */
 static dt_status not_mine(int me, int rank, const char *api) {
   return core_error_set(DT_ERR_DEVICE, "%s: rank %d's SPMD function used "
                         "rank %d's device (cpu:%d); an SPMD rank computes on "

@@ -4,7 +4,7 @@
  * runtime is created; each has an option field. */
 #include "runtime/runtime.h"
 #include "runtime/dry.h"
-#include "runtime/spmd.h"
+#include "runtime/spmd_run.h"
 
 #include <errno.h>
 #include <math.h>
@@ -22,7 +22,7 @@
 #include "runtime/cuda_map.h"
 #include "runtime/exec.h"
 #include "runtime/offload.h"
-#include "runtime/trace.h"
+#include "runtime/trace_session.h"
 #include "sched/future.h"
 #include "sim/collectives.h"
 

@@ -51,7 +51,7 @@ struct dt_runtime {
                                  kernel run on host copies */
   struct runtime_dry *dry;    /* its counts and cost model, else NULL */
   struct runtime_offload *offload; /* device backends: waits off the ranks */
-  _Atomic int spmd_active;    /* dt_spmd_run calls in flight (runtime/spmd.h) */
+  _Atomic int spmd_active;    /* dt_spmd_run calls in flight (runtime/spmd_run.h) */
 };
 
 void runtime_ref(dt_runtime *rt);

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/fault.h"
+#include "core/host_alloc.h"
 #include "core/tensor.h"
 #include "runtime/backend.h"
 #include "runtime/dry.h"

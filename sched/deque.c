@@ -53,7 +53,7 @@
  * lock-free: a NULL from steal with items present means another taker won. */
 #include "sched/deque.h"
 
-#include "core/fault.h"
+#include "core/host_alloc.h"
 
 #include <stdalign.h>
 #include <stdatomic.h>

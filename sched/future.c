@@ -72,7 +72,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "core/fault.h"
+#include "core/host_alloc.h"
 #include "sched/pool.h"
 
 enum { FUTURE_PENDING = 0, FUTURE_DONE = 1, FUTURE_WAITING = 2 };

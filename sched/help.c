@@ -48,12 +48,12 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/fault.h"
+#include "core/host_alloc.h"
 #include "sched/chaos.h"
-#include "sched/fault.h"
+#include "sched/fault_table.h"
 #include "sched/fence.h"
 #include "sched/pool_internal.h"
-#include "sched/trace.h"
+#include "sched/trace_recorder.h"
 
 #define HELP_WORDS 4   /* pools of up to 256 ranks defer */
 #define MAX_DEPTH 16   /* nested helps in one thread's stack */

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "dtorch/dtorch.h"
-#include "sched/fault.h"
+#include "sched/fault_table.h"
 
 #define PIECE_MAX (32u << 20)
 #define MAX_IOV 64

@@ -62,7 +62,7 @@
 #include "sched/pool.h"
 
 #include "sched/chaos.h"
-#include "sched/fault.h"
+#include "sched/fault_table.h"
 
 #include <ck_ec.h>
 #include <linux/futex.h>
@@ -76,11 +76,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/fault.h"
+#include "core/host_alloc.h"
 #include "sched/deque.h"
 #include "sched/fence.h"
 #include "sched/queue.h"
-#include "sched/trace.h"
+#include "sched/trace_recorder.h"
 #include "sched/pool_internal.h"
 #include "sched/help.h"
 
@@ -435,7 +435,7 @@ static void park(rank_state *rs, bool spin) {
 
 /* ---- the rank thread */
 
-/* one record, with the faults armed for it (sched/fault.h) */
+/* one record, with the faults armed for it (sched/fault_table.h) */
 void sched_run_record(sched_pool *p, rank_state *rs, void *record) {
   if (__builtin_expect(sched_faults_armed(p->faults), 0)) {
     sched_fault_before_record(p->faults, rs->id);

@@ -54,7 +54,7 @@ typedef struct sched_pool_config {
                                to wake one helper per other CPU; 0: not
                                pinned */
 } sched_pool_config;
-/* the pool's fault table (sched/fault.h) */
+/* the pool's fault table (sched/fault_table.h) */
 struct sched_faults *sched_pool_faults(sched_pool *p);
 /* the pool's chaos seed (0: off) */
 uint64_t sched_pool_chaos_seed(const sched_pool *p);

@@ -62,7 +62,7 @@ typedef struct rank_state {
 
 struct sched_pool {
   sched_pool_config cfg;
-  sched_faults *faults;    /* fault injection (sched/fault.h) */
+  sched_faults *faults;    /* fault injection (sched/fault_table.h) */
   rank_state *ranks;
   char *bcells;            /* the broadcast ring: bcap cells of bcell bytes */
   size_t bcell;

@@ -85,13 +85,13 @@
 #include <string.h>
 
 #include "core/dtype.h"
-#include "core/fault.h"
+#include "core/host_alloc.h"
 #include "core/error.h"
 #include "sched/chaos.h"
-#include "sched/fault.h"
+#include "sched/fault_table.h"
 #include "sched/help.h"
 #include "sched/pool.h"
-#include "sched/trace.h"
+#include "sched/trace_recorder.h"
 #include "sim/coll_internal.h"
 #include "sim/coll_reduce.h"
 

@@ -122,7 +122,7 @@ int sim_coll_world_resync(sim_coll_world *w);
  * function") or NULL. Set once, before any collective. */
 typedef const char *(*sim_coll_where_fn)(void *ctx, int rank);
 void sim_coll_world_set_where(sim_coll_world *w, sim_coll_where_fn fn, void *ctx);
-/* injected collective failures (sched/fault.h): a member whose call is
+/* injected collective failures (sched/fault_table.h): a member whose call is
  * the armed one abstains with DT_ERR_FAULT (the others fail naming it) */
 struct sched_faults;
 void sim_coll_world_set_faults(sim_coll_world *w, struct sched_faults *f);

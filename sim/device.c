@@ -2,8 +2,8 @@
 #include "sim/device.h"
 
 #include "core/dtype.h"
-#include "core/fault.h"
-#include "sched/fault.h"
+#include "core/host_alloc.h"
+#include "sched/fault_table.h"
 
 #include <ctype.h>
 #include <math.h>

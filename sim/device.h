@@ -46,7 +46,7 @@ typedef struct sim_device {
   int64_t allocs, frees;
   sim_block *live;        /* doubly linked list of live blocks */
   sim_block *cache[SIM_CACHE_CLASSES];
-  struct sched_faults *faults; /* injected OOM (sched/fault.h); may be NULL */
+  struct sched_faults *faults; /* injected OOM (sched/fault_table.h); may be NULL */
 } sim_device;
 
 void sim_device_init(sim_device *d, int rank, int64_t capacity);

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "testutil.h"
-#include "mesh/dtensor.h"
+#include "mesh/handle.h"
 #include "runtime/exec.h"
 
 static dt_runtime *rt;

@@ -1,4 +1,4 @@
-/* Host memory running out on the rank threads (core/fault.h's injection
+/* Host memory running out on the rank threads (core/host_alloc.h's injection
  * hook): a program of redistributes (all_gather, all_reduce,
  * reduce_scatter, all_to_all, cross-mesh), a matmul whose kernel needs
  * scratch, and futures with callbacks runs with every n-th rank-side host
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/fault.h"
+#include "core/host_alloc.h"
 #include "testutil.h"
 
 #define N 8 /* the global tensors are N x N */

@@ -322,7 +322,7 @@ static void test_env(void **state) {
   unlink(path);
 }
 
-/* the trace clock in ns of CLOCK_MONOTONIC (trace.c converts TSC ticks
+/* the trace clock in ns of CLOCK_MONOTONIC (sched/trace_recorder.c converts TSC ticks
  * where it stamps with them): an SPMD function sleeping 30 ms is a slice
  * of 30 ms on every rank, and the session's slices fit in the wall time
  * the test measured around it */

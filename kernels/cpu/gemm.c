@@ -7,7 +7,7 @@
  * writes nothing; K == 0 writes zeros (or the bias), as PyTorch does. */
 #include "kernels/cpu/gemm.h"
 
-#include "core/fault.h"
+#include "core/host_alloc.h"
 
 #include <cblas.h>
 #include <limits.h>

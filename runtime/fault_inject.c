@@ -1,9 +1,9 @@
-/* dt_fault_inject (dtorch.h; sched/fault.h has the mechanism). */
+/* dt_fault_inject (dtorch.h; sched/fault_table.h has the mechanism). */
 #include <stdint.h>
 
 #include "core/error.h"
 #include "runtime/runtime.h"
-#include "sched/fault.h"
+#include "sched/fault_table.h"
 
 /* dt_fault_kind bit -> the table's kind */
 static const struct { unsigned bit; sched_fault_kind kind; } kinds[] = {

@@ -3,8 +3,8 @@
  * run inline, at once, on the thread itself (its stream is busy running
  * the function, so a published record would wait for itself), and its
  * collectives rendezvous with the other ranks' calls. */
-#ifndef RUNTIME_SPMD_H
-#define RUNTIME_SPMD_H
+#ifndef RUNTIME_SPMD_RUN_H
+#define RUNTIME_SPMD_RUN_H
 
 #include <stdatomic.h>
 

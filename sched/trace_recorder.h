@@ -13,8 +13,8 @@
  * bracketed by a `busy` mark on the thread's node (a Dekker pair with the
  * end's switch-off) so the end never reads or frees a buffer being
  * written. One runtime is traced at a time. */
-#ifndef SCHED_TRACE_H
-#define SCHED_TRACE_H
+#ifndef SCHED_TRACE_RECORDER_H
+#define SCHED_TRACE_RECORDER_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -58,7 +58,7 @@ typedef struct sched_trace_event {
 } sched_trace_event;
 
 /* a timestamp in ticks of the trace clock (TSC counts or CLOCK_MONOTONIC
- * ns, see trace.c); differences of two are durations in ticks; both become
+ * ns, see trace_recorder.c); differences of two are durations in ticks; both become
  * ns when the file is written */
 int64_t sched_trace_now(void);
 /* Formats e->args (printf); on truncation leaves "\"truncated\":true"

@@ -1,14 +1,14 @@
 /* DTensors on the issuing thread: handles, factories, host transfer,
  * queries, redistribute (planning and publishing) and communication
- * counting. What each rank runs is in dtensor_exec.c. */
-#include "mesh/dtensor.h"
+ * counting. What each rank runs is in rank_work.c. */
+#include "mesh/handle.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "mesh/dtensor_exec.h"
+#include "mesh/rank_work.h"
 #include "mesh/plan.h"
 #include "mesh/shard.h"
 #include "runtime/exec.h"

@@ -13,8 +13,8 @@
  * issuing threads are never marked (their allocations already report
  * DT_ERR_OUT_OF_MEMORY to the caller). Off, a wrapper costs one relaxed
  * load and a predictable branch over malloc. */
-#ifndef CORE_FAULT_H
-#define CORE_FAULT_H
+#ifndef CORE_HOST_ALLOC_H
+#define CORE_HOST_ALLOC_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* The timeline recorder (see trace.h and docs/trace.md).
+/* The timeline recorder (see trace_recorder.h and docs/trace.md).
  *
  * Per thread: a node, made on the thread's first event and kept in a
  * global list (under `lock`) until the thread exits; it owns a list of
@@ -16,7 +16,7 @@
  *      thread before it appends again: the next start's store of the
  *      switch (seq_cst, after the stop under `lock`) is what the emitter's
  *      seq_cst load reads. */
-#include "sched/trace.h"
+#include "sched/trace_recorder.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -4,8 +4,8 @@
  * (runtime_spmd_rank) and fails outside an SPMD function. `site`: where
  * the user called from ("train.c:88", a label, or NULL), carried by the
  * collective for desync reports. */
-#ifndef MESH_SPMD_H
-#define MESH_SPMD_H
+#ifndef MESH_SPMD_COLL_H
+#define MESH_SPMD_COLL_H
 
 #include "dtorch/dtorch.h"
 

@@ -1,4 +1,4 @@
-/* The ranks' side of a DTensor op (dtensor.h): every mesh rank builds its
+/* The ranks' side of a DTensor op (propagate.h): every mesh rank builds its
  * local call — each tensor argument becomes the rank's shard (its
  * storage, the box of its placements), narrowed to the box the strategy
  * asks for (a Replicate input read as a Shard), or zeros where a
@@ -14,15 +14,15 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/fault.h"
+#include "core/host_alloc.h"
 #include "core/tensor.h"
-#include "dispatch/dtensor.h"
-#include "mesh/dtensor.h"
+#include "dispatch/propagate.h"
+#include "mesh/handle.h"
 #include "mesh/shard.h"
 #include "ops/ops.h"
 #include "runtime/backend.h"
 #include "runtime/runtime.h"
-#include "sched/trace.h"
+#include "sched/trace_recorder.h"
 
 /* a stack handle over storage s (no refcount traffic: the record holds
  * the real handles) */

@@ -1,4 +1,4 @@
-/* The DTensor layer on the issuing thread (dtensor.h, docs/sharding.md):
+/* The DTensor layer on the issuing thread (propagate.h, docs/sharding.md):
  *   B. the key of (op, input specs, sharding-deciding args) and this
  *      thread's cache;
  *   C. on a miss: the op's infer on the global shapes, its rule per mesh
@@ -13,7 +13,7 @@
  * Stage A of the seed (custom handlers, decompositions) has no user: every
  * op of the library has a rule, and an op without one is refused with
  * DT_ERR_UNSUPPORTED naming it (propagate). */
-#include "dispatch/dtensor.h"
+#include "dispatch/propagate.h"
 #include "dispatch/shadow.h"
 
 #include <math.h>
@@ -24,8 +24,8 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "mesh/dtensor.h"
-#include "mesh/dtensor_exec.h"
+#include "mesh/handle.h"
+#include "mesh/rank_work.h"
 #include "mesh/mesh.h"
 #include "mesh/plan.h"
 #include "mesh/shard.h"

@@ -1,14 +1,14 @@
 /* Tracing a runtime (dt_trace_begin / dt_trace_end, DTORCH_TRACE): the
- * checks and the drain around the recorder (sched/trace.c). The hooks
+ * checks and the drain around the recorder (sched/trace_recorder.c). The hooks
  * that record are in runtime/exec.c (records, publishes), sched/pool.c
- * (parking, stealing), sim/collectives.c and dispatch/dtensor_exec.c. */
-#include "runtime/trace.h"
+ * (parking, stealing), sim/collectives.c and dispatch/rank_op.c. */
+#include "runtime/trace_session.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "core/error.h"
-#include "sched/trace.h"
+#include "sched/trace_recorder.h"
 
 dt_status runtime_trace_begin(dt_runtime *rt, const char *path, const char *fn) {
   if (!rt) return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rt is NULL", fn);

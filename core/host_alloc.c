@@ -1,7 +1,7 @@
-/* Host allocation with fault injection (core/fault.h). The three counters
+/* Host allocation with fault injection (core/host_alloc.h). The three counters
  * are independent statistics: relaxed atomics are enough (no other memory
  * is published through them). */
-#include "core/fault.h"
+#include "core/host_alloc.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>

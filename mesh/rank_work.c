@@ -5,7 +5,7 @@
  * with the sizes of the rank's box. A rank whose memory runs out poisons
  * its output; in a redistribute it abstains from the remaining
  * collectives (mesh/shard.h), so no member waits for it. */
-#include "mesh/dtensor_exec.h"
+#include "mesh/rank_work.h"
 #include "mesh/shard.h"
 
 #include <stdatomic.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/fault.h"
+#include "core/host_alloc.h"
 #include "runtime/backend.h"
 #include "kernels/cpu/cpu.h"
 #include "sched/future.h"

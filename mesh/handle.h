@@ -5,8 +5,8 @@
  * tensor is contiguous with the sizes of its box (mesh_local_box). The
  * issuing thread validates and plans; every mesh rank runs its part of a
  * record (fill, distribute, gather, redistribute steps with collectives). */
-#ifndef MESH_DTENSOR_H
-#define MESH_DTENSOR_H
+#ifndef MESH_HANDLE_H
+#define MESH_HANDLE_H
 
 #include "core/call.h"
 #include "core/tensor.h"

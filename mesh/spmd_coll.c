@@ -1,4 +1,4 @@
-/* SPMD mode's mesh half (mesh/spmd.h, docs/spmd.md).
+/* SPMD mode's mesh half (mesh/spmd_coll.h, docs/spmd.md).
  *
  * Everything here runs on the calling rank's own thread, inside its SPMD
  * function, where that rank's tensors are already computed (its ops run
@@ -8,7 +8,7 @@
  * The collectives are functional, as torch.distributed's functional
  * collectives are: each returns a new tensor and leaves its input alone
  * (dtorch tensors are values). */
-#include "mesh/spmd.h"
+#include "mesh/spmd_coll.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +17,12 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "kernels/cpu/cpu.h"
-#include "mesh/dtensor.h"
+#include "mesh/handle.h"
 #include "mesh/mesh.h"
 #include "mesh/shard.h"
 #include "runtime/backend.h"
 #include "runtime/runtime.h"
-#include "runtime/spmd.h"
+#include "runtime/spmd_run.h"
 #include "sim/collectives.h"
 
 /* ---- the calling rank */

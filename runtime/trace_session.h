@@ -1,7 +1,7 @@
 /* Tracing a runtime: the implementations behind dt_trace_begin /
  * dt_trace_end and DTORCH_TRACE (docs/trace.md). */
-#ifndef RUNTIME_TRACE_H
-#define RUNTIME_TRACE_H
+#ifndef RUNTIME_TRACE_SESSION_H
+#define RUNTIME_TRACE_SESSION_H
 
 #include "runtime/runtime.h"
 

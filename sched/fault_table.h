@@ -4,8 +4,8 @@
  * (sim/device.c), records (the pool's rank loop: stalls, and failures of
  * the record as a whole), collective calls (sim/collectives.c) and box
  * I/O (sched/io.c). Nothing armed: one relaxed load per point. */
-#ifndef SCHED_FAULT_H
-#define SCHED_FAULT_H
+#ifndef SCHED_FAULT_TABLE_H
+#define SCHED_FAULT_TABLE_H
 
 #include <stdbool.h>
 #include <stddef.h>

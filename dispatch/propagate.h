@@ -3,9 +3,9 @@
  * sharding cache, the op's sharding rule on a miss, redistribution
  * (strict or auto), output handles — and one published record whose
  * every mesh rank derives its local shapes and runs the local kernel
- * (dtensor_exec.c). */
-#ifndef DISPATCH_DTENSOR_H
-#define DISPATCH_DTENSOR_H
+ * (rank_op.c). */
+#ifndef DISPATCH_PROPAGATE_H
+#define DISPATCH_PROPAGATE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -54,7 +54,7 @@ dt_cache_stats dispatch_cache_stats(void);
 int64_t dispatch_cache_evictions(void);
 void dispatch_cache_clear(void);
 
-/* ---- the ranks' side (dtensor_exec.c) */
+/* ---- the ranks' side (rank_op.c) */
 /* One op for every rank, as small as the call (a few hundred bytes for a
  * binary op, so the allocator's fast path serves it): the arguments, the
  * outputs, and each argument's / output's target placements (mesh ndim

@@ -1,4 +1,4 @@
-/* Fault injection by kind (sched/fault.h).
+/* Fault injection by kind (sched/fault_table.h).
  *
  * A table of countdowns, one per (rank, kind): the arming thread stores
  * n; the rank's thread decrements it at each event of the kind and fires
@@ -6,7 +6,7 @@
  * re-arm racing with the count fires either the old or the new fault,
  * never both, never a lost one). `armed` counts nonzero countdowns, so
  * the points cost one relaxed load while nothing is armed. */
-#include "sched/fault.h"
+#include "sched/fault_table.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

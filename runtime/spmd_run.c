@@ -1,4 +1,4 @@
-/* SPMD mode (runtime/spmd.h, docs/spmd.md).
+/* SPMD mode (runtime/spmd_run.h, docs/spmd.md).
  *
  * dt_spmd_run publishes one record to every rank. Each rank thread, when
  * it reaches the record (after everything issued to it before), marks
@@ -14,7 +14,7 @@
  * next record (which may be a collective) before that is done. The last
  * rank to leave the record completes the caller's future with the first
  * failure. */
-#include "runtime/spmd.h"
+#include "runtime/spmd_run.h"
 
 #include <pthread.h>
 #include <stdio.h>

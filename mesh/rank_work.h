@@ -1,10 +1,10 @@
-/* What each mesh rank runs for a DTensor record (dtensor_exec.c), and the
+/* What each mesh rank runs for a DTensor record (rank_work.c), and the
  * jobs the issuing thread hands over (one malloc'd job per record; the
  * last rank to run it frees it in the done callback). */
-#ifndef MESH_DTENSOR_EXEC_H
-#define MESH_DTENSOR_EXEC_H
+#ifndef MESH_RANK_WORK_H
+#define MESH_RANK_WORK_H
 
-#include "mesh/dtensor.h"
+#include "mesh/handle.h"
 #include "mesh/plan.h"
 #include "runtime/runtime.h"
 
