@@ -117,8 +117,8 @@ dt_status runtime_no_kernel(const dt_runtime *rt, const char *api,
 /* The emulated collectives of a runtime whose ranks share one GPU move
  * their data on the ranks' streams (sim_coll_world_set_device): true when
  * rt->coll was made a device world, false for CPU runtimes; a CUDA
- * runtime over several GPUs gets a device world that refuses every
- * collective (NCCL is not built yet). */
+ * runtime over several GPUs gets a device world whose collectives go
+ * through NCCL (runtime_nccl_call below). */
 bool runtime_cuda_coll_attach(dt_runtime *rt);
 /* NCCL for runtimes over several GPUs (runtime/coll_nccl.c): the
  * communicators' registry (open), a device world's whole-collective hook
