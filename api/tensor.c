@@ -194,19 +194,39 @@ dt_tensor *dt_full_like(const dt_tensor *t, double v) {
   return like(t, v, "dt_full_like");
 }
 
-dt_tensor *dt_from_host(const void *data, dt_shape shape,
-                        const dt_tensor_options *o) {
-  api_resolved_opts r;
-  if (api_resolve_options(o, "dt_from_host", &r) != DT_OK) return NULL;
-  if (r.mesh) {
+/* the bytes dt_from_host hands on: data itself, or for a bool tensor
+ * holding bytes other than 0 and 1 a copy with each nonzero byte made 1
+ * (core_bool_other); *copy is what the caller frees after the call. An
+ * invalid shape is left to the factory's checks. */
+static const void *bool_bytes(const void *data, dt_shape shape, dt_dtype d,
+                              void **copy) {
+  *copy = NULL;
+  int64_t n = 0;
+  if (d != DT_BOOL || !data || shape.ndim < 0 || shape.ndim > DT_MAX_DIMS ||
+      !core_numel_checked(shape.dims, shape.ndim, &n) ||
+      core_bool_other(data, (size_t)n) == (size_t)n)
+    return data;
+  if (!(*copy = malloc((size_t)n))) {
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_from_host: out of host memory "
+                   "for a copy of %lld bool bytes", (long long)n);
+    return NULL;
+  }
+  memcpy(*copy, data, (size_t)n);
+  core_bool_normalise(*copy, (size_t)n);
+  return *copy;
+}
+
+static dt_tensor *from_host(const void *data, dt_shape shape,
+                            const api_resolved_opts *r) {
+  if (r->mesh) {
     int64_t n = 0;
     if (!data && shape.ndim >= 0 && shape.ndim <= DT_MAX_DIMS &&
         (!core_numel_checked(shape.dims, shape.ndim, &n) || n != 0)) {
       core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_from_host: data is NULL");
       return NULL;
     }
-    return leaf(mesh_factory(CORE_OP_FROM_HOST, "dt_from_host", shape, r.dtype,
-                             r.mesh, r.placements, 0, data), r.requires_grad);
+    return leaf(mesh_factory(CORE_OP_FROM_HOST, "dt_from_host", shape, r->dtype,
+                             r->mesh, r->placements, 0, data), r->requires_grad);
   }
   int64_t n = 1;
   if (!data && shape.ndim >= 0 && shape.ndim <= DT_MAX_DIMS &&
@@ -218,11 +238,25 @@ dt_tensor *dt_from_host(const void *data, dt_shape shape,
   core_call_init(&c, CORE_OP_FROM_HOST, "dt_from_host");
   core_call_ptr(&c, data);
   core_call_ints(&c, shape);
-  core_call_dtype(&c, r.dtype);
-  c.requires_grad = r.requires_grad;
-  c.rt = r.rt;
-  c.rank = r.rank;
+  core_call_dtype(&c, r->dtype);
+  c.requires_grad = r->requires_grad;
+  c.rt = r->rt;
+  c.rank = r->rank;
   return dispatch_run1(&c);
+}
+
+dt_tensor *dt_from_host(const void *data, dt_shape shape,
+                        const dt_tensor_options *o) {
+  api_resolved_opts r;
+  if (api_resolve_options(o, "dt_from_host", &r) != DT_OK) return NULL;
+  void *copy;
+  const void *bytes = bool_bytes(data, shape, r.dtype, &copy);
+  if (data && !bytes) return NULL;
+  /* both paths copy the bytes before they return (the record's or the
+   * fill job's staging), so the copy can go at once */
+  dt_tensor *t = from_host(bytes, shape, &r);
+  free(copy);
+  return t;
 }
 
 static dt_status check_fetch(dt_tensor *t, void *dst, size_t dst_bytes,

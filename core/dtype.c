@@ -53,6 +53,18 @@ dt_dtype core_result_type_scalar(dt_dtype t, double s) {
   return DT_FLOAT32;
 }
 
+size_t core_bool_other(const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    if (b[i] > 1) return i;
+  return n;
+}
+
+void core_bool_normalise(void *p, size_t n) {
+  unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) b[i] = b[i] != 0;
+}
+
 double core_load_double(const void *p, dt_dtype d) {
   switch (d) {
   case DT_FLOAT32: return *(const float *)p;

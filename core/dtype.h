@@ -38,6 +38,16 @@ dt_dtype core_result_type_scalar(dt_dtype t, double s);
 double core_load_double(const void *p, dt_dtype d);
 void core_store_double(void *p, dt_dtype d, double v);
 
+/* A bool element is one byte, 0 or 1: the kernels rely on it (eq compares
+ * bytes, logical_and ands them). Bytes from outside (dt_from_host, a
+ * safetensors BOOL tensor) may hold any value; nonzero is true, as C's
+ * conversion to _Bool and numpy's astype(bool) read them.
+ * core_bool_other: the index of the first byte of p[0..n) that is
+ * neither 0 nor 1, or n when there is none. core_bool_normalise: every
+ * nonzero byte of p[0..n) becomes 1. */
+size_t core_bool_other(const void *p, size_t n);
+void core_bool_normalise(void *p, size_t n);
+
 /* ---- the implementations behind public entry points (api/) */
 /* dt_dtype_name (dtorch.h) */
 const char *core_dtype_name(dt_dtype d);

@@ -79,6 +79,25 @@ static const char *show(const char *s, char *buf, size_t len) {
 }
 #define SHOW_LEN 200
 
+/* a string as the header's JSON text writes it (escapes kept): at most
+ * 48 bytes, bytes outside printable ASCII and quotes as \xNN */
+static const char *show_json(const char *s, size_t n, char *buf, size_t len) {
+  size_t o = 0;
+  for (size_t i = 0; i < n && o + 5 < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (i == 48) {
+      o += (size_t)snprintf(buf + o, len - o, "...");
+      break;
+    }
+    if (c < 0x20 || c >= 0x7f || c == '\'')
+      o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
+    else
+      buf[o++] = (char)c;
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
 /* a field's number: integral, in [0, 2^53] (cJSON holds numbers as
  * doubles; 2^53 bytes is far past any file) */
 static bool whole(const cJSON *v, uint64_t *out) {
@@ -318,6 +337,41 @@ static dt_status check_tiling(pctx *p) {
   return DT_OK;
 }
 
+/* cJSON decodes the escape \u0000 into a NUL inside its C string, so a
+ * name holding U+0000 would read as its prefix (and two names could meet
+ * in one): the header's text, valid JSON by now, is scanned for the
+ * escape in every string, and such a header refused. A string that is a
+ * key of the root object is a tensor name. */
+static dt_status check_nul_escapes(const pctx *p, const char *hdr, size_t n) {
+  int depth = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (hdr[i] == '{' || hdr[i] == '[') depth++;
+    if (hdr[i] == '}' || hdr[i] == ']') depth--;
+    if (hdr[i] != '"') continue;
+    size_t start = ++i;
+    bool nul = false;
+    for (; i < n && hdr[i] != '"'; i++) {
+      if (hdr[i] != '\\') continue;
+      i++; /* the escaped character: a quote here does not end the string */
+      if (i + 4 < n && hdr[i] == 'u' && !memcmp(hdr + i + 1, "0000", 4)) nul = true;
+    }
+    if (!nul) continue;
+    size_t k = i + 1;
+    while (k < n && (hdr[k] == ' ' || hdr[k] == '\t' || hdr[k] == '\n' || hdr[k] == '\r'))
+      k++;
+    char w[SHOW_LEN + 160], b[SHOW_LEN];
+    show_json(hdr + start, i - start, b, sizeof b);
+    if (depth == 1 && k < n && hdr[k] == ':')
+      snprintf(w, sizeof w, "tensor name '%s' holds U+0000, which a name "
+               "cannot hold (it would read as the part before it)", b);
+    else
+      snprintf(w, sizeof w, "the string '%s' at byte %zu of the header holds "
+               "U+0000, which dtorch cannot hold", b, start);
+    return bad(p, NULL, w);
+  }
+  return DT_OK;
+}
+
 static dt_status parse_root(pctx *p, const cJSON *root) {
   if (!cJSON_IsObject(root)) return bad(p, NULL, "the header is not a JSON object");
   int count = cJSON_GetArraySize(root);
@@ -359,6 +413,7 @@ dt_status core_st_parse_header(const char *hdr, size_t n, uint64_t file_size,
     if (*c != ' ' && *c != '\t' && *c != '\n' && *c != '\r')
       st = bad(&p, NULL, "the header has bytes after its JSON object that are "
                          "not spaces");
+  if (st == DT_OK) st = check_nul_escapes(&p, hdr, n);
   if (st == DT_OK) st = parse_root(&p, root);
   cJSON_Delete(root);
   if (st != DT_OK) core_st_info_clear(out);

@@ -300,16 +300,39 @@ static bool choose(const dt_op_call *c, const dt_mesh *m, int md,
   return true;
 }
 
+/* the redistribution of t to `to` moves data between ranks: one of its
+ * planned steps is a collective over more than one rank (a mesh dim of
+ * size 1 makes every step local), or no plan reaches `to`. The same test
+ * decides strict mode's refusal (note_flags) and what its message offers
+ * (put_fix), so a refusal always names a fix. */
+static bool communicates(const dt_tensor *t, const dt_placement *to,
+                         mesh_plan_step *steps, int *n) {
+  *n = plan_to(t, to, steps);
+  bool comm = *n < 0;
+  for (int i = 0; i < *n; i++)
+    comm |= mesh_plan_step_communicates(t->spec->mesh, &steps[i]);
+  return comm;
+}
+
 typedef struct flags_ctx { const dispatch_plan *p; bool comm, adjust; } flags_ctx;
+/* comm: an input's redistribution communicates; adjust: the ranks change
+ * an input locally (a narrowing, a zeroed Partial term, or steps over
+ * mesh dims of size 1) */
 static void note_flags(int pos, dt_tensor *t, void *ctx) {
   flags_ctx *k = ctx;
   const core_spec *s = t->spec;
+  bool moved = false;
   for (int md = 0; md < s->mesh->ndim; md++) {
     dt_placement to = k->p->in[pos][md];
     if (mesh_placement_equal(s->placements[md], to)) continue;
     if (narrowing(t, md, to)) k->adjust = true;
-    else k->comm = true;
+    else moved = true;
   }
+  if (!moved) return;
+  mesh_plan_step steps[MESH_PLAN_MAX_STEPS];
+  int n;
+  if (communicates(t, k->p->in[pos], steps, &n)) k->comm = true;
+  else k->adjust = true;
 }
 
 static dt_status no_strategy(const dt_op_call *c, const dt_mesh *m, int md);
@@ -433,13 +456,15 @@ static void put_fix(int pos, dt_tensor *t, void *ctx) {
   input_ctx *k = ctx;
   const dt_placement *to = k->p->in[pos];
   mesh_plan_step steps[MESH_PLAN_MAX_STEPS];
-  int n = plan_to(t, to, steps);
-  bool comm = false;
-  for (int i = 0; i < n; i++) comm |= mesh_plan_step_communicates(k->m, &steps[i]);
-  if (!comm) return;
+  int n;
+  if (!communicates(t, to, steps, &n)) return;
   char pl[96], bs[32];
   put(k->s, "%sredistribute input %d to %s (", k->n++ ? ", " : "", pos,
       mesh_placements_str(to, k->m->ndim, pl, sizeof pl));
+  if (n < 0) { /* cannot happen for a chosen strategy (its cost was finite) */
+    put(k->s, "no plan reaches it)");
+    return;
+  }
   int64_t bytes = 0, off[DT_MAX_DIMS], len[DT_MAX_DIMS];
   for (int i = 0, first = 1; i < n; i++) {
     if (!mesh_plan_step_communicates(k->m, &steps[i])) continue;
@@ -486,8 +511,9 @@ typedef struct dim_ctx { const dispatch_plan *p; int md; bool comm; } dim_ctx;
 static void dim_comm(int pos, dt_tensor *t, void *ctx) {
   dim_ctx *k = ctx;
   dt_placement to = k->p->in[pos][k->md];
+  /* a mesh dim of one rank changes placements locally */
   if (!mesh_placement_equal(t->spec->placements[k->md], to) &&
-      !narrowing(t, k->md, to))
+      !narrowing(t, k->md, to) && t->spec->mesh->shape[k->md] > 1)
     k->comm = true;
 }
 

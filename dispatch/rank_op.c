@@ -230,8 +230,11 @@ static dt_status run_kernel(rank_call *r, const dispatch_dtensor_job *j,
     for (int md = 0; md < j->nd; md++)
       if (out[md].kind == DT_PLACEMENT_PARTIAL) {
         dt_tensor *o = c->out[0];
-        return mesh_fill(rm, core_tensor_data(o), o->dtype, core_numel(o),
-                         partial_identity(out[md].reduce, o->dtype));
+        /* a mean over no element at all is NaN on every rank (their
+         * Partial terms then reduce to NaN, as one device gives) */
+        double v = ops_reduce_mean_of_nothing(c)
+                       ? NAN : partial_identity(out[md].reduce, o->dtype);
+        return mesh_fill(rm, core_tensor_data(o), o->dtype, core_numel(o), v);
       }
   }
   core_kernel_fn k = ops_defs[c->op].cpu;

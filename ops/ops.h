@@ -122,6 +122,11 @@ static inline dt_placement ops_partial(dt_reduce_op op) {
 static inline int64_t ops_chunk(int64_t n, int64_t k) { return (n + k - 1) / k; }
 
 extern const ops_def ops_defs[CORE_OP_COUNT];
+/* A rank's part c of a DTensor mean whose reduced dims hold no element in
+ * the global tensor (ops/reduce.c): its value is 0 / 0 = NaN, as on one
+ * device, not the Partial identity 0 a rank with an empty shard of a
+ * non-empty reduction holds. */
+bool ops_reduce_mean_of_nothing(const dt_op_call *c);
 /* registers the CUDA backend's kernel table (ops/cuda_ops.c; a no-op in a
  * build without CUDA) */
 void ops_cuda_register(void);

@@ -145,6 +145,18 @@ dt_status ops_reduce_cpu(dt_op_call *c) {
   return DT_OK;
 }
 
+bool ops_reduce_mean_of_nothing(const dt_op_call *c) {
+  uint32_t mask;
+  const dt_tensor *a = c->args[0].t;
+  if (c->op != CORE_OP_MEAN || !c->shard ||
+      dims_mask(c, a, c->args[1].ints, &mask) != DT_OK)
+    return false;
+  const dt_shape *g = &c->shard->global[0];
+  for (int d = 0; d < g->ndim; d++)
+    if (mask >> d & 1 && g->dims[d] == 0) return true;
+  return false;
+}
+
 dt_status ops_var_infer(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t;
   uint32_t mask;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "support/testutil.h"
+#include "threads.h"
 
 typedef enum rop {
   R_SUM, R_MEAN, R_AMAX, R_AMIN, R_PROD, R_ARGMAX, R_ARGMIN, R_VAR,
@@ -520,6 +521,86 @@ static void test_empty_reduced_leading_dim(void **state) {
   tu_leaks_end();
 }
 
+/* ---------------------------------------------------- DTensor means
+ * A mean over dims that hold no element is 0 / 0 = NaN (PyTorch:
+ * torch.zeros(0).mean() and torch.zeros(3, 0).mean(1) are NaN), on a
+ * mesh as on one device: a Shard of the reduced dim, a Partial input and
+ * all dims (ndims 0) alike, keepdim both ways. A non-empty mean whose
+ * last rank holds an empty shard ([5] over 4 ranks: 2, 2, 1, 0) keeps
+ * its value (1 + ... + 5) / 5 = 3. */
+typedef struct mean_case {
+  dt_shape shape;
+  dt_placement pl[2];
+  int dims[2], ndims;
+  bool keep;
+  int64_t n;       /* outputs */
+  double want;     /* each output */
+} mean_case;
+
+static void check_dtensor_mean(dt_mesh *m, const mean_case *k, dt_dtype d) {
+  dt_tensor_options o = {.dtype = d, .mesh = m, .placements = k->pl};
+  double v[5] = {1, 2, 3, 4, 5};
+  dt_tensor *a;
+  if (tu_numel(k->shape)) { /* [5]: 1..5 in dtype d */
+    unsigned char raw[5 * 8];
+    for (int i = 0; i < 5; i++) tu_encode(raw + i * dt_dtype_size(d), d, v[i]);
+    a = dt_from_host(raw, k->shape, &o);
+  } else {
+    a = dt_zeros(k->shape, &o);
+  }
+  if (!a) fail_msg("input: %s", dt_last_error());
+  dt_tensor *r = dt_mean(a, k->ndims ? k->dims : NULL, k->ndims, k->keep);
+  if (!r) fail_msg("dt_mean: %s", dt_last_error());
+  assert_int_equal(dt_tensor_numel(r), k->n);
+  double *got = tu_values(r);
+  char ss[64];
+  tu_shape_str(k->shape, ss, sizeof ss);
+  for (int64_t i = 0; i < k->n; i++)
+    if (isnan(k->want) ? !isnan(got[i]) : got[i] != k->want)
+      fail_msg("%s mean of %s over %d dims (keepdim %d) on a %d-d mesh: "
+               "output %lld is %g, want %g", dt_dtype_name(d), ss, k->ndims,
+               k->keep, dt_mesh_ndim(m), (long long)i, got[i], k->want);
+  free(got);
+  TU_RELEASE(r, a);
+}
+
+static void test_dtensor_mean_of_nothing(void **state) {
+  (void)state;
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 4});
+  assert_non_null(rt);
+  dt_mesh *line = dt_mesh_init(rt, NULL, DT_SHAPE(4), NULL);
+  dt_mesh *grid = dt_mesh_init(rt, NULL, DT_SHAPE(2, 2), NULL);
+  assert_true(line && grid);
+  const dt_placement S0 = DT_SHARD(0), S1 = DT_SHARD(1), R = DT_REPLICATE,
+                     PS = DT_PARTIAL(DT_REDUCE_SUM), PA = DT_PARTIAL(DT_REDUCE_AVG);
+  const mean_case line_cases[] = {
+      {DT_SHAPE(0), {S0}, {0}, 0, false, 1, NAN},
+      {DT_SHAPE(0), {S0}, {0}, 1, true, 1, NAN},
+      {DT_SHAPE(0), {R}, {0}, 0, false, 1, NAN},
+      {DT_SHAPE(0), {PS}, {0}, 0, false, 1, NAN},
+      {DT_SHAPE(0), {PA}, {0}, 1, false, 1, NAN},
+      {DT_SHAPE(3, 0), {S1}, {1}, 1, false, 3, NAN},
+      {DT_SHAPE(3, 0), {S1}, {-1}, 1, true, 3, NAN},
+      {DT_SHAPE(3, 0), {S1}, {0}, 0, false, 1, NAN},
+      {DT_SHAPE(3, 0), {S0}, {1}, 1, false, 3, NAN},
+      {DT_SHAPE(5), {S0}, {0}, 0, false, 1, 3},
+  };
+  const mean_case grid_cases[] = {
+      {DT_SHAPE(0, 4), {S0, S1}, {0}, 1, false, 4, NAN},
+      {DT_SHAPE(0, 4), {S1, S0}, {0}, 0, true, 1, NAN},
+      {DT_SHAPE(4, 0), {R, S1}, {1}, 1, true, 4, NAN},
+  };
+  for (int di = 0; di < 4; di++) {
+    for (size_t i = 0; i < sizeof line_cases / sizeof *line_cases; i++)
+      check_dtensor_mean(line, &line_cases[i], tu_float_dtypes[di]);
+    for (size_t i = 0; i < sizeof grid_cases / sizeof *grid_cases; i++)
+      check_dtensor_mean(grid, &grid_cases[i], tu_float_dtypes[di]);
+  }
+  dt_mesh_release(grid);
+  dt_mesh_release(line);
+  dt_runtime_destroy(rt);
+}
+
 /* ------------------------------------------------------------- errors */
 static void test_errors(void **state) {
   (void)state;
@@ -587,6 +668,7 @@ int main(void) {
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_empty_reduced_leading_dim),
+      cmocka_unit_test(test_dtensor_mean_of_nothing),
       cmocka_unit_test(test_float32),
       cmocka_unit_test(test_float64),
       cmocka_unit_test(test_float16),
@@ -596,5 +678,6 @@ int main(void) {
       cmocka_unit_test(test_uint8),
       cmocka_unit_test(test_bool),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  /* the DTensor means run on rank threads: a hang fails the run */
+  return TU_RUN_TESTS_WITH_ALARM(600, tests);
 }

@@ -368,6 +368,69 @@ static void test_index(void **state) {
   tu_leaks_end();
 }
 
+/* Names that look like U+0000 but are not (an escaped backslash before
+ * "u0000") load; names with control characters are written escaped and
+ * read back whole. */
+static void test_names_escaped(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  float one = 1, two = 2;
+  const char *p = json_file("bs.safetensors",
+      "{\"a\\\\u0000\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+      &one, 4);
+  dt_safetensors_info *info = dt_safetensors_index(p);
+  if (!info) fail_msg("%s", dt_last_error());
+  assert_int_equal(info->n, 1);
+  assert_string_equal(info->tensors[0].name, "a\\u0000");
+  dt_safetensors_info_free(info);
+  dt_tensor *x = dt_from_host(&one, DT_SHAPE(1), NULL), *y = dt_from_host(&two, DT_SHAPE(1), NULL);
+  const char *names[2] = {"tab\there\nnew\x01line\x1f", "quote\"back\\slash"};
+  p = file("ctl.safetensors");
+  assert_int_equal(dt_save_safetensors(p, (dt_tensor *[]){x, y}, names, 2), DT_OK);
+  size_t n;
+  unsigned char *f = slurp(p, &n);
+  uint64_t hn = 0;
+  for (int i = 7; i >= 0; i--) hn = hn << 8 | f[i];
+  assert_true(8 + hn <= n);
+  for (size_t i = 8; i < 8 + hn; i++) /* the header: control bytes escaped */
+    if (f[i] < 0x20) fail_msg("byte %zu of the header is 0x%02x", i, f[i]);
+  free(f);
+  dt_tensor *lx = dt_load_safetensors(p, names[0], NULL);
+  dt_tensor *ly = dt_load_safetensors(p, names[1], NULL);
+  expect_host(lx, &one, 4, "a name with control characters");
+  expect_host(ly, &two, 4, "a name with a quote and a backslash");
+  TU_RELEASE(x, y, lx, ly);
+  tu_leaks_end();
+}
+
+/* A BOOL tensor's bytes other than 0 and 1 read as true (nonzero is
+ * true, as dt_from_host takes them): stored as 1, so eq and logical_and
+ * agree with the hand-computed truth, on one device and on meshes. */
+static void test_bool_bytes(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  const unsigned char raw[8] = {0, 1, 2, 255, 128, 0, 7, 1};
+  const unsigned char truth[8] = {0, 1, 1, 1, 1, 0, 1, 1};
+  const char *p = json_file("bool.safetensors",
+      "{\"b\":{\"dtype\":\"BOOL\",\"shape\":[8],\"data_offsets\":[0,8]}}", raw, 8);
+  const dt_load_options where[3] = {
+      {0}, {.mesh = m8, .placements = DT_PLACEMENTS(DT_SHARD(0))},
+      {.mesh = m24, .placements = DT_PLACEMENTS(DT_REPLICATE, DT_SHARD(0))}};
+  for (int k = 0; k < 3; k++) {
+    dt_tensor *b = dt_load_safetensors(p, "b", k ? &where[k] : NULL);
+    if (!b) fail_msg("load %d: %s", k, dt_last_error());
+    dt_tensor_options o = {.dtype = DT_BOOL, .mesh = where[k].mesh,
+                           .placements = where[k].placements};
+    dt_tensor *t = dt_full(DT_SHAPE(8), 1, &o);
+    dt_tensor *eq = dt_eq(b, t), *and = dt_logical_and(b, t);
+    expect_host(b, truth, 8, "the loaded bytes");
+    expect_host(eq, truth, 8, "eq(b, true)");
+    expect_host(and, truth, 8, "logical_and(b, true)");
+    TU_RELEASE(b, t, eq, and);
+  }
+  tu_leaks_end();
+}
+
 /* ---- bad files: status and message, from the index and the loader */
 typedef struct bad_case {
   const char *hdr;        /* NULL: raw bytes below */
@@ -426,6 +489,15 @@ static void test_bad_files(void **state) {
       {"{\"__metadata__\":[1]}", -1, 0, "__metadata__ is not an object", NULL},
       {"{\"__metadata__\":{\"k\":1}}", -1, 0, "__metadata__ entry 'k'", NULL},
       {"{\"a\":[1]}", -1, 0, "tensor 'a'", "not an object"},
+      /* U+0000 in a name (cJSON would hand back "a"), and in a string of
+       * __metadata__ */
+      {"{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+       -1, 4, "tensor name 'a\\u0000b' holds U+0000", NULL},
+      {"{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+       "\"x\\u0000\\\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+       -1, 8, "tensor name 'x\\u0000\\\"y' holds U+0000", NULL},
+      {"{\"__metadata__\":{\"k\":\"v\\u0000w\"}}", -1, 0,
+       "the string 'v\\u0000w' at byte 22 of the header holds U+0000", NULL},
   };
   static unsigned char zeros[64];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -656,6 +728,8 @@ int main(void) {
       cmocka_unit_test(test_views_and_edges),
       cmocka_unit_test(test_index),
       cmocka_unit_test(test_bad_files),
+      cmocka_unit_test(test_names_escaped),
+      cmocka_unit_test(test_bool_bytes),
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_atomic_save),
       cmocka_unit_test(test_async_and_poison),

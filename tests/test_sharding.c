@@ -214,6 +214,69 @@ static void test_strict_messages(void **state) {
   dt_tensor_release(g);
 }
 
+/* A mesh dim of one rank moves no data: strict mode runs what needs a
+ * redistribution only there (S -> R, P -> R on a 1-rank mesh, or on the
+ * size-1 dim of a 4 x 1 mesh) with no collective, and the values equal
+ * a naive double loop. Where another dim does communicate, the refusal
+ * names that fix (never an empty one). */
+static void expect_softmax(dt_tensor *y, const double *v, int n, const char *what) {
+  if (!y) fail_msg("%s: %s", what, dt_last_error());
+  double mx = -INFINITY, z = 0;
+  for (int i = 0; i < n; i++) mx = fmax(mx, v[i]);
+  for (int i = 0; i < n; i++) z += exp(v[i] - mx);
+  float got[16];
+  assert_int_equal(dt_to_host(y, got, sizeof(float) * (size_t)n), DT_OK);
+  for (int i = 0; i < n; i++)
+    if (!(fabs(got[i] - exp(v[i] - mx) / z) < 1e-6))
+      fail_msg("%s: element %d is %g, want %g", what, i, got[i], exp(v[i] - mx) / z);
+  dt_tensor_release(y);
+}
+
+static void test_strict_one_rank_dims(void **state) {
+  (void)state;
+  dt_mesh *one = dt_mesh_init(rt4, NULL, DT_SHAPE(1), NULL);
+  dt_mesh *tall = dt_mesh_init(rt4, NULL, DT_SHAPE(4, 1), NULL);
+  assert_true(one && tall);
+  const double v[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+  float raw[8];
+  for (int i = 0; i < 8; i++) raw[i] = (float)v[i];
+  dt_tensor_options os = {.mesh = one, .placements = DT_PLACEMENTS(DT_SHARD(0))};
+  dt_tensor_options op = {.mesh = one, .placements = DT_PLACEMENTS(DT_PARTIAL(DT_REDUCE_SUM))};
+  dt_tensor_options ot = {.mesh = tall, .placements = DT_PLACEMENTS(DT_REPLICATE, DT_SHARD(0))};
+  dt_tensor *a = dt_from_host(raw, DT_SHAPE(8), &os);
+  dt_tensor *p = dt_from_host(raw, DT_SHAPE(8), &op);
+  dt_tensor *t = dt_from_host(raw, DT_SHAPE(8), &ot);
+  assert_true(a && p && t);
+  dt_comm_count_begin();
+  dt_tensor *am = dt_argmax(a, NULL, 0, false);
+  if (!am) fail_msg("argmax of S(0) on a 1-rank mesh: %s", dt_last_error());
+  dt_tensor *sa = dt_softmax(a, 0);
+  dt_tensor *rp = dt_relu(p);
+  if (!rp) fail_msg("relu of P(sum) on a 1-rank mesh: %s", dt_last_error());
+  dt_tensor *st = dt_softmax(t, 0);
+  dt_comm_counts cc = dt_comm_count_end();
+  assert_int_equal(cc.all_reduce + cc.all_gather + cc.reduce_scatter + cc.all_to_all, 0);
+  int64_t at = -1;
+  assert_int_equal(dt_to_host(am, &at, sizeof at), DT_OK);
+  assert_int_equal(at, 5);
+  expect_softmax(sa, v, 8, "softmax of S(0) on a 1-rank mesh");
+  expect_softmax(st, v, 8, "softmax of [R, S(0)] on a 4 x 1 mesh");
+  float got[8];
+  assert_int_equal(dt_to_host(rp, got, sizeof got), DT_OK);
+  for (int i = 0; i < 8; i++) assert_true(got[i] == raw[i]); /* all > 0 */
+  /* dim 0 of the 4 x 1 mesh communicates: refused, with its fix */
+  dt_tensor_options oss = {.mesh = tall, .placements = DT_PLACEMENTS(DT_SHARD(0), DT_SHARD(0))};
+  dt_tensor *u = dt_from_host(raw, DT_SHAPE(8), &oss);
+  tu_expect_error(dt_softmax(u, 0), DT_ERR_PLACEMENT,
+                  "dt_softmax: input placements [S(0), S(0)] on mesh (4, 1) are "
+                  "not supported by softmax without communication; legal on mesh "
+                  "dim 0: [R]; cheapest fix: redistribute input 0 to [R, R] "
+                  "(all_gather, ", NULL);
+  TU_RELEASE(am, rp, a, p, t, u);
+  dt_mesh_release(one);
+  dt_mesh_release(tall);
+}
+
 static void test_auto_from_environment(void **state) {
   (void)state;
   setenv("DTORCH_AUTO_REDISTRIBUTE", "1", 1);
@@ -321,8 +384,10 @@ int main(void) {
       cmocka_unit_test(test_cache_eviction),
       cmocka_unit_test(test_cache_per_thread),
       cmocka_unit_test(test_strict_messages),
+      cmocka_unit_test(test_strict_one_rank_dims),
       cmocka_unit_test(test_auto_from_environment),
       cmocka_unit_test(test_dp_tp_forward),
   };
+  tu_alarm(600); /* ops run on rank threads: a hang fails the run */
   return cmocka_run_group_tests(tests, setup, teardown);
 }

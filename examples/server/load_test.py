@@ -12,9 +12,14 @@
 3. after the run /metrics must show the live tensors and every rank's
    memory back at their values before it (no leak) and every rank's queue
    empty;
-4. a burst of slow requests (repeat=50), SIGTERM while they are in flight
-   (/metrics in_flight >= 1): each request the server had taken must be
-   answered correctly, the server must exit 0 with 0 live tensors.
+4. SIGTERM with requests in flight, made so rather than hoped for: HOLD
+   requests with "hold": true are computed and then wait at the server's
+   gate (--hold-fd, a pipe the test holds) until /metrics shows all of
+   them held; then SIGTERM; once the server prints "draining: HOLD
+   requests in flight" a new connection must be refused, and only then
+   the test opens the gate: each held request must be answered correctly,
+   the server must exit 0 with 0 unanswered and 0 live tensors. Every
+   wait has a deadline, so a hang fails the test.
 Exits 1 on any wrong answer, error, leak or unclean shutdown; writes the
 figures to DIR/load_result.json."""
 import argparse
@@ -29,6 +34,8 @@ import sys
 import time
 
 IN_ROWS = 64  # distinct input rows the requests draw from
+HOLD = 8      # requests held open across the shutdown signal
+WAIT_S = 60   # the longest any step of the shutdown check may take
 
 
 def read_safetensors(path):
@@ -116,13 +123,13 @@ async def client(port, jobs, inputs, refs, lat, failures):
         w.close()
 
 
-async def one_slow(port, rows, inputs, refs):
+async def one_request(port, rows, inputs, refs, hold):
     try:
         r, w = await asyncio.open_connection("127.0.0.1", port)
     except OSError:
         return "refused"
     try:
-        body = json.dumps({"input": [inputs[i] for i in rows], "repeat": 50}).encode()
+        body = json.dumps({"input": [inputs[i] for i in rows], "hold": hold}).encode()
         status, text = await http(r, w, "POST", "/v1/forward", body)
     except (OSError, asyncio.IncompleteReadError, IndexError, ValueError):
         return "dropped"
@@ -138,7 +145,7 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * (len(xs) - 1)))]
 
 
-async def run(args, port, proc, inputs, refs):
+async def run(args, port, proc, gate, inputs, refs):
     rng = random.Random(2)
     res = {"clients": args.clients, "requests": args.requests}
     # the baseline: the model loaded (the server waited for its reads),
@@ -172,16 +179,32 @@ async def run(args, port, proc, inputs, refs):
     res["leaks"] = leaks
     res["live_tensors_after"] = int(after["dtorch_live_tensors"])
 
-    # SIGTERM with requests in flight
-    slow = [asyncio.ensure_future(one_slow(port, rng.sample(range(IN_ROWS), 8), inputs, refs))
-            for _ in range(32)]
-    in_flight = 0
-    deadline = time.time() + 10
-    while in_flight < 1 and time.time() < deadline:
-        in_flight = (await metrics(port))["dtorch_server_in_flight"]
+    # SIGTERM with HOLD requests in flight: they wait at the gate until
+    # the test opens it, after the server has said it is draining
+    held = [asyncio.ensure_future(one_request(port, rng.sample(range(IN_ROWS), 8), inputs,
+                                              refs, True)) for _ in range(HOLD)]
+    deadline = time.time() + WAIT_S
+    m = await metrics(port)
+    while m["dtorch_server_held"] < HOLD and time.time() < deadline:
+        await asyncio.sleep(0.01)
+        m = await metrics(port)
+    res["held_at_signal"] = int(m["dtorch_server_held"])
+    res["in_flight_at_signal"] = int(m["dtorch_server_in_flight"])
     proc.send_signal(signal.SIGTERM)
-    outcomes = await asyncio.gather(*slow)
-    res["shutdown_in_flight_seen"] = int(in_flight)
+    loop = asyncio.get_running_loop()
+    try:
+        line = await asyncio.wait_for(loop.run_in_executor(None, proc.stdout.readline), WAIT_S)
+    except asyncio.TimeoutError:
+        line = "(nothing within the deadline)"
+    res["draining"] = line.strip()
+    # no connection is accepted once draining
+    res["after_draining"] = await one_request(port, [0], inputs, refs, False)
+    os.write(gate, b"x")
+    os.close(gate)
+    try:
+        outcomes = await asyncio.wait_for(asyncio.gather(*held), WAIT_S)
+    except asyncio.TimeoutError:
+        outcomes = ["no answer within the deadline"] * HOLD
     res["shutdown_outcomes"] = {o: outcomes.count(o) for o in set(outcomes)}
     return res, failures
 
@@ -203,9 +226,13 @@ def main():
     inputs = [[rng.uniform(-1, 1) for _ in range(weights["w1"][0][1])] for _ in range(IN_ROWS)]
     refs = [reference(weights, x) for x in inputs]
 
+    # the gate: the server reads the pipe's read end; a byte from the
+    # test opens it
+    gate_r, gate = os.pipe()
     proc = subprocess.Popen([args.server, "--model", path, "--port", "0", "--tp", str(args.tp),
-                             "--threads", str(args.threads)],
-                            stdout=subprocess.PIPE, text=True)
+                             "--threads", str(args.threads), "--hold-fd", str(gate_r)],
+                            stdout=subprocess.PIPE, text=True, pass_fds=(gate_r,))
+    os.close(gate_r)
     first = proc.stdout.readline()
     if not first.startswith("listening on 127.0.0.1:"):
         print("load test: the server did not start:", first)
@@ -214,7 +241,7 @@ def main():
     port = int(first.split(":")[1].split()[0])
     print(first.strip())
     try:
-        res, failures = asyncio.run(run(args, port, proc, inputs, refs))
+        res, failures = asyncio.run(run(args, port, proc, gate, inputs, refs))
     except BaseException:
         proc.kill()
         raise
@@ -240,11 +267,22 @@ def main():
         print(f"load test: leak after the run (before, after): {res['leaks']}")
         ok = False
     outs = res["shutdown_outcomes"]
-    bad = {k: v for k, v in outs.items() if k not in ("ok", "refused")}
-    if bad or outs.get("ok", 0) < res["shutdown_in_flight_seen"] or res["shutdown_in_flight_seen"] < 1:
-        print(f"load test: shutdown: {outs} with {res['shutdown_in_flight_seen']} in flight")
+    if res["held_at_signal"] != HOLD or res["in_flight_at_signal"] != HOLD:
+        print(f"load test: shutdown: {res['held_at_signal']} held and "
+              f"{res['in_flight_at_signal']} in flight at the signal, want {HOLD} "
+              f"(within {WAIT_S} s)")
         ok = False
-    if proc.returncode != 0 or "live tensors 0" not in rest or " 0 unanswered" not in rest:
+    if res["draining"] != f"draining: {HOLD} requests in flight":
+        print(f"load test: shutdown: the server said {res['draining']!r}")
+        ok = False
+    if res["after_draining"] != "refused":
+        print(f"load test: shutdown: a request while draining got {res['after_draining']!r}")
+        ok = False
+    if outs != {"ok": HOLD}:
+        print(f"load test: shutdown: {outs} for the {HOLD} held requests")
+        ok = False
+    if (proc.returncode != 0 or "live tensors 0" not in rest or " 0 unanswered" not in rest
+            or f"{HOLD} requests in flight at the signal" not in rest):
         print("load test: the server did not stop cleanly")
         ok = False
     print(f"load test: {'passed' if ok else 'FAILED'}: {res['answered']} requests, "

@@ -12,13 +12,22 @@
  * accepting, answer every request in flight, stop, free the model and the
  * runtime, report the live tensors (0), exit 0.
  *
+ * For tests, --hold-fd N makes a gate of file descriptor N (a pipe's read
+ * end): a request with "hold": true is computed, then waits, suspended,
+ * until a byte arrives on N (or its writer closes), so a test can have
+ * requests in flight when it sends the signal however loaded the machine
+ * is. On the signal the server prints "draining: K requests in flight"
+ * once it accepts no more connections.
+ *
  *   dtorch_server --write-model model.safetensors       # seeded weights
  *   dtorch_server --model model.safetensors [--tp 4] [--threads 4] [--port 0]
+ *                 [--hold-fd N]
  *   curl -d '{"input": [[...64 floats...]]}' 127.0.0.1:PORT/v1/forward
  * prints "listening on 127.0.0.1:PORT" once it serves (port 0: any free
  * port). Listens on loopback only. */
 #include <cjson/cJSON.h>
 #include <dtorch/dtorch.h>
+#include <errno.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -183,6 +192,7 @@ static dt_future *model_forward_async(model *m, const float *x, int rows, int co
 /* ---- the HTTP server */
 enum { MAX_BODY = 4 << 20, MAX_ROWS = 1024, MAX_REPEAT = 1000, LAT_RING = 1 << 16 };
 
+struct request;
 typedef struct server {
   model m;
   struct MHD_Daemon *d;
@@ -191,6 +201,13 @@ typedef struct server {
   double lat[LAT_RING];   /* the last LAT_RING latencies, seconds */
   int64_t lat_n;
   double lat_sum;
+  /* the test gate (--hold-fd): the held requests, computed and waiting
+   * to be resumed, until the gate opens (released); under hold_lock */
+  int hold_fd;            /* -1: no gate */
+  pthread_mutex_t hold_lock;
+  struct request *held;
+  int64_t nheld;
+  bool released;
 } server;
 
 typedef enum { REQ_NEW, REQ_WAITING, REQ_DONE } req_state;
@@ -206,6 +223,8 @@ typedef struct request {
    * libmicrohttpd, where ThreadSanitizer cannot see it */
   _Atomic req_state state;
   int rows;
+  bool hold;              /* wait at the gate before the answer */
+  struct request *next_held;
   float *out;
   dt_tensor *y;
   dt_future *f;
@@ -256,22 +275,56 @@ static void on_done(dt_future *f, dt_status st, void *user) {
   struct MHD_Connection *conn = q->conn;
   (void)f;
   (void)st;
-  record_latency(q->s, now() - q->t0);
+  server *s = q->s;
+  record_latency(s, now() - q->t0);
+  bool hold = q->hold;
   /* release: pairs with the acquire loads in handle and completed; q is
-   * not touched after it (MHD may free it once resumed) */
+   * not touched after it (MHD may free it once resumed) unless held */
   atomic_store_explicit(&q->state, REQ_DONE, memory_order_release);
+  if (hold) { /* the gate resumes it (gate_main), unless already open */
+    pthread_mutex_lock(&s->hold_lock);
+    bool open = s->released;
+    if (!open) {
+      q->next_held = s->held;
+      s->held = q;
+      s->nheld++;
+    }
+    pthread_mutex_unlock(&s->hold_lock);
+    if (!open) return;
+  }
   MHD_resume_connection(conn);
 }
 
-/* {"input": [[...], ...], "repeat": n} -> rows x cols floats */
+/* the gate's thread: waits for a byte (or EOF) on hold_fd, then resumes
+ * every held request; later ones are not held (released) */
+static void *gate_main(void *arg) {
+  server *s = arg;
+  char c;
+  while (read(s->hold_fd, &c, 1) < 0 && errno == EINTR) {}
+  pthread_mutex_lock(&s->hold_lock);
+  s->released = true;
+  request *q = s->held;
+  s->held = NULL;
+  s->nheld = 0;
+  pthread_mutex_unlock(&s->hold_lock);
+  while (q) { /* q may be freed once resumed: read it first */
+    request *next = q->next_held;
+    MHD_resume_connection(q->conn);
+    q = next;
+  }
+  return NULL;
+}
+
+/* {"input": [[...], ...], "repeat": n, "hold": bool} -> rows x cols floats */
 static const char *parse(const char *body, size_t len, float **x, int *rows,
-                         int *cols, int *repeat) {
+                         int *cols, int *repeat, bool *hold) {
   cJSON *o = cJSON_ParseWithLength(body, len);
   if (!o) return "the body is not JSON";
   const char *err = NULL;
   cJSON *in = cJSON_GetObjectItemCaseSensitive(o, "input");
   cJSON *rep = cJSON_GetObjectItemCaseSensitive(o, "repeat");
   *repeat = cJSON_IsNumber(rep) ? (int)rep->valuedouble : 1;
+  *hold = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "hold"));
   int n = cJSON_IsArray(in) ? cJSON_GetArraySize(in) : -1;
   int w = n > 0 && cJSON_IsArray(cJSON_GetArrayItem(in, 0))
               ? cJSON_GetArraySize(cJSON_GetArrayItem(in, 0)) : -1;
@@ -310,7 +363,11 @@ static const char *parse(const char *body, size_t len, float **x, int *rows,
 static enum MHD_Result start(request *q) {
   float *x = NULL;
   int rows, cols, repeat;
-  const char *err = parse(q->body, q->len, &x, &rows, &cols, &repeat);
+  const char *err = parse(q->body, q->len, &x, &rows, &cols, &repeat, &q->hold);
+  if (!err && q->hold && q->s->hold_fd < 0) {
+    free(x);
+    err = "\"hold\" needs the server started with --hold-fd";
+  }
   if (err) return reply_error(q, MHD_HTTP_BAD_REQUEST, err);
   model *m = &q->s->m;
   q->rows = rows;
@@ -453,6 +510,11 @@ static char *metrics_text(server *s, struct MHD_Connection *c) {
   OUT("dtorch_server_errors_total %lld\n", (long long)atomic_load(&s->errors));
   OUT("dtorch_server_in_flight %lld\n", (long long)atomic_load(&s->in_flight));
   OUT("dtorch_server_connections %u\n", ci ? ci->num_connections : 0);
+  pthread_mutex_lock(&s->hold_lock);
+  long long held = (long long)s->nheld;
+  pthread_mutex_unlock(&s->hold_lock);
+  OUT("# answers computed and waiting at the test gate (--hold-fd)\n");
+  OUT("dtorch_server_held %lld\n", held);
   OUT("# issue to completion, over the last %d requests\n", LAT_RING);
   OUT("dtorch_server_latency_seconds{quantile=\"0.5\"} %.6f\n", p50);
   OUT("dtorch_server_latency_seconds{quantile=\"0.99\"} %.6f\n", p99);
@@ -474,7 +536,8 @@ static char *metrics_text(server *s, struct MHD_Connection *c) {
 
 static int usage(void) {
   fprintf(stderr, "usage: dtorch_server --write-model PATH [--in N --hidden N --out N --seed N]\n"
-                  "       dtorch_server --model PATH [--tp N] [--threads N] [--port N]\n");
+                  "       dtorch_server --model PATH [--tp N] [--threads N] [--port N]"
+                  " [--hold-fd N]\n");
   return 2;
 }
 
@@ -506,6 +569,9 @@ static void drain(server *s) {
   MHD_socket ls = MHD_quiesce_daemon(s->d);
   if (ls != MHD_INVALID_SOCKET) close(ls);
   int64_t at_signal = atomic_load(&s->in_flight);
+  /* no connection is accepted from here: a test may open the gate */
+  printf("draining: %lld requests in flight\n", (long long)at_signal);
+  fflush(stdout);
   double t0 = now();
   while (atomic_load_explicit(&s->in_flight, memory_order_acquire) > 0 && now() - t0 < 30)
     usleep(1000);
@@ -518,7 +584,7 @@ static void drain(server *s) {
 
 int main(int argc, char **argv) {
   const char *write_path = NULL, *model_path = NULL;
-  int in = 64, hidden = 256, out = 16, tp = 4, threads = 4, port = 0;
+  int in = 64, hidden = 256, out = 16, tp = 4, threads = 4, port = 0, hold_fd = -1;
   unsigned long long seed = 1;
   for (int i = 1; i < argc; i += 2) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -532,10 +598,13 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--tp") == 0) tp = atoi(v);
     else if (strcmp(a, "--threads") == 0) threads = atoi(v);
     else if (strcmp(a, "--port") == 0) port = atoi(v);
+    else if (strcmp(a, "--hold-fd") == 0) hold_fd = atoi(v);
     else return usage();
   }
   if (write_path) return model_write(write_path, in, hidden, out, seed) ? 1 : 0;
-  if (!model_path || tp < 1 || threads < 1 || port < 0 || port > 65535) return usage();
+  if (!model_path || tp < 1 || threads < 1 || port < 0 || port > 65535 ||
+      hold_fd < -1)
+    return usage();
 
   /* the signals go to sigwait below, not to a rank or connection thread */
   sigset_t sigs;
@@ -547,10 +616,21 @@ int main(int argc, char **argv) {
 
   static server s;
   pthread_mutex_init(&s.lat_lock, NULL);
+  pthread_mutex_init(&s.hold_lock, NULL);
+  s.hold_fd = hold_fd;
   if (model_load(&s.m, model_path, tp)) return 1;
   if (serve(&s, threads, port)) {
     model_free(&s.m);
     return 1;
+  }
+  pthread_t gate;
+  /* detached: it may wait on the fd until the process exits */
+  if (hold_fd >= 0) {
+    if (pthread_create(&gate, NULL, gate_main, &s) != 0) {
+      fprintf(stderr, "dtorch_server: cannot start the --hold-fd thread\n");
+      return 1;
+    }
+    pthread_detach(gate);
   }
   int sig = 0;
   sigwait(&sigs, &sig);

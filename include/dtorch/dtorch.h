@@ -265,7 +265,10 @@ DT_API dt_tensor *dt_ones_like(const dt_tensor *t);
 DT_API dt_tensor *dt_full_like(const dt_tensor *t, double value);
 
 /* data = the full global value, contiguous, row-major, of o->dtype;
- * placements say how it is spread. */
+ * placements say how it is spread. data is copied before the call
+ * returns. A bool element is one byte: nonzero is true and is stored as
+ * 1 (C's conversion to _Bool, numpy's astype(bool)), so bytes such as 2
+ * or 255 act as true in every op; data itself is not written. */
 DT_API dt_tensor *dt_from_host(const void *data, dt_shape shape,
                                const dt_tensor_options *o);
 /* The full value, contiguous row-major in t's dtype; dst_bytes must be at
