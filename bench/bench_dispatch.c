@@ -13,6 +13,11 @@
  *                     (wall time includes the ranks' time on 2 cores);
  *                     the 64-rank line's `vs_8_ranks` = its ns / the
  *                     8-rank ns (both runtimes' bursts alternate)
+ *   dtensor_add_scalar_hit  a 4x4 add_scalar of an [S(0), R] DTensor on a
+ *                     2x4 mesh (8 ranks) with a scalar that changes every
+ *                     call (a training loop's step): `ns` as above,
+ *                     `hit_rate` = the cache hits / calls of the timed
+ *                     bursts (1: the changing scalar still hits)
  *   matmul_miss       a [64, 32] x [32, 16] matmul on a 2x4 mesh with the
  *                     cache cleared before each call: the full first-time
  *                     propagation (infer, rule per mesh dim, costs, checks)
@@ -142,6 +147,36 @@ static void bench_add(int reps) {
   add_setup_free(&x64);
 }
 
+/* one burst of 256 add_scalar calls, the scalar changing each call */
+static void scalar_burst(dt_runtime *rt, dt_tensor *a, burst *best) {
+  double t0 = bench_now(), c0 = cpu_now();
+  for (int i = 0; i < 256; i++) {
+    dt_tensor *c = dt_add_scalar(a, 0.25 * i + 1);
+    if (!c) die("dt_add_scalar");
+    dt_tensor_release(c);
+  }
+  double c = (cpu_now() - c0) / 256 * 1e9, t = (bench_now() - t0) / 256 * 1e9;
+  if (c < best->cpu) best->cpu = c;
+  if (t < best->wall) best->wall = t;
+  dt_runtime_synchronize(rt);
+}
+
+static void bench_add_scalar(int reps) {
+  add_setup x;
+  add_setup_init(&x, 8);
+  dt_runtime_set_current(x.rt);
+  dt_tensor_release(dt_add_scalar(x.a, 0.5)); /* cached now */
+  dt_cache_stats before = dt_sharding_cache_stats();
+  for (int r = 0; r < reps * 20; r++) scalar_burst(x.rt, x.a, &x.d);
+  dt_cache_stats after = dt_sharding_cache_stats();
+  dt_runtime_set_current(NULL);
+  double calls = (double)(after.hits - before.hits + after.misses - before.misses);
+  printf("{\"bench\":\"dtensor_add_scalar_hit\",\"ranks\":8,\"mesh\":\"2x4\","
+         "\"ns\":%.0f,\"wall_ns\":%.0f,\"hit_rate\":%.3f}\n", x.d.cpu, x.d.wall,
+         calls > 0 ? (double)(after.hits - before.hits) / calls : 0.0);
+  add_setup_free(&x);
+}
+
 static void bench_lookup(int reps) {
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 8});
   dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 4), NULL);
@@ -213,6 +248,7 @@ int bench_dispatch(int argc, char **argv) {
   argc = k;
   static const bench_figure figs[] = {{"cache_hit_lookup", bench_lookup},
                                       {"dtensor_add_hit", bench_add},
+                                      {"dtensor_add_scalar_hit", bench_add_scalar},
                                       {"matmul_miss", bench_matmul_miss}};
-  return bench_main(argc, argv, "dispatch", figs, 3);
+  return bench_main(argc, argv, "dispatch", figs, 4);
 }

@@ -87,6 +87,7 @@ static void put_tensor(dispatch_key *k, const dt_tensor *t) {
 void dispatch_key_build(const dt_op_call *c, dispatch_key *k) {
   const char *s = core_op_schema(c->op);
   k->n = 0;
+  k->statics = false;
   k->hash = 0x243f6a8885a308d3ull;
   put(k, (int64_t)c->op << 8 | c->nargs);
   for (int i = 0; s[i] && k->n >= 0; i++) {
@@ -104,9 +105,38 @@ void dispatch_key_build(const dt_op_call *c, dispatch_key *k) {
       put(k, v->ints.ndim);
       for (int j = 0; j < v->ints.ndim && j < DT_MAX_DIMS; j++) put(k, v->ints.dims[j]);
       break;
-    default: break; /* s d n P: do not decide sharding */
+    default: k->statics = true; break; /* s d n P: their infer's result enters */
     }
   }
+}
+
+/* One word per output for dtype and ndim, then the sizes. What a rule
+ * reads of the infer is exactly this (c->meta[o].dtype, ndim, sizes; a
+ * DTensor output is always fresh and contiguous), so two calls with the
+ * same key words get the same strategies. The words are folded into one
+ * value mixed into the hash once (this runs on every hit of such an op);
+ * the comparison on a lookup is of the words themselves. */
+void dispatch_key_put_meta(const dt_op_call *c, dispatch_key *k) {
+  int n = k->n, need = 1;
+  for (int o = 0; o < c->nmeta; o++) need += 1 + c->meta[o].ndim;
+  if (n < 0 || n + need > DISPATCH_KEY_WORDS) {
+    k->n = -1;
+    return;
+  }
+  int64_t *w = k->w + n;
+  uint64_t f = (uint64_t)c->nmeta;
+  *w++ = c->nmeta;
+  for (int o = 0; o < c->nmeta; o++) {
+    const core_meta *m = &c->meta[o];
+    *w = (int64_t)m->dtype << 8 | m->ndim;
+    f = (f ^ (uint64_t)*w++) * 0x100000001b3ull;
+    for (int d = 0; d < m->ndim; d++) {
+      *w = m->sizes[d];
+      f = (f ^ (uint64_t)*w++) * 0x100000001b3ull;
+    }
+  }
+  k->n = n + need;
+  k->hash = mix(k->hash, f);
 }
 
 /* ---- lookup and insert */
