@@ -6,6 +6,7 @@
  * (never reused), so a mesh made after another was destroyed cannot
  * match the dead one's entries; they age out. The table is freed when
  * the thread exits (a pthread key destructor). */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,7 +106,11 @@ void dispatch_key_build(const dt_op_call *c, dispatch_key *k) {
       put(k, v->ints.ndim);
       for (int j = 0; j < v->ints.ndim && j < DT_MAX_DIMS; j++) put(k, v->ints.dims[j]);
       break;
-    default: k->statics = true; break; /* s d n P: their infer's result enters */
+    case 's': /* its class: what a rule may read of a scalar (ops.h) */
+      k->statics = true;
+      put(k, isnan(v->d) ? 3 : isinf(v->d) ? 2 : v->d == 0 ? 1 : 0);
+      break;
+    default: k->statics = true; break; /* d n P: their infer's result enters */
     }
   }
 }
