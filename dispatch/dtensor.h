@@ -47,6 +47,8 @@ typedef struct dispatch_key {
   uint64_t hash;
   int n;                 /* words used; -1: too long to cache */
   bool statics;          /* the op has an argument outside the key */
+  uint32_t classes;      /* 2 bits per `s` argument (by position): zero,
+                            infinite, NaN or other */
   int64_t w[DISPATCH_KEY_WORDS];
 } dispatch_key;
 /* builds the key of c (its tensor arguments are DTensors on one mesh);

@@ -89,6 +89,7 @@ void dispatch_key_build(const dt_op_call *c, dispatch_key *k) {
   const char *s = core_op_schema(c->op);
   k->n = 0;
   k->statics = false;
+  k->classes = 0;
   k->hash = 0x243f6a8885a308d3ull;
   put(k, (int64_t)c->op << 8 | c->nargs);
   for (int i = 0; s[i] && k->n >= 0; i++) {
@@ -106,21 +107,23 @@ void dispatch_key_build(const dt_op_call *c, dispatch_key *k) {
       put(k, v->ints.ndim);
       for (int j = 0; j < v->ints.ndim && j < DT_MAX_DIMS; j++) put(k, v->ints.dims[j]);
       break;
-    case 's': /* its class: what a rule may read of a scalar (ops.h) */
+    case 's': /* its class, what a rule may read of a scalar: joins the
+               * key in dispatch_key_put_meta's first word */
       k->statics = true;
-      put(k, isnan(v->d) ? 3 : isinf(v->d) ? 2 : v->d == 0 ? 1 : 0);
+      k->classes |= (uint32_t)(isnan(v->d) ? 3 : isinf(v->d) ? 2 : v->d == 0) << 2 * i;
       break;
     default: k->statics = true; break; /* d n P: their infer's result enters */
     }
   }
 }
 
-/* One word per output for dtype and ndim, then the sizes. What a rule
- * reads of the infer is exactly this (c->meta[o].dtype, ndim, sizes; a
- * DTensor output is always fresh and contiguous), so two calls with the
- * same key words get the same strategies. The words are folded into one
- * value mixed into the hash once (this runs on every hit of such an op);
- * the comparison on a lookup is of the words themselves. */
+/* A first word (the output count and the scalars' classes), then per
+ * output a word for dtype and ndim and one per size. What a rule reads of
+ * the infer is exactly this (c->meta[o].dtype, ndim, sizes; a DTensor
+ * output is always fresh and contiguous), so two calls with the same key
+ * words get the same strategies. This runs on every hit of such an op, so
+ * only the first and the dtype words are mixed into the hash: equal words
+ * still give equal hashes, and the lookup compares every word. */
 void dispatch_key_put_meta(const dt_op_call *c, dispatch_key *k) {
   int n = k->n, need = 1;
   for (int o = 0; o < c->nmeta; o++) need += 1 + c->meta[o].ndim;
@@ -129,16 +132,14 @@ void dispatch_key_put_meta(const dt_op_call *c, dispatch_key *k) {
     return;
   }
   int64_t *w = k->w + n;
-  uint64_t f = (uint64_t)c->nmeta;
-  *w++ = c->nmeta;
+  uint64_t f = (uint64_t)c->nmeta | (uint64_t)k->classes << 8;
+  *w++ = (int64_t)f;
   for (int o = 0; o < c->nmeta; o++) {
     const core_meta *m = &c->meta[o];
     *w = (int64_t)m->dtype << 8 | m->ndim;
     f = (f ^ (uint64_t)*w++) * 0x100000001b3ull;
-    for (int d = 0; d < m->ndim; d++) {
-      *w = m->sizes[d];
-      f = (f ^ (uint64_t)*w++) * 0x100000001b3ull;
-    }
+    memcpy(w, m->sizes, sizeof(int64_t) * (size_t)m->ndim);
+    w += m->ndim;
   }
   k->n = n + need;
   k->hash = mix(k->hash, f);
