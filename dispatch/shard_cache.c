@@ -85,6 +85,13 @@ static void put_tensor(dispatch_key *k, const dt_tensor *t) {
   k->hash = mix(k->hash, s->key_hash);
 }
 
+/* the ops whose sharding rule reads a scalar argument's class (zero,
+ * infinite, NaN, other): mul_scalar and div_scalar keep a Partial only
+ * for a finite, nonzero-divisor scalar (ops/pointwise.c ops_scalar_rule) */
+static bool rule_reads_scalar(core_op_id op) {
+  return op == CORE_OP_MUL_SCALAR || op == CORE_OP_DIV_SCALAR;
+}
+
 void dispatch_key_build(const dt_op_call *c, dispatch_key *k) {
   const char *s = core_op_schema(c->op);
   k->n = 0;
@@ -107,10 +114,13 @@ void dispatch_key_build(const dt_op_call *c, dispatch_key *k) {
       put(k, v->ints.ndim);
       for (int j = 0; j < v->ints.ndim && j < DT_MAX_DIMS; j++) put(k, v->ints.dims[j]);
       break;
-    case 's': /* its class, what a rule may read of a scalar: joins the
-               * key in dispatch_key_put_meta's first word */
+    case 's': /* for an op whose rule reads it, its class (it joins the
+               * key in dispatch_key_put_meta's first word); no other op's
+               * key holds it, so adam_moment's beta 0 on the first step
+               * and 0.9 after share an entry */
       k->statics = true;
-      k->classes |= (uint32_t)(isnan(v->d) ? 3 : isinf(v->d) ? 2 : v->d == 0) << 2 * i;
+      if (rule_reads_scalar(c->op))
+        k->classes |= (uint32_t)(isnan(v->d) ? 3 : isinf(v->d) ? 2 : v->d == 0) << 2 * i;
       break;
     default: k->statics = true; break; /* d n P: their infer's result enters */
     }
