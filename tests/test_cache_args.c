@@ -417,6 +417,106 @@ static void test_changing_scalars_still_hit(void **state) {
   dt_runtime_destroy(rt);
 }
 
+/* ---- the other caches of the hot path */
+
+/* the values of t (a DTensor or not) next to want[n]; fails naming what */
+static void expect_values(dt_tensor *t, const double *want, int64_t n, const char *what) {
+  if (!t) fail_msg("%s: %s", what, dt_last_error());
+  double *v = tu_values(t);
+  for (int64_t i = 0; i < n; i++)
+    if (!same_value(v[i], want[i], DT_FLOAT32))
+      fail_msg("%s: element %lld is %.9g, want %.9g", what, (long long)i, v[i], want[i]);
+  free(v);
+}
+
+/* Collective groups: a mesh caches its dim groups; the runtime's registry
+ * hands out one group per ordered rank list. A 1-D mesh over runtime
+ * ranks {1, 0} must not reuse the group of {0, 1} (made first by a 2x2
+ * mesh's dim 1): its member 0 is rank 1. Each gather (S(0) to R) is
+ * compared with the host values, gathered in mesh order. */
+static void test_group_cache_keeps_rank_order(void **state) {
+  (void)state;
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 4});
+  dt_mesh *grid = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 2), NULL);
+  static const int fwd[] = {0, 1}, rev[] = {1, 0};
+  dt_mesh *a = dt_mesh_create(rt, "cpu", DT_SHAPE(2), fwd, NULL);
+  dt_mesh *b = dt_mesh_create(rt, "cpu", DT_SHAPE(2), rev, NULL);
+  assert_non_null(grid);
+  assert_non_null(a);
+  assert_non_null(b);
+  double v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  tu_in_spec in = {DT_FLOAT32, DT_SHAPE(4, 2), TU_V_ANY, 0};
+  /* (mesh, the mesh dim sharding rows): the grid's dim 0 groups are
+   * cached before its dim 1 gathers, the {0, 1} group before {1, 0} */
+  struct { dt_mesh *m; int md; } steps[] = {{grid, 0}, {grid, 1}, {a, 0}, {b, 0},
+                                            {grid, 1}, {a, 0}, {grid, 0}, {b, 0}};
+  for (int k = 0; k < 8; k++) {
+    dt_mesh *m = steps[k].m;
+    dt_placement sh[2] = {DT_REPLICATE, DT_REPLICATE}, rep[2] = {DT_REPLICATE, DT_REPLICATE};
+    sh[steps[k].md] = DT_SHARD(0);
+    dt_tensor *x = tu_case_tensor(v, &in, m, sh, false);
+    dt_tensor *y = dt_redistribute(x, m, rep);
+    char what[64];
+    snprintf(what, sizeof what, "gather %d (mesh of %d dims, dim %d)", k,
+             dt_mesh_ndim(m), steps[k].md);
+    expect_values(y, v, 8, what);
+    dt_tensor_release(x);
+    dt_tensor_release(y);
+  }
+  dt_mesh_release(a);
+  dt_mesh_release(b);
+  dt_mesh_release(grid);
+  dt_runtime_destroy(rt);
+}
+
+/* Autograd nodes keep a copy of their call: two nodes of one graph whose
+ * ops differ only in a scalar, eps or smoothing (the second a cache hit
+ * in the forward and in the backward) each get their own gradient. The
+ * DTensor gradients equal the single-device graph's. */
+static dt_tensor *ag_loss(dt_tensor *x, dt_tensor *t) {
+  dt_tensor *a = dt_mul_scalar(x, 2), *b = dt_mul_scalar(x, -3.5);
+  dt_tensor *n1 = dt_layer_norm(a, NULL, NULL, 1e-5), *n2 = dt_layer_norm(b, NULL, NULL, 4.0);
+  dt_tensor *s = dt_add(n1, n2);
+  dt_tensor *l1 = dt_cross_entropy_smoothed(s, t, DT_REDUCTION_MEAN, -100, 0);
+  dt_tensor *l2 = dt_cross_entropy_smoothed(s, t, DT_REDUCTION_MEAN, -100, 0.6);
+  dt_tensor *l3 = dt_mul_scalar(l2, 0.25);
+  dt_tensor *loss = dt_add(l1, l3);
+  dt_tensor *tmp[] = {a, b, n1, n2, s, l1, l2, l3};
+  for (int i = 0; i < 8; i++) dt_tensor_release(tmp[i]);
+  return loss;
+}
+
+static void test_autograd_nodes_keep_their_arguments(void **state) {
+  (void)state;
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2, .auto_redistribute = true});
+  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  tu_in_spec xs = F32(6, 4), ts = IDX(4, 6);
+  double *xv = tu_case_values(&xs, 5), *tv = tu_case_values(&ts, 6);
+  double grads[2][24];
+  for (int k = 0; k < 2; k++) { /* single device, then the mesh */
+    dt_placement pl[1] = {DT_SHARD(0)};
+    dt_tensor *x = tu_case_tensor(xv, &xs, k ? m : NULL, k ? pl : NULL, true);
+    dt_tensor *t = tu_case_tensor(tv, &ts, k ? m : NULL, k ? pl : NULL, false);
+    dt_sharding_cache_clear();
+    dt_tensor *loss = ag_loss(x, t);
+    if (!loss || dt_backward(loss) != DT_OK) fail_msg("backward %d: %s", k, dt_last_error());
+    dt_tensor *g = dt_grad(x);
+    assert_non_null(g);
+    double *v = tu_values(g);
+    memcpy(grads[k], v, sizeof grads[k]);
+    free(v);
+    dt_tensor *tmp[] = {g, loss, x, t};
+    for (int i = 0; i < 4; i++) dt_tensor_release(tmp[i]);
+  }
+  for (int i = 0; i < 24; i++)
+    if (!same_value(grads[1][i], grads[0][i], DT_FLOAT32))
+      fail_msg("grad element %d: mesh %.9g, single device %.9g", i, grads[1][i], grads[0][i]);
+  free(xv);
+  free(tv);
+  dt_mesh_release(m);
+  dt_runtime_destroy(rt);
+}
+
 static void on_alarm(int sig) {
   (void)sig;
   static const char m[] = "test_cache_args: watchdog: no progress in 540 s\n";
@@ -427,9 +527,13 @@ static void on_alarm(int sig) {
 int main(void) {
   signal(SIGALRM, on_alarm);
   alarm(540);
+  const char *only = getenv("TEST_ONLY"); /* a test's name, to run it alone */
+  if (only) cmocka_set_test_filter(only);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cached_equals_uncached),
       cmocka_unit_test(test_changing_scalars_still_hit),
+      cmocka_unit_test(test_group_cache_keeps_rank_order),
+      cmocka_unit_test(test_autograd_nodes_keep_their_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
