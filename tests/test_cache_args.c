@@ -417,6 +417,50 @@ static void test_changing_scalars_still_hit(void **state) {
   dt_runtime_destroy(rt);
 }
 
+/* Factories on a mesh run their infer on every call (api/tensor.c) and
+ * take no cache entry: dt_full's value and dt_arange's range, varied
+ * across the same boundaries, match one device. */
+static outcome factory_call(int which, const double *a, dt_mesh *m) {
+  dt_placement pl[2] = {DT_SHARD(0), DT_REPLICATE};
+  dt_tensor_options o = {.dtype = (dt_dtype)a[3], .mesh = m, .placements = m ? pl : NULL};
+  dt_tensor *t = which ? dt_arange(a[0], a[1], a[2], &o) : dt_full(DT_SHAPE(4, 2), a[0], &o);
+  outcome r = {.st = t ? DT_OK : dt_last_status()};
+  if (!t) {
+    snprintf(r.msg, sizeof r.msg, "%s", dt_last_error());
+    return r;
+  }
+  r.dtype = dt_tensor_dtype(t);
+  r.shape = dt_tensor_shape(t);
+  r.v = tu_values(t);
+  dt_tensor_release(t);
+  return r;
+}
+
+static void test_factories_on_a_mesh(void **state) {
+  (void)state;
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2});
+  dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2), NULL);
+  dt_runtime_set_current(rt);
+  static const double args[2][6][4] = {
+    {{2, 0, 0, DT_INT32}, {1.5, 0, 0, DT_INT32}, {3e9, 0, 0, DT_INT32}, {NAN, 0, 0, DT_INT32},
+     {300, 0, 0, DT_UINT8}, {INFINITY, 0, 0, DT_FLOAT32}},
+    {{0, 4, 1, DT_FLOAT32}, {0, 6, 1, DT_FLOAT32}, {0, 5, 0, DT_FLOAT32}, {0, 3, 0.5, DT_INT32},
+     {0, 3e9, 1e9, DT_INT32}, {6, 0, -1, DT_INT64}}};
+  for (int which = 0; which < 2; which++)
+    for (int i = 0; i < 6; i++) {
+      outcome on_mesh = factory_call(which, args[which][i], m);
+      outcome single = factory_call(which, args[which][i], NULL);
+      char why[600];
+      differ(&on_mesh, &single, false, 1, why, sizeof why);
+      if (why[0]) fail_msg("%s call %d: %s", which ? "dt_arange" : "dt_full", i, why);
+      free(on_mesh.v);
+      free(single.v);
+    }
+  dt_runtime_set_current(NULL);
+  dt_mesh_release(m);
+  dt_runtime_destroy(rt);
+}
+
 /* ---- the other caches of the hot path */
 
 /* the values of t (a DTensor or not) next to want[n]; fails naming what */
@@ -532,6 +576,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cached_equals_uncached),
       cmocka_unit_test(test_changing_scalars_still_hit),
+      cmocka_unit_test(test_factories_on_a_mesh),
       cmocka_unit_test(test_group_cache_keeps_rank_order),
       cmocka_unit_test(test_autograd_nodes_keep_their_arguments),
   };
