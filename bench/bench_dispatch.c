@@ -1,8 +1,12 @@
 /* `dtorch bench dispatch`: the DTensor layer's costs on the issuing thread
  * (issue 10). One JSON line per figure:
  *   cache_hit_lookup  ns for one lookup of a cached key in this thread's
- *                     sharding cache (`lookup_ns`), and for building the
- *                     key of a 2-input add and looking it up (`key_ns`)
+ *                     sharding cache (`lookup_ns`), for building the
+ *                     key of a 2-input add and looking it up (`key_ns`),
+ *                     and for an add_scalar with a changing scalar: the
+ *                     key, the infer that runs on every call of an op
+ *                     with a scalar, the infer's words and the lookup
+ *                     (`scalar_key_ns`)
  *   dtensor_add_hit   a 4x4 add of [S(0), R] DTensors on a 2-D mesh with a
  *                     cache hit, 8 and 64 ranks: `ns` = the issuing
  *                     thread's CPU time per op (best burst of 256;
@@ -28,6 +32,7 @@
 
 #include "bench/bench.h"
 #include "dispatch/dtensor.h"
+#include "ops/ops.h"
 #include "dtorch/dtorch.h"
 
 static double cpu_now(void) {
@@ -204,9 +209,29 @@ static void bench_lookup(int reps) {
     if ((t1 - t0) / N < lookup) lookup = (t1 - t0) / N;
     if ((t2 - t1) / N < key) key = (t2 - t1) / N;
   }
+  dt_tensor_release(dt_add_scalar(a, 1)); /* cached now */
+  double scalar = 1e300;
+  for (int r = 0; r < reps * 4; r++) {
+    double t0 = bench_now();
+    for (int i = 0; i < N; i++) { /* what dispatch_dtensor_layer does */
+      core_call_init(&c, CORE_OP_ADD_SCALAR, "dt_add_scalar");
+      core_call_tensor(&c, a);
+      core_call_double(&c, 1 + 0.25 * (i & 63));
+      dispatch_key_build(&c, &k);
+      c.nmeta = 1;
+      c.meta[0].alias = -1;
+      c.meta[0].offset = 0;
+      if (ops_defs[c.op].infer(&c) != DT_OK) die("add_scalar infer");
+      dispatch_key_put_meta(&c, &k);
+      sink = dispatch_cache_find(&k);
+      if (!sink) die("add_scalar: no cache hit");
+    }
+    double t = (bench_now() - t0) / N;
+    if (t < scalar) scalar = t;
+  }
   (void)sink;
-  printf("{\"bench\":\"cache_hit_lookup\",\"lookup_ns\":%.1f,\"key_ns\":%.1f}\n",
-         lookup * 1e9, key * 1e9);
+  printf("{\"bench\":\"cache_hit_lookup\",\"lookup_ns\":%.1f,\"key_ns\":%.1f,"
+         "\"scalar_key_ns\":%.1f}\n", lookup * 1e9, key * 1e9, scalar * 1e9);
   dt_tensor_release(a);
   dt_mesh_release(m);
   dt_runtime_destroy(rt);
