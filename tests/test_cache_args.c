@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/call.h"
 #include "op_cases.h"
 #include "testutil.h"
 
@@ -380,7 +381,19 @@ static void test_cached_equals_uncached(void **state) {
   assert_non_null(meshes[1]);
   const char *names[2] = {"mesh(2)", "mesh(2x2)"};
   tally t = {0};
+  dt_op_counter *ran = dt_op_counter_push();
   for (int ci = 0; ci < NCASES; ci++) sweep_case(ci, meshes, names, &t);
+  dt_op_counter_pop(ran);
+  /* every op with a non-tensor argument is among the cases (factories
+   * have their own test: they take no cache entry) */
+  for (int op = 0; op < CORE_OP_COUNT; op++) {
+    const char *sch = core_op_schema((core_op_id)op);
+    bool args = strspn(sch, "TtL") < strlen(sch), factory = !strchr(sch, 'T') && !strchr(sch, 'L');
+    if (args && !factory && dt_op_counter_get(ran, core_op_name((core_op_id)op)) == 0)
+      fail_msg("op %s has a non-tensor argument and no case here: add one",
+               core_op_name((core_op_id)op));
+  }
+  dt_op_counter_free(ran);
   printf("cache property: %d (op, dtype, argument pair) cases, %lld calls after a "
          "warm-up; wrong: %d cases (%lld calls)\n", t.cases, (long long)t.calls,
          t.wrong_cases, (long long)t.wrong_calls);
