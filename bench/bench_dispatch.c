@@ -1,8 +1,12 @@
 /* `dtorch bench dispatch`: the DTensor layer's costs on the issuing thread
  * (issue 10). One JSON line per figure:
  *   cache_hit_lookup  ns for one lookup of a cached key in this thread's
- *                     sharding cache (`lookup_ns`), and for building the
- *                     key of a 2-input add and looking it up (`key_ns`)
+ *                     sharding cache (`lookup_ns`), for building the
+ *                     key of a 2-input add and looking it up (`key_ns`),
+ *                     and for an add_scalar with a changing scalar: the
+ *                     key, the infer that runs on every call of an op
+ *                     with a scalar, the infer's words and the lookup
+ *                     (`scalar_key_ns`)
  *   dtensor_add_hit   a 4x4 add of [S(0), R] DTensors on a 2-D mesh with a
  *                     cache hit, 8 and 64 ranks: `ns` = the issuing
  *                     thread's CPU time per op (best burst of 256;
@@ -13,6 +17,11 @@
  *                     (wall time includes the ranks' time on 2 cores);
  *                     the 64-rank line's `vs_8_ranks` = its ns / the
  *                     8-rank ns (both runtimes' bursts alternate)
+ *   dtensor_add_scalar_hit  a 4x4 add_scalar of an [S(0), R] DTensor on a
+ *                     2x4 mesh (8 ranks) with a scalar that changes every
+ *                     call (a training loop's step): `ns` as above,
+ *                     `hit_rate` = the cache hits / calls of the timed
+ *                     bursts (1: the changing scalar still hits)
  *   matmul_miss       a [64, 32] x [32, 16] matmul on a 2x4 mesh with the
  *                     cache cleared before each call: the full first-time
  *                     propagation (infer, rule per mesh dim, costs, checks)
@@ -23,6 +32,7 @@
 
 #include "bench/bench.h"
 #include "dispatch/propagate.h"
+#include "ops/ops.h"
 #include "dtorch/dtorch.h"
 
 static double cpu_now(void) {
@@ -142,6 +152,36 @@ static void bench_add(int reps) {
   add_setup_free(&x64);
 }
 
+/* one burst of 256 add_scalar calls, the scalar changing each call */
+static void scalar_burst(dt_runtime *rt, dt_tensor *a, burst *best) {
+  double t0 = bench_now(), c0 = cpu_now();
+  for (int i = 0; i < 256; i++) {
+    dt_tensor *c = dt_add_scalar(a, 0.25 * i + 1);
+    if (!c) die("dt_add_scalar");
+    dt_tensor_release(c);
+  }
+  double c = (cpu_now() - c0) / 256 * 1e9, t = (bench_now() - t0) / 256 * 1e9;
+  if (c < best->cpu) best->cpu = c;
+  if (t < best->wall) best->wall = t;
+  dt_runtime_synchronize(rt);
+}
+
+static void bench_add_scalar(int reps) {
+  add_setup x;
+  add_setup_init(&x, 8);
+  dt_runtime_set_current(x.rt);
+  dt_tensor_release(dt_add_scalar(x.a, 0.5)); /* cached now */
+  dt_cache_stats before = dt_sharding_cache_stats();
+  for (int r = 0; r < reps * 20; r++) scalar_burst(x.rt, x.a, &x.d);
+  dt_cache_stats after = dt_sharding_cache_stats();
+  dt_runtime_set_current(NULL);
+  double calls = (double)(after.hits - before.hits + after.misses - before.misses);
+  printf("{\"bench\":\"dtensor_add_scalar_hit\",\"ranks\":8,\"mesh\":\"2x4\","
+         "\"ns\":%.0f,\"wall_ns\":%.0f,\"hit_rate\":%.3f}\n", x.d.cpu, x.d.wall,
+         calls > 0 ? (double)(after.hits - before.hits) / calls : 0.0);
+  add_setup_free(&x);
+}
+
 static void bench_lookup(int reps) {
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 8});
   dt_mesh *m = dt_mesh_init(rt, "cpu", DT_SHAPE(2, 4), NULL);
@@ -169,9 +209,29 @@ static void bench_lookup(int reps) {
     if ((t1 - t0) / N < lookup) lookup = (t1 - t0) / N;
     if ((t2 - t1) / N < key) key = (t2 - t1) / N;
   }
+  dt_tensor_release(dt_add_scalar(a, 1)); /* cached now */
+  double scalar = 1e300;
+  for (int r = 0; r < reps * 4; r++) {
+    double t0 = bench_now();
+    for (int i = 0; i < N; i++) { /* what dispatch_dtensor_layer does */
+      core_call_init(&c, CORE_OP_ADD_SCALAR, "dt_add_scalar");
+      core_call_tensor(&c, a);
+      core_call_double(&c, 1 + 0.25 * (i & 63));
+      dispatch_key_build(&c, &k);
+      c.nmeta = 1;
+      c.meta[0].alias = -1;
+      c.meta[0].offset = 0;
+      if (ops_defs[c.op].infer(&c) != DT_OK) die("add_scalar infer");
+      dispatch_key_put_meta(&c, &k);
+      sink = dispatch_cache_find(&k);
+      if (!sink) die("add_scalar: no cache hit");
+    }
+    double t = (bench_now() - t0) / N;
+    if (t < scalar) scalar = t;
+  }
   (void)sink;
-  printf("{\"bench\":\"cache_hit_lookup\",\"lookup_ns\":%.1f,\"key_ns\":%.1f}\n",
-         lookup * 1e9, key * 1e9);
+  printf("{\"bench\":\"cache_hit_lookup\",\"lookup_ns\":%.1f,\"key_ns\":%.1f,"
+         "\"scalar_key_ns\":%.1f}\n", lookup * 1e9, key * 1e9, scalar * 1e9);
   dt_tensor_release(a);
   dt_mesh_release(m);
   dt_runtime_destroy(rt);
@@ -213,6 +273,7 @@ int bench_dispatch(int argc, char **argv) {
   argc = k;
   static const bench_figure figs[] = {{"cache_hit_lookup", bench_lookup},
                                       {"dtensor_add_hit", bench_add},
+                                      {"dtensor_add_scalar_hit", bench_add_scalar},
                                       {"matmul_miss", bench_matmul_miss}};
-  return bench_main(argc, argv, "dispatch", figs, 3);
+  return bench_main(argc, argv, "dispatch", figs, 4);
 }

@@ -42,11 +42,14 @@ typedef enum core_op_id {
  *   i int (dims)        b bool (keepdim, train)
  *   I int list (dt_shape: dims or a shape)     D dtype
  *   P host pointer (from_host)
- * The sharding cache (issue language, docs/sharding.md): the values of
- * `i`, `b`, `I` and `D` decide the sharding and enter the cache key
- * ("non-static" arguments); `s`, `d`, `n` and `P` never change it and stay
- * out of the key ("static" arguments), so add_scalar(x, 1) and
- * add_scalar(x, 2) share one entry. Tensors enter as their specs. */
+ * The sharding cache (docs/sharding.md): a hit returns exactly what a
+ * miss would. The values of `i`, `b`, `I` and `D` enter the cache key;
+ * tensors enter as their specs. An op with an `s`, `d`, `n` or `P`
+ * argument runs its infer on every call, hit or miss, and the infer's
+ * output metadata (dtype, ndim, sizes) enters the key instead of the
+ * values (plus a scalar's class where a rule reads it): add_scalar(x, 1)
+ * and add_scalar(x, 2) share one entry, add_scalar(int32 x, 1.5) does
+ * not, and floor_divide_scalar(int32 x, 0) fails on a hit as on a miss. */
 #define CORE_CALL_MAX_ARGS 8
 #define CORE_CALL_MAX_OUTS 4
 

@@ -354,7 +354,9 @@ static bool mixes_partials(const dispatch_plan *p, int nd) {
   return false;
 }
 
-static dt_status propagate(dt_op_call *c, const dt_mesh *m, dispatch_plan *p) {
+/* the op's infer on the global shapes: its checks, messages and output
+ * metadata, exactly as on one device */
+static dt_status infer_call(dt_op_call *c) {
   if (!ops_defs[c->op].rule) /* an op added without one: say so, never guess */
     return core_error_set(DT_ERR_UNSUPPORTED,
                           "%s: op '%s' has no sharding rule, so it cannot run on "
@@ -364,7 +366,14 @@ static dt_status propagate(dt_op_call *c, const dt_mesh *m, dispatch_plan *p) {
   c->nmeta = 1;
   c->meta[0].alias = -1;
   c->meta[0].offset = 0;
-  dt_status st = ops_defs[c->op].infer(c);
+  return ops_defs[c->op].infer(c);
+}
+
+/* a miss; `inferred`: infer_call already ran for this call (an op with
+ * an argument outside the key), so it is not run twice */
+static dt_status propagate(dt_op_call *c, const dt_mesh *m, dispatch_plan *p,
+                           bool inferred) {
+  dt_status st = inferred ? DT_OK : infer_call(c);
   if (st != DT_OK) return st;
   memset(p, 0, sizeof *p);
   p->nmeta = c->nmeta;
@@ -723,12 +732,24 @@ dt_status dispatch_dtensor_layer(dt_op_call *c) {
   if (cpu != ops_alias_cpu && cpu != ops_copy_cpu &&
       !runtime_kernel_of(m->rt, c->op))
     return runtime_no_kernel(m->rt, c->api, c->op);
+  /* A hit gives exactly what a miss would. An op whose arguments are all
+   * in the key gets the same infer result for the same key, so a hit may
+   * skip its infer. One with a scalar, eps, p or seed (k.statics) runs its
+   * infer here, hit or miss — every per-call check and the dtype decision
+   * (int32 + 1.5 is float32, int // 0 fails) happen as on a miss — and its
+   * output metadata joins the key: the rules read nothing else of those
+   * arguments, so a changing step or scalar of the same class still hits.
+   * Cost on a hit: the infer and a few key words (docs/sharding.md). */
   dispatch_key k;
   dispatch_key_build(c, &k);
+  if (k.statics) {
+    if ((st = infer_call(c)) != DT_OK) return st;
+    dispatch_key_put_meta(c, &k);
+  }
   const dispatch_plan *p = dispatch_cache_find(&k);
   dispatch_plan fresh;
   if (!p) {
-    if ((st = propagate(c, m, &fresh)) != DT_OK) return st;
+    if ((st = propagate(c, m, &fresh, k.statics)) != DT_OK) return st;
     dispatch_cache_insert(&k, &fresh);
     p = &fresh;
   }

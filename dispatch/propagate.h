@@ -32,18 +32,31 @@ dt_status dispatch_dtensor_layer(dt_op_call *c);
 bool dispatch_dtensor_force_auto(bool on);
 
 /* ---- the per-thread sharding cache (shard_cache.c)
- * Key: the op, each tensor argument's spec (mesh id, placements, global
- * shape, dtype) and the values of the arguments that decide sharding
- * (core/call.h); as words. Thread-local: a lookup reads only this
- * thread's table and the words it built, no lock, no atomic. */
+ * The rule: a hit gives exactly what a miss would (dtype, shape,
+ * placements, values, errors). Key: the op, each tensor argument's spec
+ * (mesh id, placements, global shape, dtype), the values of the `i`, `b`,
+ * `I`, `D` arguments and, for an op with an argument outside the key
+ * (`s`, `d`, `n`, `P`: scalars, eps, p, seeds), the output metadata its
+ * infer made for this very call (dispatch_key_put_meta): that infer runs
+ * on every call of such an op, hit or miss, so its checks and its dtype
+ * decision are never skipped, and the key then holds everything a rule
+ * reads. As words. Thread-local: a lookup reads only this thread's table
+ * and the words it built, no lock, no atomic. */
 #define DISPATCH_KEY_WORDS 160
 typedef struct dispatch_key {
   uint64_t hash;
   int n;                 /* words used; -1: too long to cache */
+  bool statics;          /* the op has an argument outside the key */
+  uint32_t classes;      /* 2 bits per `s` argument (by position): zero,
+                            infinite, NaN or other */
   int64_t w[DISPATCH_KEY_WORDS];
 } dispatch_key;
-/* builds the key of c (its tensor arguments are DTensors on one mesh) */
+/* builds the key of c (its tensor arguments are DTensors on one mesh);
+ * k->statics says whether dispatch_key_put_meta must follow */
 void dispatch_key_build(const dt_op_call *c, dispatch_key *k);
+/* appends c's output metadata (c->nmeta outputs: dtype, ndim, sizes),
+ * made by the op's infer on this call */
+void dispatch_key_put_meta(const dt_op_call *c, dispatch_key *k);
 /* the cached plan or NULL (counts a hit or a miss) */
 const dispatch_plan *dispatch_cache_find(const dispatch_key *k);
 /* stores a copy of p under k (may evict); false when out of host memory

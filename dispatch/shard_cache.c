@@ -6,6 +6,7 @@
  * (never reused), so a mesh made after another was destroyed cannot
  * match the dead one's entries; they age out. The table is freed when
  * the thread exits (a pthread key destructor). */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,9 +85,18 @@ static void put_tensor(dispatch_key *k, const dt_tensor *t) {
   k->hash = mix(k->hash, s->key_hash);
 }
 
+/* the ops whose sharding rule reads a scalar argument's class (zero,
+ * infinite, NaN, other): mul_scalar and div_scalar keep a Partial only
+ * for a finite, nonzero-divisor scalar (ops/pointwise.c ops_scalar_rule) */
+static bool rule_reads_scalar(core_op_id op) {
+  return op == CORE_OP_MUL_SCALAR || op == CORE_OP_DIV_SCALAR;
+}
+
 void dispatch_key_build(const dt_op_call *c, dispatch_key *k) {
   const char *s = core_op_schema(c->op);
   k->n = 0;
+  k->statics = false;
+  k->classes = 0;
   k->hash = 0x243f6a8885a308d3ull;
   put(k, (int64_t)c->op << 8 | c->nargs);
   for (int i = 0; s[i] && k->n >= 0; i++) {
@@ -104,9 +114,45 @@ void dispatch_key_build(const dt_op_call *c, dispatch_key *k) {
       put(k, v->ints.ndim);
       for (int j = 0; j < v->ints.ndim && j < DT_MAX_DIMS; j++) put(k, v->ints.dims[j]);
       break;
-    default: break; /* s d n P: do not decide sharding */
+    case 's': /* for an op whose rule reads it, its class (it joins the
+               * key in dispatch_key_put_meta's first word); no other op's
+               * key holds it, so adam_moment's beta 0 on the first step
+               * and 0.9 after share an entry */
+      k->statics = true;
+      if (rule_reads_scalar(c->op))
+        k->classes |= (uint32_t)(isnan(v->d) ? 3 : isinf(v->d) ? 2 : v->d == 0) << 2 * i;
+      break;
+    default: k->statics = true; break; /* d n P: their infer's result enters */
     }
   }
+}
+
+/* A first word (the output count and the scalars' classes), then per
+ * output a word for dtype and ndim and one per size. What a rule reads of
+ * the infer is exactly this (c->meta[o].dtype, ndim, sizes; a DTensor
+ * output is always fresh and contiguous), so two calls with the same key
+ * words get the same strategies. This runs on every hit of such an op, so
+ * only the first and the dtype words are mixed into the hash: equal words
+ * still give equal hashes, and the lookup compares every word. */
+void dispatch_key_put_meta(const dt_op_call *c, dispatch_key *k) {
+  int n = k->n, need = 1;
+  for (int o = 0; o < c->nmeta; o++) need += 1 + c->meta[o].ndim;
+  if (n < 0 || n + need > DISPATCH_KEY_WORDS) {
+    k->n = -1;
+    return;
+  }
+  int64_t *w = k->w + n;
+  uint64_t f = (uint64_t)c->nmeta | (uint64_t)k->classes << 8;
+  *w++ = (int64_t)f;
+  for (int o = 0; o < c->nmeta; o++) {
+    const core_meta *m = &c->meta[o];
+    *w = (int64_t)m->dtype << 8 | m->ndim;
+    f = (f ^ (uint64_t)*w++) * 0x100000001b3ull;
+    memcpy(w, m->sizes, sizeof(int64_t) * (size_t)m->ndim);
+    w += m->ndim;
+  }
+  k->n = n + need;
+  k->hash = mix(k->hash, f);
 }
 
 /* ---- lookup and insert */

@@ -418,12 +418,22 @@ static void unary_partials(const dt_op_call *c, ops_rule_set *rs, unsigned kinds
 
 enum { P_SUM = 1, P_AVG = 2, P_MAX = 4, P_MIN = 8 };
 
+/* Scaling commutes with a sum only by a finite factor: x * inf on two
+ * terms 3 and -2 gives inf + -inf = NaN, where the whole 1 * inf is inf
+ * (division by 0 likewise). The rule reads the scalar's class only
+ * (zero, infinite, NaN, other), which the sharding cache keys on
+ * (dispatch/shard_cache.c). */
+static bool scales_finitely(const dt_op_call *c) {
+  double s = c->args[1].d;
+  return c->op == CORE_OP_MUL_SCALAR ? !isinf(s) : s != 0;
+}
+
 void ops_scalar_rule(const dt_op_call *c, ops_rule_set *rs) {
   ops_rule_pointwise(c, rs, 1u);
   if (!partial_ok(c)) return;
   switch (c->op) {
   case CORE_OP_MUL_SCALAR: case CORE_OP_DIV_SCALAR: /* linear */
-    unary_partials(c, rs, P_SUM | P_AVG, false);
+    if (scales_finitely(c)) unary_partials(c, rs, P_SUM | P_AVG, false);
     break;
   case CORE_OP_ADD_SCALAR: case CORE_OP_SUB_SCALAR: /* a shift */
     unary_partials(c, rs, P_AVG | P_MAX | P_MIN, false);
