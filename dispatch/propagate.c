@@ -70,8 +70,8 @@ static dt_status check_inputs(dt_op_call *c, dt_mesh **mesh) {
                           "with no DTensor argument", c->api, core_op_name(c->op));
   if (k.plain_arg >= 0)
     return core_error_set(DT_ERR_MESH, "%s: argument %d is a single-device "
-                          "tensor and argument %d a DTensor; an op takes both "
-                          "kinds only as PyTorch does neither: make argument %d "
+                          "tensor and argument %d a DTensor; an op does not mix "
+                          "the two kinds (neither does PyTorch): make argument %d "
                           "a DTensor on the same mesh (dt_from_host or a "
                           "factory with options.mesh)", c->api, k.plain_arg,
                           k.mesh_arg, k.plain_arg);

@@ -451,8 +451,10 @@ DT_API dt_comm_counts dt_comm_count_end(void);
 
 /* This thread's sharding cache (docs/sharding.md): every thread that
  * issues ops on DTensors keeps its own table of propagation results, keyed
- * by (op, input specs, the arguments that decide sharding), bounded (1,024
- * entries) with eviction. Counts since the thread's first DTensor op or
+ * by (op, input specs, the arguments that decide sharding; for an op with
+ * a scalar argument also the output dtype and shape its checks, run on
+ * every call, decide), bounded (4,096 entries: 1,024 sets of 4) with
+ * eviction. A hit gives exactly what a miss would. Counts since the thread's first DTensor op or
  * the last dt_sharding_cache_clear. */
 typedef struct dt_cache_stats { int64_t hits, misses, entries; }
   dt_cache_stats;
