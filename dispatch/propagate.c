@@ -629,6 +629,7 @@ static dispatch_dtensor_job *job_new(const dt_op_call *c, const dispatch_plan *p
                                    sizeof(dt_placement) * (size_t)(rows * nd));
   if (!j) return NULL;
   j->op = c->op;
+  j->kernel = c->kernel;
   j->nargs = c->nargs;
   j->nout = 0;
   j->nd = nd;
@@ -728,9 +729,11 @@ dt_status dispatch_dtensor_layer(dt_op_call *c) {
   dt_mesh *m = NULL;
   dt_status st = check_inputs(c, &m);
   if (st != DT_OK) return st;
-  core_kernel_fn cpu = ops_defs[c->op].cpu; /* views run no kernel */
-  if (cpu != ops_alias_cpu && cpu != ops_copy_cpu &&
-      !runtime_kernel_of(m->rt, c->op))
+  /* the kernel every rank runs, looked up once here (views run none) */
+  core_kernel_fn cpu = ops_defs[c->op].cpu;
+  c->kernel = cpu == ops_alias_cpu || cpu == ops_copy_cpu
+                  ? NULL : runtime_kernel_of(m->rt, c->op);
+  if (cpu != ops_alias_cpu && cpu != ops_copy_cpu && !c->kernel)
     return runtime_no_kernel(m->rt, c->api, c->op);
   /* A hit gives exactly what a miss would. An op whose arguments are all
    * in the key gets the same infer result for the same key, so a hit may

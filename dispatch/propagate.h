@@ -75,6 +75,7 @@ void dispatch_cache_clear(void);
  * are retained by the job. */
 typedef struct dispatch_dtensor_job {
   core_op_id op;
+  core_kernel_fn kernel;        /* the ranks' backend's kernel (NULL: a view) */
   int nargs, nout, nd;          /* nd: the mesh's ndim */
   int list_arg;                 /* position of the list argument, -1: none */
   const char *api;

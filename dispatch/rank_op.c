@@ -239,11 +239,9 @@ static dt_status run_kernel(rank_call *r, const dispatch_dtensor_job *j,
   }
   core_kernel_fn k = ops_defs[c->op].cpu;
   if (k == ops_alias_cpu || k == ops_copy_cpu) return run_view(r, rm);
-  /* the kernel of the rank's backend (runtime/backend.h): the DTensor
-   * layer refused ops without one when they were issued */
-  k = runtime_kernel_of(rm->rt, c->op);
-  if (!k) return runtime_no_kernel(rm->rt, c->api, c->op);
-  return k(c);
+  /* the kernel of the ranks' backend, looked up when the op was issued
+   * (which refused an op without one) */
+  return j->kernel(c);
 }
 
 /* the timeline's args of this rank's slice: placements of the first
