@@ -1,5 +1,5 @@
 /* `dtorch bench dispatch`: the DTensor layer's costs on the issuing thread
- * (issue 10). One JSON line per figure:
+ * (docs/sharding.md). One JSON line per figure:
  *   cache_hit_lookup  ns for one lookup of a cached key in this thread's
  *                     sharding cache (`lookup_ns`), for building the
  *                     key of a 2-input add and looking it up (`key_ns`),

@@ -1,4 +1,4 @@
-/* `dtorch bench ops`: single ops at the sizes of issue 18's table, each
+/* `dtorch bench ops`: single ops at the sizes of the README's kernel table, each
  * against a baseline measured in the same run. One JSON line per op:
  *   ms          best of reps: the op through the public API until computed
  *               (dispatch, output allocation, the rank running it, idle

@@ -10,9 +10,9 @@
  *      placements, the legal ones and the cheapest fix (strict, default)
  *      or a redistribution (auto_redistribute);
  *   E. output handles from the plan and ONE record every rank runs.
- * Stage A of the seed (custom handlers, decompositions) has no user: every
- * op of the library has a rule, and an op without one is refused with
- * DT_ERR_UNSUPPORTED naming it (propagate). */
+ * (A, the custom handlers and decompositions PyTorch's DTensor dispatch
+ * also has, has no user: every op of the library has a rule, and an op
+ * without one is refused with DT_ERR_UNSUPPORTED naming it.) */
 #include "dispatch/propagate.h"
 #include "dispatch/shadow.h"
 

@@ -1,5 +1,5 @@
-/* The DTensor layer (docs/sharding.md): ops on DTensors, stages A–E of
- * seed 000 on the issuing thread — custom handlers, the per-thread
+/* The DTensor layer (docs/sharding.md): ops on DTensors on the issuing
+ * thread, in the stages of PyTorch's DTensor dispatch — the per-thread
  * sharding cache, the op's sharding rule on a miss, redistribution
  * (strict or auto), output handles — and one published record whose
  * every mesh rank derives its local shapes and runs the local kernel

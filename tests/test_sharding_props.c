@@ -1,4 +1,4 @@
-/* The property test of sharding propagation (issue 10): for every op of
+/* The property test of sharding propagation: for every op of
  * the library, every combination of input placements on 1-D meshes of 2,
  * 3 and 4 ranks and 2-D meshes of 2x2 and 2x3, on shapes that divide and
  * shapes that do not:
