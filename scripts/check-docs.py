@@ -9,6 +9,7 @@ comment in the sources names
      module (`sched_pool_claim(`, `mesh_plan(`...), that no code defines
      or uses;
   3. a `DTORCH_` environment variable or build option no code reads;
+  5. a document the reader lacks ("seed 003", "issue 12");
   4. a `dtorch <command> --flag` the command line tool does not parse;
 and when a C block of README.md does not compile against the public header
 (`cc -fsyntax-only`), unless the line before it is `<!-- fragment -->`.
@@ -49,6 +50,10 @@ CLI_RE = re.compile(r"\bdtorch\s+(demo|stress|bench|trace|dry-run|info|help)"
                     r"((?:\s+[^\s`|]+)*)")
 FLAG_RE = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# documents a reader of this repository does not have: the project's
+# source documents and its issue tracker
+PRIVATE_RE = re.compile(r"\bseed[ _]?0\d\d|\bseed (?:document|doc)s?\b|"
+                        r"\bissue #?\d+\b", re.I)
 
 
 def walk(root):
@@ -168,6 +173,9 @@ def check_line(tree, rel, ln, s, out):
     if "doc-check: ignore" in s:
         return
     where = "%s:%d" % (rel, ln)
+    for ref in PRIVATE_RE.findall(s):
+        out.append("%s: cites %r, a document the reader does not have: "
+                   "name the public source or say it in our words" % (where, ref))
     for p in PATH_RE.findall(s):
         p = p.rstrip(".")
         # a path names a file (an extension) or a folder (a trailing /);
@@ -252,7 +260,8 @@ def check_compile(tree, out):
 
 def check(root, compile_blocks=True):
     tree = Tree(root)
-    out = []
+    out = [f + ": a file named after a document the reader does not have"
+           for f in sorted(tree.files) if PRIVATE_RE.search(f.replace("_", " "))]
     for rel, lines in tree.texts:
         fence = False
         for ln, s in lines:
@@ -273,6 +282,7 @@ def self_test(src):
         ("docs/engine.md", "Run `dtorch demo --frobnicate`.", "names flag dtorch demo --frobnicate"),
         ("core/error.h", "/* see mesh/frobnicate.c */", "names file mesh/frobnicate.c"),
         ("docs/engine.md", "[gone](nowhere.md)", "links to nowhere.md"),
+        ("sched/pool.c", "/* as issue 12 asked */", "a document the reader does not have"),
         ("README.md", "\n```c\nint f(void) { return undeclared_thing; }\n```\n",
          "the C block does not compile"),
     ]
