@@ -50,21 +50,26 @@
  *     dt_shape                              ndim == -1
  *     dt_dtype                              DT_DTYPE_COUNT
  *     dt_placement                          kind == DT_PLACEMENT_INVALID
- *     void                                  nothing (misuse sets the error)
+ *     void                                  nothing; a NULL handle or string
+ *                                           it needs sets the error (a pop
+ *                                           with nothing pushed is a no-op)
  *   Where NULL, false or -1 is also an ordinary answer (dt_tensor_mesh of
  *   a single-device tensor, dt_mesh_dim_name of an unnamed dim, a leaf's
  *   dt_tensor_grad_fn), a failure is told apart by the last error: call
- *   dt_clear_error first. Functions of a value (dt_dtype_name,
- *   dt_dtype_size, dt_status_name) and this thread's counters
- *   (dt_comm_count_end, dt_sharding_cache_stats) cannot fail.
+ *   dt_clear_error first. dt_version, dt_last_error, functions of a value
+ *   (dt_dtype_name, dt_dtype_size, dt_status_name: "?" / 0 for a value
+ *   outside the enum) and this thread's counters (dt_comm_count_end,
+ *   dt_sharding_cache_stats) cannot fail.
  * - Structs. dt_shape and dt_placement are fixed value types. Every other
  *   struct ends in `uint64_t reserved[N]`: write it with designated
  *   initialisers or {0} (the reserved words must be zero: a non-zero one
  *   is an error, DT_ERR_INVALID_ARGUMENT), and later 1.x releases carve new
  *   fields out of that space whose 0 means today's behaviour, so the
  *   struct's size and every offset stay the same (docs/abi.md).
- * - Release of NULL is a no-op. Tensors are immutable values: every op makes
- *   a new tensor; views share storage with their base, as in PyTorch.
+ * - Values. Tensors are immutable: every op makes a new tensor; views
+ *   share storage with their base, as in PyTorch. (Op arguments are not
+ *   const all the same: adding it would break callers' tables of function
+ *   pointers.)
  * - Thread safety: every function may be called from any thread; a tensor
  *   may be read by several threads at once. The last error is per thread.
  * - Headers: this one declares everything; it includes <dtorch/debug.h>
