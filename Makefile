@@ -30,7 +30,7 @@ test: build
 bench: build
 	$(BUILD)/dtorch bench core
 
-# headers, libdtorch.so.0 + libdtorch.a, dtorch.pc, the CMake package
+# headers, libdtorch.so.1 + libdtorch.a, dtorch.pc, the CMake package
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 

@@ -62,6 +62,8 @@ static dt_status backward(dt_tensor *root, const dt_backward_options *o,
 dt_status dt_backward(dt_tensor *loss) { return backward(loss, NULL, "dt_backward"); }
 
 dt_status dt_backward_ex(dt_tensor *root, const dt_backward_options *o) {
+  if (o && CORE_RESERVED_ZERO("dt_backward_ex", "options", o) != DT_OK)
+    return DT_ERR_INVALID_ARGUMENT;
   return backward(root, o, "dt_backward_ex");
 }
 
@@ -73,7 +75,13 @@ dt_tensor *dt_grad(const dt_tensor *t) {
   return dispatch_grad(t);
 }
 
-void dt_zero_grad(dt_tensor *t) { dispatch_clear_grad(t); }
+void dt_zero_grad(dt_tensor *t) {
+  if (!t) {  /* void: nothing to do, but the misuse is reported */
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_zero_grad: t is NULL");
+    return;
+  }
+  dispatch_clear_grad(t);
+}
 
 dt_status dt_tensor_set_requires_grad(dt_tensor *t, bool on) {
   if (!t)
@@ -86,7 +94,11 @@ bool dt_grad_enabled(void) { return dispatch_grad_enabled(); }
 bool dt_set_grad_enabled(bool on) { return dispatch_set_grad_enabled(on); }
 
 const char *dt_tensor_grad_fn(const dt_tensor *t) {
-  return t ? dispatch_grad_fn_name(t) : NULL;
+  if (!t) {  /* NULL also means a leaf: the error tells them apart */
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_tensor_grad_fn: t is NULL");
+    return NULL;
+  }
+  return dispatch_grad_fn_name(t);
 }
 
 int64_t dt_autograd_live_nodes(void) { return dispatch_autograd_live_nodes(); }

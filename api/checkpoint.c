@@ -11,6 +11,8 @@
 static dt_status target(const dt_load_options *o, const char *fn,
                         mesh_st_target *tg) {
   dt_tensor_options to = {.dtype = DT_FLOAT32};
+  if (o && CORE_RESERVED_ZERO(fn, "options", o) != DT_OK)
+    return DT_ERR_INVALID_ARGUMENT;
   if (o) {
     to.mesh = o->mesh;
     to.placements = o->placements;

@@ -56,7 +56,11 @@ dt_comm_counts dt_comm_count_end(void) {
   return mesh_comm_count_end();
 }
 
-dt_cache_stats dt_sharding_cache_stats(void) { return dispatch_cache_stats(); }
+dt_cache_stats dt_sharding_cache_stats(void) {
+  dt_cache_stats st = dispatch_cache_stats();  /* reserved words zero */
+  st.evictions = dispatch_cache_evictions();
+  return st;
+}
 
 int64_t dt_sharding_cache_evictions(void) { return dispatch_cache_evictions(); }
 

@@ -13,6 +13,10 @@ dt_status dt_future_wait(dt_future *f, int64_t timeout_ns) {
 }
 
 bool dt_future_ready(const dt_future *f) {
+  if (!f) {  /* false with the error set (dtorch.h's conventions) */
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_future_ready: f is NULL");
+    return false;
+  }
   return sched_future_ready(f);
 }
 
@@ -33,6 +37,10 @@ dt_status dt_future_status(const dt_future *f) {
 }
 
 const char *dt_future_error(const dt_future *f) {
+  if (!f) {  /* NULL with the error set (dtorch.h's conventions) */
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_future_error: f is NULL");
+    return NULL;
+  }
   return sched_future_error(f);
 }
 

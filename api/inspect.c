@@ -1,6 +1,7 @@
 /* Public entry points: inspection for people (mesh/inspect.c).
  * Each forwards to the layer that implements it; the messages those
  * raise name the public function. */
+#include "core/error.h"
 #include "mesh/inspect.h"
 
 dt_status dt_visualize_sharding(const dt_tensor *t, FILE *out) {
@@ -9,6 +10,8 @@ dt_status dt_visualize_sharding(const dt_tensor *t, FILE *out) {
 
 dt_status dt_visualize_sharding_ex(const dt_tensor *t, FILE *out,
                                    const dt_visualize_options *o) {
+  if (o && CORE_RESERVED_ZERO("dt_visualize_sharding_ex", "options", o) != DT_OK)
+    return DT_ERR_INVALID_ARGUMENT;
   return mesh_visualize_sharding(t, out, o, "dt_visualize_sharding_ex");
 }
 

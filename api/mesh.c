@@ -3,9 +3,15 @@
  * raise name the public function. */
 #include "mesh/mesh.h"
 
+dt_mesh *dt_mesh_create_range(dt_runtime *rt, const char *device_type,
+                              dt_shape shape, const char *const *dim_names) {
+  return mesh_init("dt_mesh_create_range", rt, device_type, shape, dim_names);
+}
+
+/* alias of dt_mesh_create_range, kept exported for older programs */
 dt_mesh *dt_mesh_init(dt_runtime *rt, const char *device_type, dt_shape shape,
                       const char *const *dim_names) {
-  return mesh_init(rt, device_type, shape, dim_names);
+  return mesh_init("dt_mesh_init", rt, device_type, shape, dim_names);
 }
 
 dt_mesh *dt_mesh_create(dt_runtime *rt, const char *device_type,

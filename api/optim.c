@@ -103,6 +103,7 @@ static dt_optimizer *make(int kind, dt_tensor **params, int n) {
 dt_optimizer *dt_sgd_create(dt_tensor **params, int n, const dt_sgd_options *opt) {
   const char *fn = "dt_sgd_create";
   if (check_params(params, n, fn) != DT_OK) return NULL;
+  if (opt && CORE_RESERVED_ZERO(fn, "options", opt) != DT_OK) return NULL;
   if (!opt || bad(opt->lr, 0, true, INFINITY)) {
     core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: options.lr must be finite and > 0, "
                    "got %g", fn, opt ? opt->lr : 0.0);
@@ -123,6 +124,7 @@ dt_optimizer *dt_sgd_create(dt_tensor **params, int n, const dt_sgd_options *opt
 dt_optimizer *dt_adamw_create(dt_tensor **params, int n, const dt_adamw_options *opt) {
   const char *fn = "dt_adamw_create";
   if (check_params(params, n, fn) != DT_OK) return NULL;
+  if (opt && CORE_RESERVED_ZERO(fn, "options", opt) != DT_OK) return NULL;
   dt_adamw_options a = opt ? *opt : (dt_adamw_options){0};
   if (a.lr == 0) a.lr = 1e-3;
   if (a.beta1 == 0) a.beta1 = 0.9;
@@ -259,13 +261,25 @@ dt_status dt_optimizer_step(dt_optimizer *o) {
 }
 
 void dt_optimizer_zero_grad(dt_optimizer *o) {
-  if (!o) return;
+  if (!o) {  /* void: nothing to do, but the misuse is reported */
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_optimizer_zero_grad: opt is NULL");
+    return;
+  }
   for (int i = 0; i < o->n; i++) dispatch_clear_grad(o->params[i]);
 }
 
-int64_t dt_optimizer_steps(const dt_optimizer *o) { return o ? o->steps : 0; }
+int64_t dt_optimizer_steps(const dt_optimizer *o) {
+  if (!o) {  /* a count: -1 with the error set (dtorch.h's conventions) */
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_optimizer_steps: opt is NULL");
+    return -1;
+  }
+  return o->steps;
+}
 
-void dt_optimizer_release(dt_optimizer *o) {
+/* the old name, kept exported: programs built against it call it */
+void dt_optimizer_release(dt_optimizer *o) { dt_optimizer_free(o); }
+
+void dt_optimizer_free(dt_optimizer *o) {
   if (!o) return;
   for (int i = 0; i < o->n; i++) {
     dt_tensor_release(o->buf1[i]);

@@ -1,9 +1,13 @@
 /* Public entry points: runtimes, streams and events (runtime/runtime.c).
  * Each forwards to the layer that implements it; the messages those
  * raise name the public function. */
+#include "core/error.h"
 #include "runtime/runtime.h"
 
 dt_runtime *dt_runtime_create(const dt_runtime_options *opts) {
+  if (opts && CORE_RESERVED_ZERO("dt_runtime_create", "dt_runtime_options",
+                                 opts) != DT_OK)
+    return NULL;
   return runtime_create(opts);
 }
 
@@ -12,6 +16,10 @@ void dt_runtime_destroy(dt_runtime *rt) {
 }
 
 int dt_runtime_num_ranks(const dt_runtime *rt) {
+  if (!rt) {  /* -1 with the error set (dtorch.h's conventions) */
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_num_ranks: rt is NULL");
+    return -1;
+  }
   return runtime_num_ranks(rt);
 }
 
@@ -41,6 +49,7 @@ dt_status dt_stream_wait_event(dt_runtime *rt, int rank, dt_future *ev) {
 
 dt_status dt_runtime_memory(const dt_runtime *rt, int rank,
                             dt_memory_stats *out) {
+  if (out) *out = (dt_memory_stats){0};  /* the reserved words too */
   return runtime_memory(rt, rank, out);
 }
 

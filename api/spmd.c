@@ -45,36 +45,47 @@ static dt_tensor *made(dt_tensor *t) {
   return t;
 }
 
+/* a group's reserved words are zero (dtorch.h's conventions) */
+static bool group_ok(const char *fn, const dt_group *g) {
+  return !g || CORE_RESERVED_ZERO(fn, "dt_group", g) == DT_OK;
+}
+
 #define SITE char site_buf[96]; const char *site = take_site(site_buf, sizeof site_buf)
 
 dt_tensor *dt_all_reduce(dt_tensor *t, dt_reduce_op op, const dt_group *g) {
+  if (!group_ok("dt_all_reduce", g)) return NULL;
   SITE;
   return made(mesh_spmd_all_reduce(t, op, g, site));
 }
 
 dt_tensor *dt_all_gather(dt_tensor *t, int dim, const dt_group *g) {
+  if (!group_ok("dt_all_gather", g)) return NULL;
   SITE;
   return made(mesh_spmd_all_gather(t, dim, g, site));
 }
 
 dt_tensor *dt_reduce_scatter(dt_tensor *t, dt_reduce_op op, int dim,
                              const dt_group *g) {
+  if (!group_ok("dt_reduce_scatter", g)) return NULL;
   SITE;
   return made(mesh_spmd_reduce_scatter(t, op, dim, g, site));
 }
 
 dt_tensor *dt_all_to_all(dt_tensor *t, int split_dim, int concat_dim,
                          const dt_group *g) {
+  if (!group_ok("dt_all_to_all", g)) return NULL;
   SITE;
   return made(mesh_spmd_all_to_all(t, split_dim, concat_dim, g, site));
 }
 
 dt_tensor *dt_broadcast(dt_tensor *t, int root, const dt_group *g) {
+  if (!group_ok("dt_broadcast", g)) return NULL;
   SITE;
   return made(mesh_spmd_broadcast(t, root, g, site));
 }
 
 dt_status dt_barrier(const dt_group *g) {
+  if (!group_ok("dt_barrier", g)) return DT_ERR_INVALID_ARGUMENT;
   SITE;
   return mesh_spmd_barrier(g, site);
 }
@@ -109,12 +120,20 @@ dt_tensor *dt_dtensor_from_local_shape(dt_tensor *local, dt_mesh *mesh,
 dt_tensor *dt_dtensor_to_local(dt_tensor *t) { return made(mesh_spmd_to_local(t)); }
 
 dt_status dt_fault_inject(dt_runtime *rt, const dt_fault *f) {
+  if (f && CORE_RESERVED_ZERO("dt_fault_inject", "dt_fault", f) != DT_OK)
+    return DT_ERR_INVALID_ARGUMENT;
   return runtime_fault_inject(rt, f);
 }
 
 dt_status dt_fault_clear(dt_runtime *rt) { return runtime_fault_clear(rt); }
 
-int64_t dt_fault_count(const dt_runtime *rt) { return runtime_fault_count(rt); }
+int64_t dt_fault_count(const dt_runtime *rt) {
+  if (!rt) {  /* a count: -1 with the error set (dtorch.h's conventions) */
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_fault_count: rt is NULL");
+    return -1;
+  }
+  return runtime_fault_count(rt);
+}
 
 dt_status dt_dry_run_report(dt_runtime *rt, dt_dry_run_stats *out) {
   return runtime_dry_report(rt, out);

@@ -14,6 +14,8 @@ dt_status api_resolve_options(const dt_tensor_options *o, const char *fn,
   r->dtype = DT_FLOAT32;
   r->requires_grad = false;
   r->rank = 0;
+  if (o && CORE_RESERVED_ZERO(fn, "options", o) != DT_OK)
+    return DT_ERR_INVALID_ARGUMENT;
   if (o && !core_dtype_valid(o->dtype))
     return core_error_set(DT_ERR_DTYPE, "%s: options.dtype %d is not a valid "
                         "dt_dtype", fn, (int)o->dtype);

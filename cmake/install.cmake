@@ -17,7 +17,7 @@ foreach(part MAJOR MINOR PATCH)
   endif()
 endforeach()
 
-# libdtorch.so.0 -> libdtorch.so.0.1.0; the version script keeps the dynamic
+# libdtorch.so.1 -> libdtorch.so.1.0.0; the version script keeps the dynamic
 # symbol table to dt_* (scripts/check-exports.sh checks it)
 set_target_properties(dtorch PROPERTIES VERSION ${PROJECT_VERSION}
                       SOVERSION ${PROJECT_VERSION_MAJOR}
@@ -25,7 +25,8 @@ set_target_properties(dtorch PROPERTIES VERSION ${PROJECT_VERSION}
 target_link_options(dtorch PRIVATE
   "LINKER:--version-script=${CMAKE_CURRENT_SOURCE_DIR}/cmake/dtorch.map")
 
-install(FILES include/dtorch/dtorch.h include/dtorch/spmd.h
+install(FILES include/dtorch/dtorch.h include/dtorch/debug.h
+              include/dtorch/sim.h include/dtorch/spmd.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dtorch)
 install(TARGETS dtorch dtorch_static
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -85,7 +86,7 @@ if(TARGET test_version)
 endif()
 
 # the Python package (python/): pip install into a venv under the build dir,
-# pytest python/tests against this build's libdtorch.so.0
+# pytest python/tests against this build's libdtorch.so.1
 if(DTORCH_BUILD_TESTS AND NOT DTORCH_SANITIZE)
   add_test(NAME python_package COMMAND
     ${CMAKE_CURRENT_SOURCE_DIR}/scripts/python-test.sh

@@ -25,6 +25,19 @@ dt_status core_error_set(dt_status code, const char *fmt, ...) {
 bool core_error_chained(void) { return tls_failed; }
 void core_error_succeeded(void) { tls_failed = false; }
 
+dt_status core_reserved_zero(const char *fn, const char *what,
+                             const uint64_t *reserved, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (reserved[i])
+      return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: %s.reserved[%zu] is "
+                            "0x%llx, not 0 (a field of a newer dtorch than "
+                            "%d.%d.%d, or a struct not zero-initialised)",
+                            fn, what, i, (unsigned long long)reserved[i],
+                            DT_VERSION_MAJOR, DT_VERSION_MINOR,
+                            DT_VERSION_PATCH);
+  return DT_OK;
+}
+
 dt_status core_last_status(void) { return tls_status; }
 const char *core_last_error(void) { return tls_message; }
 

@@ -21,6 +21,17 @@ dt_status core_error_set(dt_status code, const char *fmt, ...)
 bool core_error_chained(void);
 void core_error_succeeded(void);
 
+/* A public struct's reserved words (dtorch.h's conventions, docs/abi.md)
+ * must be zero: a non-zero word is a field of a newer header this library
+ * does not know (or an uninitialised struct), refused rather than
+ * ignored. `what` names the struct ("dt_tensor_options"). Returns DT_OK or
+ * DT_ERR_INVALID_ARGUMENT with "fn: what.reserved[i] is 0x...". */
+dt_status core_reserved_zero(const char *fn, const char *what,
+                             const uint64_t *reserved, size_t n);
+#define CORE_RESERVED_ZERO(fn, what, s)                                     \
+  core_reserved_zero(fn, what, (s)->reserved,                             \
+                     sizeof (s)->reserved / sizeof (s)->reserved[0])
+
 /* This thread's error, saved and put back around work done on another
  * rank's behalf (sched/help.c), so a helped record's error stays its own. */
 typedef struct core_error_state {

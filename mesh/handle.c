@@ -282,18 +282,29 @@ dt_tensor *mesh_dtensor_factory(core_op_id op, dt_shape shape, dt_dtype dtype,
 
 /* ---- queries */
 dt_placement mesh_tensor_placement(const dt_tensor *t, int mesh_dim) {
-  if (!t || !t->spec) return DT_REPLICATE; /* single device: one rank */
+  /* a failed placement query (dtorch.h) */
+  const dt_placement invalid = {DT_PLACEMENT_INVALID, -1, DT_REDUCE_SUM};
+  if (!t) {
+    if (!core_error_chained())
+      core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_tensor_placement: t is NULL");
+    return invalid;
+  }
+  if (!t->spec) return DT_REPLICATE; /* single device: one rank */
   if (mesh_dim < 0 || mesh_dim >= t->spec->mesh->ndim) {
     core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_tensor_placement: mesh_dim %d "
                  "is outside [0, %d)", mesh_dim, t->spec->mesh->ndim);
-    return DT_REPLICATE;
+    return invalid;
   }
   return t->spec->placements[mesh_dim];
 }
 
 dt_shape mesh_tensor_local_shape(const dt_tensor *t, int rank) {
   dt_shape s = {.ndim = -1};
-  if (!t) return s;
+  if (!t) {
+    if (!core_error_chained())
+      core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_tensor_local_shape: t is NULL");
+    return s;
+  }
   if (!t->spec) {
     if (rank != t->local.storage->rank) {
       core_error_set(DT_ERR_MESH, "dt_tensor_local_shape: rank %d does not hold "

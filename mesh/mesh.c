@@ -213,9 +213,8 @@ fail:
   return NULL;
 }
 
-dt_mesh *mesh_init(dt_runtime *rt, const char *device_type,
-                      dt_shape shape, const char *const *dim_names) {
-  static const char fn[] = "dt_mesh_init";
+dt_mesh *mesh_init(const char *fn, dt_runtime *rt, const char *device_type,
+                   dt_shape shape, const char *const *dim_names) {
   if (!(rt = live_runtime(fn, rt))) return NULL;
   if (check_device(fn, rt, device_type) != DT_OK) return NULL;
   return mesh_build(rt, fn, shape, NULL, dim_names);
@@ -227,7 +226,7 @@ dt_mesh *mesh_create(dt_runtime *rt, const char *device_type,
   static const char fn[] = "dt_mesh_create";
   if (!ranks) {
     core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: ranks is NULL (use "
-                 "dt_mesh_init for ranks 0..n-1)", fn);
+                 "dt_mesh_create_range for ranks 0..n-1)", fn);
     return NULL;
   }
   if (!(rt = live_runtime(fn, rt))) return NULL;
@@ -269,7 +268,7 @@ int mesh_ndim(const dt_mesh *m) {
 }
 
 dt_shape mesh_shape(const dt_mesh *m) {
-  dt_shape s = {0};
+  dt_shape s = {.ndim = -1};  /* a failed shape query (dtorch.h) */
   if (null_mesh(m, "dt_mesh_shape")) return s;
   s.ndim = m->ndim;
   memcpy(s.dims, m->shape, sizeof s.dims);

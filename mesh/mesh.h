@@ -88,8 +88,10 @@ static inline bool mesh_placement_equal(dt_placement a, dt_placement b) {
 bool mesh_same(const dt_mesh *a, const dt_mesh *b);
 
 /* ---- the implementations behind public entry points (api/) */
-/* dt_mesh_init (dtorch.h) */
-dt_mesh *mesh_init(dt_runtime *rt, const char *device_type, dt_shape shape,
+/* dt_mesh_create_range and its alias dt_mesh_init (dtorch.h); fn is the
+ * public name the caller was called by (messages name it) */
+dt_mesh *mesh_init(const char *fn, dt_runtime *rt, const char *device_type,
+                   dt_shape shape,
                    const char *const *dim_names);
 /* dt_mesh_create (dtorch.h) */
 dt_mesh *mesh_create(dt_runtime *rt, const char *device_type, dt_shape shape,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Python package's tests: pip install ./python into a venv under the
-# build dir and run pytest python/tests against the built libdtorch.so.0:
+# build dir and run pytest python/tests against the built libdtorch.so.1:
 #   scripts/python-test.sh VENV_DIR SOURCE_DIR LIBDTORCH
 # The venv is made on the first run and kept. Where the system python3
 # already imports torch and numpy, the venv sees them

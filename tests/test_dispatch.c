@@ -319,10 +319,12 @@ static void test_call_accessors(void **state) {
   assert_int_equal(s.nin, 0);
   assert_null(s.in[0]);
   assert_non_null(k);
-  /* NULL calls */
-  assert_string_equal(dt_op_call_name(NULL), "?");
-  assert_int_equal(dt_op_call_num_inputs(NULL), 0);
-  assert_int_equal(dt_op_call_num_outputs(NULL), 0);
+  /* NULL calls: each kind's failed result (dtorch.h), the error set */
+  assert_null(dt_op_call_name(NULL));
+  tu_expect_status(dt_last_status(), DT_ERR_INVALID_ARGUMENT,
+                   "dt_op_call_name", "call is NULL", NULL);
+  assert_int_equal(dt_op_call_num_inputs(NULL), -1);
+  assert_int_equal(dt_op_call_num_outputs(NULL), -1);
   assert_null(dt_op_call_input(NULL, 0));
   assert_null(dt_op_call_output(NULL, 0));
   char buf[8];

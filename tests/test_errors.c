@@ -33,7 +33,7 @@ static void test_null_tensors(void **state) {
                   "dt_zeros_like", "t is NULL", NULL);
   tu_expect_error(dt_transpose(NULL, 0, 1), DT_ERR_INVALID_ARGUMENT,
                   "dt_transpose", "a is NULL", NULL);
-  /* queries on NULL answer without failing */
+  /* queries on NULL give their kind's failed result (more below) */
   assert_int_equal(dt_tensor_ndim(NULL), -1);
   assert_int_equal(dt_tensor_numel(NULL), -1);
   assert_false(dt_tensor_shares_storage(a, NULL));
@@ -355,6 +355,124 @@ static void test_zero_size_overflow(void **state) {
   tu_leaks_end();
 }
 
+/* Every query's failed result on a NULL handle is its kind's, as
+ * dtorch.h's conventions list them (written out here, not taken from the
+ * code), and the failure is reported: DT_ERR_INVALID_ARGUMENT with a
+ * message naming the function. */
+#define QUERY_FAILS(expr, failed, fn)                                        \
+  do {                                                                      \
+    dt_clear_error();                                                       \
+    __typeof__(expr) r = (expr);                                            \
+    if (!(failed)) fail_msg("%s: not its kind's failed result", #expr);     \
+    tu_expect_status(dt_last_status(), DT_ERR_INVALID_ARGUMENT, fn, NULL);  \
+  } while (0)
+
+static void test_query_failures(void **state) {
+  (void)state;
+  char buf[64];
+  /* counts, sizes, indices, lengths: -1 */
+  QUERY_FAILS(dt_runtime_num_ranks(NULL), r == -1, "dt_runtime_num_ranks");
+  QUERY_FAILS(dt_runtime_queue_depth(NULL, 0), r == -1,
+              "dt_runtime_queue_depth");
+  QUERY_FAILS(dt_mesh_ndim(NULL), r == -1, "dt_mesh_ndim");
+  QUERY_FAILS(dt_mesh_size(NULL), r == -1, "dt_mesh_size");
+  QUERY_FAILS(dt_mesh_rank(NULL, (int64_t[]){0}), r == -1, "dt_mesh_rank");
+  QUERY_FAILS(dt_mesh_dim_index(NULL, "dp"), r == -1, "dt_mesh_dim_index");
+  QUERY_FAILS(dt_mesh_format(NULL, buf, sizeof buf), r == -1,
+              "dt_mesh_format");
+  QUERY_FAILS(dt_tensor_numel(NULL), r == -1, "dt_tensor_numel");
+  QUERY_FAILS(dt_tensor_ndim(NULL), r == -1, "dt_tensor_ndim");
+  QUERY_FAILS(dt_tensor_storage_offset(NULL), r == -1,
+              "dt_tensor_storage_offset");
+  QUERY_FAILS(dt_split(NULL, 1, 0, NULL, 0), r == -1, "dt_split");
+  QUERY_FAILS(dt_chunk(NULL, 1, 0, NULL, 0), r == -1, "dt_chunk");
+  QUERY_FAILS(dt_op_call_num_inputs(NULL), r == -1, "dt_op_call_num_inputs");
+  QUERY_FAILS(dt_op_call_num_outputs(NULL), r == -1,
+              "dt_op_call_num_outputs");
+  QUERY_FAILS(dt_op_call_format(NULL, buf, sizeof buf), r == -1,
+              "dt_op_call_format");
+  QUERY_FAILS(dt_op_counter_get(NULL, "add"), r == -1, "dt_op_counter_get");
+  QUERY_FAILS(dt_op_counter_total(NULL), r == -1, "dt_op_counter_total");
+  QUERY_FAILS(dt_op_counter_format(NULL, buf, sizeof buf), r == -1,
+              "dt_op_counter_format");
+  QUERY_FAILS(dt_future_fd(NULL), r == -1, "dt_future_fd");
+  QUERY_FAILS(dt_optimizer_steps(NULL), r == -1, "dt_optimizer_steps");
+  QUERY_FAILS(dt_fault_count(NULL), r == -1, "dt_fault_count");
+  /* pointers: NULL */
+  QUERY_FAILS(dt_mesh_runtime(NULL), r == NULL, "dt_mesh_runtime");
+  QUERY_FAILS(dt_mesh_dim_name(NULL, 0), r == NULL, "dt_mesh_dim_name");
+  QUERY_FAILS(dt_tensor_mesh(NULL), r == NULL, "dt_tensor_mesh");
+  QUERY_FAILS(dt_tensor_grad_fn(NULL), r == NULL, "dt_tensor_grad_fn");
+  QUERY_FAILS(dt_grad(NULL), r == NULL, "dt_grad");
+  QUERY_FAILS(dt_op_call_name(NULL), r == NULL, "dt_op_call_name");
+  QUERY_FAILS(dt_op_call_input(NULL, 0), r == NULL, "dt_op_call_input");
+  QUERY_FAILS(dt_op_call_output(NULL, 0), r == NULL, "dt_op_call_output");
+  QUERY_FAILS(dt_future_error(NULL), r == NULL, "dt_future_error");
+  /* bool: false */
+  QUERY_FAILS(dt_tensor_is_contiguous(NULL), !r, "dt_tensor_is_contiguous");
+  QUERY_FAILS(dt_tensor_requires_grad(NULL), !r, "dt_tensor_requires_grad");
+  QUERY_FAILS(dt_tensor_shares_storage(NULL, NULL), !r,
+              "dt_tensor_shares_storage");
+  QUERY_FAILS(dt_future_ready(NULL), !r, "dt_future_ready");
+  /* dt_shape: ndim -1; dt_dtype: DT_DTYPE_COUNT; dt_placement: invalid */
+  QUERY_FAILS(dt_mesh_shape(NULL), r.ndim == -1, "dt_mesh_shape");
+  QUERY_FAILS(dt_tensor_shape(NULL), r.ndim == -1, "dt_tensor_shape");
+  QUERY_FAILS(dt_tensor_strides(NULL), r.ndim == -1, "dt_tensor_strides");
+  QUERY_FAILS(dt_tensor_local_shape(NULL, 0), r.ndim == -1,
+              "dt_tensor_local_shape");
+  QUERY_FAILS(dt_tensor_dtype(NULL), r == DT_DTYPE_COUNT, "dt_tensor_dtype");
+  QUERY_FAILS(dt_tensor_placement(NULL, 0), r.kind == DT_PLACEMENT_INVALID,
+              "dt_tensor_placement");
+  /* dt_status: the status */
+  QUERY_FAILS(dt_future_status(NULL), r == DT_ERR_INVALID_ARGUMENT,
+              "dt_future_status");
+  QUERY_FAILS(dt_runtime_memory(NULL, 0, &(dt_memory_stats){0}),
+              r == DT_ERR_INVALID_ARGUMENT, "dt_runtime_memory");
+}
+
+/* void functions report their misuse too; and a query keeps the error of
+ * the failed call that gave it its NULL (chaining) */
+static void test_void_misuse_and_chained_queries(void **state) {
+  (void)state;
+  tu_leaks_begin_clear();
+  dt_clear_error();
+  dt_zero_grad(NULL);
+  tu_expect_status(dt_last_status(), DT_ERR_INVALID_ARGUMENT, "dt_zero_grad",
+                   NULL);
+  dt_clear_error();
+  dt_optimizer_zero_grad(NULL);
+  tu_expect_status(dt_last_status(), DT_ERR_INVALID_ARGUMENT,
+                   "dt_optimizer_zero_grad", NULL);
+  dt_clear_error();
+  dt_label_push(NULL);
+  tu_expect_status(dt_last_status(), DT_ERR_INVALID_ARGUMENT, "dt_label_push",
+                   NULL);
+  dt_tensor *a = dt_ones(DT_SHAPE(2, 3), NULL), *b = dt_ones(DT_SHAPE(4), NULL);
+  dt_clear_error();
+  assert_int_equal(dt_tensor_ndim(dt_add(a, b)), -1);
+  tu_expect_status(dt_last_status(), DT_ERR_SHAPE, "dt_add", NULL);
+  assert_int_equal(dt_tensor_shape(dt_mul(a, b)).ndim, -1);
+  tu_expect_status(dt_last_status(), DT_ERR_SHAPE, "dt_mul", NULL);
+  /* a single-device tensor's placement is Replicate, not a failure */
+  dt_clear_error();
+  assert_int_equal(dt_tensor_placement(a, 0).kind, DT_PLACEMENT_REPLICATE);
+  assert_int_equal(dt_last_status(), DT_OK);
+  /* a DTensor's mesh_dim outside its mesh: the invalid kind */
+  dt_mesh *m = dt_mesh_init(NULL, "cpu", DT_SHAPE(2), NULL);
+  dt_tensor *d = dt_zeros(DT_SHAPE(4), &(dt_tensor_options){
+                                           .mesh = m,
+                                           .placements = DT_PLACEMENTS(DT_SHARD(0))});
+  assert_non_null(d);
+  dt_clear_error();
+  assert_int_equal(dt_tensor_placement(d, 5).kind, DT_PLACEMENT_INVALID);
+  tu_expect_status(dt_last_status(), DT_ERR_INVALID_ARGUMENT,
+                   "dt_tensor_placement", "mesh_dim 5", NULL);
+  assert_int_equal(dt_tensor_placement(d, 0).kind, DT_PLACEMENT_SHARD);
+  TU_RELEASE(a, b, d);
+  dt_mesh_release(m);
+  tu_leaks_end();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_null_tensors),
@@ -369,6 +487,8 @@ int main(void) {
       cmocka_unit_test(test_bad_pointwise_dtypes),
       cmocka_unit_test(test_size_overflow),
       cmocka_unit_test(test_zero_size_overflow),
+      cmocka_unit_test(test_query_failures),
+      cmocka_unit_test(test_void_misuse_and_chained_queries),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

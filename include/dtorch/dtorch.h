@@ -21,18 +21,61 @@
  *     return 0;
  *   }
  *
- * Conventions (the same for every function below):
- * - Functions that make a tensor return a NEW reference, or NULL with this
- *   thread's last error set (dt_last_status / dt_last_error). They BORROW
- *   their tensor arguments. A NULL tensor argument returns NULL and keeps the
- *   first error, so dt_relu(dt_add(a, b)) reports the add's error — but the
- *   intermediate must still be released when it is not NULL; chain only
- *   where a leak does not matter or release explicitly.
- * - Functions that make nothing return dt_status.
- * - Release of NULL is a no-op. Tensors are immutable values: every op makes
- *   a new tensor; views share storage with their base, as in PyTorch.
+ * Conventions (every function below follows them; docs/abi.md says why):
+ * - Names. dt_<object>_<verb> for functions, dt_ types, DT_ macros and enum
+ *   values. A maker is dt_<object>_create[_<what differs>] (dt_mesh_create
+ *   takes explicit ranks, dt_mesh_create_range ranks 0..n-1); op and
+ *   factory names follow PyTorch (dt_add, dt_zeros). Names kept only for
+ *   older programs are marked "alias" and stay exported, as they are.
+ * - Destructors. Refcounted handles (those with a _retain: dt_tensor,
+ *   dt_mesh, dt_future) are dropped with _release; owned objects with one
+ *   owner (dt_optimizer, dt_op_counter, dt_safetensors_info) with _free;
+ *   the runtime, which runs threads, with dt_runtime_destroy (waits for its
+ *   work, then frees). _release / _free / _destroy of NULL are no-ops, and
+ *   _retain(NULL) returns NULL (keeping an earlier call's error).
+ * - Ownership. Functions that make an object return a NEW reference (or
+ *   owned object) and BORROW their arguments; a "borrowed" result (e.g.
+ *   dt_tensor_mesh) is valid while its source is held. A NULL tensor
+ *   argument returns NULL and keeps the first error, so
+ *   dt_relu(dt_add(a, b)) reports the add's error — but the intermediate
+ *   must still be released when it is not NULL; chain only where a leak
+ *   does not matter or release explicitly.
+ * - Errors, one rule per kind of result; each failure sets this thread's
+ *   last error (dt_last_status / dt_last_error: a message naming the
+ *   function, the argument and the values); success leaves it alone:
+ *     a pointer (handle, tensor, string)    NULL
+ *     dt_status                             the status (DT_OK: success)
+ *     a count, size, index or length        -1 (int or int64_t)
+ *     bool                                  false
+ *     dt_shape                              ndim == -1
+ *     dt_dtype                              DT_DTYPE_COUNT
+ *     dt_placement                          kind == DT_PLACEMENT_INVALID
+ *     void                                  nothing; a NULL handle or string
+ *                                           it needs sets the error (a pop
+ *                                           with nothing pushed is a no-op)
+ *   Where NULL, false or -1 is also an ordinary answer (dt_tensor_mesh of
+ *   a single-device tensor, dt_mesh_dim_name of an unnamed dim, a leaf's
+ *   dt_tensor_grad_fn), a failure is told apart by the last error: call
+ *   dt_clear_error first. dt_version, dt_last_error, functions of a value
+ *   (dt_dtype_name, dt_dtype_size, dt_status_name: "?" / 0 for a value
+ *   outside the enum) and this thread's counters (dt_comm_count_end,
+ *   dt_sharding_cache_stats) cannot fail.
+ * - Structs. dt_shape and dt_placement are fixed value types. Every other
+ *   struct ends in `uint64_t reserved[N]`: write it with designated
+ *   initialisers or {0} (the reserved words must be zero: a non-zero one
+ *   is an error, DT_ERR_INVALID_ARGUMENT), and later 1.x releases carve new
+ *   fields out of that space whose 0 means today's behaviour, so the
+ *   struct's size and every offset stay the same (docs/abi.md).
+ * - Values. Tensors are immutable: every op makes a new tensor; views
+ *   share storage with their base, as in PyTorch. (Op arguments are not
+ *   const all the same: adding it would break callers' tables of function
+ *   pointers.)
  * - Thread safety: every function may be called from any thread; a tensor
  *   may be read by several threads at once. The last error is per thread.
+ * - Headers: this one declares everything; it includes <dtorch/debug.h>
+ *   (shadow checks, communication debugging, inspection, traces),
+ *   <dtorch/sim.h> (dry runs, fault injection) and <dtorch/spmd.h> (the
+ *   per-rank model), each of which may also be included on its own.
  */
 #ifndef DTORCH_DTORCH_H
 #define DTORCH_DTORCH_H
@@ -54,11 +97,11 @@ extern "C" {
 
 /* ----------------------------------------------------------------- version
  * The version of these headers (the same as the project's, checked at
- * build time); dt_version() is the library's ("0.1.0"), so a program can
+ * build time); dt_version() is the library's ("1.0.0"), so a program can
  * see whether it runs on the library it was compiled against. Static
  * storage; any thread. docs/abi.md: what a version change may break. */
-#define DT_VERSION_MAJOR 0
-#define DT_VERSION_MINOR 1
+#define DT_VERSION_MAJOR 1
+#define DT_VERSION_MINOR 0
 #define DT_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for #if */
 #define DT_VERSION_NUMBER                                                   \
@@ -106,6 +149,16 @@ typedef struct dt_placement { dt_placement_kind kind; int dim;
 #define DT_SHARD(d) ((dt_placement){ DT_PLACEMENT_SHARD, (d), DT_REDUCE_SUM })
 #define DT_PARTIAL(op) ((dt_placement){ DT_PLACEMENT_PARTIAL, 0, (op) })
 #define DT_PLACEMENTS(...) ((const dt_placement[]){ __VA_ARGS__ })
+/* The kind dt_tensor_placement returns when it fails (not a placement). */
+#define DT_PLACEMENT_INVALID ((dt_placement_kind)-1)
+
+/* Size checks for the structs' reserved space (docs/abi.md): a layout
+ * that changes by mistake fails to compile here. */
+#if defined(__cplusplus)
+#define DT_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define DT_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
 
 typedef struct dt_runtime dt_runtime;   /* the virtual world: N ranks */
 typedef struct dt_future dt_future;     /* completion of async work */
@@ -156,7 +209,13 @@ typedef struct dt_runtime_options { const char *device; /* "cpu" | "cuda" */
   const char *const *rank_devices; /* device "cuda" only: NULL, or
                              num_ranks strings "cuda:K", rank i on GPU K
                              (distinct GPUs, or all one GPU); docs/cuda.md */
+  uint64_t reserved[16];  /* zero; later fields (the process launcher, ...)
+                             are carved from here, size unchanged */
 } dt_runtime_options;
+#if UINTPTR_MAX == UINT64_MAX
+DT_STATIC_ASSERT(sizeof(dt_runtime_options) == 232,
+                 "dt_runtime_options: 1.x layout");
+#endif
 /* Returns: a new runtime (its threads running). Errors: bad options or
  * environment, no memory, threads that cannot start. Ownership: destroy it.
  * Thread safety: any thread; any number of runtimes may coexist. */
@@ -184,7 +243,9 @@ DT_API dt_status   dt_stream_wait_event(dt_runtime *rt, int rank,
                                         dt_future *ev);
 /* One rank's device memory: bytes in use, the peak, the capacity (0 =
  * unlimited). A snapshot; updated as the rank runs. */
-typedef struct dt_memory_stats { int64_t used, peak, capacity; } dt_memory_stats;
+typedef struct dt_memory_stats { int64_t used, peak, capacity;
+  uint64_t reserved[5]; /* zeroed by the library; later counters */
+} dt_memory_stats;
 /* Returns every rank's cached device blocks to the system (the caching
  * allocator keeps freed blocks of 256 KiB and more for reuse; like
  * torch.cuda.empty_cache). Waits until every rank has done it, after the
@@ -205,13 +266,21 @@ DT_API int64_t     dt_runtime_queue_depth(const dt_runtime *rt, int rank);
  * names (PyTorch's DeviceMesh). rt NULL = this thread's runtime;
  * device_type NULL, or the kind of the runtime's ranks: "cpu", or "cuda"
  * for a runtime made with device "cuda" (another kind: DT_ERR_DEVICE).
- * Refcounted: release what you make. */
-DT_API dt_mesh *dt_mesh_init(dt_runtime *rt, const char *device_type,
-                             dt_shape shape, const char *const *dim_names);
-/* explicit ranks (runtime rank ids, row-major), e.g. [[0, 1], [2, 3]] */
+ * Returns: a new mesh, or NULL. Ownership: refcounted, release what you
+ * make. Thread safety: any thread. */
+/* explicit ranks (runtime rank ids, row-major), e.g. [[0, 1], [2, 3]]
+ * (PyTorch's DeviceMesh(device_type, mesh)) */
 DT_API dt_mesh *dt_mesh_create(dt_runtime *rt, const char *device_type,
                                dt_shape shape, const int *ranks,
                                const char *const *dim_names);
+/* ranks 0..n-1 (n = the shape's product) in row-major order */
+DT_API dt_mesh *dt_mesh_create_range(dt_runtime *rt, const char *device_type,
+                                     dt_shape shape,
+                                     const char *const *dim_names);
+/* alias of dt_mesh_create_range (PyTorch's init_device_mesh name; errors
+ * name dt_mesh_init) */
+DT_API dt_mesh *dt_mesh_init(dt_runtime *rt, const char *device_type,
+                             dt_shape shape, const char *const *dim_names);
 DT_API int      dt_mesh_ndim(const dt_mesh *m);
 DT_API dt_shape dt_mesh_shape(const dt_mesh *m);
 DT_API void     dt_mesh_release(dt_mesh *m);          /* NULL no-op */
@@ -242,6 +311,7 @@ DT_API int      dt_mesh_format(const dt_mesh *m, char *buf, size_t len);
 typedef struct dt_tensor_options { dt_dtype dtype; dt_mesh *mesh;
   const dt_placement *placements; /* NULL = all Replicate */
   const char *device; /* exclusive with mesh */ bool requires_grad;
+  uint64_t reserved[8]; /* zero; later fields are carved from here */
 } dt_tensor_options;
 
 /* Factories. Returns: a new tensor. Errors: negative dims, bad dtype,
@@ -312,7 +382,8 @@ DT_API bool       dt_tensor_shares_storage(const dt_tensor *a,
 DT_API bool       dt_tensor_requires_grad(const dt_tensor *t);
 /* borrowed; NULL for a single-device tensor */
 DT_API dt_mesh   *dt_tensor_mesh(const dt_tensor *t);
-/* Replicate for a single-device tensor */
+/* Replicate for a single-device tensor; kind DT_PLACEMENT_INVALID + error
+ * for t NULL or mesh_dim outside t's mesh */
 DT_API dt_placement dt_tensor_placement(const dt_tensor *t, int mesh_dim);
 DT_API dt_tensor *dt_tensor_retain(dt_tensor *t);
 DT_API void       dt_tensor_release(dt_tensor *t);      /* NULL no-op */
@@ -444,8 +515,9 @@ DT_API dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
  * counts at dispatch), so the counts of a program do not depend on timing;
  * a collective that later fails (a timeout) is still counted. */
 typedef struct dt_comm_counts { int64_t all_reduce, all_gather,
-  reduce_scatter, all_to_all, broadcast, other; int64_t bytes; }
-  dt_comm_counts;
+  reduce_scatter, all_to_all, broadcast, other; int64_t bytes;
+  uint64_t reserved[9]; /* zeroed; later collective kinds */
+} dt_comm_counts;
 DT_API void           dt_comm_count_begin(void);
 DT_API dt_comm_counts dt_comm_count_end(void);
 
@@ -456,10 +528,12 @@ DT_API dt_comm_counts dt_comm_count_end(void);
  * every call, decide), bounded (4,096 entries: 1,024 sets of 4) with
  * eviction. A hit gives exactly what a miss would. Counts since the thread's first DTensor op or
  * the last dt_sharding_cache_clear. */
-typedef struct dt_cache_stats { int64_t hits, misses, entries; }
-  dt_cache_stats;
+typedef struct dt_cache_stats { int64_t hits, misses, entries;
+  int64_t evictions;    /* entries evicted to make room */
+  uint64_t reserved[4]; /* zeroed; later counters */
+} dt_cache_stats;
 DT_API dt_cache_stats dt_sharding_cache_stats(void);
-/* entries this thread's cache evicted to make room */
+/* stats.evictions alone (from before dt_cache_stats had room for it) */
 DT_API int64_t dt_sharding_cache_evictions(void);
 /* empties this thread's cache and zeroes its counts */
 DT_API void dt_sharding_cache_clear(void);
@@ -610,6 +684,7 @@ typedef struct dt_load_options {
   int64_t merge_gap;  /* two ranges of a rank less than this many bytes
                          apart are read as one (the gap into scratch);
                          0 = 4096, < 0 = never */
+  uint64_t reserved[8]; /* zero; later fields are carved from here */
 } dt_load_options;
 /* Loads tensor `name` of the safetensors file at path: a DTensor on
  * opts->mesh with opts->placements, or a single-device tensor (opts NULL:
@@ -658,12 +733,14 @@ typedef struct dt_safetensors_entry {
   dt_shape shape;
   uint64_t offset;         /* the first data byte, from the file's start */
   uint64_t nbytes;
+  uint64_t reserved[4];    /* zeroed by the library */
 } dt_safetensors_entry;
 typedef struct dt_safetensors_info {
   int n;                          /* tensors, in data order */
   dt_safetensors_entry *tensors;
   int n_metadata;                 /* the "__metadata__" string pairs */
   const char **metadata_keys, **metadata_values;
+  uint64_t reserved[4];           /* zeroed by the library */
 } dt_safetensors_info;
 /* Reads and checks a file's header, not its data. Returns: a new info.
  * Errors: as dt_load_safetensors' errors now. Ownership: free it with
@@ -723,6 +800,7 @@ DT_API dt_status  dt_backward(dt_tensor *loss);
 typedef struct dt_backward_options {
   dt_tensor *grad;      /* the seed (root's shape and dtype); NULL = ones */
   bool retain_graph;    /* keep the saved tensors for another backward */
+  uint64_t reserved[4]; /* zero; later fields are carved from here */
 } dt_backward_options;
 DT_API dt_status  dt_backward_ex(dt_tensor *root, const dt_backward_options *o);
 /* the accumulated gradient of a leaf (a new reference) or NULL if none */
@@ -762,6 +840,7 @@ typedef struct dt_sgd_options {
   double momentum;      /* 0: plain SGD */
   double weight_decay;  /* L2, added to the gradient */
   bool nesterov;
+  uint64_t reserved[4]; /* zero; later fields are carved from here */
 } dt_sgd_options;
 typedef struct dt_adamw_options {
   double lr;            /* 0: 1e-3 */
@@ -769,6 +848,7 @@ typedef struct dt_adamw_options {
   double eps;           /* 0: 1e-8 */
   double weight_decay;  /* decoupled; 0: none (PyTorch's default is 0.01:
                            pass it) */
+  uint64_t reserved[4]; /* zero; later fields (amsgrad, ...) */
 } dt_adamw_options;
 DT_API dt_optimizer *dt_sgd_create(dt_tensor **params, int n,
                                    const dt_sgd_options *o);
@@ -778,7 +858,10 @@ DT_API dt_status  dt_optimizer_step(dt_optimizer *opt);
 /* drops every parameter's gradient */
 DT_API void       dt_optimizer_zero_grad(dt_optimizer *opt);
 DT_API int64_t    dt_optimizer_steps(const dt_optimizer *opt);
-DT_API void       dt_optimizer_release(dt_optimizer *opt);   /* NULL no-op */
+/* frees the optimiser (not the parameters: the slots keep them); NULL
+ * no-op. An optimiser has one owner (no retain): _free. */
+DT_API void       dt_optimizer_free(dt_optimizer *opt);
+DT_API void       dt_optimizer_release(dt_optimizer *opt);   /* alias of _free */
 /* The fused kernels under AdamW's step, for custom optimisers: one pass
  * each. Inputs of one shape (no broadcasting), floating; the result has
  * the first input's dtype; on DTensors, pointwise (no Partial).
@@ -795,110 +878,11 @@ DT_API dt_tensor *dt_adamw_apply(dt_tensor *p, dt_tensor *m, dt_tensor *v,
 DT_API dt_status  dt_clip_grad_norm(dt_tensor *const *params, int n,
                                     double max_norm, double *total_norm);
 
-/* ---- shadow comparison with the single device (docs/debugging.md)
- * While shadowing is on in a thread, every DTensor op it runs is also run
- * single-device on the gathered inputs and the outputs are compared; the
- * first op that differs beyond the tolerance (|a - b| <= tol * (1 + |b|))
- * is reported:
- *   "first divergence at op #12 (dt_matmul, layer1.mlp, inputs [S(1)],
- *    [S(0)] → [P(sum)]): max |diff| 3.1e-2 (element 5: ...)"
- * A debugging mode: each op waits for its result and crosses to the host.
- * DTORCH_SHADOW=1 (or =tolerance) turns it on in every thread and prints
- * the first divergence to stderr. Backward ops are DTensor ops: they are
- * checked too. The checks' own gathers are not counted by dt_comm_count. */
-typedef struct dt_shadow_report {
-  int64_t ops_checked;      /* DTensor ops compared */
-  int64_t first_divergence; /* that op's number (1-based), 0: none */
-  double max_diff;          /* its largest |difference| */
-  bool failed;              /* a check could not run (message says why) */
-  char message[1024];       /* "" when all agreed */
-} dt_shadow_report;
-/* tolerance 0: 1e-4 */
-DT_API dt_status  dt_shadow_begin(double tolerance);
-/* stops shadowing; *out (may be NULL) gets the report */
-DT_API dt_status  dt_shadow_end(dt_shadow_report *out);
-/* labels name the part of the program that runs (a stack per thread,
- * joined with "."): shadow reports show them */
-DT_API void       dt_label_push(const char *label);  /* borrowed: keep it alive */
-DT_API void       dt_label_pop(void);
-
-/* ---- communication debugging (docs/debugging.md): PyTorch's
- * CommDebugMode with labels as a tree. While on in a thread, every
- * collective its calls run is attributed to the public function that
- * caused it (dt_redistribute, an op in auto mode, dt_backward, dt_to_host
- * of a Partial...) under the thread's label path (dt_label_push), summed
- * per (labels, function, collective, mesh dim). The counts are
- * dt_comm_count's, so the two agree. */
-DT_API dt_status  dt_comm_debug_begin(void);
-/* stops; writes a table to `table` and one JSON object to `json` (either
- * may be NULL):
- *   label / function                 collective     mesh dim    count          bytes
- *   layer1.mlp                                                      1           4096
- *     dt_redistribute                all_reduce     tp              1           4096
- *   total                                                           1           4096 */
-DT_API dt_status  dt_comm_debug_end(FILE *table, FILE *json);
-/* the same stack as dt_label_push / dt_label_pop */
-DT_API void       dt_comm_debug_label_push(const char *label);
-DT_API void       dt_comm_debug_label_pop(void);
-
-/* ---- inspection (docs/inspect.md)
- * Text for people, written to a FILE (open_memstream captures it). They
- * read metadata only (shapes, placements, meshes, allocator counts), never
- * values. Errors: t, rt or out NULL; a write to out that fails
- * (DT_ERR_IO). Ownership: borrow everything; nothing to release. Thread
- * safety: any thread, while other threads run ops on the same runtime. */
-typedef struct dt_visualize_options {
-  bool ascii;       /* +, -, | instead of Unicode box drawing */
-  int max_width;    /* columns the picture may take; 0 = 80 (it grows past
-                       that only where rank labels need the room) */
-} dt_visualize_options;
-/* Draws which runtime ranks hold which block of a 1-D or 2-D tensor
- * (jax.debug.visualize_array_sharding): the index space cut at every
- * shard boundary, each cell labelled with the ranks holding it ("0,4",
- * "0-3"), sizes roughly proportional to the extents; then a line naming
- * shape, mesh and placements, and what Partial and empty shards mean.
- * A single-device tensor is one cell labelled with its device. Errors:
- * 0-d or > 2-d tensors (DT_ERR_INVALID_ARGUMENT; see
- * dt_tensor_describe), max_width < 0. */
-DT_API dt_status dt_visualize_sharding(const dt_tensor *t, FILE *out);
-DT_API dt_status dt_visualize_sharding_ex(const dt_tensor *t, FILE *out,
-                                          const dt_visualize_options *o);
-/* dtype, global shape, requires_grad and grad_fn, mesh and placements,
- * one row per mesh index (rank, coordinates, local shape, global offset,
- * bytes) and the bytes across ranks against the global tensor's (the
- * replication factor); a single-device tensor: device, shape, strides,
- * storage offset, contiguity, bytes. */
-DT_API dt_status dt_tensor_describe(const dt_tensor *t, FILE *out);
-/* Per rank: bytes in use, peak, cached, and the sizes of the largest live
- * allocator blocks (the allocator does not know which tensor owns a block;
- * the report says so). Each rank takes its snapshot when it reaches this
- * call's record, after the work issued before: the call waits for that.
- * Errors: rt NULL or destroyed. Thread safety: any thread but a rank's. */
-DT_API dt_status dt_memory_report(dt_runtime *rt, FILE *out);
-
-/* ---- timelines (docs/trace.md) */
-/* Starts recording rt's timeline into a Chrome trace-event JSON file at
- * path (opened now, written by dt_trace_end or dt_runtime_destroy; open
- * it in https://ui.perfetto.dev): one track per rank with every record it
- * runs (op kernels, DTensor ops with placements, redistributes and their
- * collectives with group and bytes, barriers, fetches, frees), its
- * parking and stolen chunks; one track per issuing thread with its
- * publishes, and flow arrows from each publish to the work it caused.
- * DTORCH_TRACE=path does this for a runtime from its creation.
- * Returns: DT_OK. Errors: rt or path NULL/empty (DT_ERR_INVALID_ARGUMENT),
- * a runtime is already traced (DT_ERR_INVALID_ARGUMENT: one at a time),
- * path cannot be opened (DT_ERR_IO, naming the path and the reason),
- * rt destroyed (DT_ERR_DEVICE). Ownership: path is copied.
- * Thread safety: any thread but a rank's. */
-DT_API dt_status dt_trace_begin(dt_runtime *rt, const char *path);
-/* Waits for the work issued to rt (dt_runtime_synchronize), stops
- * recording, writes the file and frees the buffers. Errors: rt NULL or
- * not traced (DT_ERR_INVALID_ARGUMENT), the write failed (DT_ERR_IO).
- * Thread safety: any thread but a rank's; of two concurrent calls one
- * writes and the other fails (not traced). */
-DT_API dt_status dt_trace_end(dt_runtime *rt);
-
-/* SPMD mode, dry runs and fault injection: <dtorch/spmd.h> */
+/* Debugging (shadow checks, communication debugging, inspection,
+ * timelines), the simulator's dry runs and fault injection, and the
+ * per-rank (SPMD) model have their own headers, part of this API. */
+#include "dtorch/debug.h"
+#include "dtorch/sim.h"
 #include "dtorch/spmd.h"
 
 #ifdef __cplusplus

@@ -1,7 +1,8 @@
 /* dtorch's per-rank (SPMD) API: dt_spmd_run, collectives on local
- * tensors, desync call sites, dry runs, fault injection, DTensors from and
- * to a rank's local tensor. Part of the public API: <dtorch/dtorch.h>
- * includes it; it may also be included on its own. */
+ * tensors, desync call sites, DTensors from and to a rank's local tensor;
+ * nothing else (dry runs and fault injection: <dtorch/sim.h>). Part of the
+ * public API: <dtorch/dtorch.h> includes it; it may also be included on
+ * its own. The conventions are dtorch.h's (its top). */
 #ifndef DTORCH_SPMD_H
 #define DTORCH_SPMD_H
 
@@ -34,6 +35,7 @@ typedef struct dt_spmd_ctx {
   int world_size;    /* the runtime's ranks */
   dt_runtime *rt;
   void *arg;         /* dt_spmd_run's arg, shared by every rank */
+  uint64_t reserved[4]; /* zeroed by the library; later fields */
 } dt_spmd_ctx;
 typedef dt_status (*dt_spmd_fn)(dt_spmd_ctx *ctx);
 /* Returns: DT_OK when fn returned DT_OK on every rank; else the lowest
@@ -52,7 +54,9 @@ DT_API int       dt_spmd_rank(void);
  * else ranks[0..nranks) in that order; a NULL group: every rank of the
  * runtime. */
 typedef struct dt_group { dt_mesh *mesh; int mesh_dim;
-  const int *ranks; int nranks; } dt_group;
+  const int *ranks; int nranks;
+  uint64_t reserved[4]; /* zero; later fields are carved from here */
+} dt_group;
 /* Collectives on this rank's local tensor, inside an SPMD function only
  * (DT_ERR_INVALID_ARGUMENT elsewhere). Functional, as
  * torch.distributed._functional_collectives: each returns a new local
@@ -89,53 +93,6 @@ DT_API void       dt_call_site(const char *file, int line);
 #define dt_broadcast(...) (dt_call_site(__FILE__, __LINE__), dt_broadcast(__VA_ARGS__))
 #define dt_barrier(...) (dt_call_site(__FILE__, __LINE__), dt_barrier(__VA_ARGS__))
 #endif
-
-/* What a dry run (dt_runtime_options.dry_run) saw since the runtime was
- * made or the last reset: ops issued, collectives and their bytes (as
- * dt_comm_count counts them), per-rank memory peaks (the ops' outputs and
- * inputs; not the collectives' scratch), and the predicted time: each
- * collective step by the alpha-beta model over its group (ring
- * all-reduce 2(n-1)·α + 2(n-1)/n·s/β; all-gather, reduce-scatter and
- * all-to-all (n-1)·α + (n-1)/n·s'/β with s' the gathered or scattered
- * size), each op by the bytes its fullest rank writes and reads at the
- * memory bandwidth plus matmul FLOPs at the FLOP rate; no overlap. */
-typedef struct dt_dry_run_stats {
-  int64_t ops, collectives, comm_bytes;
-  int64_t peak_max, peak_min;  /* per-rank memory peaks: largest, smallest */
-  int peak_rank;               /* a rank with the largest */
-  double comm_s, compute_s, step_s;
-} dt_dry_run_stats;
-/* Errors: rt NULL, not a dry run (DT_ERR_INVALID_ARGUMENT). */
-DT_API dt_status dt_dry_run_report(dt_runtime *rt, dt_dry_run_stats *out);
-/* zeroes the counts and times; peaks restart from what is live */
-DT_API dt_status dt_dry_run_reset(dt_runtime *rt);
-
-/* Fault injection (docs/spmd.md "Faults"): the `after`-th event (1 = the
- * next; counted from this call, on the rank's own thread) of each kind
- * in `kind` on `rank` (-1: on every rank) fails, once:
- *   DT_FAULT_OOM              a device allocation: DT_ERR_OUT_OF_MEMORY
- *   DT_FAULT_STALL            a record: the rank sleeps stall_ms first
- *                             (0: 1000); peers' collectives may time out
- *   DT_FAULT_RANK_FAIL        an op (its part on that rank): DT_ERR_FAULT
- *   DT_FAULT_COLLECTIVE_FAIL  a collective call: DT_ERR_FAULT for the rank,
- *                             every member fails naming it
- *   DT_FAULT_IO               a checkpoint read/write: DT_ERR_IO
- * The error reaches whatever depends on the failed work (outputs are
- * poisoned, futures fail) with "injected fault (dt_fault_inject): ... on
- * rank r" in the message; other work completes; the runtime stays
- * usable. Re-arming a (rank, kind) replaces its fault. Errors: rt NULL or
- * destroyed, kind not a set of the bits, rank out of range, negative
- * after or stall_ms. Thread safety: any thread. */
-typedef enum dt_fault_kind { DT_FAULT_OOM = 1, DT_FAULT_STALL = 2,
-  DT_FAULT_RANK_FAIL = 4, DT_FAULT_COLLECTIVE_FAIL = 8, DT_FAULT_IO = 16 }
-  dt_fault_kind;
-typedef struct dt_fault { unsigned kind; int rank; int64_t after;
-  int64_t stall_ms; } dt_fault;
-DT_API dt_status dt_fault_inject(dt_runtime *rt, const dt_fault *f);
-/* disarms every fault not yet fired */
-DT_API dt_status dt_fault_clear(dt_runtime *rt);
-/* faults fired so far on rt */
-DT_API int64_t   dt_fault_count(const dt_runtime *rt);
 
 /* PyTorch's DTensor.from_local, inside an SPMD function: a DTensor on mesh
  * (which holds the calling rank) with placements, whose shard on this rank

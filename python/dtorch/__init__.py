@@ -40,4 +40,4 @@ int64 = long = _torch.int64
 uint8 = _torch.uint8
 bool = _torch.bool
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"

@@ -1,17 +1,17 @@
 """Loading libdtorch.so and the ctypes declarations of the C API used here.
 
 Where the library comes from, first match wins:
-1. ``DTORCH_LIBRARY`` (a path to libdtorch.so.0 or libdtorch.so);
-2. a ``libdtorch.so.0`` / ``libdtorch.so`` next to this file (a wheel that
+1. ``DTORCH_LIBRARY`` (a path to libdtorch.so.1 or libdtorch.so);
+2. a ``libdtorch.so.1`` / ``libdtorch.so`` next to this file (a wheel that
    bundles it);
-3. the system loader: ``libdtorch.so.0`` through LD_LIBRARY_PATH and the
+3. the system loader: ``libdtorch.so.1`` through LD_LIBRARY_PATH and the
    ld.so cache (``cmake --install`` to /usr/local, then ``ldconfig``).
 """
 import ctypes
 import os
 import pathlib
 
-SONAME = "libdtorch.so.0"
+SONAME = "libdtorch.so.1"
 
 # the DTorch API's number of emulated devices; dtorch always
 # emulates ranks in one process, DTORCH_NUM_RANKS is its own name for it
@@ -57,15 +57,20 @@ class Placement(ctypes.Structure):
                 ("reduce", ctypes.c_int)]
 
 
+# The structs end in reserved words, zero (ctypes zero-initialises), that
+# later 1.x libraries carve fields from (docs/abi.md); the sizes are the
+# C header's, checked by python/tests/test_layouts.py.
 class TensorOptions(ctypes.Structure):
     _fields_ = [("dtype", ctypes.c_int), ("mesh", ctypes.c_void_p),
                 ("placements", ctypes.POINTER(Placement)),
-                ("device", ctypes.c_char_p), ("requires_grad", ctypes.c_bool)]
+                ("device", ctypes.c_char_p), ("requires_grad", ctypes.c_bool),
+                ("reserved", ctypes.c_uint64 * 8)]
 
 
 class MemoryStats(ctypes.Structure):
     _fields_ = [("used", ctypes.c_int64), ("peak", ctypes.c_int64),
-                ("capacity", ctypes.c_int64)]
+                ("capacity", ctypes.c_int64),
+                ("reserved", ctypes.c_uint64 * 5)]
 
 
 P = ctypes.c_void_p

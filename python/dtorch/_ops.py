@@ -183,7 +183,7 @@ def synchronize():
 
 
 def version():
-    """The loaded library's version ("0.1.0")."""
+    """The loaded library's version ("1.0.0")."""
     return _lib.dt_version().decode()
 
 

@@ -13,9 +13,9 @@ def test_dtorch_library_is_used():
 
 
 def test_missing_library_is_a_clear_import_error():
-    env = dict(os.environ, DTORCH_LIBRARY="/nonexistent/libdtorch.so.0")
+    env = dict(os.environ, DTORCH_LIBRARY="/nonexistent/libdtorch.so.1")
     r = subprocess.run([sys.executable, "-c", "import dtorch"], env=env,
                        capture_output=True, text=True)
     assert r.returncode != 0
     assert "ImportError" in r.stderr and "DTORCH_LIBRARY" in r.stderr
-    assert "/nonexistent/libdtorch.so.0" in r.stderr
+    assert "/nonexistent/libdtorch.so.1" in r.stderr
