@@ -141,6 +141,12 @@ static const core_poison *input_poison(const dt_op_call *c, const exec_record *r
   return NULL;
 }
 
+static dt_status cancelled(const dt_op_call *c, const char **msg) {
+  dt_status st = core_error_set(DT_ERR_TIMEOUT, "%s: cancelled by dt_runtime_cancel", c->api);
+  *msg = core_last_error();
+  return st;
+}
+
 static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
   dt_op_call *c = &r->call;
   const core_poison *in = input_poison(c, r);
@@ -166,8 +172,14 @@ static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
     }
   }
   runtime_note_memory(rt, rank);
+  /* dt_runtime_cancel stops ops whose outputs are all fresh (it poisons
+   * them): checked before the kernel and after (a loop cut short) */
+  bool fresh = true;
+  for (int i = 0; i < c->nout; i++) fresh = fresh && c->meta[i].alias < 0;
+  if (st == DT_OK && fresh && sched_cancel_arm()) st = cancelled(c, &msg);
   if (st == DT_OK && (st = c->kernel(c)) != DT_OK)
     msg = core_last_error();
+  if (st == DT_OK && fresh && sched_cancelled()) st = cancelled(c, &msg);
   if (st != DT_OK) poison_outputs(c, st, msg);
   for_each_tensor(c, r, false);
   for (int i = 0; i < CORE_CALL_MAX_ARGS; i++) free(r->lists[i]);
