@@ -249,8 +249,10 @@ static bool run_loop(int64_t n, int64_t grain, sched_range_fn fn, void *ctx,
   rank_state *rs = &p->ranks[sched_current_rank()];
   int64_t k = (n - 1) / grain + 1; /* no overflow near INT64_MAX */
   if (p->cfg.ranks < 2) { /* nobody to steal: the chunks in turn */
-    for (int64_t b = 0; b < n && !gen_cancelled(p, rs->gen); b += grain)
+    for (int64_t b = 0; b < n && !gen_cancelled(p, rs->gen); b += grain) {
       fn(b, n - b < grain ? n : b + grain, ctx);
+      atomic_fetch_add_explicit(&rs->chunks_run, 1, memory_order_relaxed);
+    }
     return !gen_cancelled(p, rs->gen);
   }
   int64_t cap = k < SCHED_WINDOW ? k : SCHED_WINDOW;
