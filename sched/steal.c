@@ -27,7 +27,10 @@
  * by exactly one taker (deque.c, I2): the owner, waiting for the loop,
  * steals it; the thief pops it back when its stream is idle. So every
  * unit runs exactly once and in order, and remaining counts the chunk
- * once, when its last unit ran. A thief bounds the time its own stream
+ * once, when its last unit ran. The units the thief ran reach the owner
+ * through the push (a release store of bottom, acquired by the next
+ * taker's steal, or the thief's own program order when it pops the chunk
+ * back) and then the taker's release decrement of remaining. A thief bounds the time its own stream
  * waits to one unit (a GEMM's unit is one panel call: kernels/cpu/gemm.c)
  * instead of one chunk. A rank stealing inside its own loop's wait never
  * leaves (its own records wait for that loop anyway), nor does the owner:

@@ -193,13 +193,14 @@ typedef struct dt_memory_stats { int64_t used, peak, capacity; } dt_memory_stats
 DT_API dt_status   dt_runtime_empty_cache(dt_runtime *rt);
 DT_API dt_status   dt_runtime_memory(const dt_runtime *rt, int rank,
                                      dt_memory_stats *out);
-/* Cancels the ops issued to rt before the call that have not finished:
- * pending ones do not run, running CPU kernels stop at their next chunk
- * (a loop over 2^62 elements within milliseconds); each one's outputs are
- * poisoned with DT_ERR_TIMEOUT and "<op>: cancelled by
- * dt_runtime_cancel", which fetches and later ops on them report. Ops
- * issued after the call run normally. In-place ops, frees, collectives,
- * fetches, events and a kernel already running on a GPU are not stopped.
+/* Cancels the single-device ops issued to rt before the call that have
+ * not finished: pending ones do not run, running CPU kernels stop at
+ * their next chunk (a float sum over 2^62 elements within milliseconds);
+ * each one's outputs are poisoned with DT_ERR_TIMEOUT and "<op>:
+ * cancelled by dt_runtime_cancel", which fetches and later ops on them
+ * report. Ops issued after the call run normally. Not stopped: in-place
+ * ops, ops on DTensors, frees, collectives, fetches, events, a kernel
+ * that runs as one piece, one already running on a GPU.
  * Returns: DT_OK. Errors: rt NULL (DT_ERR_INVALID_ARGUMENT) or destroyed
  * (DT_ERR_DEVICE). Ownership: none. Thread safety: any thread, also while
  * another waits for the ops (docs/engine.md, "Cancelling"). */
