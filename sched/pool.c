@@ -394,12 +394,18 @@ bool sched_own_work(rank_state *rs) {
   return sched_bcast_peek(rs) != NULL || sched_queue_peek(rs->queue) != NULL;
 }
 
-/* Whether the rank ran records of its own within the last cfg.spin_ns:
- * then it does not steal yet. Its stream likely goes on (ops come in
- * streams), and a chunk taken now would hold the next record up for the
- * chunk's length (a GEMM block: milliseconds) while the issuer fills the
- * queue and waits. The clock is read only here, when the rank would
- * steal, and only if it ran records since it last looked. */
+/* Whether the rank ran records of its own within the last OWN_STREAM_NS
+ * (or cfg.spin_ns if longer): then it does not steal yet. Its stream
+ * likely goes on (ops come in streams), and a unit taken now would hold
+ * the next record up for the unit's length (a GEMM panel: milliseconds)
+ * while the issuer fills the queue and waits. The hold-off outlasts a
+ * producer's wait for a full queue (sleeps of up to 50 µs, plus the
+ * timer's slack, sched/queue.c), so a rank that drained its queue does not
+ * take a unit just before that producer comes back; it costs at most that
+ * long of help after a burst of own records. The clock is read only here,
+ * when the rank would steal, and only if it ran records since it last
+ * looked. */
+#define OWN_STREAM_NS 250000
 static bool own_stream_recent(rank_state *rs) {
   int64_t ran = atomic_load_explicit(&rs->records_run, memory_order_relaxed);
   int64_t now = sched_now_ns();
@@ -407,7 +413,8 @@ static bool own_stream_recent(rank_state *rs) {
     rs->seen_records = ran;
     rs->own_ns = now;
   }
-  return now - rs->own_ns < (int64_t)rs->pool->cfg.spin_ns;
+  int64_t hold = rs->pool->cfg.spin_ns > OWN_STREAM_NS ? rs->pool->cfg.spin_ns : OWN_STREAM_NS;
+  return now - rs->own_ns < hold;
 }
 
 sched_faults *sched_pool_faults(sched_pool *p) { return p->faults; }
