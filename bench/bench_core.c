@@ -25,7 +25,9 @@
  *                     long makes it ~1; adds_s and matmul_s are the run
  *                     of the fastest matmul); `adds_alone_s` and
  *                     `matmul_alone_s` the same work each on its own,
- *                     `matmul_slowdown` = matmul_s / matmul_alone_s
+ *                     `matmul_slowdown` = matmul_s / matmul_alone_s;
+ *                     matmul_vs_cblas: a direct cblas_sgemm on 2 threads
+ *                     (`cblas_s`) / matmul_alone_s
  * Ops run on rank 0 of the default runtime (DTORCH_NUM_RANKS ranks), but
  * head_of_line's own runtime. */
 #include <cblas.h>
@@ -234,6 +236,15 @@ static void bench_head_of_line(int reps) {
                dt_ones(DT_SHAPE(4), &(dt_tensor_options){.device = "cpu:1"}), 20000};
   hol_check(h.a && h.b && h.x, "inputs");
   hol_fetch(dt_matmul(h.a, h.b), bench_now()); /* warm the allocator */
+  /* the baseline: cblas_sgemm on as many threads as can run the matmul */
+  size_t bytes = (size_t)(n * n) * 4;
+  mm_arg m = {NULL, NULL, malloc(bytes), malloc(bytes), malloc(bytes), (int)n};
+  hol_check(m.ha && m.hb && m.hc, "host buffers");
+  hol_check(dt_to_host(h.a, m.ha, bytes) == DT_OK && dt_to_host(h.b, m.hb, bytes) == DT_OK,
+            "dt_to_host (inputs)");
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = cpus < 2 ? 1 : 2, before = openblas_get_num_threads();
+  double blas = 1e300;
   double adds = 1e300, mm = 1e300, adds_alone = 1e300, mm_alone = 1e300;
   double ratios[64];
   if (reps > 64) reps = 64;
@@ -244,6 +255,10 @@ static void bench_head_of_line(int reps) {
     t0 = bench_now();
     t = hol_fetch(dt_matmul(h.a, h.b), t0);
     if (t < mm_alone) mm_alone = t;
+    openblas_set_num_threads(threads);
+    t = bench_best(run_sgemm, &m, 1, 1);
+    openblas_set_num_threads(before);
+    if (t < blas) blas = t;
     t0 = bench_now();
     dt_tensor *c = dt_matmul(h.a, h.b);
     double ta = hol_adds(&h, t0), tm = hol_fetch(c, t0);
@@ -253,9 +268,13 @@ static void bench_head_of_line(int reps) {
   qsort(ratios, (size_t)reps, sizeof *ratios, cmp_double);
   printf("{\"bench\":\"head_of_line\",\"n\":%lld,\"adds\":%d,\"adds_s\":%.4f,"
          "\"matmul_s\":%.4f,\"adds_alone_s\":%.4f,\"matmul_alone_s\":%.4f,"
-         "\"matmul_slowdown\":%.3f,\"ratio_max\":%.3f,\"ratio\":%.3f}\n", (long long)n,
-         h.adds, adds, mm, adds_alone, mm_alone, mm / mm_alone, ratios[reps - 1],
+         "\"matmul_slowdown\":%.3f,\"cblas_s\":%.4f,\"matmul_vs_cblas\":%.3f,"
+         "\"ratio_max\":%.3f,\"ratio\":%.3f}\n", (long long)n, h.adds, adds, mm,
+         adds_alone, mm_alone, mm / mm_alone, blas, blas / mm_alone, ratios[reps - 1],
          ratios[reps / 2]);
+  free(m.ha);
+  free(m.hb);
+  free(m.hc);
   dt_tensor_release(h.a);
   dt_tensor_release(h.b);
   dt_tensor_release(h.x);
