@@ -394,7 +394,9 @@ bool sched_own_work(rank_state *rs) {
   return sched_bcast_peek(rs) != NULL || sched_queue_peek(rs->queue) != NULL;
 }
 
-/* Whether the rank ran records of its own within the last OWN_STREAM_NS
+/* Whether the rank ran records of its own queue (not all-rank tickets: a
+ * barrier or collective every rank ran says nothing of this rank's
+ * stream) within the last OWN_STREAM_NS
  * (or cfg.spin_ns if longer): then it does not steal yet. Its stream
  * likely goes on (ops come in streams), and a unit taken now would hold
  * the next record up for the unit's length (a GEMM panel: milliseconds)
@@ -407,7 +409,7 @@ bool sched_own_work(rank_state *rs) {
  * looked. */
 #define OWN_STREAM_NS 250000
 static bool own_stream_recent(rank_state *rs) {
-  int64_t ran = atomic_load_explicit(&rs->records_run, memory_order_relaxed);
+  int64_t ran = rs->own_runs;
   int64_t now = sched_now_ns();
   if (ran != rs->seen_records) {
     rs->seen_records = ran;
@@ -449,6 +451,7 @@ static void *rank_main(void *arg) {
       sched_chaos_point(p->cfg.chaos_seed, rs->id, SCHED_CHAOS_RECORD);
       worked |= spin_after(p, rs, m->record);
       sched_run_record(p, rs, m->record, m->gen);
+      rs->own_runs++;
       atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
       sched_queue_pop(rs->queue);
       continue;

@@ -76,9 +76,11 @@ typedef struct rank_state {
    * was claimed at claim_gen; gen is claim_gen once the record armed its
    * cancellation, else SCHED_GEN_EXEMPT */
   uint64_t claim_gen, gen;
-  /* stealing: records_run when the rank last looked, and when (ns): a
-   * rank that runs records of its own steals nothing for cfg.spin_ns */
-  int64_t seen_records, own_ns;
+  /* stealing (the rank thread's; helpers run only tickets): records of
+   * its own queue run, own_runs when it last looked and when (ns): a rank
+   * that runs records of its own holds off stealing (pool.c,
+   * own_stream_recent) */
+  int64_t own_runs, seen_records, own_ns;
   _Atomic int64_t records_run, chunks_run, chunks_stolen, chunks_left, parks;
 } rank_state;
 
