@@ -15,8 +15,10 @@
  * Windows. The chunks go in windows of at most SCHED_WINDOW (pushed, run
  * and waited for, then the next): the task list has that many entries
  * whatever k (a sum over 2^62 elements is 2^46 chunks), and between chunks
- * the owner can see a cancellation. A window waits for its slowest chunk;
- * 1,024 chunks make that under 0.1 % of a window.
+ * the owner can see a cancellation. A window waits for its slowest chunk:
+ * at most about one chunk's time in 1,024 chunks' work, and no change to
+ * any chunk's bounds. Loops of up to 1,024 chunks are one window, as
+ * before.
  *
  * Steps. A chunk of sched_parallel_steps may be run in pieces: fn(b, e)
  * equals fn(b, x) then fn(x, e). A thief stealing from its main loop
@@ -30,9 +32,9 @@
  * once, when its last unit ran. The units the thief ran reach the owner
  * through the push (a release store of bottom, acquired by the next
  * taker's steal, or the thief's own program order when it pops the chunk
- * back) and then the taker's release decrement of remaining. A thief bounds the time its own stream
- * waits to one unit (a GEMM's unit is one panel call: kernels/cpu/gemm.c)
- * instead of one chunk. A rank stealing inside its own loop's wait never
+ * back) and then the taker's release decrement of remaining. A thief
+ * bounds the time its own stream waits to one unit (a GEMM's unit is one
+ * panel call: kernels/cpu/gemm.c) instead of one chunk. A rank stealing inside its own loop's wait never
  * leaves (its own records wait for that loop anyway), nor does the owner:
  * only a thief's own stream is at stake.
  *
