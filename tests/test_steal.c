@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtorch/dtorch.h"
 #include "kernels/cpu/gemm.h"
 #include "sched/pool.h"
 #include "testutil.h"
@@ -253,6 +254,90 @@ static void test_gemm_units_bounded(void **state) {
     check_plan(shapes[i][0], shapes[i][1], shapes[i][2]);
 }
 
+/* The panel path against a naive double product: small products with a
+ * step bound small enough that every block is several K panels (the
+ * later ones adding to C), with either operand transposed (BLAS reads it
+ * with a transpose flag: the panels' offsets differ), float64, and
+ * dt_linear's bias (the first panel adds to it too); and the same bits
+ * on 1 and 2 ranks. */
+#define GM 96
+#define GN 80
+#define GK 1000
+
+static void naive(const double *a, const double *b, const double *bias, double *c,
+                  bool ta, bool tb) {
+  for (int i = 0; i < GM; i++)
+    for (int j = 0; j < GN; j++) {
+      double acc = bias ? bias[j] : 0;
+      for (int p = 0; p < GK; p++)
+        acc += (ta ? a[p * GM + i] : a[i * GK + p]) * (tb ? b[j * GK + p] : b[p * GN + j]);
+      c[i * GN + j] = acc;
+    }
+}
+
+/* C on a runtime of `ranks` ranks; case: 0 plain, 1 A transposed, 2 B
+ * transposed, 3 linear (x · Wᵀ + bias) */
+static double *panel_product(int ranks, int kase, dt_dtype d, const double *a,
+                             const double *b, const double *bias) {
+  dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = ranks});
+  assert_non_null(rt);
+  dt_runtime_set_current(rt);
+  bool ta = kase == 1, tb = kase == 2 || kase == 3;
+  dt_tensor *ta0 = tu_tensor(a, ta ? DT_SHAPE(GK, GM) : DT_SHAPE(GM, GK), d);
+  dt_tensor *tb0 = tu_tensor(b, tb ? DT_SHAPE(GN, GK) : DT_SHAPE(GK, GN), d);
+  dt_tensor *x = ta ? dt_transpose(ta0, 0, 1) : dt_tensor_retain(ta0);
+  dt_tensor *c, *tbias = NULL;
+  if (kase == 3) {
+    tbias = tu_tensor(bias, DT_SHAPE(GN), d);
+    c = dt_linear(x, tb0, tbias);
+  } else {
+    dt_tensor *y = tb ? dt_transpose(tb0, 0, 1) : dt_tensor_retain(tb0);
+    c = dt_matmul(x, y);
+    dt_tensor_release(y);
+  }
+  if (!c) fail_msg("case %d: %s", kase, dt_last_error());
+  double *v = tu_values(c);
+  tu_release_n((dt_tensor *[]){c, x, ta0, tb0, tbias}, tbias ? 5 : 4);
+  dt_runtime_set_current(NULL);
+  dt_runtime_destroy(rt);
+  return v;
+}
+
+static void test_gemm_panels_exact(void **state) {
+  (void)state;
+  cpu_gemm_set_step(1000000); /* ~8 panels per block for these sizes */
+  cpu_gemm_grid g;
+  cpu_gemm_plan(GM, GN, GK, &g);
+  assert_true(g.panels >= 4);
+  double *a = tu_random_values(GM * GK, DT_FLOAT64, 11, -1, 1, false);
+  double *b = tu_random_values(GK * GN, DT_FLOAT64, 12, -1, 1, false);
+  double *bias = tu_random_values(GN, DT_FLOAT64, 13, -1, 1, false);
+  double want[GM * GN];
+  for (int kase = 0; kase < 4; kase++)
+    for (int f = 0; f < 2; f++) {
+      dt_dtype d = f ? DT_FLOAT64 : DT_FLOAT32;
+      /* the reference from the values as stored (float32 rounds them) */
+      double ra[GM * GK], rb[GK * GN], rbias[GN];
+      for (int i = 0; i < GM * GK; i++) ra[i] = tu_round(a[i], d);
+      for (int i = 0; i < GK * GN; i++) rb[i] = tu_round(b[i], d);
+      for (int i = 0; i < GN; i++) rbias[i] = tu_round(bias[i], d);
+      naive(ra, rb, kase == 3 ? rbias : NULL, want, kase == 1, kase >= 2);
+      double *one = panel_product(1, kase, d, a, b, bias);
+      double *two = panel_product(2, kase, d, a, b, bias);
+      char what[64];
+      snprintf(what, sizeof what, "case %d %s", kase, f ? "float64" : "float32");
+      tu_assert_close(two, want, GM * GN, f ? 1e-12 : 1e-4, f ? 1e-12 : 1e-4, what);
+      if (memcmp(one, two, sizeof(double) * GM * GN))
+        fail_msg("%s: 1 and 2 ranks differ in bits", what);
+      free(one);
+      free(two);
+    }
+  cpu_gemm_set_step(0);
+  free(a);
+  free(b);
+  free(bias);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_thief_leaves_steps_chunk),
@@ -260,6 +345,7 @@ int main(void) {
       cmocka_unit_test(test_windows_conserve),
       cmocka_unit_test(test_cancel_loop),
       cmocka_unit_test(test_gemm_units_bounded),
+      cmocka_unit_test(test_gemm_panels_exact),
   };
   return TU_RUN_TESTS_WITH_ALARM(120, tests);
 }

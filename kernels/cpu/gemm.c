@@ -155,16 +155,31 @@ static int64_t gemm_cpus(void) {
  * times, and blocks beyond the CPUs only add packing. On the 2-CPU Zen 4
  * VM, 1024^3: 16 blocks 10.5-11.3 ms, 4 blocks 10.1-10.3, 2 blocks (one per
  * CPU) 9.9-10.4, alternating runs. More blocks only where one would exceed
- * CPU_GEMM_BLOCK_MAX elements of C (its panels could not stay under the
- * step bound). Then K in panels of at most CPU_GEMM_STEP_FLOP each, of
- * equal depth (a multiple of 8, the last the remainder): splitting K adds
+ * 8 Mi elements of C (or step / 128: its panels could not stay under the
+ * step bound, or only as panels so shallow that rewriting C per panel
+ * would cost more than the work). Then K in panels of at most
+ * CPU_GEMM_STEP_FLOP each, of equal depth (a multiple of 8, the last the remainder): splitting K adds
  * a pass over the C block per panel, and 3072^3 on one CPU took 0.43 s
  * whole, 0.45 s in 2.4 GFLOP panels (256 deep), 0.48 s in 1.2 GFLOP ones,
  * where splitting M and N instead to the same step size took 0.50-0.51 s
  * (each block repacks its panels of A and B). The grid depends on m, n, k
  * and the CPU count, never on the rank count: the same bits on 1, 2 or 8
  * ranks. */
+static _Atomic int64_t step_override; /* cpu_gemm_set_step (tests) */
+
+void cpu_gemm_set_step(int64_t flop) {
+  /* relaxed: a test sets it before it issues the ops that read it (the
+   * publication orders it) */
+  atomic_store_explicit(&step_override, flop > 0 ? flop : 0, memory_order_relaxed);
+}
+
 void cpu_gemm_plan(int64_t m, int64_t n, int64_t k, cpu_gemm_grid *g) {
+  int64_t over = atomic_load_explicit(&step_override, memory_order_relaxed);
+  double step_flop = over > 0 ? (double)over : CPU_GEMM_STEP_FLOP;
+  /* elements of C per block: 8 Mi, fewer where panels 64 deep would pass
+   * the step */
+  double area_max = step_flop / (2.0 * 64) < 8.0 * 1024 * 1024 ? step_flop / (2.0 * 64)
+                                                               : 8.0 * 1024 * 1024;
   double flop = 2.0 * (double)m * (double)n * (double)k;
   int64_t parts = (int64_t)(flop / 2e6);
   int64_t cap = gemm_cpus() < 16 ? gemm_cpus() : 16;
@@ -172,7 +187,7 @@ void cpu_gemm_plan(int64_t m, int64_t n, int64_t k, cpu_gemm_grid *g) {
   int64_t pm = 1, pn = 1;
   for (;;) { /* grow the side with more room */
     double area = (double)((m + pm - 1) / pm) * (double)((n + pn - 1) / pn);
-    if (pm * pn >= parts && area <= CPU_GEMM_BLOCK_MAX) break;
+    if (pm * pn >= parts && area <= area_max) break;
     bool rows_ok = m / (8 * (pm + 1)) >= 1, cols_ok = n / (16 * (pn + 1)) >= 1;
     if (rows_ok && (pm <= pn || !cols_ok)) pm++;
     else if (cols_ok) pn++;
@@ -185,7 +200,7 @@ void cpu_gemm_plan(int64_t m, int64_t n, int64_t k, cpu_gemm_grid *g) {
   g->blocks = ((m + g->mb - 1) / g->mb) * ((n + g->nb - 1) / g->nb);
   /* panel depth: as deep as the step bound allows, at least 8 */
   double per_k = 2.0 * (double)g->mb * (double)g->nb;
-  int64_t kmax = (int64_t)(CPU_GEMM_STEP_FLOP / per_k) / 8 * 8;
+  int64_t kmax = (int64_t)(step_flop / per_k) / 8 * 8;
   if (kmax < 8) kmax = 8;
   int64_t panels = k > kmax ? (k + kmax - 1) / kmax : 1;
   g->kc = panels > 1 ? ((k + panels - 1) / panels + 7) / 8 * 8 : (k > 0 ? k : 1);
