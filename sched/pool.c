@@ -1,6 +1,7 @@
-/* The worker pool: rank threads consuming their own record queues, chunked
- * work on per-rank Chase–Lev deques with stealing, and parking on event
- * counts.
+/* The worker pool: rank threads consuming their own record queues, the
+ * broadcast ring, and parking on event counts. Chunked work on per-rank
+ * Chase–Lev deques, stealing and cancellation are in sched/steal.c; a
+ * rank thread steals from its main loop here (rank_main).
  *
  * Queues. Each rank has a bounded many-producer queue of records
  * (sched/queue.c). A record for one rank lives in place in a cell of that
