@@ -4,6 +4,8 @@
 #include "core/error.h"
 #include "runtime/runtime.h"
 
+#include "core/error.h"
+
 dt_runtime *dt_runtime_create(const dt_runtime_options *opts) {
   if (opts && CORE_RESERVED_ZERO("dt_runtime_create", "dt_runtime_options",
                                  opts) != DT_OK)
@@ -55,6 +57,14 @@ dt_status dt_runtime_memory(const dt_runtime *rt, int rank,
 
 int64_t dt_runtime_queue_depth(const dt_runtime *rt, int rank) {
   return runtime_queue_depth(rt, rank);
+}
+
+dt_status dt_runtime_cancel(dt_runtime *rt) {
+  if (!rt) return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_cancel: rt is NULL");
+  if (atomic_load_explicit(&rt->dead, memory_order_acquire))
+    return core_error_set(DT_ERR_DEVICE, "dt_runtime_cancel: the runtime was destroyed");
+  if (rt->pool) sched_pool_cancel(rt->pool);
+  return DT_OK;
 }
 
 dt_status dt_runtime_empty_cache(dt_runtime *rt) {

@@ -141,6 +141,12 @@ static const core_poison *input_poison(const dt_op_call *c, const exec_record *r
   return NULL;
 }
 
+static dt_status cancelled(const dt_op_call *c, const char **msg) {
+  dt_status st = core_error_set(DT_ERR_TIMEOUT, "%s: cancelled by dt_runtime_cancel", c->api);
+  *msg = core_last_error();
+  return st;
+}
+
 static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
   dt_op_call *c = &r->call;
   const core_poison *in = input_poison(c, r);
@@ -152,6 +158,12 @@ static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
     st = core_error_set(DT_ERR_FAULT, "%s: %s", c->api, why);
     msg = core_last_error();
   }
+  /* dt_runtime_cancel stops ops whose outputs are all fresh (it poisons
+   * them): checked before anything is allocated, and after the kernel (a
+   * loop cut short) */
+  bool fresh = true;
+  for (int i = 0; i < c->nout; i++) fresh = fresh && c->meta[i].alias < 0;
+  if (st == DT_OK && fresh && sched_cancel_arm()) st = cancelled(c, &msg);
   for (int i = 0; st == DT_OK && i < c->nout; i++) {
     if (c->meta[i].alias >= 0) continue;
     core_storage *s = c->out[i]->local.storage;
@@ -168,6 +180,7 @@ static void exec_op(exec_record *r, dt_runtime *rt, int rank) {
   runtime_note_memory(rt, rank);
   if (st == DT_OK && (st = c->kernel(c)) != DT_OK)
     msg = core_last_error();
+  if (st == DT_OK && fresh && sched_cancelled()) st = cancelled(c, &msg);
   if (st != DT_OK) poison_outputs(c, st, msg);
   for_each_tensor(c, r, false);
   for (int i = 0; i < CORE_CALL_MAX_ARGS; i++) free(r->lists[i]);

@@ -415,6 +415,7 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
    * elementwise kernels split into chunks idle ranks steal */
   cpu_blas_set_threads(1);
   cpu_set_parallel(sched_parallel_for);
+  cpu_set_parallel_steps(sched_parallel_steps);
   sched_pool_config cfg = {.ranks = n, .queue_capacity = set.ring,
                            .record_size = runtime_exec_record_size(),
                            .exec = runtime_exec_record, .init = runtime_exec_rank_init,

@@ -153,7 +153,7 @@ static int64_t run_as(sched_pool *p, rank_state *rs, uint64_t t) {
   int mark = core_fault_swap_mark(rs->id); /* host-allocation faults */
   core_error_state saved;
   core_error_save(&saved);
-  sched_run_record(p, rs, b->record);
+  sched_run_record(p, rs, b->record, b->gen);
   atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
   sched_bcast_pop(rs, b);
   core_error_restore(&saved);

@@ -1,6 +1,7 @@
-/* The worker pool: rank threads consuming their own record queues, chunked
- * work on per-rank Chase–Lev deques with stealing, and parking on event
- * counts.
+/* The worker pool: rank threads consuming their own record queues, the
+ * broadcast ring, and parking on event counts. Chunked work on per-rank
+ * Chase–Lev deques, stealing and cancellation are in sched/steal.c; a
+ * rank thread steals from its main loop here (rank_main).
  *
  * Queues. Each rank has a bounded many-producer queue of records
  * (sched/queue.c). A record for one rank lives in place in a cell of that
@@ -86,7 +87,6 @@
 
 #define TARGET_ALL SCHED_ALL
 #define POOL_PREFAULT_MAX ((size_t)64 << 20) /* queue bytes faulted in at once */
-#define STEAL_TRIES 4
 
 /* ---- ck_ec glue: futex wait/wake and a monotonic clock */
 static int ec_gettime(const struct ck_ec_ops *ops, struct timespec *out) {
@@ -140,18 +140,6 @@ void sched_swap_identity(sched_pool **pool, int *rank) {
 }
 int sched_pool_ranks(const sched_pool *p) { return p->cfg.ranks; }
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* ---- waking */
 void sched_wake_rank(sched_pool *p, int r) {
   ck_ec32_inc(&p->ranks[r].ec, &ec_mode);
@@ -160,7 +148,7 @@ void sched_wake_rank(sched_pool *p, int r) {
 
 /* Wakes parked ranks: `rank` >= 0 that one, TARGET_ALL every parked one,
  * or up to `limit` of them when rank == TARGET_ALL and limit > 0. */
-static void wake_parked(sched_pool *p, int rank, int limit) {
+void sched_wake_parked(sched_pool *p, int rank, int limit) {
   /* seq_cst: orders the caller's publication (queue commit or deque push)
    * before the loads of `parked` below; pairs with the fence in park() */
   SCHED_FENCE_SEQ_CST();
@@ -276,49 +264,6 @@ void sched_hand_over(sched_pool *p, const uint64_t *due) {
     }
 }
 
-/* ---- chunks and stealing */
-static void run_chunk(chunk_task *t) {
-  _Atomic int64_t *rem = t->remaining; /* t may die once rem hits 0 */
-  t->fn(t->begin, t->end, t->ctx);
-  /* release: the chunk's writes happen-before the owner's acquire load of
-   * remaining == 0 in sched_parallel_for */
-  atomic_fetch_sub_explicit(rem, 1, memory_order_release);
-}
-
-/* a stolen chunk [begin, end) as a slice on the thief's track */
-static void trace_steal(sched_pool *p, int64_t t0, int victim, int64_t begin,
-                        int64_t end) {
-  char args[64];
-  snprintf(args, sizeof args, "\"victim\":%d,\"begin\":%lld,\"end\":%lld",
-           victim, (long long)begin, (long long)end);
-  sched_trace_slice(p, "steal", "sched", t0, args);
-}
-
-static bool try_steal(rank_state *rs) {
-  sched_pool *p = rs->pool;
-  int n = p->cfg.ranks;
-  if (n < 2) return false;
-  if (sched_chaos_point(p->cfg.chaos_seed, rs->id, SCHED_CHAOS_STEAL)) return false;
-  for (int k = 0; k < STEAL_TRIES; k++) {
-    rs->rng = rs->rng * 6364136223846793005ull + 1442695040888963407ull;
-    int v = (int)((rs->rng >> 33) % (uint64_t)n);
-    if (v == rs->id) continue;
-    chunk_task *t = sched_deque_steal(p->ranks[v].deque);
-    if (t) {
-      bool tr = sched_trace_on(p);
-      int64_t t0 = tr ? sched_trace_now() : 0;
-      /* read before it runs: the chunk may be freed once it has */
-      int64_t begin = t->begin, end = t->end;
-      run_chunk(t);
-      if (tr) trace_steal(p, t0, v, begin, end);
-      atomic_fetch_add_explicit(&rs->chunks_stolen, 1, memory_order_relaxed);
-      atomic_fetch_add_explicit(&rs->chunks_run, 1, memory_order_relaxed);
-      return true;
-    }
-  }
-  return false;
-}
-
 static bool any_deque_work(const sched_pool *p) {
   for (int i = 0; i < p->cfg.ranks; i++)
     if (sched_deque_size(p->ranks[i].deque) > 0) return true;
@@ -332,13 +277,13 @@ bool sched_rank_has_work(rank_state *rs) {
          (p->cfg.pending && p->cfg.pending(p->cfg.ctx, rs->id));
 }
 
-void sched_pool_wake(sched_pool *p, int rank) { wake_parked(p, rank, 0); }
+void sched_pool_wake(sched_pool *p, int rank) { sched_wake_parked(p, rank, 0); }
 
 /* wait step i of a spin loop: pause for the first 64, yield until
  * `yields`, then sleep 1 µs doubling up to 64 µs */
 static void backoff(int i, int yields, long *sleep_ns) {
   if (i < 64) {
-    cpu_relax();
+    sched_cpu_relax();
   } else if (i < yields) {
     sched_yield();
   } else {
@@ -380,18 +325,18 @@ static void park(rank_state *rs, bool spin) {
     atomic_fetch_sub_explicit(&p->spinning, 1, memory_order_relaxed);
     spin = false;
   }
-  int64_t start = now_ns(), until = start + (spin ? p->cfg.spin_ns : 0);
+  int64_t start = sched_now_ns(), until = start + (spin ? p->cfg.spin_ns : 0);
   bool yielding = false;
   for (int i = 0;; i++) {
     if (sched_rank_has_work(rs)) break;
     if (!spin) break;
     if ((i & 63) == 63 || yielding) {
-      int64_t t = now_ns();
+      int64_t t = sched_now_ns();
       if (t > until) break;
       yielding = p->crowded;
     }
     if (yielding) sched_yield();
-    else cpu_relax();
+    else sched_cpu_relax();
   }
   if (spin) atomic_fetch_sub_explicit(&p->spinning, 1, memory_order_relaxed);
   if (sched_rank_has_work(rs)) return;
@@ -403,7 +348,7 @@ static void park(rank_state *rs, bool spin) {
    * finds the parked bit too, unless this rank cleared it leaving) */
   atomic_fetch_or_explicit(wait, bit, memory_order_seq_cst);
   /* seq_cst: both bits are visible before the re-check reads the ticket,
-   * the queue and the deques; pairs with the fences in wake_parked() and
+   * the queue and the deques; pairs with the fences in sched_wake_parked() and
    * wake_caught_up() */
   SCHED_FENCE_SEQ_CST();
   bool slept = false;
@@ -436,11 +381,43 @@ static void park(rank_state *rs, bool spin) {
 /* ---- the rank thread */
 
 /* one record, with the faults armed for it (sched/fault_table.h) */
-void sched_run_record(sched_pool *p, rank_state *rs, void *record) {
+void sched_run_record(sched_pool *p, rank_state *rs, void *record, uint64_t gen) {
   if (__builtin_expect(sched_faults_armed(p->faults), 0)) {
     sched_fault_before_record(p->faults, rs->id);
   }
+  rs->claim_gen = gen;
+  rs->gen = SCHED_GEN_EXEMPT; /* until the record arms it */
   p->cfg.exec(p->cfg.ctx, record, rs->id);
+  rs->gen = SCHED_GEN_EXEMPT;
+}
+
+bool sched_own_work(rank_state *rs) {
+  return sched_bcast_peek(rs) != NULL || sched_queue_peek(rs->queue) != NULL;
+}
+
+/* Whether the rank ran records of its own queue (not all-rank tickets: a
+ * barrier or collective every rank ran says nothing of this rank's
+ * stream) within the last OWN_STREAM_NS
+ * (or cfg.spin_ns if longer): then it does not steal yet. Its stream
+ * likely goes on (ops come in streams), and a unit taken now would hold
+ * the next record up for the unit's length (a GEMM panel: milliseconds)
+ * while the issuer fills the queue and waits. The hold-off outlasts a
+ * producer's wait for a full queue (sleeps of up to 50 µs, plus the
+ * timer's slack, sched/queue.c), so a rank that drained its queue does not
+ * take a unit just before that producer comes back; it costs at most that
+ * long of help after a burst of own records. The clock is read only here,
+ * when the rank would steal, and only if it ran records since it last
+ * looked. */
+#define OWN_STREAM_NS 250000
+static bool own_stream_recent(rank_state *rs) {
+  int64_t ran = rs->own_runs;
+  int64_t now = sched_now_ns();
+  if (ran != rs->seen_records) {
+    rs->seen_records = ran;
+    rs->own_ns = now;
+  }
+  int64_t hold = rs->pool->cfg.spin_ns > OWN_STREAM_NS ? rs->pool->cfg.spin_ns : OWN_STREAM_NS;
+  return now - rs->own_ns < hold;
 }
 
 sched_faults *sched_pool_faults(sched_pool *p) { return p->faults; }
@@ -474,7 +451,8 @@ static void *rank_main(void *arg) {
       }
       sched_chaos_point(p->cfg.chaos_seed, rs->id, SCHED_CHAOS_RECORD);
       worked |= spin_after(p, rs, m->record);
-      sched_run_record(p, rs, m->record);
+      sched_run_record(p, rs, m->record, m->gen);
+      rs->own_runs++;
       atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
       sched_queue_pop(rs->queue);
       continue;
@@ -486,16 +464,22 @@ static void *rank_main(void *arg) {
       }
       sched_chaos_point(p->cfg.chaos_seed, rs->id, SCHED_CHAOS_RECORD);
       worked |= spin_after(p, rs, b->record);
-      sched_run_record(p, rs, b->record);
+      sched_run_record(p, rs, b->record, b->gen);
       atomic_fetch_add_explicit(&rs->records_run, 1, memory_order_relaxed);
       sched_bcast_pop(rs, b);
       continue;
     }
     if (m) { /* it waits for a claimed ticket that is being written */
-      cpu_relax();
+      sched_cpu_relax();
       continue;
     }
-    if (try_steal(rs)) {
+    if (any_deque_work(p) && own_stream_recent(rs)) {
+      /* crowded: the issuer feeding this rank may need the CPU */
+      if (p->crowded) sched_yield();
+      else sched_cpu_relax();
+      continue;
+    }
+    if (sched_try_steal(rs, true)) {
       worked = true;
       continue;
     }
@@ -535,6 +519,8 @@ void *sched_pool_claim(sched_pool *p, int rank, sched_claim *c) {
   if (rank == SCHED_ALL) {
     bcast_cell *b = bcast_claim(p, &c->pos);
     b->kind = MSG_INLINE;
+    /* relaxed: see sched/steal.c, "Cancellation" */
+    b->gen = atomic_load_explicit(&p->cancel_gen, memory_order_relaxed);
     return b->record;
   }
   msg_head *m = sched_queue_claim(p->ranks[rank].queue, &c->pos);
@@ -542,6 +528,8 @@ void *sched_pool_claim(sched_pool *p, int rank, sched_claim *c) {
   /* after the claim: every ticket claimed before this happens-after
    * is below it (relaxed: coherence of btail suffices) */
   m->bseq = atomic_load_explicit(&p->btail, memory_order_relaxed);
+  /* relaxed: see sched/steal.c, "Cancellation" */
+  m->gen = atomic_load_explicit(&p->cancel_gen, memory_order_relaxed);
   return m->record;
 }
 
@@ -556,79 +544,7 @@ void sched_pool_commit(sched_pool *p, const sched_claim *c) {
     return;
   }
   sched_queue_commit(p->ranks[c->rank].queue, c->pos);
-  wake_parked(p, c->rank, 0);
-}
-
-/* The helpers of a sched_parallel_for on rank `me` that pushed `pushed`
- * chunks: parked ranks to wake so they steal. More helpers than CPUs only
- * take turns on the same CPUs (a context switch each; a memory-bound sum
- * of 64 MB took 3.7 ms on 8 ranks over 2 CPUs, 3.1–3.3 ms on 2 ranks),
- * so: with pinned ranks (rank r on CPU r % pin_cpus), the first parked
- * rank of each other CPU; else up to one per other CPU in rank order.
- * Helpers are optional (the owner runs every chunk nobody stole), so a
- * rank that parks while this looks is simply not a helper; one that is
- * about to park sees the chunks in its re-check. */
-static void wake_helpers(sched_pool *p, int me, int64_t pushed) {
-  int k = p->cfg.pin_cpus, n = p->cfg.ranks;
-  if (k <= 1) {
-    int lim = p->max_spinners > 1 ? p->max_spinners - 1 : 1;
-    wake_parked(p, TARGET_ALL, (int)(pushed < lim ? pushed : lim));
-    return;
-  }
-  /* seq_cst: the pushes before the loads of `parked` (as wake_parked) */
-  SCHED_FENCE_SEQ_CST();
-  int64_t woken = 0;
-  for (int c = 0; c < k && woken < pushed; c++) {
-    if (c == me % k) continue;
-    for (int r = c; r < n; r += k) {
-      uint64_t w = atomic_load_explicit(&p->parked[r / 64], memory_order_relaxed);
-      if (w & (1ull << (r % 64))) {
-        sched_wake_rank(p, r);
-        woken++;
-        break;
-      }
-    }
-  }
-}
-
-void sched_parallel_for(int64_t n, int64_t grain, sched_range_fn fn,
-                        void *ctx) {
-  if (n <= 0) return;
-  sched_pool *p = tls_pool;
-  if (!p || grain <= 0 || n <= grain || p->cfg.ranks < 2) {
-    fn(0, n, ctx);
-    return;
-  }
-  rank_state *rs = &p->ranks[tls_rank];
-  int64_t k = (n + grain - 1) / grain;
-  chunk_task local[32], *tasks = k <= 32 ? local : core_host_malloc(sizeof *tasks * (size_t)k);
-  if (!tasks) { /* no memory for the task list: run serially, same result */
-    fn(0, n, ctx);
-    return;
-  }
-  _Atomic int64_t remaining = k;
-  for (int64_t i = 0; i < k; i++)
-    tasks[i] = (chunk_task){fn, ctx, i * grain, i + 1 == k ? n : (i + 1) * grain,
-                            &remaining};
-  int64_t pushed = 0;
-  for (int64_t i = k - 1; i >= 1; i--) /* pop order runs chunk 1 first */
-    if (sched_deque_push_owner(rs->deque, &tasks[i])) pushed++;
-    else run_chunk(&tasks[i]);            /* push failed: run it here */
-  if (pushed) wake_helpers(p, rs->id, pushed);
-  run_chunk(&tasks[0]);
-  chunk_task *t;
-  while (atomic_load_explicit(&remaining, memory_order_relaxed) > 0 &&
-         (t = sched_deque_pop_owner(rs->deque)) != NULL) {
-    run_chunk(t);
-    atomic_fetch_add_explicit(&rs->chunks_run, 1, memory_order_relaxed);
-  }
-  /* acquire: pairs with the release in run_chunk, so every chunk's output
-   * is visible once remaining reaches 0 */
-  for (int spins = 0; atomic_load_explicit(&remaining, memory_order_acquire) > 0; spins++)
-    if (!try_steal(rs)) {
-      if (spins > 1000) sched_yield(); else cpu_relax();
-    }
-  if (tasks != local) free(tasks);
+  sched_wake_parked(p, c->rank, 0);
 }
 
 /* ---- lifecycle */
@@ -688,6 +604,7 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
     rs->pool = p;
     rs->id = i;
     rs->rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
+    rs->claim_gen = rs->gen = SCHED_GEN_EXEMPT;
     ck_ec32_init(&rs->ec, 0);
     rs->deque = sched_deque_create(64);
     rs->queue = sched_queue_create(cfg->queue_capacity, cell);
@@ -720,7 +637,7 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
       m->kind = MSG_STOP;
       m->bseq = 0; /* no broadcast was ever published */
       sched_queue_commit(p->ranks[i].queue, pos);
-      wake_parked(p, i, 0);
+      sched_wake_parked(p, i, 0);
     }
     for (int i = 0; i < started; i++) pthread_join(p->ranks[i].thread, NULL);
     free_pool(p);
@@ -736,7 +653,7 @@ bool sched_pool_try_drain(sched_pool *p, int64_t budget_ns) {
   uint64_t mark[MAX];
   for (int i = 0; i < n; i++) mark[i] = sched_queue_claimed(p->ranks[i].queue);
   uint64_t bmark = atomic_load_explicit(&p->btail, memory_order_relaxed);
-  int64_t until = now_ns() + budget_ns;
+  int64_t until = sched_now_ns() + budget_ns;
   int next = 0; /* ranks below are done */
   for (unsigned spin = 0;; spin++) {
     /* acquire (bdone): the rank's runs happen-before the return */
@@ -744,10 +661,10 @@ bool sched_pool_try_drain(sched_pool *p, int64_t budget_ns) {
            atomic_load_explicit(&p->ranks[next].bdone, memory_order_acquire) >= bmark)
       next++;
     if (next == n) return true;
-    if ((spin & 15) == 15 && now_ns() > until) return false;
+    if ((spin & 15) == 15 && sched_now_ns() > until) return false;
     /* crowded: the ranks we wait for may need this CPU */
     if (p->crowded) sched_yield();
-    else cpu_relax();
+    else sched_cpu_relax();
   }
 }
 
@@ -768,6 +685,7 @@ sched_pool_stats sched_pool_get_stats(const sched_pool *p) {
     s.records_run += atomic_load_explicit(&rs->records_run, memory_order_relaxed);
     s.chunks_run += atomic_load_explicit(&rs->chunks_run, memory_order_relaxed);
     s.chunks_stolen += atomic_load_explicit(&rs->chunks_stolen, memory_order_relaxed);
+    s.chunks_left += atomic_load_explicit(&rs->chunks_left, memory_order_relaxed);
     s.parks += atomic_load_explicit(&rs->parks, memory_order_relaxed);
   }
   s.wakes = atomic_load_explicit(&p->wakes, memory_order_relaxed);

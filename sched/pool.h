@@ -98,12 +98,37 @@ int sched_current_rank(void);
  * go on the rank's deque and idle ranks of the same pool steal them; off
  * the pool, or when n <= grain, fn runs inline. Returns when all chunks ran. */
 typedef void (*sched_range_fn)(int64_t begin, int64_t end, void *ctx);
-void sched_parallel_for(int64_t n, int64_t grain, sched_range_fn fn,
+/* Loops of more than SCHED_WINDOW chunks go in windows of that many
+ * (sched/steal.c). Returns false if the calling record was cancelled
+ * (sched_pool_cancel) while it ran: chunks were skipped, the output is
+ * not whole; true otherwise. */
+#define SCHED_WINDOW 1024
+bool sched_parallel_for(int64_t n, int64_t grain, sched_range_fn fn,
                         void *ctx);
+/* As sched_parallel_for, for a fn whose units may be run in separate
+ * calls: fn(b, e) does the same as fn(b, x) then fn(x, e) for every
+ * b < x < e (the units run in order, nothing is carried between calls).
+ * A thief then runs a stolen chunk unit by unit and leaves its rest to
+ * others when its own records arrive, so a long chunk never holds up the
+ * thief's own stream for more than one unit (sched/steal.c, "Steps"). */
+bool sched_parallel_steps(int64_t n, int64_t grain, sched_range_fn fn,
+                          void *ctx);
+
+/* Cancellation (sched/steal.c, "Cancellation"). sched_pool_cancel: any
+ * thread; every record claimed before the call that armed its
+ * cancellation (or arms it later) is cancelled. sched_cancel_arm: on a
+ * rank thread, inside a record: makes the record cancellable from here
+ * on; true if it already is cancelled. sched_cancelled: the record
+ * running on this thread armed its cancellation and was cancelled (false
+ * off the pool). */
+void sched_pool_cancel(sched_pool *p);
+bool sched_cancel_arm(void);
+bool sched_cancelled(void);
 
 /* Counters for tests and benchmarks (relaxed snapshots). */
 typedef struct sched_pool_stats {
   int64_t records_run, chunks_run, chunks_stolen, parks, wakes;
+  int64_t chunks_left; /* steps chunks a thief left to run its own records */
   int64_t helped;      /* records an issuing thread ran for a sleeping rank */
   int64_t help_woken;  /* deferred ranks woken after all (sched/help.h) */
 } sched_pool_stats;

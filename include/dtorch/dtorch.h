@@ -254,6 +254,18 @@ typedef struct dt_memory_stats { int64_t used, peak, capacity;
 DT_API dt_status   dt_runtime_empty_cache(dt_runtime *rt);
 DT_API dt_status   dt_runtime_memory(const dt_runtime *rt, int rank,
                                      dt_memory_stats *out);
+/* Cancels the single-device ops issued to rt before the call that have
+ * not finished: pending ones do not run, running CPU kernels stop at
+ * their next chunk (a float sum over 2^62 elements within milliseconds);
+ * each one's outputs are poisoned with DT_ERR_TIMEOUT and "<op>:
+ * cancelled by dt_runtime_cancel", which fetches and later ops on them
+ * report. Ops issued after the call run normally. Not stopped: in-place
+ * ops, ops on DTensors, frees, collectives, fetches, events, a kernel
+ * that runs as one piece, one already running on a GPU.
+ * Returns: DT_OK. Errors: rt NULL (DT_ERR_INVALID_ARGUMENT) or destroyed
+ * (DT_ERR_DEVICE). Ownership: none. Thread safety: any thread, also while
+ * another waits for the ops (docs/engine.md, "Cancelling"). */
+DT_API dt_status   dt_runtime_cancel(dt_runtime *rt);
 /* Records issued to `rank` and not yet run (its own stream and the
  * all-rank records it has not reached): a gauge for a server's metrics,
  * exact only while nothing is being issued. Returns: the count, or -1

@@ -79,10 +79,21 @@ void cpu_stream_copy(void *dst, const void *src, size_t bytes);
 void cpu_stream_fence(void);
 
 typedef void (*cpu_range_fn)(int64_t begin, int64_t end, void *ctx);
-typedef void (*cpu_parallel_fn)(int64_t n, int64_t grain, cpu_range_fn fn,
+/* fn over [0, n) in chunks of grain (the runtime installs the
+ * implementation: sched_parallel_for). Returns false when the op was
+ * cancelled while it ran (dt_runtime_cancel): chunks were skipped and a
+ * kernel should stop and return (its outputs are poisoned); true
+ * otherwise. */
+typedef bool (*cpu_parallel_fn)(int64_t n, int64_t grain, cpu_range_fn fn,
                                 void *ctx);
 void cpu_set_parallel(cpu_parallel_fn impl);
-void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx);
+bool cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx);
+/* As cpu_parallel_for for a fn whose units may run in separate calls
+ * (fn(b, e) == fn(b, x); fn(x, e)): a rank that stole a chunk may leave
+ * it between units for its own work (sched_parallel_steps). Without an
+ * implementation installed it is cpu_parallel_for. */
+void cpu_set_parallel_steps(cpu_parallel_fn impl);
+bool cpu_parallel_steps(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx);
 #define CPU_GRAIN 65536 /* elements per chunk of elementwise work */
 #define CPU_BLOCK 256   /* elements converted to the compute type at once */
 /* cpu_iter_run over the whole output, in CPU_GRAIN chunks */

@@ -72,9 +72,14 @@ static void init_rows(void *acc, dt_dtype ct, int64_t m, int64_t n, int64_t ld,
   }
 }
 
-/* One BLAS call split into a grid of blocks of C: chunks idle ranks
- * steal, each a single-threaded cblas call on its block. Block sizes
- * depend only on m and n, so the bits do not depend on the rank count.
+/* One BLAS call split into a grid of blocks of C, each block's K in
+ * panels: a unit is one panel of one block, a single-threaded cblas call
+ * (the first panel with the call's beta, the later ones adding to C), and
+ * a chunk is one block's panels in order. Idle ranks steal blocks; a rank
+ * that stole one leaves it between panels when its own records arrive
+ * (cpu_parallel_steps), so a thief's stream waits at most one panel. The
+ * plan (cpu_gemm_plan) depends only on m, n, k and the CPU count, so the
+ * bits do not depend on the rank count or on who ran which panel.
  * The alternative, OpenBLAS's own threads on the free cores for one call,
  * was slower on the 2-core VM (README, CPU kernels: 20-28 ms against
  * 17-20 ms for 1024^3): its pool competes with the rank threads for the
@@ -90,33 +95,41 @@ typedef struct gemm_job {
   bool accumulate;         /* beta = 1 (C holds the bias) */
   char *c;
   int64_t ldc;
-  int64_t mb, nb;          /* block sizes (rows, columns) */
+  cpu_gemm_grid g;
 } gemm_job;
 
+/* panel p of block `blk`: C_blk (+)= A[blk rows, p's k] · B[p's k, blk cols] */
+static void gemm_unit(const gemm_job *j, int64_t blk, int64_t p) {
+  size_t es = cpu_dtype_size(j->d);
+  int64_t ncb = (j->n + j->g.nb - 1) / j->g.nb; /* column blocks */
+  int64_t i0 = blk / ncb * j->g.mb, j0 = blk % ncb * j->g.nb, k0 = p * j->g.kc;
+  int64_t mm = j->m - i0 < j->g.mb ? j->m - i0 : j->g.mb;
+  int64_t nn = j->n - j0 < j->g.nb ? j->n - j0 : j->g.nb;
+  int64_t kk = j->k - k0 < j->g.kc ? j->k - k0 : j->g.kc;
+  /* A row-major [m, k] (or its transpose stored [k, m]), B [k, n] (or
+   * [n, k]): the panel's first element of A and of B */
+  const char *a = (const char *)j->a +
+                  (size_t)(j->ta == CblasNoTrans ? i0 * j->lda + k0 : k0 * j->lda + i0) * es;
+  const char *b = (const char *)j->b +
+                  (size_t)(j->tb == CblasNoTrans ? k0 * j->ldb + j0 : j0 * j->ldb + k0) * es;
+  char *c = j->c + (size_t)(i0 * j->ldc + j0) * es;
+  bool add = p > 0 || j->accumulate;
+  if (j->d == DT_FLOAT32)
+    cblas_sgemm(CblasRowMajor, j->ta, j->tb, (int)mm, (int)nn, (int)kk,
+                1.0f, (const float *)a, j->lda, (const float *)b, j->ldb,
+                add ? 1.0f : 0.0f, (float *)c, (int)j->ldc);
+  else
+    cblas_dgemm(CblasRowMajor, j->ta, j->tb, (int)mm, (int)nn, (int)kk,
+                1.0, (const double *)a, j->lda, (const double *)b, j->ldb,
+                add ? 1.0 : 0.0, (double *)c, (int)j->ldc);
+}
+
+/* units [begin, end) in order: unit u is panel u % panels of block
+ * u / panels; any split of the range makes the same calls in the same
+ * order per block (what cpu_parallel_steps needs) */
 static void gemm_range(int64_t begin, int64_t end, void *arg) {
   const gemm_job *j = arg;
-  size_t es = cpu_dtype_size(j->d);
-  int64_t ncb = (j->n + j->nb - 1) / j->nb; /* column blocks */
-  for (int64_t u = begin; u < end; u++) {
-    int64_t i0 = u / ncb * j->mb, j0 = u % ncb * j->nb;
-    int64_t mm = j->m - i0 < j->mb ? j->m - i0 : j->mb;
-    int64_t nn = j->n - j0 < j->nb ? j->n - j0 : j->nb;
-    /* A row-major [m, k] (or its transpose stored [k, m]), B [k, n] (or
-     * [n, k]): the block's first row of A / column of B */
-    const char *a = (const char *)j->a +
-                    (size_t)(j->ta == CblasNoTrans ? i0 * j->lda : i0) * es;
-    const char *b = (const char *)j->b +
-                    (size_t)(j->tb == CblasNoTrans ? j0 : j0 * j->ldb) * es;
-    char *c = j->c + (size_t)(i0 * j->ldc + j0) * es;
-    if (j->d == DT_FLOAT32)
-      cblas_sgemm(CblasRowMajor, j->ta, j->tb, (int)mm, (int)nn, (int)j->k,
-                  1.0f, (const float *)a, j->lda, (const float *)b, j->ldb,
-                  j->accumulate ? 1.0f : 0.0f, (float *)c, (int)j->ldc);
-    else
-      cblas_dgemm(CblasRowMajor, j->ta, j->tb, (int)mm, (int)nn, (int)j->k,
-                  1.0, (const double *)a, j->lda, (const double *)b, j->ldb,
-                  j->accumulate ? 1.0 : 0.0, (double *)c, (int)j->ldc);
-  }
+  for (int64_t u = begin; u < end; u++) gemm_unit(j, u / j->g.panels, u % j->g.panels);
 }
 
 /* The CPUs this process may run on: the main thread's set (rank threads
@@ -141,26 +154,63 @@ static int64_t gemm_cpus(void) {
  * so a 4 x 4 grid packs each operand 4 times where 16 row blocks pack B 16
  * times, and blocks beyond the CPUs only add packing. On the 2-CPU Zen 4
  * VM, 1024^3: 16 blocks 10.5-11.3 ms, 4 blocks 10.1-10.3, 2 blocks (one per
- * CPU) 9.9-10.4, alternating runs. The grid depends on m, n and the CPU
- * count, never on the rank count: the same bits on 1, 2 or 8 ranks. */
-static void gemm_split(gemm_job *j) {
-  double flop = 2.0 * (double)j->m * (double)j->n * (double)j->k;
+ * CPU) 9.9-10.4, alternating runs. More blocks only where one would exceed
+ * 8 Mi elements of C (or step / 128: its panels could not stay under the
+ * step bound, or only as panels so shallow that rewriting C per panel
+ * would cost more than the work). Then K in panels of at most
+ * CPU_GEMM_STEP_FLOP each, of equal depth (a multiple of 8, the last the remainder): splitting K adds
+ * a pass over the C block per panel, and 3072^3 on one CPU took 0.43 s
+ * whole, 0.45 s in 2.4 GFLOP panels (256 deep), 0.48 s in 1.2 GFLOP ones,
+ * where splitting M and N instead to the same step size took 0.50-0.51 s
+ * (each block repacks its panels of A and B). The grid depends on m, n, k
+ * and the CPU count, never on the rank count: the same bits on 1, 2 or 8
+ * ranks. */
+static _Atomic int64_t step_override; /* cpu_gemm_set_step (tests) */
+
+void cpu_gemm_set_step(int64_t flop) {
+  /* relaxed: a test sets it before it issues the ops that read it (the
+   * publication orders it) */
+  atomic_store_explicit(&step_override, flop > 0 ? flop : 0, memory_order_relaxed);
+}
+
+void cpu_gemm_plan(int64_t m, int64_t n, int64_t k, cpu_gemm_grid *g) {
+  int64_t over = atomic_load_explicit(&step_override, memory_order_relaxed);
+  double step_flop = over > 0 ? (double)over : CPU_GEMM_STEP_FLOP;
+  /* elements of C per block: 8 Mi, fewer where panels 64 deep would pass
+   * the step */
+  double area_max = step_flop / (2.0 * 64) < 8.0 * 1024 * 1024 ? step_flop / (2.0 * 64)
+                                                               : 8.0 * 1024 * 1024;
+  double flop = 2.0 * (double)m * (double)n * (double)k;
   int64_t parts = (int64_t)(flop / 2e6);
   int64_t cap = gemm_cpus() < 16 ? gemm_cpus() : 16;
   if (parts > cap) parts = cap;
   int64_t pm = 1, pn = 1;
-  while (pm * pn < parts) { /* grow the side with more room */
-    bool rows_ok = j->m / (8 * (pm + 1)) >= 1, cols_ok = j->n / (16 * (pn + 1)) >= 1;
+  for (;;) { /* grow the side with more room */
+    double area = (double)((m + pm - 1) / pm) * (double)((n + pn - 1) / pn);
+    if (pm * pn >= parts && area <= area_max) break;
+    bool rows_ok = m / (8 * (pm + 1)) >= 1, cols_ok = n / (16 * (pn + 1)) >= 1;
     if (rows_ok && (pm <= pn || !cols_ok)) pm++;
     else if (cols_ok) pn++;
     else break;
   }
-  j->mb = ((j->m + pm - 1) / pm + 7) / 8 * 8;
-  j->nb = ((j->n + pn - 1) / pn + 15) / 16 * 16;
-  if (j->mb < 1) j->mb = 1;
-  if (j->nb < 1) j->nb = 1;
-  int64_t units = ((j->m + j->mb - 1) / j->mb) * ((j->n + j->nb - 1) / j->nb);
-  cpu_parallel_for(units, 1, gemm_range, j);
+  g->mb = ((m + pm - 1) / pm + 7) / 8 * 8;
+  g->nb = ((n + pn - 1) / pn + 15) / 16 * 16;
+  if (g->mb < 1) g->mb = 1;
+  if (g->nb < 1) g->nb = 1;
+  g->blocks = ((m + g->mb - 1) / g->mb) * ((n + g->nb - 1) / g->nb);
+  /* panel depth: as deep as the step bound allows, at least 8 */
+  double per_k = 2.0 * (double)g->mb * (double)g->nb;
+  int64_t kmax = (int64_t)(step_flop / per_k) / 8 * 8;
+  if (kmax < 8) kmax = 8;
+  int64_t panels = k > kmax ? (k + kmax - 1) / kmax : 1;
+  g->kc = panels > 1 ? ((k + panels - 1) / panels + 7) / 8 * 8 : (k > 0 ? k : 1);
+  g->panels = (k + g->kc - 1) / g->kc;
+  if (g->panels < 1) g->panels = 1;
+}
+
+static void gemm_split(gemm_job *j) {
+  cpu_gemm_plan(j->m, j->n, j->k, &j->g);
+  cpu_parallel_steps(j->g.blocks * j->g.panels, j->g.panels, gemm_range, j);
 }
 
 /* float32 / float64 straight through BLAS. */
@@ -192,7 +242,7 @@ static dt_status gemm_blas(dt_dtype d, const cpu_matrix *a,
     return DT_ERR_OUT_OF_MEMORY;
   }
   gemm_job j = {d, ta, tb, m, n, k, pta, lda, ptb, ldb, bias != NULL,
-                c->data, ldc, 0, 0};
+                c->data, ldc, {0}};
   gemm_split(&j);
   free(pa);
   free(pb);
@@ -208,7 +258,7 @@ static void gemm_half(dt_dtype d, int64_t m, int64_t k, int64_t n,
   init_rows(acc, DT_FLOAT32, m, n, n, d, bias, bias_stride);
   if (k > 0) {
     gemm_job j = {DT_FLOAT32, CblasNoTrans, CblasNoTrans, m, n, k, pa, (int)k,
-                  pb, (int)n, true, (char *)acc, n, 0, 0};
+                  pb, (int)n, true, (char *)acc, n, {0}};
     gemm_split(&j);
   }
   int64_t es = (int64_t)cpu_dtype_size(d);

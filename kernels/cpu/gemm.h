@@ -40,6 +40,22 @@ dt_status cpu_gemm(dt_dtype d, const cpu_matrix *a, const cpu_matrix *b,
 dt_status cpu_bmm(const cpu_view *out, const cpu_view *a, const cpu_view *b,
                   const char *bias, int64_t bias_stride);
 
+/* How a float32/float64 GEMM is split (kernels/cpu/gemm.c): a grid of
+ * blocks of C, mb × nb, each block's K in `panels` panels of kc (the last
+ * the remainder); one unit = one panel of one block, one cblas call of at
+ * most CPU_GEMM_STEP_FLOP flops (2·mb·nb·kc) once kc > 8. Depends only on
+ * m, n, k and the CPU count. */
+#define CPU_GEMM_STEP_FLOP 2.5e9
+typedef struct cpu_gemm_grid {
+  int64_t mb, nb, kc;
+  int64_t blocks, panels;
+} cpu_gemm_grid;
+void cpu_gemm_plan(int64_t m, int64_t n, int64_t k, cpu_gemm_grid *g);
+/* Tests: the step bound in flops instead of CPU_GEMM_STEP_FLOP (0: back
+ * to it), so small products take the panel path. Set it before issuing
+ * the ops it is for. */
+void cpu_gemm_set_step(int64_t flop);
+
 /* OpenBLAS's own thread count (process-wide); n >= 1. */
 void cpu_blas_set_threads(int n);
 int cpu_blas_get_threads(void);

@@ -102,17 +102,36 @@ void cpu_iter_run(const cpu_iter *it, int64_t begin, int64_t end,
 }
 
 /* ---- parallel chunks (the runtime installs the implementation) */
-static _Atomic(cpu_parallel_fn) parallel_impl;
+static _Atomic(cpu_parallel_fn) parallel_impl, steps_impl;
 
 void cpu_set_parallel(cpu_parallel_fn impl) {
-  /* release/acquire: the implementation's code and data are ready */
+  /* release: the implementation's code and data are ready; pairs with
+   * the acquire in run_parallel */
   atomic_store_explicit(&parallel_impl, impl, memory_order_release);
 }
 
-void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx) {
-  cpu_parallel_fn impl = atomic_load_explicit(&parallel_impl, memory_order_acquire);
-  if (impl && n > grain) impl(n, grain, fn, ctx);
-  else if (n > 0) fn(0, n, ctx);
+void cpu_set_parallel_steps(cpu_parallel_fn impl) {
+  /* release: as cpu_set_parallel */
+  atomic_store_explicit(&steps_impl, impl, memory_order_release);
+}
+
+static bool run_parallel(_Atomic(cpu_parallel_fn) *slot, int64_t n, int64_t grain,
+                         cpu_range_fn fn, void *ctx) {
+  /* acquire: pairs with the installer's release */
+  cpu_parallel_fn impl = atomic_load_explicit(slot, memory_order_acquire);
+  if (!impl) impl = atomic_load_explicit(&parallel_impl, memory_order_acquire);
+  /* n <= grain too: the implementation reports a cancellation */
+  if (impl) return impl(n, grain, fn, ctx);
+  if (n > 0) fn(0, n, ctx);
+  return true;
+}
+
+bool cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx) {
+  return run_parallel(&parallel_impl, n, grain, fn, ctx);
+}
+
+bool cpu_parallel_steps(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx) {
+  return run_parallel(&steps_impl, n, grain, fn, ctx);
 }
 
 typedef struct iter_job { const cpu_iter *it; cpu_inner_fn fn; void *ctx; } iter_job;

@@ -586,7 +586,8 @@ typedef struct seg_job {
   const char *data;
   cpu_reduce_op op;
   int64_t nseg;
-  seg_part *parts;
+  seg_part *parts;   /* the batch's: unit u's partial at parts[u - u0] */
+  int64_t u0;        /* the batch's first unit */
 } seg_job;
 
 static void seg_reduce(const cpu_rows *r, const char *base, cpu_reduce_op op,
@@ -629,15 +630,18 @@ static bool seg_four(const seg_job *j, int64_t u, int64_t end) {
   if (w == 4) cpu_lanes_sum4_f32((const float *)wk.base + j0, SEG, SEG, lanes);
   else cpu_lanes_sum4_f64((const double *)wk.base + j0, SEG, SEG, lanes);
   for (int k = 0; k < 4; k++) {
-    seg_part *pt = &j->parts[u + k];
+    seg_part *pt = &j->parts[u + k - j->u0];
     memcpy(pt->lanes, lanes + k * LANES, sizeof pt->lanes);
     pt->e = (extreme){INFINITY, 0};
   }
   return true;
 }
 
+/* units [begin, end) of the batch: absolute units u0 + begin .. */
 static void seg_range(int64_t begin, int64_t end, void *arg) {
   const seg_job *j = arg;
+  begin += j->u0;
+  end += j->u0;
   for (int64_t u = begin; u < end; u++) {
     if (seg_four(j, u, end)) {
       u += 3;
@@ -647,51 +651,76 @@ static void seg_range(int64_t begin, int64_t end, void *arg) {
     cpu_row_walk_start(j->r, j->data, u / j->nseg, &w);
     int64_t j0 = u % j->nseg * SEG;
     int64_t n = j->r->rowlen - j0 < SEG ? j->r->rowlen - j0 : SEG;
-    seg_reduce(j->r, w.base, j->op, j0, n, &j->parts[u]);
+    seg_reduce(j->r, w.base, j->op, j0, n, &j->parts[u - j->u0]);
   }
 }
 
-/* a row's partials in segment order: its result (and index for arg ops) */
-static double seg_combine(const seg_part *p, int64_t nseg, cpu_reduce_op op,
-                          int64_t len, int64_t *at) {
+/* A row's partials folded in segment order, one segment at a time, so a
+ * row can span batches: the same operations in the same order as a fold
+ * over all of them at once. */
+typedef struct seg_fold { double l[LANES]; extreme e; } seg_fold;
+
+static void fold_next(seg_fold *f, const seg_part *p, bool first, cpu_reduce_op op) {
+  if (first) {
+    memcpy(f->l, p->lanes, sizeof f->l);
+    f->e = p->e;
+    return;
+  }
   if (op == CPU_REDUCE_SUM || op == CPU_REDUCE_MEAN || op == CPU_REDUCE_PROD) {
     bool prod = op == CPU_REDUCE_PROD;
-    double l[LANES];
-    memcpy(l, p[0].lanes, sizeof l);
-    for (int64_t s = 1; s < nseg; s++)
-      for (int k = 0; k < LANES; k++)
-        l[k] = prod ? l[k] * p[s].lanes[k] : l[k] + p[s].lanes[k];
-    if (prod) return lanes_prod_total(l);
-    double t = cpu_lanes_total(l);
-    return op == CPU_REDUCE_MEAN ? t / (double)len : t;
+    for (int k = 0; k < LANES; k++) f->l[k] = prod ? f->l[k] * p->lanes[k] : f->l[k] + p->lanes[k];
+    return;
   }
+  /* ties keep the earlier segment, as the row path; a NaN stays */
   bool max = op == CPU_REDUCE_MAX || op == CPU_REDUCE_ARGMAX;
-  extreme e = p[0].e; /* ties keep the earlier segment, as the row path */
-  for (int64_t s = 1; s < nseg && e.v == e.v; s++) {
-    double v = p[s].e.v;
-    if (v != v || (max ? v > e.v : v < e.v)) e = p[s].e;
-  }
-  *at = e.at;
-  return e.v;
+  double v = p->e.v;
+  if (f->e.v == f->e.v && (v != v || (max ? v > f->e.v : v < f->e.v))) f->e = p->e;
 }
 
-/* false (nothing written) when the rows are not long, or no memory */
+/* the folded row's result (and index for arg ops) */
+static double fold_result(const seg_fold *f, cpu_reduce_op op, int64_t len, int64_t *at) {
+  if (op == CPU_REDUCE_PROD) return lanes_prod_total(f->l);
+  if (op == CPU_REDUCE_SUM || op == CPU_REDUCE_MEAN) {
+    double t = cpu_lanes_total(f->l);
+    return op == CPU_REDUCE_MEAN ? t / (double)len : t;
+  }
+  *at = f->e.at;
+  return f->e.v;
+}
+
+/* Segments in batches of SEG_BATCH (a multiple of the chunk of 4): the
+ * partials need that many entries whatever the row length (a sum over
+ * 2^62 elements is 2^46 segments), and a cancelled op stops at the batch
+ * it is in (cpu_parallel_for returns false; its output is poisoned). */
+#define SEG_BATCH ((int64_t)4096)
+
+/* false (nothing written) when the rows are not long, or no memory; true
+ * when written, or cancelled */
 static bool reduce_segments(cpu_reduce_op op, const cpu_view *out,
                             const cpu_view *in, const cpu_rows *r) {
   if (!is_float(r->dtype) || op == OP_VAR || r->rowlen < 2 * SEG) return false;
-  seg_job j = {r, in->data, op, (r->rowlen + SEG - 1) / SEG, NULL};
-  j.parts = malloc(sizeof *j.parts * (size_t)(j.nseg * r->nrows));
+  seg_job j = {r, in->data, op, (r->rowlen + SEG - 1) / SEG, NULL, 0};
+  int64_t units = j.nseg * r->nrows, batch = units < SEG_BATCH ? units : SEG_BATCH;
+  j.parts = malloc(sizeof *j.parts * (size_t)batch);
   if (!j.parts) return false;
-  /* chunks of four segments (1 MiB of float32): seg_four reads them as
-   * four streams; 64 chunks for a 64 MB row still spread over the ranks */
-  cpu_parallel_for(j.nseg * r->nrows, 4, seg_range, &j);
   bool arg = op == CPU_REDUCE_ARGMAX || op == CPU_REDUCE_ARGMIN;
   int64_t os = (int64_t)cpu_dtype_size(out->dtype);
-  for (int64_t i = 0; i < r->nrows; i++) {
-    int64_t at = 0;
-    double v = seg_combine(j.parts + i * j.nseg, j.nseg, op, r->rowlen, &at);
-    if (arg) cpu_store(out->data + i * os, out->dtype, os, &at, DT_INT64, 1);
-    else cpu_store(out->data + i * os, out->dtype, os, &v, DT_FLOAT64, 1);
+  seg_fold f;
+  for (int64_t u0 = 0; u0 < units; u0 += batch) {
+    int64_t n = units - u0 < batch ? units - u0 : batch;
+    j.u0 = u0;
+    /* chunks of four segments (1 MiB of float32): seg_four reads them as
+     * four streams; 64 chunks for a 64 MB row still spread over the ranks */
+    if (!cpu_parallel_for(n, 4, seg_range, &j)) break; /* cancelled */
+    for (int64_t u = u0; u < u0 + n; u++) {
+      int64_t row = u / j.nseg, sg = u % j.nseg;
+      fold_next(&f, &j.parts[u - u0], sg == 0, op);
+      if (sg + 1 < j.nseg) continue;
+      int64_t at = 0;
+      double v = fold_result(&f, op, r->rowlen, &at);
+      if (arg) cpu_store(out->data + row * os, out->dtype, os, &at, DT_INT64, 1);
+      else cpu_store(out->data + row * os, out->dtype, os, &v, DT_FLOAT64, 1);
+    }
   }
   free(j.parts);
   return true;
