@@ -173,7 +173,10 @@ static bool xmesh_group(mesh_xmesh_job *j, const dt_mesh *mesh,
   for (int r = 0; j->members && r < rt->nranks; r++)
     if ((r < mesh->rt_ranks && mesh->pos[r] >= 0) || holds(j->src, r))
       j->members[j->n++] = r;
+  /* the registry is the runtime's collectives: inside its gate */
+  if (!runtime_gate_enter(rt, fn)) return false;
   j->group = j->members ? sim_coll_group_get(rt->coll, j->members, j->n) : NULL;
+  runtime_gate_leave(rt);
   if (j->group) return true;
   core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the "
                  "collective group of a cross-mesh redistribute", fn);
@@ -222,10 +225,11 @@ static dt_tensor *cross_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
   }
   if (runtime_publish_named_call(rt, -1, "redistribute_cross_mesh",
                                  mesh_exec_cross_mesh, mesh_exec_xmesh_done, j) != DT_OK) {
+    dt_status st = core_last_status(); /* destroyed, or out of memory */
     mesh_exec_xmesh_done(j);
     core_tensor_release(out);
-    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
-                          "record to every rank", fn);
+    core_error_set(st, "%s: %s", fn, st == DT_ERR_DEVICE ? "the runtime was "
+                   "destroyed" : "out of host memory for a record to every rank");
     return NULL;
   }
   return out;

@@ -82,6 +82,7 @@ DT_API dt_tensor *dt_recv(int src, dt_shape shape, dt_dtype dtype);
  * messages); the macros below pass __FILE__ and __LINE__ for you. */
 DT_API void       dt_call_site(const char *file, int line);
 #if !defined(DTORCH_BUILDING) && !defined(DT_NO_CALL_SITES)
+#define dt_spmd_run(...) (dt_call_site(__FILE__, __LINE__), dt_spmd_run(__VA_ARGS__))
 #define dt_all_reduce(...) (dt_call_site(__FILE__, __LINE__), dt_all_reduce(__VA_ARGS__))
 #define dt_all_gather(...) (dt_call_site(__FILE__, __LINE__), dt_all_gather(__VA_ARGS__))
 #define dt_reduce_scatter(...) (dt_call_site(__FILE__, __LINE__), dt_reduce_scatter(__VA_ARGS__))
