@@ -405,6 +405,7 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
 
 static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
   settings set = *setp;
+  runtime_gate_init();
   int n = set.ranks;
   int64_t memory = set.memory;
   dt_runtime *rt = calloc(1, sizeof *rt);

@@ -77,6 +77,8 @@ struct dt_runtime {
  * being destroyed, with DT_ERR_DEVICE "<fn>: the runtime was destroyed"
  * (fn NULL: no error set). */
 bool runtime_gate_enter(dt_runtime *rt, const char *fn);
+/* once, before the first runtime is made (the gate's fence form) */
+void runtime_gate_init(void);
 void runtime_gate_leave(dt_runtime *rt);
 /* marks the calling thread as one of rt's rank threads (their publishes
  * need no gate: the pool outlives them) */
