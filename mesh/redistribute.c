@@ -153,8 +153,7 @@ static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
                                   j, help_kind(mesh, j, shape, es)) != DT_OK) {
     mesh_exec_redist_done(j);
     core_tensor_release(out);
-    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
-                          "record to every rank", fn);
+    runtime_publish_failed(fn);
     return NULL;
   }
   return out;
@@ -225,11 +224,9 @@ static dt_tensor *cross_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
   }
   if (runtime_publish_named_call(rt, -1, "redistribute_cross_mesh",
                                  mesh_exec_cross_mesh, mesh_exec_xmesh_done, j) != DT_OK) {
-    dt_status st = core_last_status(); /* destroyed, or out of memory */
     mesh_exec_xmesh_done(j);
     core_tensor_release(out);
-    core_error_set(st, "%s: %s", fn, st == DT_ERR_DEVICE ? "the runtime was "
-                   "destroyed" : "out of host memory for a record to every rank");
+    runtime_publish_failed(fn);
     return NULL;
   }
   return out;

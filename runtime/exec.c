@@ -765,6 +765,13 @@ static dt_status publish_call(dt_runtime *rt, int rank, const char *name,
                               runtime_call_fn fn, runtime_done_fn done,
                               void *arg, sched_help_kind help);
 
+dt_status runtime_publish_failed(const char *fn) {
+  if (core_last_status() == DT_ERR_DEVICE)
+    return core_error_set(DT_ERR_DEVICE, "%s: the runtime was destroyed", fn);
+  return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
+                        "record to every rank", fn);
+}
+
 dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
                                runtime_done_fn done, void *arg) {
   return runtime_publish_named_call(rt, rank, NULL, fn, done, arg);

@@ -54,6 +54,10 @@ dt_future *runtime_publish_event(dt_runtime *rt, int rank);
  * nothing runs (the caller still owns arg). */
 typedef void (*runtime_call_fn)(void *arg, dt_runtime *rt, int rank);
 typedef void (*runtime_done_fn)(void *arg);
+/* The error of a publish that failed, as fn's: DT_ERR_DEVICE "fn: the
+ * runtime was destroyed" when the runtime's gate refused it, else
+ * DT_ERR_OUT_OF_MEMORY (no record to every rank could be allocated). */
+dt_status runtime_publish_failed(const char *fn);
 dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
                                runtime_done_fn done, void *arg);
 /* the same, named in the trace (a static string: the op, "redistribute") */

@@ -861,7 +861,9 @@ dt_status runtime_stream_wait_event(dt_runtime *rt, int rank, dt_future *ev) {
   if (!ev)
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_stream_wait_event: ev is NULL");
-  /* one rank: cannot fail */
-  return runtime_publish_call(rt, rank, wait_event, wait_event_done,
-                              sched_future_retain(ev));
+  /* one rank: fails only when rt is being destroyed */
+  st = runtime_publish_named_call(rt, rank, "dt_stream_wait_event", wait_event,
+                                  wait_event_done, sched_future_retain(ev));
+  if (st != DT_OK) sched_future_release(ev);
+  return st;
 }

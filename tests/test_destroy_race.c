@@ -77,19 +77,45 @@ static bool one_round(dt_tensor *a, dt_tensor *b, dt_runtime *rt, float *out) {
   return ok;
 }
 
+/* DTensors on a 1-d mesh of every rank, sharded: a redistribute to
+ * Replicate (a collective on the ranks) and the add, then the fetch */
+static bool dtensor_round(dt_tensor *x, float *out) {
+  dt_tensor *y = dt_add(x, x);
+  if (!y) {
+    check_status(dt_last_status(), "dt_add (DTensor)");
+    return false;
+  }
+  dt_tensor *z = dt_redistribute(y, NULL, (dt_placement[]){DT_REPLICATE});
+  bool ok = z != NULL;
+  if (!z) check_status(dt_last_status(), "dt_redistribute");
+  dt_status st = dt_to_host(z ? z : y, out, sizeof(float) * N);
+  check_status(st, "dt_to_host (DTensor)");
+  if (st == DT_OK) TU_CHECK(out[N - 1] == 8.0f, "sum %g", out[N - 1]);
+  dt_tensor_release(z);
+  dt_tensor_release(y);
+  return ok && st == DT_OK;
+}
+
 static void issuer(void *arg, int i) {
-  (void)i;
   race *r = arg;
   TU_CHECK_TRUE(dt_runtime_set_current(r->rt) == DT_OK);
   dt_tensor *a = dt_full(DT_SHAPE(N), 1.0, NULL);
   dt_tensor *b = dt_full(DT_SHAPE(N), 2.0, NULL);
   TU_CHECK_TRUE(a && b);
+  /* issuer 0 also drives DTensors */
+  dt_mesh *m = i == 0 ? dt_mesh_init(r->rt, NULL, DT_SHAPE(4), NULL) : NULL;
+  dt_tensor *x = m ? dt_full(DT_SHAPE(N), 4.0, &(dt_tensor_options){
+                                 .mesh = m, .placements = (dt_placement[]){
+                                                DT_SHARD(0)}})
+                   : NULL;
+  TU_CHECK_TRUE(i != 0 || x != NULL);
   float out[N];
   bool counted = false;
   /* until a round after the destroy returned: every call then fails */
   for (;;) {
     bool after = atomic_load(&r->destroyed);
     bool ok = one_round(a, b, r->rt, out);
+    if (x) ok &= dtensor_round(x, out);
     if (!counted) {
       atomic_fetch_add(&r->ready, 1);
       counted = true;
@@ -100,6 +126,8 @@ static void issuer(void *arg, int i) {
     }
   }
   atomic_fetch_add(&r->after, 1);
+  dt_tensor_release(x);
+  dt_mesh_release(m);
   dt_tensor_release(a);
   dt_tensor_release(b);
   dt_runtime_set_current(NULL);
@@ -214,9 +242,10 @@ static void test_destroy_waits_for_calls_inside(void **state) {
   assert_non_null(h.t);
   pthread_t run = tu_spawn(run_held, &h);
   while (!atomic_load(&h.running)) tu_sleep_ns(100000);
+  int64_t before = dt_runtime_queue_depth(h.rt, 0); /* the held run's */
   pthread_t fetch = tu_spawn(fetch_held, &h);
-  /* the fetch's record is published (rank 0 has it queued) */
-  while (dt_runtime_queue_depth(h.rt, 0) < 1) tu_sleep_ns(100000);
+  /* the fetch's record is published (rank 0 has it queued behind) */
+  while (dt_runtime_queue_depth(h.rt, 0) <= before) tu_sleep_ns(100000);
   pthread_t des = tu_spawn(destroy_held, &h);
   while (!atomic_load_explicit(&h.rt->closing, memory_order_acquire))
     tu_sleep_ns(100000);
