@@ -93,6 +93,9 @@ static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
 static void unlink_at_exit(void *p) {
   gate_thread *g = p;
+  /* runs on the exiting thread: a later destructor that releases a
+   * tensor registers a fresh record (freed by the next round) */
+  tls.me = NULL;
   pthread_mutex_lock(&threads_lock);
   if (g->prev) g->prev->next = g->next;
   else threads = g->next;

@@ -208,8 +208,8 @@ DT_API dt_status   dt_runtime_memory(const dt_runtime *rt, int rank,
 /* Records issued to `rank` and not yet run (its own stream and the
  * all-rank records it has not reached): a gauge for a server's metrics,
  * exact only while nothing is being issued. Returns: the count, or -1
- * with the error set (rt NULL, rank out of range). Thread safety: any
- * thread. */
+ * with the error set (rt NULL, rank out of range, rt destroyed:
+ * DT_ERR_DEVICE). Thread safety: any thread. */
 DT_API int64_t     dt_runtime_queue_depth(const dt_runtime *rt, int rank);
 
 /* ------------------------------------------------------------------ meshes
