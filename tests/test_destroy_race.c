@@ -201,7 +201,8 @@ typedef struct held {
   _Atomic bool running, release, fetched, destroyed;
   dt_tensor *t;
   float out[N];
-  dt_status fetch_st;
+  dt_status fetch_st, turn_st;
+  char turn_msg[512];
 } held;
 
 static dt_status hold_rank(dt_spmd_ctx *ctx) {
@@ -227,6 +228,16 @@ static void *fetch_held(void *arg) {
   return NULL;
 }
 
+static dt_status nothing(dt_spmd_ctx *ctx);
+
+/* a second run: waits for its turn behind the held one */
+static void *run_second(void *arg) {
+  held *h = arg;
+  h->turn_st = dt_spmd_run(h->rt, nothing, NULL);
+  snprintf(h->turn_msg, sizeof h->turn_msg, "%s", dt_last_error());
+  return NULL;
+}
+
 static void *destroy_held(void *arg) {
   held *h = arg;
   dt_runtime_destroy(h->rt);
@@ -246,6 +257,7 @@ static void test_destroy_waits_for_calls_inside(void **state) {
   pthread_t fetch = tu_spawn(fetch_held, &h);
   /* the fetch's record is published (rank 0 has it queued behind) */
   while (dt_runtime_queue_depth(h.rt, 0) <= before) tu_sleep_ns(100000);
+  pthread_t second = tu_spawn(run_second, &h);
   pthread_t des = tu_spawn(destroy_held, &h);
   while (!atomic_load_explicit(&h.rt->closing, memory_order_acquire))
     tu_sleep_ns(100000);
@@ -258,7 +270,11 @@ static void test_destroy_waits_for_calls_inside(void **state) {
   atomic_store(&h.release, true);
   pthread_join(run, NULL);
   pthread_join(fetch, NULL);
+  pthread_join(second, NULL);
   pthread_join(des, NULL);
+  /* the run waiting for its turn was told, not run */
+  assert_int_equal(h.turn_st, DT_ERR_DEVICE);
+  assert_non_null(strstr(h.turn_msg, "dt_spmd_run: the runtime was destroyed"));
   /* the fetch issued before the destroy completed with the value */
   assert_int_equal(h.fetch_st, DT_OK);
   for (int i = 0; i < N; i++) assert_true(h.out[i] == 7.0f);
