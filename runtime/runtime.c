@@ -672,8 +672,8 @@ dt_runtime *runtime_for_factories(const char *fn) {
   dt_runtime *rt = runtime_current();
   if (!rt && core_last_status() == DT_OK)
     core_error_set(DT_ERR_DEVICE, "%s: no runtime could be created", fn);
-  /* acquire: pairs with nothing written after closing; a plain flag
-   * read (the gate decides for anything that reaches the pool) */
+  /* acquire: pairs with runtime_gate_close's store; an early answer
+   * (the gate decides for anything that reaches the pool) */
   if (rt && atomic_load_explicit(&rt->closing, memory_order_acquire)) {
     core_error_set(DT_ERR_DEVICE, "%s: this thread's current runtime was "
                    "destroyed (dt_runtime_set_current another one, or NULL "
