@@ -1,6 +1,7 @@
 /* Public entry points of SPMD mode (runtime/spmd_run.c, mesh/spmd_coll.c): the
  * run, the collectives on local tensors with their call sites, and
  * DTensors from / to a rank's local tensor. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,15 +12,27 @@
 #include "runtime/runtime.h"
 #include "runtime/spmd_run.h"
 
+/* the next collective's (or run's) call site: set by dt_call_site (the
+ * header's macros), taken by that call */
+static _Thread_local struct { const char *file; int line; } tls_site;
+static const char *take_site(char *buf, size_t len);
+
+/* where a run was started, for a run that waits its turn behind it: the
+ * call site the header's macro recorded, else the caller's symbol */
 dt_status dt_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
-  return runtime_spmd_run(rt, fn, arg);
+  char buf[192];
+  const char *site = take_site(buf, sizeof buf);
+  Dl_info info;
+  void *ret = __builtin_extract_return_addr(__builtin_return_address(0));
+  if (!site && dladdr(ret, &info) && info.dli_sname) {
+    snprintf(buf, sizeof buf, "%s+%#lx", info.dli_sname,
+             (unsigned long)((char *)ret - (char *)info.dli_saddr));
+    site = buf;
+  }
+  return runtime_spmd_run(rt, fn, arg, site);
 }
 
 int dt_spmd_rank(void) { return runtime_spmd_any_rank(); }
-
-/* the next collective's call site: set by dt_call_site (the header's
- * macros), taken by that collective */
-static _Thread_local struct { const char *file; int line; } tls_site;
 
 void dt_call_site(const char *file, int line) {
   tls_site.file = file;

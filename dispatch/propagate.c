@@ -702,8 +702,7 @@ static dt_status publish(dt_op_call *c, dt_mesh *m, const dispatch_plan *p) {
       runtime_publish_named_call(m->rt, -1, core_op_name(c->op),
                                  dispatch_dtensor_exec,
                                  dispatch_dtensor_done, j) != DT_OK)
-    st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
-                        "record to every rank", c->api);
+    st = runtime_publish_failed(c->api);
   if (st != DT_OK) {
     dt_status keep = st;
     dispatch_dtensor_done(j);

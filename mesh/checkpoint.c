@@ -294,8 +294,7 @@ static dt_tensor *publish(load_job *j, const mesh_st_target *tg,
     j->future = NULL;
     job_free(j);
     core_tensor_release(t);
-    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a record",
-                   fn);
+    runtime_publish_failed(fn);
     return NULL;
   }
   if (future) *future = f;

@@ -238,8 +238,7 @@ static dt_status run_ranks(save_job *j, dt_runtime *rt, const char *fn) {
                                  save_done, j) != DT_OK) {
     sched_future_release(j->future);
     sched_future_release(f);
-    return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
-                          "record to every rank", fn);
+    return runtime_publish_failed(fn);
   }
   dt_status st = sched_future_wait(f, -1);
   sched_future_release(f);

@@ -177,11 +177,14 @@ static void free_done(void *arg) { spec_dealloc(arg); }
 
 void mesh_dtensor_free_spec(core_spec *s) {
   dt_runtime *rt = s->mesh->rt;
-  if (!sched_current_pool() &&
-      !atomic_load_explicit(&rt->dead, memory_order_acquire) &&
-      runtime_publish_helped_call(rt, "free_dtensor", free_on_rank, free_done,
-                                  s, SCHED_HELP_ALONE) == DT_OK)
-    return;
+  /* a runtime being destroyed refuses quietly (a release reports nothing):
+   * the shards' data goes with its devices */
+  if (!sched_current_pool() && runtime_gate_enter(rt, NULL)) {
+    dt_status st = runtime_publish_helped_call(rt, "free_dtensor", free_on_rank,
+                                               free_done, s, SCHED_HELP_ALONE);
+    runtime_gate_leave(rt);
+    if (st == DT_OK) return;
+  }
   release_shards(s);
   spec_dealloc(s);
 }
@@ -272,8 +275,7 @@ dt_tensor *mesh_dtensor_factory(core_op_id op, dt_shape shape, dt_dtype dtype,
                                  mesh_exec_fill, mesh_exec_fill_done, j) != DT_OK) {
     mesh_exec_fill_done(j);
     core_tensor_release(t);
-    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
-                   "record to every rank", fn);
+    runtime_publish_failed(fn);
     return NULL;
   }
   core_error_succeeded();
@@ -351,8 +353,7 @@ static dt_status host_job(dt_tensor *t, void *dst, size_t bytes, int rank,
     sched_future_release(j->future);
     sched_future_release(f);
     free(j);
-    return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
-                          "record to every rank", fn);
+    return runtime_publish_failed(fn);
   }
   if (!wait) {
     *out = f;

@@ -719,8 +719,7 @@ static dt_status mem_collect(dt_runtime *rt, mem_job *j, const char *fn) {
   if (runtime_publish_call(rt, -1, mem_on_rank, mem_done, j) != DT_OK) {
     sched_future_release(j->done);
     sched_future_release(f);
-    return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for "
-                          "a record to every rank", fn);
+    return runtime_publish_failed(fn);
   }
   dt_status st = sched_future_wait(f, -1);
   sched_future_release(f);

@@ -543,6 +543,8 @@ int mesh_dim_group(const dt_mesh *m, int dim, int index, int *ranks,
  * member the same one); false + error when out of host memory */
 static bool make_groups(const dt_mesh *m, int dim, sim_coll_group **out,
                         const char *fn) {
+  /* the registry is the runtime's collectives: inside its gate */
+  if (!runtime_gate_enter(m->rt, fn)) return false;
   int *ranks = malloc(sizeof(int) * (size_t)m->shape[dim]);
   int stride = 1;
   for (int d = dim + 1; d < m->ndim; d++) stride *= (int)m->shape[d];
@@ -555,6 +557,7 @@ static bool make_groups(const dt_mesh *m, int dim, sim_coll_group **out,
     for (int c = 0; ok && c < n; c++) out[i + c * stride] = g;
   }
   free(ranks);
+  runtime_gate_leave(m->rt);
   if (!ok)
     core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the "
                    "collective groups of mesh dim %d", fn, dim);

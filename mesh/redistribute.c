@@ -153,8 +153,7 @@ static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
                                   j, help_kind(mesh, j, shape, es)) != DT_OK) {
     mesh_exec_redist_done(j);
     core_tensor_release(out);
-    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
-                          "record to every rank", fn);
+    runtime_publish_failed(fn);
     return NULL;
   }
   return out;
@@ -173,7 +172,10 @@ static bool xmesh_group(mesh_xmesh_job *j, const dt_mesh *mesh,
   for (int r = 0; j->members && r < rt->nranks; r++)
     if ((r < mesh->rt_ranks && mesh->pos[r] >= 0) || holds(j->src, r))
       j->members[j->n++] = r;
+  /* the registry is the runtime's collectives: inside its gate */
+  if (!runtime_gate_enter(rt, fn)) return false;
   j->group = j->members ? sim_coll_group_get(rt->coll, j->members, j->n) : NULL;
+  runtime_gate_leave(rt);
   if (j->group) return true;
   core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the "
                  "collective group of a cross-mesh redistribute", fn);
@@ -224,8 +226,7 @@ static dt_tensor *cross_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,
                                  mesh_exec_cross_mesh, mesh_exec_xmesh_done, j) != DT_OK) {
     mesh_exec_xmesh_done(j);
     core_tensor_release(out);
-    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
-                          "record to every rank", fn);
+    runtime_publish_failed(fn);
     return NULL;
   }
   return out;

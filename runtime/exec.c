@@ -95,6 +95,7 @@ void runtime_exec_rank_init(void *ctx, int rank) {
   pthread_setname_np(pthread_self(), name);
   core_fault_mark_thread(rank);
   dt_runtime *rt = ctx;
+  runtime_gate_mark_own(rt); /* its publishes need no gate (gate.c) */
   if (rt->pin_ranks) pin_to_cpu(rank);
   /* the rank's device (CUDA: its GPU current on this thread); a failure
    * shows in the rank's first kernel launch, which then fails with it */
@@ -466,7 +467,7 @@ static void traced_commit(dt_runtime *rt, const sched_claim *q, exec_record *r) 
   sched_trace_emit(rt->pool, &e);
 }
 
-static void commit(dt_runtime *rt, const sched_claim *q, exec_record *r) {
+static void commit_inside(dt_runtime *rt, const sched_claim *q, exec_record *r) {
   /* the trace switch: one relaxed load and a compare (sched/trace_recorder.h) */
   if (__builtin_expect(sched_trace_on(rt->pool), 0)) {
     traced_commit(rt, q, r);
@@ -475,13 +476,24 @@ static void commit(dt_runtime *rt, const sched_claim *q, exec_record *r) {
   sched_pool_commit(rt->pool, q);
 }
 
+/* the record goes to the ranks; the call leaves the gate claim entered */
+static void commit(dt_runtime *rt, const sched_claim *q, exec_record *r) {
+  commit_inside(rt, q, r);
+  runtime_gate_leave(rt);
+}
+
 /* ---- the issuing side */
-/* NULL (error set, naming fn) when an all-rank record cannot be allocated */
-static exec_record *claim(dt_runtime *rt, int rank, sched_claim *k) {
+/* A slot for a record, inside the runtime's gate (runtime.h) until
+ * commit: NULL + error naming fn when the runtime is being destroyed
+ * (DT_ERR_DEVICE) or an all-rank record cannot be allocated. */
+static exec_record *claim(dt_runtime *rt, int rank, sched_claim *k,
+                          const char *fn) {
+  if (!runtime_gate_enter(rt, fn)) return NULL;
   exec_record *r = sched_pool_claim(rt->pool, rank, k);
   if (!r) {
-    core_error_set(DT_ERR_OUT_OF_MEMORY, "runtime: out of host memory for a "
-                   "record to every rank");
+    runtime_gate_leave(rt);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
+                   "record to every rank", fn);
     return NULL;
   }
   r->future = NULL;
@@ -602,12 +614,11 @@ dt_status runtime_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
   dt_status st = copy_args(&k, c);
   if (st != DT_OK) return st;
   sched_claim q;
-  exec_record *r = claim(rt, rank, &q);
+  exec_record *r = claim(rt, rank, &q, c->api);
   if (!r) {
     for (int i = 0; i < CORE_CALL_MAX_ARGS; i++) free(k.lists[i]);
     free(k.staging);
-    return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
-                          "record to every rank", c->api);
+    return core_last_status();
   }
   r->kind = REC_OP;
   call_copy(&r->call, c);
@@ -623,17 +634,20 @@ dt_status runtime_publish_op(dt_op_call *c, dt_runtime *rt, int rank) {
   return DT_OK;
 }
 
-void runtime_publish_free(core_storage *s) {
+bool runtime_publish_free(core_storage *s) {
   dt_runtime *rt = s->rt;
   if (rt->dry_run) { /* it never had data */
     runtime_storage_destroy_dead(s);
-    return;
+    return true;
   }
   sched_claim q;
-  exec_record *r = claim(rt, s->rank, &q); /* one rank: cannot fail */
+  /* one rank: fails only when the runtime is being destroyed */
+  exec_record *r = claim(rt, s->rank, &q, "dt_tensor_release");
+  if (!r) return false;
   r->kind = REC_FREE;
   r->storage = s;
   commit(rt, &q, r);
+  return true;
 }
 
 dt_future *runtime_publish_to_host(dt_tensor *t, void *dst, size_t bytes) {
@@ -659,7 +673,12 @@ dt_future *runtime_publish_to_host(dt_tensor *t, void *dst, size_t bytes) {
     return f;
   }
   sched_claim q;
-  exec_record *r = claim(s->rt, s->rank, &q); /* one rank: cannot fail */
+  /* one rank: fails only when the runtime is being destroyed */
+  exec_record *r = claim(s->rt, s->rank, &q, "dt_to_host");
+  if (!r) {
+    sched_future_release(f);
+    return NULL;
+  }
   r->kind = REC_TO_HOST;
   r->future = sched_future_retain(f);
   r->host.t = core_tensor_retain(t);
@@ -729,7 +748,7 @@ static dt_future *publish_barrier(dt_runtime *rt, int rank, bool event) {
     b->future = sched_future_retain(f);
   }
   sched_claim q;
-  exec_record *r = claim(rt, rank, &q);
+  exec_record *r = claim(rt, rank, &q, event ? "dt_event_record" : "barrier");
   if (!r) {
     if (b) {
       sched_future_release(b->future);
@@ -758,6 +777,13 @@ dt_future *runtime_publish_event(dt_runtime *rt, int rank) {
 static dt_status publish_call(dt_runtime *rt, int rank, const char *name,
                               runtime_call_fn fn, runtime_done_fn done,
                               void *arg, sched_help_kind help);
+
+dt_status runtime_publish_failed(const char *fn) {
+  if (core_last_status() == DT_ERR_DEVICE)
+    return core_error_set(DT_ERR_DEVICE, "%s: the runtime was destroyed", fn);
+  return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
+                        "record to every rank", fn);
+}
 
 dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
                                runtime_done_fn done, void *arg) {
@@ -802,7 +828,7 @@ static dt_status publish_call(dt_runtime *rt, int rank, const char *name,
     return DT_OK;
   }
   sched_claim q;
-  exec_record *r = claim(rt, rank, &q);
+  exec_record *r = claim(rt, rank, &q, name ? name : "call");
   if (!r) return core_last_status();
   r->kind = REC_CALL;
   r->call_fn.fn = fn;
@@ -819,7 +845,8 @@ static dt_status publish_call(dt_runtime *rt, int rank, const char *name,
   /* the ranks asleep for it stay asleep; this thread runs their part or
    * wakes them before it returns (sched/help.h, invariant H) */
   sched_help_begin(rt->pool, help);
-  commit(rt, &q, r);
+  commit_inside(rt, &q, r);
   sched_help_settle(rt->pool);
+  runtime_gate_leave(rt); /* the settle still uses the pool */
   return DT_OK;
 }

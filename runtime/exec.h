@@ -17,8 +17,10 @@ void runtime_exec_record(void *ctx, void *record, int rank);
 /* the pool's per-thread init callback */
 void runtime_exec_rank_init(void *ctx, int rank);
 
-/* Publishes a release of storage s to its rank (s's refcount is 0). */
-void runtime_publish_free(struct core_storage *s);
+/* Publishes a release of storage s to its rank (s's refcount is 0);
+ * false (error set, nothing done) when the runtime is being destroyed:
+ * its teardown then frees the data with the rest of the device. */
+bool runtime_publish_free(struct core_storage *s);
 /* Publishes op call c (outputs made, infer done) to `rank` of rt. */
 dt_status runtime_publish_op(dt_op_call *c, dt_runtime *rt, int rank);
 /* Publishes a copy of t's full value to dst; the future completes after
@@ -52,6 +54,10 @@ dt_future *runtime_publish_event(dt_runtime *rt, int rank);
  * nothing runs (the caller still owns arg). */
 typedef void (*runtime_call_fn)(void *arg, dt_runtime *rt, int rank);
 typedef void (*runtime_done_fn)(void *arg);
+/* The error of a publish that failed, as fn's: DT_ERR_DEVICE "fn: the
+ * runtime was destroyed" when the runtime's gate refused it, else
+ * DT_ERR_OUT_OF_MEMORY (no record to every rank could be allocated). */
+dt_status runtime_publish_failed(const char *fn);
 dt_status runtime_publish_call(dt_runtime *rt, int rank, runtime_call_fn fn,
                                runtime_done_fn done, void *arg);
 /* the same, named in the trace (a static string: the op, "redistribute") */

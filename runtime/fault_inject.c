@@ -37,18 +37,29 @@ dt_status runtime_fault_inject(dt_runtime *rt, const dt_fault *f) {
                           (long long)(f->after < 0 ? f->after : f->stall_ms));
   int64_t after = f->after ? f->after : 1;
   int64_t stall = (f->stall_ms ? f->stall_ms : 1000) * 1000000;
+  /* the table lives in the pool: inside the gate (runtime.h) */
+  if (!runtime_gate_enter(rt, fn)) return DT_ERR_DEVICE;
   for (int r = f->rank < 0 ? 0 : f->rank; r < (f->rank < 0 ? rt->nranks : f->rank + 1); r++)
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
       if (f->kind & kinds[k].bit) sched_fault_arm(rt->faults, r, kinds[k].kind, after, stall);
+  runtime_gate_leave(rt);
   return DT_OK;
 }
 
 dt_status runtime_fault_clear(dt_runtime *rt) {
   dt_status st = check(rt, "dt_fault_clear");
-  if (st == DT_OK) sched_fault_clear(rt->faults);
-  return st;
+  if (st != DT_OK) return st;
+  if (!runtime_gate_enter(rt, "dt_fault_clear")) return DT_ERR_DEVICE;
+  sched_fault_clear(rt->faults);
+  runtime_gate_leave(rt);
+  return DT_OK;
 }
 
 int64_t runtime_fault_count(const dt_runtime *rt) {
-  return rt ? sched_fault_fired(rt->faults) : 0;
+  /* a destroyed runtime's table is gone: 0 */
+  dt_runtime *w = (dt_runtime *)rt;
+  if (!rt || !runtime_gate_enter(w, NULL)) return 0;
+  int64_t n = sched_fault_fired(rt->faults);
+  runtime_gate_leave(w);
+  return n;
 }

@@ -43,6 +43,32 @@ static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 static dt_runtime *default_rt;
 static bool default_atexit;
 
+/* The runtimes made and not yet destroyed (a list through live_next).
+ * dt_runtime_destroy takes its runtime off the list before anything else,
+ * comparing pointers only: a second destroy of the same pointer, even of
+ * freed memory, finds it missing and fails, and of two concurrent destroys
+ * exactly one proceeds. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static dt_runtime *live_head;
+
+static void live_add(dt_runtime *rt) {
+  pthread_mutex_lock(&live_lock);
+  rt->live_next = live_head;
+  live_head = rt;
+  pthread_mutex_unlock(&live_lock);
+}
+
+/* true if rt was live: the caller now owns its destruction */
+static bool live_take(const dt_runtime *rt) {
+  pthread_mutex_lock(&live_lock);
+  dt_runtime **p = &live_head;
+  while (*p && *p != rt) p = &(*p)->live_next;
+  bool found = *p != NULL;
+  if (found) *p = (*p)->live_next;
+  pthread_mutex_unlock(&live_lock);
+  return found;
+}
+
 void runtime_ref(dt_runtime *rt) {
   /* relaxed: the caller holds a reference already */
   atomic_fetch_add_explicit(&rt->refcount, 1, memory_order_relaxed);
@@ -62,6 +88,8 @@ void runtime_unref(dt_runtime *rt) {
     if (f != fault_no_memory) free(f);
   }
   free(rt->ranks);
+  pthread_cond_destroy(&rt->spmd_turn);
+  pthread_mutex_destroy(&rt->spmd_lock);
   free(rt);
 }
 
@@ -377,6 +405,7 @@ dt_runtime *runtime_create(const dt_runtime_options *o) {
 
 static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
   settings set = *setp;
+  runtime_gate_init();
   int n = set.ranks;
   int64_t memory = set.memory;
   dt_runtime *rt = calloc(1, sizeof *rt);
@@ -390,6 +419,13 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
   }
   memset(slots, 0, sizeof *slots * (size_t)n);
   atomic_init(&rt->refcount, 1);
+  pthread_mutex_init(&rt->spmd_lock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&rt->spmd_turn, &ca);
+  pthread_condattr_destroy(&ca);
+  rt->coll_timeout_ns = set.timeout_ns;
   rt->nranks = n;
   rt->backend = &runtime_backend_cpu;
   rt->device_memory = memory;
@@ -453,6 +489,7 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
   for (int i = 0; i < n; i++) slots[i].dev.faults = rt->faults;
   sim_coll_world_set_faults(rt->coll, rt->faults);
   runtime_trace_from_env(rt);
+  live_add(rt);
   return rt;
 }
 
@@ -481,13 +518,61 @@ static void teardown(dt_runtime *rt) {
   rt->coll = NULL;
 }
 
+/* No call enters any more, the calls inside have left, the SPMD runs
+ * waiting for a turn are told; then nothing of rt is reachable but what
+ * the teardown itself runs (this thread passes the gate meanwhile). */
+static void close_gate(dt_runtime *rt) {
+  runtime_gate_close(rt);
+  runtime_spmd_wake_waiters(rt);
+}
+static void close_and_teardown(dt_runtime *rt) {
+  runtime_gate_begin_teardown(rt);
+  teardown(rt);
+  runtime_gate_end_teardown();
+}
+
 void runtime_destroy(dt_runtime *rt) {
+  const char *fn = "dt_runtime_destroy";
   if (!rt) return;
+  /* its own threads: the teardown joins them (pointer compares only) */
+  if (runtime_gate_is_own(rt)) {
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: called on rank %d's thread "
+                   "of this runtime (inside dt_spmd_run's function or a "
+                   "rank's work), which the destroy would have to join; "
+                   "destroy it from another thread once the run returned",
+                   fn, sched_current_rank());
+    return;
+  }
+  if (runtime_gate_inside(rt)) {
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: called from inside a call "
+                   "on this runtime (a callback it ran on this thread), "
+                   "which the destroy would wait for", fn);
+    return;
+  }
+  if (!live_take(rt)) {
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rt (%p) is not a live "
+                   "runtime (destroyed already, or being destroyed by "
+                   "another thread)", fn, (void *)rt);
+    return;
+  }
   pthread_mutex_lock(&default_lock);
   if (rt == default_rt) default_rt = NULL;
   pthread_mutex_unlock(&default_lock);
-  teardown(rt);
-  if (tls_current == rt) set_current(NULL);
+  close_gate(rt);
+  /* a run in progress ends before the teardown joins its ranks; one that
+   * never ends (it joins a thread that destroys) would hang the join: the
+   * wait is bounded, and a timeout leaves rt closed but alive, for a
+   * later dt_runtime_destroy to finish */
+  if (runtime_spmd_take_turn(rt, fn, NULL) != DT_OK) {
+    live_add(rt);
+    return;
+  }
+  close_and_teardown(rt);
+  runtime_spmd_give_turn(rt);
+  /* a thread whose current runtime this was (this one too) keeps it, and
+   * its factories fail with "destroyed" until it sets another */
+  core_error_succeeded();
+  core_clear_error();
   runtime_unref(rt);
 }
 
@@ -498,8 +583,9 @@ static void destroy_default_at_exit(void) {
   dt_runtime *rt = default_rt;
   default_rt = NULL;
   pthread_mutex_unlock(&default_lock);
-  if (rt) {
-    teardown(rt);
+  if (rt && live_take(rt)) {
+    close_gate(rt);
+    close_and_teardown(rt);
     runtime_unref(rt);
   }
   if (tls.seen_default) { /* the exiting thread's own reference */
@@ -568,7 +654,7 @@ static void set_current(dt_runtime *rt) {
 }
 
 dt_status runtime_set_current(dt_runtime *rt) {
-  if (rt && atomic_load_explicit(&rt->dead, memory_order_acquire))
+  if (rt && atomic_load_explicit(&rt->closing, memory_order_acquire))
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_set_current: the runtime was destroyed");
   set_current(rt);
@@ -579,10 +665,22 @@ dt_runtime *runtime_current(void) {
   return tls_current ? tls_current : runtime_default();
 }
 
+/* A current runtime that was destroyed (by this thread or another) stays
+ * current: factories fail until the thread sets another one, so no
+ * thread's tensors move to a fresh default unseen. (The default runtime,
+ * when no current one is set, is replaced on first use instead.) */
 dt_runtime *runtime_for_factories(const char *fn) {
   dt_runtime *rt = runtime_current();
   if (!rt && core_last_status() == DT_OK)
     core_error_set(DT_ERR_DEVICE, "%s: no runtime could be created", fn);
+  /* acquire: pairs with runtime_gate_close's store; an early answer
+   * (the gate decides for anything that reaches the pool) */
+  if (rt && atomic_load_explicit(&rt->closing, memory_order_acquire)) {
+    core_error_set(DT_ERR_DEVICE, "%s: this thread's current runtime was "
+                   "destroyed (dt_runtime_set_current another one, or NULL "
+                   "for the default)", fn);
+    return NULL;
+  }
   return rt;
 }
 
@@ -628,14 +726,21 @@ dt_status runtime_parse_device(dt_runtime *rt, const char *device,
                       "\"cpu\", \"cpu:N\" or \"cuda\")", fn, device);
 }
 
+static dt_status drain_inside(dt_runtime *rt);
+
 dt_status runtime_drain(dt_runtime *rt) {
   if (!rt)
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_synchronize: rt is NULL");
-  if (atomic_load_explicit(&rt->dead, memory_order_acquire))
-    return core_error_set(DT_ERR_DEVICE,
-                        "dt_runtime_synchronize: the runtime was destroyed");
   if (runtime_spmd_rank(rt) >= 0) return DT_OK; /* its work runs inline */
+  /* inside the gate: the queues and the barrier's pool stay */
+  if (!runtime_gate_enter(rt, "dt_runtime_synchronize")) return DT_ERR_DEVICE;
+  dt_status st = drain_inside(rt);
+  runtime_gate_leave(rt);
+  return st;
+}
+
+static dt_status drain_inside(dt_runtime *rt) {
   /* the fast way: watch the queues drain (no record, no wake-up); then
    * a barrier record every rank runs, whose future parks this thread */
   dt_status st = DT_OK;
@@ -696,7 +801,11 @@ int64_t runtime_queue_depth(const dt_runtime *rt, int rank) {
                    "outside [0, %d)", rank, rt->nranks);
     return -1;
   }
-  return rt->pool ? (int64_t)sched_pool_queue_depth(rt->pool, rank) : 0;
+  dt_runtime *w = (dt_runtime *)rt; /* the gate's marks, not rt's state */
+  if (!runtime_gate_enter(w, "dt_runtime_queue_depth")) return -1;
+  int64_t n = (int64_t)sched_pool_queue_depth(rt->pool, rank);
+  runtime_gate_leave(w);
+  return n;
 }
 
 /* ---- streams and events */
@@ -753,7 +862,9 @@ dt_status runtime_stream_wait_event(dt_runtime *rt, int rank, dt_future *ev) {
   if (!ev)
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_stream_wait_event: ev is NULL");
-  /* one rank: cannot fail */
-  return runtime_publish_call(rt, rank, wait_event, wait_event_done,
-                              sched_future_retain(ev));
+  /* one rank: fails only when rt is being destroyed */
+  st = runtime_publish_named_call(rt, rank, "dt_stream_wait_event", wait_event,
+                                  wait_event_done, sched_future_retain(ev));
+  if (st != DT_OK) sched_future_release(ev);
+  return st;
 }

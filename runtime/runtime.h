@@ -4,6 +4,7 @@
 #ifndef RUNTIME_RUNTIME_H
 #define RUNTIME_RUNTIME_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -52,7 +53,45 @@ struct dt_runtime {
   struct runtime_dry *dry;    /* its counts and cost model, else NULL */
   struct runtime_offload *offload; /* device backends: waits off the ranks */
   _Atomic int spmd_active;    /* dt_spmd_run calls in flight (runtime/spmd_run.h) */
+  /* the gate (runtime/gate.c): closing is set once, by dt_runtime_destroy,
+   * before it waits for the calls inside to leave; gate_foreign counts the
+   * threads inside that are inside another runtime too */
+  _Atomic bool closing;
+  _Atomic int64_t gate_foreign;
+  struct dt_runtime *live_next; /* the live runtimes, under live_lock */
+  int64_t coll_timeout_ns;    /* the collective watchdog's, 0 = none */
+  /* whose turn it is to run SPMD (runtime/spmd_run.c): one run at a time,
+   * the holder described for a waiter that times out */
+  pthread_mutex_t spmd_lock;
+  pthread_cond_t spmd_turn;   /* CLOCK_MONOTONIC */
+  bool spmd_held;
+  int64_t spmd_since_ns;
+  char spmd_holder[320];
 };
+
+/* ---- the gate (runtime/gate.c: the algorithm and its memory orders)
+ * A call that reaches rt's pool, devices, collectives or fault table from
+ * a thread other than rt's rank threads does it between enter and leave;
+ * dt_runtime_destroy closes the gate and waits until no call is inside
+ * before it frees them. Entries nest on a thread. enter: false once rt is
+ * being destroyed, with DT_ERR_DEVICE "<fn>: the runtime was destroyed"
+ * (fn NULL: no error set). */
+bool runtime_gate_enter(dt_runtime *rt, const char *fn);
+/* once, before the first runtime is made (the gate's fence form) */
+void runtime_gate_init(void);
+void runtime_gate_leave(dt_runtime *rt);
+/* marks the calling thread as one of rt's rank threads (their publishes
+ * need no gate: the pool outlives them) */
+void runtime_gate_mark_own(const dt_runtime *rt);
+/* the calling thread is one of rt's rank threads */
+bool runtime_gate_is_own(const dt_runtime *rt);
+/* the calling thread is inside rt's gate (a callback run inline there) */
+bool runtime_gate_inside(const dt_runtime *rt);
+/* sets closing and waits until no call is inside */
+void runtime_gate_close(dt_runtime *rt);
+/* the destroying thread passes the gate of rt while it tears it down */
+void runtime_gate_begin_teardown(const dt_runtime *rt);
+void runtime_gate_end_teardown(void);
 
 void runtime_ref(dt_runtime *rt);
 void runtime_unref(dt_runtime *rt);

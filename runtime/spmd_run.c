@@ -16,6 +16,8 @@
  * failure. */
 #include "runtime/spmd_run.h"
 
+#include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,11 +126,95 @@ static void on_done(void *arg) {
   free(j);
 }
 
-dt_status runtime_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
+/* ---- turns: one run (or the destroy) holds the runtime at a time. A run
+ * queued behind one that never ends (one started by a thread the running
+ * function joins) would wait for ever; the wait is bounded by the
+ * collective timeout instead and names the holder. */
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool closing(const dt_runtime *rt) {
+  /* acquire: pairs with runtime_gate_close's store (seq_cst) */
+  return atomic_load_explicit(&((dt_runtime *)rt)->closing,
+                              memory_order_acquire);
+}
+
+static dt_status turn_timeout(dt_runtime *rt, const char *fn, int64_t now) {
+  /* under spmd_lock: the holder's description is stable */
+  return core_error_set(DT_ERR_TIMEOUT, "%s: waited %.3f s (the collective "
+                        "timeout) for its turn on the runtime, held for %.3f "
+                        "s by %s; a call made from inside that run (by a "
+                        "thread its function joins) can never have it",
+                        fn, (double)rt->coll_timeout_ns * 1e-9,
+                        (double)(now - rt->spmd_since_ns) * 1e-9,
+                        rt->spmd_holder);
+}
+
+dt_status runtime_spmd_take_turn(dt_runtime *rt, const char *fn,
+                                 const char *holder) {
+  int64_t t = rt->coll_timeout_ns, deadline = t > 0 ? mono_ns() + t : 0;
+  struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
+  bool destroy = !holder; /* the destroy waits on a closed runtime too */
+  dt_status st = DT_OK;
+  pthread_mutex_lock(&rt->spmd_lock);
+  while (rt->spmd_held && (destroy || !closing(rt)) && st == DT_OK) {
+    int e = deadline ? pthread_cond_timedwait(&rt->spmd_turn, &rt->spmd_lock, &ts)
+                     : pthread_cond_wait(&rt->spmd_turn, &rt->spmd_lock);
+    if (e == ETIMEDOUT && rt->spmd_held && (destroy || !closing(rt)))
+      st = turn_timeout(rt, fn, mono_ns());
+  }
+  if (st == DT_OK && !destroy && closing(rt))
+    st = core_error_set(DT_ERR_DEVICE, "%s: the runtime was destroyed", fn);
+  if (!holder) holder = fn;
+  if (st == DT_OK) {
+    char name[16] = "";
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    rt->spmd_held = true;
+    rt->spmd_since_ns = mono_ns();
+    snprintf(rt->spmd_holder, sizeof rt->spmd_holder, "%s on thread \"%s\"",
+             holder, name);
+  }
+  pthread_mutex_unlock(&rt->spmd_lock);
+  return st;
+}
+
+void runtime_spmd_give_turn(dt_runtime *rt) {
+  pthread_mutex_lock(&rt->spmd_lock);
+  rt->spmd_held = false;
+  pthread_cond_broadcast(&rt->spmd_turn);
+  pthread_mutex_unlock(&rt->spmd_lock);
+}
+
+void runtime_spmd_wake_waiters(dt_runtime *rt) {
+  pthread_mutex_lock(&rt->spmd_lock); /* a waiter between check and wait */
+  pthread_cond_broadcast(&rt->spmd_turn);
+  pthread_mutex_unlock(&rt->spmd_lock);
+}
+
+/* "the SPMD run of train_step started at train.c:88" */
+static void describe_run(char *buf, size_t len, dt_spmd_fn fn,
+                         const char *site) {
+  Dl_info info;
+  char fname[128];
+  if (dladdr((void *)(uintptr_t)fn, &info) && info.dli_sname)
+    snprintf(fname, sizeof fname, "%s", info.dli_sname);
+  else
+    snprintf(fname, sizeof fname, "the function at %p", (void *)(uintptr_t)fn);
+  snprintf(buf, len, "the SPMD run of %s started at %s", fname,
+           site ? site : "an unknown site");
+}
+
+static dt_status run_in_turn(dt_runtime *rt, dt_spmd_fn fn, void *arg);
+
+dt_status runtime_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg,
+                           const char *site) {
   if (!rt || !fn)
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_spmd_run: %s is NULL",
                           !rt ? "rt" : "fn");
-  if (atomic_load_explicit(&rt->dead, memory_order_acquire))
+  if (closing(rt))
     return core_error_set(DT_ERR_DEVICE, "dt_spmd_run: the runtime was destroyed");
   if (rt->dry_run)
     return core_error_set(DT_ERR_UNSUPPORTED, "dt_spmd_run: a dry-run runtime "
@@ -138,6 +224,19 @@ dt_status runtime_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
                           "rank %d's thread (from an SPMD function or a rank "
                           "callback); SPMD runs do not nest",
                           sched_current_rank());
+  char holder[256];
+  describe_run(holder, sizeof holder, fn, site);
+  runtime_ref(rt); /* the turn's lock outlives a destroy meanwhile */
+  dt_status st = runtime_spmd_take_turn(rt, "dt_spmd_run", holder);
+  if (st == DT_OK) {
+    st = run_in_turn(rt, fn, arg);
+    runtime_spmd_give_turn(rt);
+  }
+  runtime_unref(rt);
+  return st;
+}
+
+static dt_status run_in_turn(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
   spmd_job *j = calloc(1, sizeof *j);
   dt_future *f = j ? sched_future_new() : NULL;
   if (!f) {
@@ -152,9 +251,12 @@ dt_status runtime_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
   /* relaxed: the record's publish (a release) orders it for the ranks */
   atomic_fetch_add_explicit(&rt->spmd_active, 1, memory_order_relaxed);
   if (runtime_publish_named_call(rt, -1, "spmd", on_rank, on_done, j) != DT_OK) {
+    dt_status st = core_last_status();
     atomic_fetch_sub_explicit(&rt->spmd_active, 1, memory_order_relaxed);
     sched_future_release(f);
     on_done(j); /* completes nobody's future: f was ours alone */
+    if (st == DT_ERR_DEVICE)
+      return core_error_set(st, "dt_spmd_run: the runtime was destroyed");
     return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_spmd_run: out of host "
                           "memory for a record to every rank");
   }

@@ -28,7 +28,22 @@ static inline int runtime_spmd_rank(const dt_runtime *rt) {
 int runtime_spmd_any_rank(void);
 dt_runtime *runtime_spmd_runtime(void);
 
-/* dt_spmd_run (dtorch.h) */
-dt_status runtime_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg);
+/* dt_spmd_run (dtorch.h); site: where it was called ("file:line", or a
+ * symbolized return address), for the report of a run that waits its
+ * turn behind this one */
+dt_status runtime_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg,
+                           const char *site);
+
+/* The runtime's turn (one SPMD run, or its destroy, at a time). take:
+ * waits for it up to the collective timeout (none: for ever); fails with
+ * DT_ERR_TIMEOUT naming the holder and where it was started, or with
+ * DT_ERR_DEVICE once the runtime is being destroyed; holder describes the
+ * caller for such a report (NULL: the destroy itself, which waits on a
+ * closed runtime too). give: hands it on. wake_waiters: after the gate
+ * closed, the waiters fail with DT_ERR_DEVICE. */
+dt_status runtime_spmd_take_turn(dt_runtime *rt, const char *fn,
+                                 const char *holder);
+void runtime_spmd_give_turn(dt_runtime *rt);
+void runtime_spmd_wake_waiters(dt_runtime *rt);
 
 #endif

@@ -79,9 +79,18 @@ static void last_release(core_storage *s) {
     return;
   }
   sched_pool *cur = sched_current_pool();
-  if (cur == rt->pool && sched_current_rank() == s->rank) {
+  bool own = runtime_gate_is_own(rt);
+  if (own && sched_current_rank() == s->rank) {
     runtime_storage_destroy_on_rank(s, rt, s->rank);
-  } else if (cur) {
+    return;
+  }
+  /* another thread: inside the gate while it reaches the pool; a runtime
+   * being destroyed frees the data with its devices (teardown) */
+  if (!runtime_gate_enter(rt, NULL)) { /* a release reports nothing */
+    free_struct(s);
+    return;
+  }
+  if (cur) {
     int owner = s->rank; /* s belongs to the owner once pushed */
     runtime_ref(rt);     /* and may take the runtime's last storage ref */
     _Atomic(core_storage *) *head = &rt->ranks[owner].remote_free;
@@ -99,9 +108,10 @@ static void last_release(core_storage *s) {
     /* a parked owner frees it now, not at its next record */
     sched_pool_wake(rt->pool, owner);
     runtime_unref(rt);
-  } else {
-    runtime_publish_free(s);
+  } else if (!runtime_publish_free(s)) { /* inside already: cannot fail */
+    free_struct(s);
   }
+  runtime_gate_leave(rt);
 }
 
 dt_tensor *runtime_tensor_alloc(dt_dtype dtype, int ndim, const int64_t *sizes,

@@ -15,13 +15,27 @@ dt_status runtime_trace_begin(dt_runtime *rt, const char *path, const char *fn) 
   if (!path || !*path)
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: path is %s", fn,
                           path ? "empty" : "NULL");
-  if (atomic_load_explicit(&rt->dead, memory_order_acquire))
-    return core_error_set(DT_ERR_DEVICE, "%s: the runtime was destroyed", fn);
-  return sched_trace_start(rt->pool, rt->nranks, path, fn);
+  /* the recorder lives in the pool: inside the gate (runtime.h) */
+  if (!runtime_gate_enter(rt, fn)) return DT_ERR_DEVICE;
+  dt_status st = sched_trace_start(rt->pool, rt->nranks, path, fn);
+  runtime_gate_leave(rt);
+  return st;
 }
+
+static dt_status trace_end_inside(dt_runtime *rt, const char *fn);
 
 dt_status runtime_trace_end(dt_runtime *rt, const char *fn) {
   if (!rt) return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rt is NULL", fn);
+  /* a destroyed runtime wrote its trace at the destroy */
+  if (!runtime_gate_enter(rt, NULL))
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: this runtime is not "
+                          "being traced (it was destroyed)", fn);
+  dt_status st = trace_end_inside(rt, fn);
+  runtime_gate_leave(rt);
+  return st;
+}
+
+static dt_status trace_end_inside(dt_runtime *rt, const char *fn) {
   if (!sched_trace_is_traced(rt->pool))
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: this runtime is not "
                           "being traced (call dt_trace_begin first)", fn);

@@ -222,7 +222,17 @@ DT_STATIC_ASSERT(sizeof(dt_runtime_options) == 232,
 DT_API dt_runtime *dt_runtime_create(const dt_runtime_options *opts);
 /* Waits for all issued work, joins the threads and frees the devices.
  * Tensors still held stay valid handles, but ops and fetches on them fail
- * with DT_ERR_DEVICE. NULL is a no-op. */
+ * with DT_ERR_DEVICE. NULL is a no-op. Errors (dt_last_status; DT_OK when
+ * destroyed): rt not a live runtime (destroyed already, even if freed,
+ * or by another thread now) or called on one of rt's rank threads
+ * (inside a dt_spmd_run function): DT_ERR_INVALID_ARGUMENT, nothing done;
+ * a dt_spmd_run in progress did not end within the collective timeout:
+ * DT_ERR_TIMEOUT, rt closed to new work but not freed (destroy it again).
+ * Thread safety: any thread, while others use rt through a reference
+ * (rt current on them, their tensors): their calls complete or fail with
+ * DT_ERR_DEVICE, waits on its futures complete. A destroyed runtime
+ * stays current where it was: factories there fail with DT_ERR_DEVICE
+ * until dt_runtime_set_current picks another (docs/engine.md). */
 DT_API void        dt_runtime_destroy(dt_runtime *rt);
 DT_API int         dt_runtime_num_ranks(const dt_runtime *rt);
 /* Blocks until every op issued to rt before the call has run on every
@@ -230,7 +240,9 @@ DT_API int         dt_runtime_num_ranks(const dt_runtime *rt);
 DT_API dt_status   dt_runtime_synchronize(dt_runtime *rt);
 /* The default runtime (made on first use); NULL + error if it cannot be. */
 DT_API dt_runtime *dt_runtime_default(void);
-/* This thread's runtime for factories (NULL = back to the default). */
+/* This thread's runtime for factories (NULL = back to the default); it
+ * holds a reference, so another thread's destroy leaves calls here
+ * failing with DT_ERR_DEVICE, never reading freed memory. */
 DT_API dt_status   dt_runtime_set_current(dt_runtime *rt);
 DT_API dt_runtime *dt_runtime_current(void);
 /* Streams and events. Each rank runs what is issued to it in order (its
@@ -269,8 +281,8 @@ DT_API dt_status   dt_runtime_cancel(dt_runtime *rt);
 /* Records issued to `rank` and not yet run (its own stream and the
  * all-rank records it has not reached): a gauge for a server's metrics,
  * exact only while nothing is being issued. Returns: the count, or -1
- * with the error set (rt NULL, rank out of range). Thread safety: any
- * thread. */
+ * with the error set (rt NULL, rank out of range, rt destroyed:
+ * DT_ERR_DEVICE). Thread safety: any thread. */
 DT_API int64_t     dt_runtime_queue_depth(const dt_runtime *rt, int rank);
 
 /* ------------------------------------------------------------------ meshes

@@ -42,9 +42,13 @@ typedef dt_status (*dt_spmd_fn)(dt_spmd_ctx *ctx);
  * failing rank's status, with "dt_spmd_run: rank 3 failed (1 of 8 ranks
  * failed): <its message>". Blocks until every rank returned. Work issued
  * to rt by other threads meanwhile runs after the SPMD run, in order.
- * Errors: rt or fn NULL, rt destroyed, called on a rank thread (no
- * nesting). Thread safety: any thread but a rank's; runs of two threads
- * on one runtime take turns. */
+ * Errors: rt or fn NULL, rt destroyed (also while waiting for a turn),
+ * called on a rank thread (no nesting), no turn within the collective
+ * timeout (DT_ERR_TIMEOUT naming the run holding rt, its function and
+ * where it was started: a run started by a thread the running function
+ * joins never gets one). Thread safety: any thread but a rank's; runs of
+ * two threads on one runtime take turns. dt_runtime_destroy inside fn is
+ * refused (DT_ERR_INVALID_ARGUMENT). */
 DT_API dt_status dt_spmd_run(dt_runtime *rt, dt_spmd_fn fn, void *arg);
 /* the calling thread's SPMD rank, -1 outside an SPMD function */
 DT_API int       dt_spmd_rank(void);
@@ -82,10 +86,12 @@ DT_API dt_status  dt_barrier(const dt_group *g);
  * must agree: DT_ERR_INVALID_ARGUMENT on both sides otherwise) */
 DT_API dt_status  dt_send(dt_tensor *t, int dst);
 DT_API dt_tensor *dt_recv(int src, dt_shape shape, dt_dtype dtype);
-/* The call site the next collective of this thread reports (desync
- * messages); the macros below pass __FILE__ and __LINE__ for you. */
+/* The call site the next collective (desync messages) or dt_spmd_run
+ * (the report of a run waiting behind it) of this thread reports; the
+ * macros below pass __FILE__ and __LINE__ for you. */
 DT_API void       dt_call_site(const char *file, int line);
 #if !defined(DTORCH_BUILDING) && !defined(DT_NO_CALL_SITES)
+#define dt_spmd_run(...) (dt_call_site(__FILE__, __LINE__), dt_spmd_run(__VA_ARGS__))
 #define dt_all_reduce(...) (dt_call_site(__FILE__, __LINE__), dt_all_reduce(__VA_ARGS__))
 #define dt_all_gather(...) (dt_call_site(__FILE__, __LINE__), dt_all_gather(__VA_ARGS__))
 #define dt_reduce_scatter(...) (dt_call_site(__FILE__, __LINE__), dt_reduce_scatter(__VA_ARGS__))
