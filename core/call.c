@@ -3,18 +3,30 @@
 #include "core/call.h"
 
 static const char *const op_names[CORE_OP_COUNT] = {
-#define CORE_OP(id, name, schema, infer, cpu, rule, grad) [CORE_OP_##id] = name,
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad, cuda, api, flags) [CORE_OP_##id] = name,
 #include "core/op_list.h"
 #undef CORE_OP
 };
 static const char *const op_schemas[CORE_OP_COUNT] = {
-#define CORE_OP(id, name, schema, infer, cpu, rule, grad) [CORE_OP_##id] = schema,
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad, cuda, api, flags) [CORE_OP_##id] = schema,
+#include "core/op_list.h"
+#undef CORE_OP
+};
+
+static const char *const op_apis[CORE_OP_COUNT] = {
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad, cuda, api, flags) [CORE_OP_##id] = api,
+#include "core/op_list.h"
+#undef CORE_OP
+};
+
+static const unsigned op_flags[CORE_OP_COUNT] = {
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad, cuda, api, flags) [CORE_OP_##id] = flags,
 #include "core/op_list.h"
 #undef CORE_OP
 };
 
 /* one entry per enum value, and every schema fits a call */
-#define CORE_OP(id, name, schema, infer, cpu, rule, grad)                                 \
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad, cuda, api, flags)                                 \
   _Static_assert(sizeof(schema) - 1 <= CORE_CALL_MAX_ARGS, "schema of " name);
 #include "core/op_list.h"
 #undef CORE_OP
@@ -26,6 +38,12 @@ const char *core_op_name(core_op_id op) {
 }
 const char *core_op_schema(core_op_id op) {
   return (unsigned)op < CORE_OP_COUNT ? op_schemas[op] : "";
+}
+const char *core_op_api(core_op_id op) {
+  return (unsigned)op < CORE_OP_COUNT ? op_apis[op] : "?";
+}
+unsigned core_op_flags(core_op_id op) {
+  return (unsigned)op < CORE_OP_COUNT ? op_flags[op] : 0;
 }
 
 int core_call_num_tensor_inputs(const dt_op_call *c) {

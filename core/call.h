@@ -30,7 +30,7 @@ typedef uint32_t core_keyset;
 
 /* ---- the op list */
 typedef enum core_op_id {
-#define CORE_OP(id, name, schema, infer, cpu, rule, grad) CORE_OP_##id,
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad, cuda, api, flags) CORE_OP_##id,
 #include "core/op_list.h"
 #undef CORE_OP
   CORE_OP_COUNT
@@ -117,9 +117,20 @@ typedef dt_status (*core_infer_fn)(dt_op_call *c);
 typedef dt_status (*core_kernel_fn)(dt_op_call *c);
 
 
-/* The op list as data: name and schema per op id (core/call.c). */
+/* The op list as data: name, schema and public function per op id
+ * (core/call.c). */
 const char *core_op_name(core_op_id op);
 const char *core_op_schema(core_op_id op);
+const char *core_op_api(core_op_id op);
+/* The op list's flags column:
+ *   CORE_OP_CHECKS_DATA  the kernels validate data (indices, targets)
+ *       while they run; the call waits for the result, so a bad index
+ *       fails the call itself, as on PyTorch's CPU
+ *   CORE_OP_CONTRACTS    a dry run counts 2 * (output elements) * k FLOPs,
+ *       k the first input's last dim (matmul, linear: runtime/dry.c) */
+#define CORE_OP_CHECKS_DATA 1u
+#define CORE_OP_CONTRACTS 2u
+unsigned core_op_flags(core_op_id op);
 
 /* ---- calling */
 /* Starts a call: op, the public api name for messages. */

@@ -7,6 +7,7 @@
 #include "dispatch/autograd.h"
 #include "dispatch/propagate.h"
 #include "dispatch/intercept.h"
+#include "mesh/shard.h"
 #include "ops/ops.h"
 #include "runtime/backend.h"
 #include "runtime/exec.h"
@@ -78,7 +79,7 @@ dt_tensor *dispatch_run1(dt_op_call *c) {
   return c->out[0];
 }
 
-static void release_outs(dt_op_call *c) {
+void dispatch_release_outs(dt_op_call *c) {
   for (int i = 0; i < c->nout; i++) {
     core_tensor_release(c->out[i]);
     c->out[i] = NULL;
@@ -132,13 +133,13 @@ static dt_status call_device(dt_op_call *c, dt_runtime **rt, int *rank) {
 }
 
 
-static dt_status wait_for_outputs(dt_op_call *c, dt_runtime *rt, int rank) {
+dt_status dispatch_wait_outputs(dt_op_call *c, dt_runtime *rt, int rank) {
   dt_future *f = runtime_publish_barrier(rt, rank);
   if (!f) return core_last_status();
   dt_status st = sched_future_wait(f, -1);
   sched_future_release(f);
   for (int i = 0; st == DT_OK && i < c->nout; i++) {
-    const core_poison *p = core_storage_poison(c->out[i]->local.storage);
+    const core_poison *p = mesh_tensor_poison(c->out[i]);
     if (p) st = core_error_set(p->status, "%s", p->message);
   }
   return st;
@@ -207,7 +208,7 @@ static dt_status backend_layer(dt_op_call *c, core_key key) {
   st = make_outputs(c, rt, rank, &fresh);
   if (st == DT_OK && fresh) st = runtime_publish_op(c, rt, rank);
   if (st == DT_OK && fresh && ops_checks_data(c->op))
-    st = wait_for_outputs(c, rt, rank);
-  if (st != DT_OK) release_outs(c);
+    st = dispatch_wait_outputs(c, rt, rank);
+  if (st != DT_OK) dispatch_release_outs(c);
   return st;
 }

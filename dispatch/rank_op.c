@@ -185,8 +185,10 @@ static double partial_identity(dt_reduce_op op, dt_dtype d) {
   }
 }
 
+/* the reductions are the ops with the reduction rule: a column of the op
+ * list, not a range of its order */
 static bool is_reduction(core_op_id op) {
-  return op >= CORE_OP_SUM && op <= CORE_OP_VAR;
+  return ops_defs[op].rule == ops_reduce_rule;
 }
 
 /* a view op on the rank: the view of the local shard, copied into the

@@ -569,15 +569,7 @@ static dt_status inline_op(dt_op_call *c, dt_runtime *rt, int rank, int me) {
 /* a dry run's op: nothing runs; the fullest rank (this one) writes its
  * outputs and reads its inputs once */
 static dt_status dry_op(const dt_op_call *c, dt_runtime *rt) {
-  int64_t bytes = 0;
-  for (int i = 0; i < c->nout; i++)
-    bytes += 2 * core_numel(c->out[i]) * (int64_t)core_dtype_size(c->out[i]->dtype);
-  double flops = 0;
-  if ((c->op == CORE_OP_MATMUL || c->op == CORE_OP_LINEAR) && c->args[0].t &&
-      c->args[0].t->local.ndim > 0) /* 2 m n k: the output times k */
-    flops = 2.0 * (double)core_numel(c->out[0]) *
-            (double)c->args[0].t->local.sizes[c->args[0].t->local.ndim - 1];
-  runtime_dry_op(rt, bytes, flops);
+  runtime_dry_call(rt, c, NULL, -1);
   return DT_OK;
 }
 
