@@ -1,5 +1,5 @@
-/* The op list as data (names and schemas per op id) and the schema walks
- * every layer shares. */
+/* The op list as data (names, schemas, public functions and flags per op
+ * id) and the tensor-input counts built on the schema walk (core/call.h). */
 #include "core/call.h"
 
 static const char *const op_names[CORE_OP_COUNT] = {
@@ -47,24 +47,13 @@ unsigned core_op_flags(core_op_id op) {
 }
 
 int core_call_num_tensor_inputs(const dt_op_call *c) {
-  const char *s = op_schemas[c->op];
   int n = 0;
-  for (int i = 0; s[i]; i++) {
-    if (s[i] == 'T' || s[i] == 't') n++;
-    else if (s[i] == 'L') n += c->args[i].list.n;
-  }
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);) n++;
   return n;
 }
 
 dt_tensor *core_call_tensor_input(const dt_op_call *c, int k) {
-  const char *s = op_schemas[c->op];
-  for (int i = 0; s[i]; i++) {
-    if (s[i] == 'T' || s[i] == 't') {
-      if (k-- == 0) return c->args[i].t;
-    } else if (s[i] == 'L') {
-      if (k < c->args[i].list.n) return c->args[i].list.v[k];
-      k -= c->args[i].list.n;
-    }
-  }
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);)
+    if (k-- == 0) return it.t;
   return NULL;
 }

@@ -173,6 +173,55 @@ static inline void core_call_ptr(dt_op_call *c, const void *p) {
 }
 
 
+/* ---- walking the tensor arguments
+ * The one walk over a call's tensor arguments in schema order, list
+ * elements flattened (what autograd numbers its inputs by):
+ *
+ *   for (core_arg_it it = core_call_args(c); core_arg_next(&it);)
+ *     use(it.pos, it.elem, it.t);
+ *
+ * pos: the argument's position; elem: the index in a list argument (`L`),
+ * -1 for a `T` / `t` one; t: the tensor (NULL for an absent optional `t`,
+ * and whatever the list holds). An empty list yields nothing. The walk
+ * reads the schema once (core_op_schema) and the arguments in place; it
+ * is inline, so a walk costs what the hand-written loop did. core_args
+ * walks an argument array of another record (a DTensor job) by its op. */
+typedef struct core_arg_it {
+  const core_value *args;
+  const char *schema;
+  int pos;
+  int elem;
+  dt_tensor *t;
+} core_arg_it;
+
+static inline core_arg_it core_args(core_op_id op, const core_value *args) {
+  core_arg_it it = {args, core_op_schema(op), -1, -1, NULL};
+  return it;
+}
+static inline core_arg_it core_call_args(const dt_op_call *c) {
+  return core_args(c->op, c->args);
+}
+static inline bool core_arg_next(core_arg_it *it) {
+  if (it->elem >= 0 && ++it->elem < it->args[it->pos].list.n) {
+    it->t = it->args[it->pos].list.v[it->elem];
+    return true;
+  }
+  it->elem = -1;
+  for (char k; (k = it->schema[++it->pos]) != '\0';) {
+    if (k == 'T' || k == 't') {
+      it->t = it->args[it->pos].t;
+      return true;
+    }
+    if (k == 'L' && it->args[it->pos].list.n > 0) {
+      it->elem = 0;
+      it->t = it->args[it->pos].list.v[0];
+      return true;
+    }
+  }
+  it->pos--; /* stays on the terminator: a further next is false too */
+  return false;
+}
+
 /* number of tensor inputs per schema / the i-th tensor input */
 int core_call_num_tensor_inputs(const dt_op_call *c);
 dt_tensor *core_call_tensor_input(const dt_op_call *c, int i);

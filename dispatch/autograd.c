@@ -108,11 +108,7 @@ static void node_release(ag_node *n) {
 }
 
 static int count_inputs(const dt_op_call *c) {
-  const char *s = core_op_schema(c->op);
-  int n = 0;
-  for (int i = 0; s[i]; i++)
-    n += s[i] == 'T' || s[i] == 't' ? 1 : s[i] == 'L' ? c->args[i].list.n : 0;
-  return n;
+  return core_call_num_tensor_inputs(c);
 }
 
 /* a node for call c (its outputs made); NULL when out of host memory */
@@ -210,21 +206,15 @@ static bool attach(dt_tensor *out, ag_node *n, int idx) {
 }
 
 static bool any_requires_grad(const dt_op_call *c) {
-  const char *s = core_op_schema(c->op);
-  for (int i = 0; s[i]; i++) {
-    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t && c->args[i].t->requires_grad)
-      return true;
-    if (s[i] == 'L')
-      for (int j = 0; j < c->args[i].list.n; j++)
-        if (c->args[i].list.v[j] && c->args[i].list.v[j]->requires_grad) return true;
-  }
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);)
+    if (it.t && it.t->requires_grad) return true;
   return false;
 }
 
+/* t is one of c's T / t arguments (list elements are not) */
 static bool is_input(const dt_op_call *c, const dt_tensor *t) {
-  const char *s = core_op_schema(c->op);
-  for (int i = 0; s[i]; i++)
-    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t == t) return true;
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);)
+    if (it.elem < 0 && it.t == t) return true;
   return false;
 }
 

@@ -41,13 +41,10 @@
 
 /* ---- walking the tensor arguments */
 typedef void (*arg_fn)(int pos, dt_tensor *t, void *ctx);
+/* an absent optional is skipped; a list element is passed as it is */
 static void each_tensor(const dt_op_call *c, arg_fn fn, void *ctx) {
-  const char *s = core_op_schema(c->op);
-  for (int i = 0; s[i]; i++) {
-    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t) fn(i, c->args[i].t, ctx);
-    else if (s[i] == 'L')
-      for (int j = 0; j < c->args[i].list.n; j++) fn(i, c->args[i].list.v[j], ctx);
-  }
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);)
+    if (it.t || it.elem >= 0) fn(it.pos, it.t, ctx);
 }
 
 typedef struct mesh_check { dt_mesh *mesh; int mesh_arg, plain_arg; bool other; } mesh_check;

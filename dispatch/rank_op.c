@@ -317,9 +317,9 @@ void dispatch_dtensor_exec(void *arg, dt_runtime *rt, int rank) {
 
 void dispatch_dtensor_done(void *arg) {
   dispatch_dtensor_job *j = arg;
-  const char *s = core_op_schema(j->op);
-  for (int i = 0; s[i]; i++)
-    if (s[i] == 'T' || s[i] == 't') core_tensor_release(j->args[i].t);
+  /* the T / t arguments; the list's elements are j->list's */
+  for (core_arg_it it = core_args(j->op, j->args); core_arg_next(&it);)
+    if (it.elem < 0) core_tensor_release(it.t);
   for (int e = 0; j->list && e < j->args[j->list_arg].list.n; e++)
     core_tensor_release(j->list[e]);
   for (int o = 0; o < j->nout; o++) core_tensor_release(j->out[o]);

@@ -213,18 +213,14 @@ static diff compare(const host_vals *a, const host_vals *b, double tol) {
 
 /* "[S(1)], [S(0)]": the placements of c's DTensor arguments */
 static void inputs_str(const dt_op_call *c, char *buf, size_t n) {
-  const char *s = core_op_schema(c->op);
   size_t at = 0;
   buf[0] = 0;
-  for (int i = 0; s[i] && at < n; i++) {
-    dt_tensor *const *v = (s[i] == 'L') ? c->args[i].list.v : &c->args[i].t;
-    int m = s[i] == 'L' ? c->args[i].list.n : (s[i] == 'T' || s[i] == 't') ? 1 : 0;
-    for (int k = 0; k < m && at < n; k++) {
-      if (!v[k] || !v[k]->spec) continue;
-      char pl[128];
-      mesh_placements_str(v[k]->spec->placements, v[k]->spec->mesh->ndim, pl, sizeof pl);
-      at += (size_t)snprintf(buf + at, n - at, "%s%s", at ? ", " : "", pl);
-    }
+  for (core_arg_it it = core_call_args(c); at < n && core_arg_next(&it);) {
+    const dt_tensor *t = it.t;
+    if (!t || !t->spec) continue;
+    char pl[128];
+    mesh_placements_str(t->spec->placements, t->spec->mesh->ndim, pl, sizeof pl);
+    at += (size_t)snprintf(buf + at, n - at, "%s%s", at ? ", " : "", pl);
   }
 }
 
