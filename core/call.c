@@ -7,7 +7,7 @@ static const char *const op_names[CORE_OP_COUNT] = {
 #include "core/op_list.h"
 #undef CORE_OP
 };
-static const char *const op_schemas[CORE_OP_COUNT] = {
+const char *const core_op_schemas[CORE_OP_COUNT] = {
 #define CORE_OP(id, name, schema, infer, cpu, rule, grad, cuda, api, flags) [CORE_OP_##id] = schema,
 #include "core/op_list.h"
 #undef CORE_OP
@@ -19,7 +19,7 @@ static const char *const op_apis[CORE_OP_COUNT] = {
 #undef CORE_OP
 };
 
-static const unsigned op_flags[CORE_OP_COUNT] = {
+const unsigned char core_op_flag_table[CORE_OP_COUNT] = {
 #define CORE_OP(id, name, schema, infer, cpu, rule, grad, cuda, api, flags) [CORE_OP_##id] = flags,
 #include "core/op_list.h"
 #undef CORE_OP
@@ -37,14 +37,12 @@ const char *core_op_name(core_op_id op) {
   return (unsigned)op < CORE_OP_COUNT ? op_names[op] : "?";
 }
 const char *core_op_schema(core_op_id op) {
-  return (unsigned)op < CORE_OP_COUNT ? op_schemas[op] : "";
+  return (unsigned)op < CORE_OP_COUNT ? core_op_schemas[op] : "";
 }
 const char *core_op_api(core_op_id op) {
   return (unsigned)op < CORE_OP_COUNT ? op_apis[op] : "?";
 }
-unsigned core_op_flags(core_op_id op) {
-  return (unsigned)op < CORE_OP_COUNT ? op_flags[op] : 0;
-}
+
 
 int core_call_num_tensor_inputs(const dt_op_call *c) {
   int n = 0;

@@ -130,7 +130,13 @@ const char *core_op_api(core_op_id op);
  *       k the first input's last dim (matmul, linear: runtime/dry.c) */
 #define CORE_OP_CHECKS_DATA 1u
 #define CORE_OP_CONTRACTS 2u
-unsigned core_op_flags(core_op_id op);
+/* the tables behind the walks and flags, indexed by a valid op id (a
+ * call's): inline reads on the dispatch path (core/call.c) */
+extern const char *const core_op_schemas[CORE_OP_COUNT];
+extern const unsigned char core_op_flag_table[CORE_OP_COUNT];
+static inline unsigned core_op_flags(core_op_id op) {
+  return core_op_flag_table[op];
+}
 
 /* ---- calling */
 /* Starts a call: op, the public api name for messages. */
@@ -182,10 +188,12 @@ static inline void core_call_ptr(dt_op_call *c, const void *p) {
  *
  * pos: the argument's position; elem: the index in a list argument (`L`),
  * -1 for a `T` / `t` one; t: the tensor (NULL for an absent optional `t`,
- * and whatever the list holds). An empty list yields nothing. The walk
- * reads the schema once (core_op_schema) and the arguments in place; it
- * is inline, so a walk costs what the hand-written loop did. core_args
- * walks an argument array of another record (a DTensor job) by its op. */
+ * and whatever the list holds). An empty list yields nothing; once next
+ * has returned false the walk is over (do not call it again). The walk
+ * reads the schema table once and the arguments in place, all inline: a
+ * walk costs what the hand-written loop did (callgrind, docs/sharding.md).
+ * core_args walks an argument array of another record (a DTensor job) by
+ * its op. */
 typedef struct core_arg_it {
   const core_value *args;
   const char *schema;
@@ -195,31 +203,33 @@ typedef struct core_arg_it {
 } core_arg_it;
 
 static inline core_arg_it core_args(core_op_id op, const core_value *args) {
-  core_arg_it it = {args, core_op_schema(op), -1, -1, NULL};
+  core_arg_it it = {args, core_op_schemas[op], -1, -1, NULL};
   return it;
 }
 static inline core_arg_it core_call_args(const dt_op_call *c) {
   return core_args(c->op, c->args);
 }
 static inline bool core_arg_next(core_arg_it *it) {
-  if (it->elem >= 0 && ++it->elem < it->args[it->pos].list.n) {
-    it->t = it->args[it->pos].list.v[it->elem];
-    return true;
+  if (__builtin_expect(it->elem >= 0, 0)) {
+    if (++it->elem < it->args[it->pos].list.n) {
+      it->t = it->args[it->pos].list.v[it->elem];
+      return true;
+    }
+    it->elem = -1;
   }
-  it->elem = -1;
-  for (char k; (k = it->schema[++it->pos]) != '\0';) {
-    if (k == 'T' || k == 't') {
+  for (;;) {
+    char k = it->schema[++it->pos];
+    if ((k | 0x20) == 't') { /* 'T' or 't': one compare (ASCII case bit) */
       it->t = it->args[it->pos].t;
       return true;
     }
+    if (!k) return false;
     if (k == 'L' && it->args[it->pos].list.n > 0) {
       it->elem = 0;
       it->t = it->args[it->pos].list.v[0];
       return true;
     }
   }
-  it->pos--; /* stays on the terminator: a further next is false too */
-  return false;
 }
 
 /* number of tensor inputs per schema / the i-th tensor input */

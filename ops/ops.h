@@ -83,7 +83,9 @@ typedef struct ops_def {
 } ops_def;
 
 /* the op list's CORE_OP_CHECKS_DATA flag of op (core/call.h) */
-bool ops_checks_data(core_op_id op);
+static inline bool ops_checks_data(core_op_id op) {
+  return (core_op_flags(op) & CORE_OP_CHECKS_DATA) != 0;
+}
 /* the cuda column's marker for an op without a CUDA kernel: the host
  * fallback runs it (DTORCH_CUDA_FALLBACK=1), else DT_ERR_UNSUPPORTED; the
  * CUDA table holds NULL for it (ops/cuda_ops.c) */

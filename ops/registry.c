@@ -28,10 +28,6 @@ __attribute__((constructor)) static void register_kernels(void) {
   runtime_backend_set_fallback(CORE_KEY_CUDA, ops_host_fallback);
 }
 
-bool ops_checks_data(core_op_id op) {
-  return (core_op_flags(op) & CORE_OP_CHECKS_DATA) != 0;
-}
-
 dt_status ops_check_index_dtype(const dt_op_call *c, const char *arg,
                                 const dt_tensor *t) {
   if (t->dtype != DT_INT32 && t->dtype != DT_INT64)
