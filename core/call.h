@@ -232,6 +232,14 @@ static inline bool core_arg_next(core_arg_it *it) {
   }
 }
 
+/* the position of the list argument (`L`) of op, -1 if none: a walk that
+ * keeps its own copy of the list makes it here, before walking */
+static inline int core_op_list_pos(core_op_id op) {
+  for (int i = 0; core_op_schemas[op][i]; i++)
+    if (core_op_schemas[op][i] == 'L') return i;
+  return -1;
+}
+
 /* number of tensor inputs per schema / the i-th tensor input */
 int core_call_num_tensor_inputs(const dt_op_call *c);
 dt_tensor *core_call_tensor_input(const dt_op_call *c, int i);

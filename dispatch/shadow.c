@@ -262,18 +262,21 @@ static dt_status ref_make(ref_call *rc, const dt_op_call *c) {
   memset(rc->r.out, 0, sizeof rc->r.out);
   rc->r.shard = NULL;
   rc->r.kernel = NULL;
-  const char *s = core_op_schema(c->op);
-  for (int i = 0; s[i]; i++) {
-    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t && c->args[i].t->spec) {
-      if (!(rc->own[i] = local_copy(c->args[i].t))) return core_last_status();
-      rc->r.args[i].t = rc->own[i];
-    } else if (s[i] == 'L') {
-      int m = c->args[i].list.n;
-      rc->list = calloc((size_t)(m ? m : 1), sizeof *rc->list);
-      if (!rc->list) return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_shadow: out of host memory");
-      for (int k = 0; k < m; k++, rc->nlist++)
-        if (!(rc->list[k] = local_copy(c->args[i].list.v[k]))) return core_last_status();
-      rc->r.args[i].list.v = rc->list;
+  int li = core_op_list_pos(c->op);
+  if (li >= 0) {
+    int m = c->args[li].list.n;
+    rc->list = calloc((size_t)(m ? m : 1), sizeof *rc->list);
+    if (!rc->list) return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_shadow: out of host memory");
+    rc->r.args[li].list.v = rc->list;
+  }
+  /* a DTensor argument by its local copy; every list element copied */
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);) {
+    if (it.elem >= 0) {
+      if (!(rc->list[it.elem] = local_copy(it.t))) return core_last_status();
+      rc->nlist++;
+    } else if (it.t && it.t->spec) {
+      if (!(rc->own[it.pos] = local_copy(it.t))) return core_last_status();
+      rc->r.args[it.pos].t = rc->own[it.pos];
     }
   }
   return dispatch_run(&rc->r);
