@@ -125,7 +125,8 @@ dt_status ops_full_cuda(dt_op_call *c) {
 
 dt_status ops_random_cuda(dt_op_call *c) {
   dt_tensor *o = c->out[0];
-  if (!ops_cu_is_float(o->dtype)) return ops_cu_unsupported(c, "integer dtypes");
+  if (!ops_cu_is_float(o->dtype))
+    return ops_cu_unsupported(c, "integer dtypes");
   return cuda_rand_fill(ops_cu_stream(o), core_tensor_data(o), (int)o->dtype,
                         core_numel(o), (uint64_t)c->args[2].i,
                         (uint64_t)c->args[3].i, c->op == CORE_OP_RANDN)
@@ -137,8 +138,9 @@ dt_status ops_random_cuda(dt_op_call *c) {
 dt_status ops_from_host_cuda(dt_op_call *c) {
   dt_tensor *o = c->out[0];
   size_t n = (size_t)core_numel(o) * core_dtype_size(o->dtype);
-  return ops_cu_rt(o)->backend->copy(ops_cu_rt(o), ops_cu_rank(o), core_tensor_data(o),
-                                 c->args[0].p, n, RUNTIME_COPY_H2D);
+  return ops_cu_rt(o)->backend->copy(ops_cu_rt(o), ops_cu_rank(o),
+                                     core_tensor_data(o), c->args[0].p, n,
+                                     RUNTIME_COPY_H2D);
 }
 
 dt_status ops_arange_cuda(dt_op_call *c) {

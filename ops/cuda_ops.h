@@ -14,9 +14,13 @@
 #include "runtime/backend.h"
 #include "runtime/runtime.h"
 
-static inline dt_runtime *ops_cu_rt(const dt_tensor *t) { return t->local.storage->rt; }
+static inline dt_runtime *ops_cu_rt(const dt_tensor *t) {
+  return t->local.storage->rt;
+}
 
-static inline int ops_cu_rank(const dt_tensor *t) { return t->local.storage->rank; }
+static inline int ops_cu_rank(const dt_tensor *t) {
+  return t->local.storage->rank;
+}
 
 static inline cuda_rank *ops_cu_cr(const dt_tensor *t) {
   return ops_cu_rt(t)->ranks[ops_cu_rank(t)].dev_ctx;
@@ -27,7 +31,8 @@ static inline void *ops_cu_stream(const dt_tensor *t) {
 }
 
 /* t's view as an operand broadcast to out's dims */
-static inline cuda_operand ops_cu_operand(const dt_tensor *t, const dt_tensor *out) {
+static inline cuda_operand ops_cu_operand(const dt_tensor *t,
+                                          const dt_tensor *out) {
   cuda_operand o;
   o.data = core_tensor_data(t);
   ops_cuda_broadcast(out->local.ndim, t->local.ndim, t->local.sizes,
@@ -35,7 +40,8 @@ static inline cuda_operand ops_cu_operand(const dt_tensor *t, const dt_tensor *o
   return o;
 }
 
-static inline cuda_rows ops_cu_rows(const dt_tensor *x, uint32_t mask, bool y_full) {
+static inline cuda_rows ops_cu_rows(const dt_tensor *x, uint32_t mask,
+                                    bool y_full) {
   return ops_cuda_rows(x->local.ndim, x->local.sizes, x->local.strides, mask,
                        y_full);
 }

@@ -441,7 +441,8 @@ dt_status ops_index_select_backward_cuda(dt_op_call *c) {
   int n = o->local.ndim, d;
   dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, n ? n : 1, &d);
   if (st != DT_OK) return st;
-  if (g->dtype != o->dtype || !ops_cu_dense(g) || !ops_cu_dense(o) || !ops_cu_is_float(o->dtype))
+  if (g->dtype != o->dtype || !ops_cu_dense(g) || !ops_cu_dense(o) ||
+      !ops_cu_is_float(o->dtype))
     return ops_cu_unsupported(c, "a strided grad");
   int64_t outer = 1, inner = 1, size = n ? o->local.sizes[d] : 1;
   for (int k = 0; k < n; k++) {
@@ -462,9 +463,11 @@ dt_status ops_index_select_backward_cuda(dt_op_call *c) {
                      core_tensor_data(idx), idx->dtype == DT_INT64, istride,
                      scratch))
     st = ops_cu_launch_failed(c);
-  if (st == DT_OK) st = ops_cu_read_bad_index(c, scratch, idx, istride, &pos, &val);
+  if (st == DT_OK)
+    st = ops_cu_read_bad_index(c, scratch, idx, istride, &pos, &val);
   ops_cu_rt(o)->backend->free(ops_cu_rt(o), ops_cu_rank(o), scratch);
-  return st == DT_OK && pos >= 0 ? ops_cu_index_error(c, val, pos, d, size) : st;
+  return st == DT_OK && pos >= 0 ? ops_cu_index_error(c, val, pos, d, size)
+                                 : st;
 }
 
 /* cross_entropy_backward(grad, input, target, reduction, ignore_index,
@@ -476,9 +479,10 @@ dt_status ops_cross_entropy_backward_cuda(dt_op_call *c) {
             *t = c->args[2].t;
   int nx = x->local.ndim;
   if (c->shard || core_dtype_is_float(t->dtype) || nx > 2 ||
-      x->dtype != o->dtype || g->dtype != o->dtype || !ops_cu_is_float(x->dtype))
+      x->dtype != o->dtype || g->dtype != o->dtype ||
+      !ops_cu_is_float(x->dtype))
     return ops_cu_unsupported(c, "probability targets, more than 2 dims, mixed "
-                       "dtypes or a DTensor shard");
+                              "dtypes or a DTensor shard");
   int64_t m = nx == 2 ? x->local.sizes[0] : 1, nc = x->local.sizes[nx - 1];
   int64_t ts = t->local.ndim ? t->local.strides[0] : 0;
   int64_t gs = g->local.ndim ? g->local.strides[0] : 0;
@@ -496,9 +500,11 @@ dt_status ops_cross_entropy_backward_cuda(dt_op_call *c) {
           nx == 2 ? o->local.strides[0] : 0, o->local.strides[nx - 1],
           scratch))
     st = ops_cu_launch_failed(c);
-  if (st == DT_OK) st = ops_cu_read_bad_index(c, scratch + 8, t, ts, &pos, &val);
+  if (st == DT_OK)
+    st = ops_cu_read_bad_index(c, scratch + 8, t, ts, &pos, &val);
   ops_cu_rt(o)->backend->free(ops_cu_rt(o), ops_cu_rank(o), scratch);
-  if (st == DT_OK && pos >= 0) st = ops_cu_target_error(c, val, pos, nc, c->args[4].i);
+  if (st == DT_OK && pos >= 0)
+    st = ops_cu_target_error(c, val, pos, nc, c->args[4].i);
   return st;
 }
 #endif

@@ -446,9 +446,10 @@ dt_status ops_linalg_grad(ops_grad_env *e, const dt_op_call *f,
 dt_status ops_matmul_cuda(dt_op_call *c) {
   dt_tensor *o = c->out[0], *a = c->args[0].t, *b = c->args[1].t;
   int na = a->local.ndim, nb = b->local.ndim;
-  if (na < 2 || na != nb || !ops_cu_dense(a) || !ops_cu_dense(b) || a->dtype != o->dtype ||
-      b->dtype != o->dtype)
-    return ops_cu_unsupported(c, "broadcast, 1-d, strided or mixed-dtype operands");
+  if (na < 2 || na != nb || !ops_cu_dense(a) || !ops_cu_dense(b) ||
+      a->dtype != o->dtype || b->dtype != o->dtype)
+    return ops_cu_unsupported(
+        c, "broadcast, 1-d, strided or mixed-dtype operands");
   int64_t batch = 1;
   for (int d = 0; d < na - 2; d++) {
     if (a->local.sizes[d] != b->local.sizes[d])
@@ -458,8 +459,9 @@ dt_status ops_matmul_cuda(dt_op_call *c) {
   int64_t m = a->local.sizes[na - 2], k = a->local.sizes[na - 1],
           n = b->local.sizes[nb - 1];
   char why[256];
-  if (cuda_gemm(ops_cu_cr(o), (int)o->dtype, batch, m, n, k, core_tensor_data(a),
-                core_tensor_data(b), core_tensor_data(o), why, sizeof why))
+  if (cuda_gemm(ops_cu_cr(o), (int)o->dtype, batch, m, n, k,
+                core_tensor_data(a), core_tensor_data(b), core_tensor_data(o),
+                why, sizeof why))
     return core_error_set(DT_ERR_DEVICE, "%s: %s", c->api, why);
   return DT_OK;
 }
@@ -469,10 +471,11 @@ dt_status ops_matmul_cuda(dt_op_call *c) {
 dt_status ops_linear_cuda(dt_op_call *c) {
   dt_tensor *o = c->out[0], *x = c->args[0].t, *w = c->args[1].t,
             *bias = c->args[2].t;
-  if (x->local.ndim < 1 || w->local.ndim != 2 || !ops_cu_dense(x) || !ops_cu_dense(w) ||
-      x->dtype != o->dtype || w->dtype != o->dtype ||
+  if (x->local.ndim < 1 || w->local.ndim != 2 || !ops_cu_dense(x) ||
+      !ops_cu_dense(w) || x->dtype != o->dtype || w->dtype != o->dtype ||
       (bias && bias->dtype != o->dtype))
-    return ops_cu_unsupported(c, "a 1-d weight, strided or mixed-dtype operands");
+    return ops_cu_unsupported(c,
+                              "a 1-d weight, strided or mixed-dtype operands");
   int64_t k = w->local.sizes[1], n = w->local.sizes[0];
   int64_t m = n ? core_numel(o) / n : 0;
   char why[256];

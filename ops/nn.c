@@ -497,9 +497,9 @@ dt_status ops_nn_grad(ops_grad_env *e, const dt_op_call *f,
  * stream: these ops' callers wait for their outputs anyway, to report a
  * bad index as the CPU does). *pos = -1 when every index was in range. */
 static dt_status cu_gather(dt_op_call *c, int ndim, const int64_t *sizes,
-                        const cuda_operand *a, int dim, int64_t a_dim,
-                        const dt_tensor *idx, int64_t istride, int64_t *pos,
-                        int64_t *val) {
+                           const cuda_operand *a, int dim, int64_t a_dim,
+                           const dt_tensor *idx, int64_t istride, int64_t *pos,
+                           int64_t *val) {
   dt_tensor *o = c->out[0];
   dt_runtime *rt = ops_cu_rt(o);
   int rank = ops_cu_rank(o);
@@ -532,7 +532,7 @@ dt_status ops_embedding_cuda(dt_op_call *c) {
                     .strides = {w->local.strides[0], w->local.strides[1]}};
   int64_t pos, val;
   dt_status st = cu_gather(c, 2, sizes, &a, 0, w->local.sizes[0], idx, 1, &pos,
-                        &val);
+                           &val);
   if (st == DT_OK && pos >= 0)
     st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
                         "%lld of indices) is out of range for a table of "
@@ -561,7 +561,8 @@ dt_status ops_index_select_cuda(dt_op_call *c) {
   sizes[d] = core_numel(idx);
   int64_t istride = idx->local.ndim ? idx->local.strides[0] : 1, pos, val;
   st = cu_gather(c, nd, sizes, &oa, d, a_dim, idx, istride, &pos, &val);
-  return st == DT_OK && pos >= 0 ? ops_cu_index_error(c, val, pos, d, a_dim) : st;
+  return st == DT_OK && pos >= 0 ? ops_cu_index_error(c, val, pos, d, a_dim)
+                                 : st;
 }
 
 /* cross_entropy of [N, C] or [C] logits with class-index targets on one
@@ -574,7 +575,7 @@ dt_status ops_cross_entropy_cuda(dt_op_call *c) {
   if (c->shard || core_dtype_is_float(t->dtype) || nx > 2 ||
       x->dtype != o->dtype || !ops_cu_is_float(x->dtype))
     return ops_cu_unsupported(c, "probability targets, more than 2 dims or a "
-                       "DTensor shard");
+                              "DTensor shard");
   int64_t m = nx == 2 ? x->local.sizes[0] : 1;
   int64_t nc = x->local.sizes[nx - 1];
   int64_t rs = nx == 2 ? x->local.strides[0] : 0, cs = x->local.strides[nx - 1];
@@ -592,13 +593,14 @@ dt_status ops_cross_entropy_cuda(dt_op_call *c) {
   char *bad = scratch + (size_t)m * 16;
   int64_t pos = -1, val = 0;
   if (cuda_fill(ops_cu_stream(o), (int)DT_INT64, 1, bad, -1) ||
-      cuda_cross_entropy(ops_cu_stream(o), (int)x->dtype, t->dtype == DT_INT64, m,
-                         nc, rs, cs, core_tensor_data(x), core_tensor_data(t),
-                         ts, c->args[3].i, c->args[4].d, (int)c->args[2].i,
-                         core_tensor_data(o), os, scratch))
+      cuda_cross_entropy(ops_cu_stream(o), (int)x->dtype, t->dtype == DT_INT64,
+                         m, nc, rs, cs, core_tensor_data(x),
+                         core_tensor_data(t), ts, c->args[3].i, c->args[4].d,
+                         (int)c->args[2].i, core_tensor_data(o), os, scratch))
     st = ops_cu_launch_failed(c);
   if (st == DT_OK) st = ops_cu_read_bad_index(c, bad, t, ts, &pos, &val);
-  if (st == DT_OK && pos >= 0) st = ops_cu_target_error(c, val, pos, nc, c->args[3].i);
+  if (st == DT_OK && pos >= 0)
+    st = ops_cu_target_error(c, val, pos, nc, c->args[3].i);
   be->free(rt, rank, scratch);
   return st;
 }
@@ -613,7 +615,9 @@ dt_status ops_dropout_cuda(dt_op_call *c) {
   if (!c->args[2].b || p == 0.0) return ops_copy_cuda(c);
   if (p == 1.0)
     return cuda_fill(ops_cu_stream(o), (int)o->dtype, core_numel(o),
-                     core_tensor_data(o), 0.0) ? ops_cu_launch_failed(c) : DT_OK;
+                     core_tensor_data(o), 0.0)
+               ? ops_cu_launch_failed(c)
+               : DT_OK;
   cuda_operand oa = ops_cu_operand(a, o);
   return cuda_dropout(ops_cu_stream(o), (int)o->dtype, o->local.ndim,
                       o->local.sizes, core_tensor_data(o), &oa, p,

@@ -212,9 +212,11 @@ dt_status ops_norm_cuda(dt_op_call *c) {
       (b && (b->dtype != x->dtype || !ops_cu_dense(b))))
     return ops_cu_unsupported(c, "mixed dtypes, strided weights or 0-d inputs");
   cuda_rows g = ops_cu_rows(x, 1u << (x->local.ndim - 1), true);
-  return cuda_norm(ops_cu_stream(o), rms, (int)o->dtype, &g, core_tensor_data(o),
-                   core_tensor_data(x), w ? core_tensor_data(w) : NULL,
+  return cuda_norm(ops_cu_stream(o), rms, (int)o->dtype, &g,
+                   core_tensor_data(o), core_tensor_data(x),
+                   w ? core_tensor_data(w) : NULL,
                    b ? core_tensor_data(b) : NULL, eps)
-             ? ops_cu_launch_failed(c) : DT_OK;
+             ? ops_cu_launch_failed(c)
+             : DT_OK;
 }
 #endif

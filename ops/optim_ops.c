@@ -88,7 +88,8 @@ static bool cu_dense_like(const dt_tensor *t, const dt_tensor *o) {
 
 dt_status ops_adam_moment_cuda(dt_op_call *c) {
   dt_tensor *o = c->out[0], *buf = c->args[0].t, *x = c->args[1].t;
-  if (!ops_cu_is_float(o->dtype) || !cu_dense_like(buf, o) || !cu_dense_like(x, o))
+  if (!ops_cu_is_float(o->dtype) || !cu_dense_like(buf, o) ||
+      !cu_dense_like(x, o))
     return ops_cu_unsupported(c, "strided or mixed-dtype operands");
   return cuda_adam_moment(ops_cu_stream(o), (int)o->dtype, core_numel(o),
                           core_tensor_data(o), core_tensor_data(buf),
@@ -99,8 +100,8 @@ dt_status ops_adam_moment_cuda(dt_op_call *c) {
 dt_status ops_adamw_apply_cuda(dt_op_call *c) {
   dt_tensor *o = c->out[0], *p = c->args[0].t, *m = c->args[1].t,
             *v = c->args[2].t;
-  if (!ops_cu_is_float(o->dtype) || !cu_dense_like(p, o) || !cu_dense_like(m, o) ||
-      !cu_dense_like(v, o))
+  if (!ops_cu_is_float(o->dtype) || !cu_dense_like(p, o) ||
+      !cu_dense_like(m, o) || !cu_dense_like(v, o))
     return ops_cu_unsupported(c, "strided or mixed-dtype operands");
   return cuda_adamw_apply(ops_cu_stream(o), (int)o->dtype, core_numel(o),
                           core_tensor_data(o), core_tensor_data(p),

@@ -683,7 +683,8 @@ dt_status ops_binary_cuda(dt_op_call *c) {
       [CORE_OP_REMAINDER] = CUDA_REM + 1};
   dt_tensor *o = c->out[0], *a = c->args[0].t, *b = c->args[1].t;
   if (!ops[c->op]) return ops_cu_unsupported(c, "this op");
-  if (a->dtype != o->dtype || b->dtype != o->dtype || !ops_cu_is_float(o->dtype))
+  if (a->dtype != o->dtype || b->dtype != o->dtype ||
+      !ops_cu_is_float(o->dtype))
     return ops_cu_unsupported(c, "mixed or integer dtypes");
   cuda_operand oa = ops_cu_operand(a, o), ob = ops_cu_operand(b, o);
   return cuda_binary(ops_cu_stream(o), (cuda_binary_op)(ops[c->op] - 1),
@@ -750,10 +751,11 @@ dt_status ops_compare_cuda(dt_op_call *c) {
   if (a->dtype != b->dtype || !ops_cu_is_float(a->dtype) || o->dtype != DT_BOOL)
     return ops_cu_unsupported(c, "mixed or integer dtypes");
   cuda_operand oa = ops_cu_operand(a, o), ob = ops_cu_operand(b, o);
-  return cuda_compare(ops_cu_stream(o), (int)(c->op - CORE_OP_EQ), (int)a->dtype,
-                      o->local.ndim, o->local.sizes, core_tensor_data(o), &oa,
-                      &ob)
-             ? ops_cu_launch_failed(c) : DT_OK;
+  return cuda_compare(ops_cu_stream(o), (int)(c->op - CORE_OP_EQ),
+                      (int)a->dtype, o->local.ndim, o->local.sizes,
+                      core_tensor_data(o), &oa, &ob)
+             ? ops_cu_launch_failed(c)
+             : DT_OK;
 }
 
 dt_status ops_where_cuda(dt_op_call *c) {
@@ -796,7 +798,9 @@ dt_status ops_logical_cuda(dt_op_call *c) {
   if (o->dtype != DT_BOOL || (b && b->dtype != a->dtype))
     return ops_cu_unsupported(c, "mixed dtypes");
   cuda_operand oa = ops_cu_operand(a, o), ob = b ? ops_cu_operand(b, o) : oa;
-  int op = c->op == CORE_OP_LOGICAL_AND ? 0 : c->op == CORE_OP_LOGICAL_OR ? 1 : 2;
+  int op = c->op == CORE_OP_LOGICAL_AND  ? 0
+           : c->op == CORE_OP_LOGICAL_OR ? 1
+                                         : 2;
   return cuda_logical(ops_cu_stream(o), op, (int)a->dtype, o->local.ndim,
                       o->local.sizes, core_tensor_data(o), &oa, b ? &ob : NULL)
              ? ops_cu_launch_failed(c) : DT_OK;

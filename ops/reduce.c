@@ -318,8 +318,10 @@ dt_status ops_reduce_grad(ops_grad_env *e, const dt_op_call *f,
  * boxed call turned into a launch on the rank's stream */
 #if DTORCH_HAVE_CUDA
 /* cuda_reduce's op codes follow the op list's order */
-_Static_assert(CORE_OP_MEAN == CORE_OP_SUM + 1 && CORE_OP_AMAX == CORE_OP_SUM + 2 &&
-               CORE_OP_AMIN == CORE_OP_SUM + 3 && CORE_OP_PROD == CORE_OP_SUM + 4,
+_Static_assert(CORE_OP_MEAN == CORE_OP_SUM + 1 &&
+                   CORE_OP_AMAX == CORE_OP_SUM + 2 &&
+                   CORE_OP_AMIN == CORE_OP_SUM + 3 &&
+                   CORE_OP_PROD == CORE_OP_SUM + 4,
                "sum, mean, amax, amin, prod in order");
 
 /* the reduced dims of args[1] as a mask (none: all of them) */
@@ -350,9 +352,10 @@ dt_status ops_argext_cuda(dt_op_call *c) {
   if (!ops_cu_is_float(a->dtype) || o->dtype != DT_INT64)
     return ops_cu_unsupported(c, "integer dtypes");
   cuda_rows g = ops_cu_rows(a, cu_reduced_mask(c, a), false);
-  return cuda_argext(ops_cu_stream(o), c->op == CORE_OP_ARGMAX, (int)a->dtype, &g,
-                     core_tensor_data(o), core_tensor_data(a))
-             ? ops_cu_launch_failed(c) : DT_OK;
+  return cuda_argext(ops_cu_stream(o), c->op == CORE_OP_ARGMAX, (int)a->dtype,
+                     &g, core_tensor_data(o), core_tensor_data(a))
+             ? ops_cu_launch_failed(c)
+             : DT_OK;
 }
 
 dt_status ops_reduce_cuda(dt_op_call *c) {
