@@ -581,24 +581,23 @@ static dt_tensor *job_input(dt_tensor *t, const dt_placement *to,
  * dropped by dispatch_dtensor_done when one fails) */
 static dt_status job_inputs(dispatch_dtensor_job *j, dt_op_call *c,
                             dt_mesh *m) {
-  const char *s = core_op_schema(c->op);
-  for (int i = 0; s[i]; i++) {
-    if ((s[i] == 'T' || s[i] == 't')) {
-      if (!c->args[i].t) continue;
-      j->args[i].t = job_input(c->args[i].t, dispatch_job_in(j, i), m, c->api);
-      if (!j->args[i].t) return core_last_status();
-    } else if (s[i] == 'L') {
-      int n = c->args[i].list.n;
-      j->list = calloc((size_t)(n ? n : 1), sizeof *j->list);
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);) {
+    int i = it.pos, e = it.elem;
+    if (e < 0 && !it.t) continue; /* an absent optional */
+    if (e == 0) { /* a list: the job's copy, made at its first element */
+      j->list = calloc((size_t)c->args[i].list.n, sizeof *j->list);
       j->list_arg = i;
       j->args[i].list.v = j->list;
       if (!j->list) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of "
                                           "host memory", c->api);
-      for (int e = 0; e < n; e++) {
-        j->list[e] = job_input(c->args[i].list.v[e], dispatch_job_in(j, i), m, c->api);
-        if (!j->list[e]) return core_last_status();
-        j->args[i].list.n = e + 1;
-      }
+    }
+    dt_tensor *t = job_input(it.t, dispatch_job_in(j, i), m, c->api);
+    if (!t) return core_last_status();
+    if (e < 0) {
+      j->args[i].t = t;
+    } else {
+      j->list[e] = t;
+      j->args[i].list.n = e + 1;
     }
   }
   return DT_OK;
