@@ -30,7 +30,7 @@ typedef uint32_t core_keyset;
 
 /* ---- the op list */
 typedef enum core_op_id {
-#define CORE_OP(id, name, schema, infer, cpu, rule, grad) CORE_OP_##id,
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad, cuda, api, flags) CORE_OP_##id,
 #include "core/op_list.h"
 #undef CORE_OP
   CORE_OP_COUNT
@@ -117,9 +117,26 @@ typedef dt_status (*core_infer_fn)(dt_op_call *c);
 typedef dt_status (*core_kernel_fn)(dt_op_call *c);
 
 
-/* The op list as data: name and schema per op id (core/call.c). */
+/* The op list as data: name, schema and public function per op id
+ * (core/call.c). */
 const char *core_op_name(core_op_id op);
 const char *core_op_schema(core_op_id op);
+const char *core_op_api(core_op_id op);
+/* The op list's flags column:
+ *   CORE_OP_CHECKS_DATA  the kernels validate data (indices, targets)
+ *       while they run; the call waits for the result, so a bad index
+ *       fails the call itself, as on PyTorch's CPU
+ *   CORE_OP_CONTRACTS    a dry run counts 2 * (output elements) * k FLOPs,
+ *       k the first input's last dim (matmul, linear: runtime/dry.c) */
+#define CORE_OP_CHECKS_DATA 1u
+#define CORE_OP_CONTRACTS 2u
+/* the tables behind the walks and flags, indexed by a valid op id (a
+ * call's): inline reads on the dispatch path (core/call.c) */
+extern const char *const core_op_schemas[CORE_OP_COUNT];
+extern const unsigned char core_op_flag_table[CORE_OP_COUNT];
+static inline unsigned core_op_flags(core_op_id op) {
+  return core_op_flag_table[op];
+}
 
 /* ---- calling */
 /* Starts a call: op, the public api name for messages. */
@@ -161,6 +178,67 @@ static inline void core_call_ptr(dt_op_call *c, const void *p) {
   c->args[c->nargs++].p = p;
 }
 
+
+/* ---- walking the tensor arguments
+ * The one walk over a call's tensor arguments in schema order, list
+ * elements flattened (what autograd numbers its inputs by):
+ *
+ *   for (core_arg_it it = core_call_args(c); core_arg_next(&it);)
+ *     use(it.pos, it.elem, it.t);
+ *
+ * pos: the argument's position; elem: the index in a list argument (`L`),
+ * -1 for a `T` / `t` one; t: the tensor (NULL for an absent optional `t`,
+ * and whatever the list holds). An empty list yields nothing; once next
+ * has returned false the walk is over (do not call it again). The walk
+ * reads the schema table once and the arguments in place, all inline: a
+ * walk costs what the hand-written loop did (callgrind, docs/sharding.md).
+ * core_args walks an argument array of another record (a DTensor job) by
+ * its op. */
+typedef struct core_arg_it {
+  const core_value *args;
+  const char *schema;
+  int pos;
+  int elem;
+  dt_tensor *t;
+} core_arg_it;
+
+static inline core_arg_it core_args(core_op_id op, const core_value *args) {
+  core_arg_it it = {args, core_op_schemas[op], -1, -1, NULL};
+  return it;
+}
+static inline core_arg_it core_call_args(const dt_op_call *c) {
+  return core_args(c->op, c->args);
+}
+static inline bool core_arg_next(core_arg_it *it) {
+  if (__builtin_expect(it->elem >= 0, 0)) {
+    if (++it->elem < it->args[it->pos].list.n) {
+      it->t = it->args[it->pos].list.v[it->elem];
+      return true;
+    }
+    it->elem = -1;
+  }
+  for (;;) {
+    char k = it->schema[++it->pos];
+    if ((k | 0x20) == 't') { /* 'T' or 't': one compare (ASCII case bit) */
+      it->t = it->args[it->pos].t;
+      return true;
+    }
+    if (!k) return false;
+    if (k == 'L' && it->args[it->pos].list.n > 0) {
+      it->elem = 0;
+      it->t = it->args[it->pos].list.v[0];
+      return true;
+    }
+  }
+}
+
+/* the position of the list argument (`L`) of op, -1 if none: a walk that
+ * keeps its own copy of the list makes it here, before walking */
+static inline int core_op_list_pos(core_op_id op) {
+  for (int i = 0; core_op_schemas[op][i]; i++)
+    if (core_op_schemas[op][i] == 'L') return i;
+  return -1;
+}
 
 /* number of tensor inputs per schema / the i-th tensor input */
 int core_call_num_tensor_inputs(const dt_op_call *c);

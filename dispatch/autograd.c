@@ -108,11 +108,7 @@ static void node_release(ag_node *n) {
 }
 
 static int count_inputs(const dt_op_call *c) {
-  const char *s = core_op_schema(c->op);
-  int n = 0;
-  for (int i = 0; s[i]; i++)
-    n += s[i] == 'T' || s[i] == 't' ? 1 : s[i] == 'L' ? c->args[i].list.n : 0;
-  return n;
+  return core_call_num_tensor_inputs(c);
 }
 
 /* a node for call c (its outputs made); NULL when out of host memory */
@@ -142,22 +138,20 @@ static ag_node *node_make(const dt_op_call *c, int op, int nin) {
 /* saves c's tensor arguments into n (retained; a list copied) */
 static bool node_save_inputs(ag_node *n) {
   dt_op_call *c = &n->call;
-  const char *s = core_op_schema(c->op);
-  int k = 0;
-  for (int i = 0; s[i]; i++) {
-    if (s[i] == 'T' || s[i] == 't') {
-      n->in[k++] = core_tensor_retain(c->args[i].t);
-    } else if (s[i] == 'L') {
-      int m = c->args[i].list.n;
-      n->list = malloc(sizeof *n->list * (size_t)(m ? m : 1));
-      if (!n->list) {
-        n->nin = k; /* release what was saved */
-        return false;
-      }
-      for (int j = 0; j < m; j++) n->list[j] = n->in[k++] = core_tensor_retain(c->args[i].list.v[j]);
-      c->args[i].list.v = n->list;
+  int li = core_op_list_pos(c->op), k = 0;
+  if (li >= 0) {
+    int m = c->args[li].list.n;
+    n->list = malloc(sizeof *n->list * (size_t)(m ? m : 1));
+    if (!n->list) {
+      n->nin = 0; /* nothing saved yet */
+      return false;
     }
   }
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);) {
+    n->in[k++] = core_tensor_retain(it.t);
+    if (it.elem >= 0) n->list[it.elem] = it.t;
+  }
+  if (li >= 0) c->args[li].list.v = n->list;
   return true;
 }
 
@@ -210,21 +204,15 @@ static bool attach(dt_tensor *out, ag_node *n, int idx) {
 }
 
 static bool any_requires_grad(const dt_op_call *c) {
-  const char *s = core_op_schema(c->op);
-  for (int i = 0; s[i]; i++) {
-    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t && c->args[i].t->requires_grad)
-      return true;
-    if (s[i] == 'L')
-      for (int j = 0; j < c->args[i].list.n; j++)
-        if (c->args[i].list.v[j] && c->args[i].list.v[j]->requires_grad) return true;
-  }
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);)
+    if (it.t && it.t->requires_grad) return true;
   return false;
 }
 
+/* t is one of c's T / t arguments (list elements are not) */
 static bool is_input(const dt_op_call *c, const dt_tensor *t) {
-  const char *s = core_op_schema(c->op);
-  for (int i = 0; s[i]; i++)
-    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t == t) return true;
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);)
+    if (it.elem < 0 && it.t == t) return true;
   return false;
 }
 

@@ -7,6 +7,7 @@
 #include "dispatch/autograd.h"
 #include "dispatch/propagate.h"
 #include "dispatch/intercept.h"
+#include "mesh/shard.h"
 #include "ops/ops.h"
 #include "runtime/backend.h"
 #include "runtime/exec.h"
@@ -40,16 +41,9 @@ static const dispatch_layer_fn layers[CORE_KEY_COUNT] = {
 _Static_assert(sizeof layers / sizeof *layers == CORE_KEY_COUNT, "layer table");
 
 static core_keyset call_keys(const dt_op_call *c) {
-  const char *s = core_op_schema(c->op);
   core_keyset ks = 0;
-  for (int i = 0; s[i]; i++) {
-    if (s[i] == 'T' || s[i] == 't') {
-      if (c->args[i].t) ks |= c->args[i].t->keys;
-    } else if (s[i] == 'L') {
-      for (int j = 0; j < c->args[i].list.n; j++)
-        if (c->args[i].list.v[j]) ks |= c->args[i].list.v[j]->keys;
-    }
-  }
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);)
+    if (it.t) ks |= it.t->keys;
   if (!(ks & CORE_BACKEND_KEYS)) /* factories: their runtime's backend */
     ks |= CORE_KEYSET(c->rt ? c->rt->backend->key : CORE_KEY_CPU);
   return (ks | tls_include | dispatch_intercept_keys()) & ~tls_exclude;
@@ -78,7 +72,7 @@ dt_tensor *dispatch_run1(dt_op_call *c) {
   return c->out[0];
 }
 
-static void release_outs(dt_op_call *c) {
+void dispatch_release_outs(dt_op_call *c) {
   for (int i = 0; i < c->nout; i++) {
     core_tensor_release(c->out[i]);
     c->out[i] = NULL;
@@ -106,17 +100,12 @@ static dt_status check_input(dt_op_call *c, const dt_tensor *t,
 
 /* Where the op runs: its inputs' device (all the same), or the factory's. */
 static dt_status call_device(dt_op_call *c, dt_runtime **rt, int *rank) {
-  const char *s = core_op_schema(c->op);
   *rt = NULL;
   *rank = 0;
   dt_status st = DT_OK;
-  for (int i = 0; s[i] && st == DT_OK; i++) {
-    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t)
-      st = check_input(c, c->args[i].t, rt, rank);
-    else if (s[i] == 'L')
-      for (int j = 0; j < c->args[i].list.n && st == DT_OK; j++)
-        st = check_input(c, c->args[i].list.v[j], rt, rank);
-  }
+  /* an absent optional is skipped; a list element is checked as it is */
+  for (core_arg_it it = core_call_args(c); st == DT_OK && core_arg_next(&it);)
+    if (it.t || it.elem >= 0) st = check_input(c, it.t, rt, rank);
   if (st != DT_OK) return st;
   if (!*rt) {
     *rt = c->rt;
@@ -132,13 +121,13 @@ static dt_status call_device(dt_op_call *c, dt_runtime **rt, int *rank) {
 }
 
 
-static dt_status wait_for_outputs(dt_op_call *c, dt_runtime *rt, int rank) {
+dt_status dispatch_wait_outputs(dt_op_call *c, dt_runtime *rt, int rank) {
   dt_future *f = runtime_publish_barrier(rt, rank);
   if (!f) return core_last_status();
   dt_status st = sched_future_wait(f, -1);
   sched_future_release(f);
   for (int i = 0; st == DT_OK && i < c->nout; i++) {
-    const core_poison *p = core_storage_poison(c->out[i]->local.storage);
+    const core_poison *p = mesh_tensor_poison(c->out[i]);
     if (p) st = core_error_set(p->status, "%s", p->message);
   }
   return st;
@@ -207,7 +196,7 @@ static dt_status backend_layer(dt_op_call *c, core_key key) {
   st = make_outputs(c, rt, rank, &fresh);
   if (st == DT_OK && fresh) st = runtime_publish_op(c, rt, rank);
   if (st == DT_OK && fresh && ops_checks_data(c->op))
-    st = wait_for_outputs(c, rt, rank);
-  if (st != DT_OK) release_outs(c);
+    st = dispatch_wait_outputs(c, rt, rank);
+  if (st != DT_OK) dispatch_release_outs(c);
   return st;
 }

@@ -26,6 +26,13 @@ dt_status dispatch_next(dt_op_call *c);
  * allocates and runs the kernel. Exposed for later layers (DTensor). */
 dt_status dispatch_backend(dt_op_call *c);
 
+/* What the layers share after publishing a call: waits for everything
+ * published so far to rank (-1: every rank of rt) and returns the first
+ * error recorded on c's outputs (an op with CORE_OP_CHECKS_DATA reports a
+ * bad index through it); releases c's outputs after a failure. */
+dt_status dispatch_wait_outputs(dt_op_call *c, struct dt_runtime *rt, int rank);
+void dispatch_release_outs(dt_op_call *c);
+
 /* Thread-local include/exclude key sets (as PyTorch's
  * LocalDispatchKeySet; docs/dispatch.md). */
 core_keyset dispatch_tls_include(void);

@@ -13,6 +13,7 @@
  * (A, the custom handlers and decompositions PyTorch's DTensor dispatch
  * also has, has no user: every op of the library has a rule, and an op
  * without one is refused with DT_ERR_UNSUPPORTED naming it.) */
+#include "dispatch/dispatch.h"
 #include "dispatch/propagate.h"
 #include "dispatch/shadow.h"
 
@@ -40,13 +41,10 @@
 
 /* ---- walking the tensor arguments */
 typedef void (*arg_fn)(int pos, dt_tensor *t, void *ctx);
+/* an absent optional is skipped; a list element is passed as it is */
 static void each_tensor(const dt_op_call *c, arg_fn fn, void *ctx) {
-  const char *s = core_op_schema(c->op);
-  for (int i = 0; s[i]; i++) {
-    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t) fn(i, c->args[i].t, ctx);
-    else if (s[i] == 'L')
-      for (int j = 0; j < c->args[i].list.n; j++) fn(i, c->args[i].list.v[j], ctx);
-  }
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);)
+    if (it.t || it.elem >= 0) fn(it.pos, it.t, ctx);
 }
 
 typedef struct mesh_check { dt_mesh *mesh; int mesh_arg, plain_arg; bool other; } mesh_check;
@@ -583,24 +581,23 @@ static dt_tensor *job_input(dt_tensor *t, const dt_placement *to,
  * dropped by dispatch_dtensor_done when one fails) */
 static dt_status job_inputs(dispatch_dtensor_job *j, dt_op_call *c,
                             dt_mesh *m) {
-  const char *s = core_op_schema(c->op);
-  for (int i = 0; s[i]; i++) {
-    if ((s[i] == 'T' || s[i] == 't')) {
-      if (!c->args[i].t) continue;
-      j->args[i].t = job_input(c->args[i].t, dispatch_job_in(j, i), m, c->api);
-      if (!j->args[i].t) return core_last_status();
-    } else if (s[i] == 'L') {
-      int n = c->args[i].list.n;
-      j->list = calloc((size_t)(n ? n : 1), sizeof *j->list);
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);) {
+    int i = it.pos, e = it.elem;
+    if (e < 0 && !it.t) continue; /* an absent optional */
+    if (e == 0) { /* a list: the job's copy, made at its first element */
+      j->list = calloc((size_t)c->args[i].list.n, sizeof *j->list);
       j->list_arg = i;
       j->args[i].list.v = j->list;
       if (!j->list) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of "
                                           "host memory", c->api);
-      for (int e = 0; e < n; e++) {
-        j->list[e] = job_input(c->args[i].list.v[e], dispatch_job_in(j, i), m, c->api);
-        if (!j->list[e]) return core_last_status();
-        j->args[i].list.n = e + 1;
-      }
+    }
+    dt_tensor *t = job_input(it.t, dispatch_job_in(j, i), m, c->api);
+    if (!t) return core_last_status();
+    if (e < 0) {
+      j->args[i].t = t;
+    } else {
+      j->list[e] = t;
+      j->args[i].list.n = e + 1;
     }
   }
   return DT_OK;
@@ -651,44 +648,19 @@ static dispatch_dtensor_job *job_new(const dt_op_call *c, const dispatch_plan *p
 }
 
 
-static dt_status wait_outputs(dt_op_call *c, dt_runtime *rt) {
-  dt_future *f = runtime_publish_barrier(rt, -1);
-  if (!f) return core_last_status();
-  dt_status st = sched_future_wait(f, -1);
-  sched_future_release(f);
-  for (int o = 0; st == DT_OK && o < c->nout; o++) {
-    const core_poison *p = mesh_tensor_poison(c->out[o]);
-    if (p) st = core_error_set(p->status, "%s", p->message);
-  }
-  return st;
-}
-
-static void release_outs(dt_op_call *c) {
-  for (int i = 0; i < c->nout; i++) core_tensor_release(c->out[i]);
-  c->nout = 0;
-}
-
-/* a dry run's cost of a DTensor op: the fullest rank writes its outputs
- * and reads as much again; matmul FLOPs from its output box times the
- * contraction length of the first input's box */
+/* a dry run's cost of a DTensor op (runtime_dry_call): the fullest
+ * rank's output boxes, and the contraction length of the first input's
+ * box on mesh index 0 */
 static void dry_cost(const dt_op_call *c, dt_runtime *rt) {
-  int64_t bytes = 0, most = 0;
-  for (int o = 0; o < c->nout; o++) {
-    int64_t n = mesh_dry_max_box(c->out[o]);
-    bytes += 2 * n * (int64_t)core_dtype_size(c->out[o]->dtype);
-    if (!o) most = n;
-  }
-  double flops = 0;
+  int64_t elems[CORE_CALL_MAX_OUTS], k = -1;
+  for (int o = 0; o < c->nout; o++) elems[o] = mesh_dry_max_box(c->out[o]);
   const dt_tensor *a = c->args[0].t;
-  if ((c->op == CORE_OP_MATMUL || c->op == CORE_OP_LINEAR) && a && a->local.ndim > 0) {
-    int64_t k = a->local.sizes[a->local.ndim - 1];
-    if (a->spec) { /* its box's last dim on mesh index 0 */
-      mesh_box b = mesh_box_of(a->spec->mesh, a->spec->placements, &a->spec->shape, 0);
-      k = b.len[b.n - 1];
-    }
-    flops = 2.0 * (double)most * (double)k;
+  if ((core_op_flags(c->op) & CORE_OP_CONTRACTS) && a && a->spec &&
+      a->local.ndim > 0) {
+    mesh_box b = mesh_box_of(a->spec->mesh, a->spec->placements, &a->spec->shape, 0);
+    k = b.len[b.n - 1];
   }
-  runtime_dry_op(rt, bytes, flops);
+  runtime_dry_call(rt, c, elems, k);
 }
 
 static dt_status publish(dt_op_call *c, dt_mesh *m, const dispatch_plan *p) {
@@ -706,11 +678,11 @@ static dt_status publish(dt_op_call *c, dt_mesh *m, const dispatch_plan *p) {
   if (st != DT_OK) {
     dt_status keep = st;
     dispatch_dtensor_done(j);
-    release_outs(c);
+    dispatch_release_outs(c);
     return keep;
   }
-  if (ops_checks_data(c->op) && (st = wait_outputs(c, m->rt)) != DT_OK)
-    release_outs(c);
+  if (ops_checks_data(c->op) && (st = dispatch_wait_outputs(c, m->rt, -1)) != DT_OK)
+    dispatch_release_outs(c);
   return st;
 }
 

@@ -117,34 +117,43 @@ static void make_input(rank_call *r, mesh_rank_mem *rm, int pos, bool ctx,
   }
 }
 
+/* the rank's locals of a list argument of n (> 0) tensors */
+static bool alloc_list(rank_call *r, mesh_rank_mem *rm, int n) {
+  r->list_locals = core_host_malloc(sizeof(dt_tensor) * 2 * (size_t)n);
+  r->list_ptrs = core_host_malloc(sizeof(dt_tensor *) * (size_t)n);
+  r->list_zero_st = core_host_malloc(sizeof(core_storage) * (size_t)n);
+  r->list_zero_buf = core_host_calloc((size_t)n, sizeof(mesh_buf));
+  if (r->list_locals && r->list_ptrs && r->list_zero_st && r->list_zero_buf)
+    return true;
+  mesh_rank_note(rm, DT_ERR_OUT_OF_MEMORY, "out of host memory for a "
+                 "tensor list");
+  return false;
+}
+
 static bool make_inputs(rank_call *r, mesh_rank_mem *rm,
                         const dispatch_dtensor_job *j, int idx) {
-  const char *s = core_op_schema(j->op);
-  for (int i = 0; s[i]; i++) {
-    if ((s[i] == 'T' || s[i] == 't') && j->args[i].t) {
-      make_input(r, rm, i, true, j->args[i].t, dispatch_job_in(j, i), j->mesh, idx,
-                 &r->in[i], &r->whole[i], &r->zero_st[i], &r->zero_buf[i]);
+  for (core_arg_it it = core_args(j->op, j->args); core_arg_next(&it);) {
+    int i = it.pos, e = it.elem;
+    const dt_placement *want = dispatch_job_in(j, i);
+    if (e < 0) {
+      if (!it.t) continue; /* an absent optional */
+      make_input(r, rm, i, true, it.t, want, j->mesh, idx, &r->in[i],
+                 &r->whole[i], &r->zero_st[i], &r->zero_buf[i]);
       r->c.args[i].t = &r->in[i];
-    } else if (s[i] == 'L') {
-      int n = j->args[i].list.n;
-      r->list_locals = core_host_malloc(sizeof(dt_tensor) * 2 * (size_t)(n ? n : 1));
-      r->list_ptrs = core_host_malloc(sizeof(dt_tensor *) * (size_t)(n ? n : 1));
-      r->list_zero_st = core_host_malloc(sizeof(core_storage) * (size_t)(n ? n : 1));
-      r->list_zero_buf = core_host_calloc((size_t)(n ? n : 1), sizeof(mesh_buf));
-      if (!r->list_locals || !r->list_ptrs || !r->list_zero_st || !r->list_zero_buf) {
-        mesh_rank_note(rm, DT_ERR_OUT_OF_MEMORY, "out of host memory for a "
-                       "tensor list");
-        return false;
-      }
-      for (int e = 0; e < n; e++) {
-        make_input(r, rm, i, false, j->args[i].list.v[e], dispatch_job_in(j, i), j->mesh,
-                   idx, &r->list_locals[e], &r->list_locals[n + e],
-                   &r->list_zero_st[e], &r->list_zero_buf[e]);
-        r->list_n = e + 1;
-        r->list_ptrs[e] = &r->list_locals[e];
-      }
+      continue;
+    }
+    /* a list element; the list's locals are made at its first (an empty
+     * list yields none and needs none: its kernel reads no element) */
+    int n = j->args[i].list.n;
+    if (e == 0) {
+      if (!alloc_list(r, rm, n)) return false;
       r->c.args[i].list.v = r->list_ptrs;
     }
+    make_input(r, rm, i, false, it.t, want, j->mesh, idx, &r->list_locals[e],
+               &r->list_locals[n + e], &r->list_zero_st[e],
+               &r->list_zero_buf[e]);
+    r->list_n = e + 1;
+    r->list_ptrs[e] = &r->list_locals[e];
   }
   return rm->st == DT_OK;
 }
@@ -185,8 +194,10 @@ static double partial_identity(dt_reduce_op op, dt_dtype d) {
   }
 }
 
+/* the reductions are the ops with the reduction rule: a column of the op
+ * list, not a range of its order */
 static bool is_reduction(core_op_id op) {
-  return op >= CORE_OP_SUM && op <= CORE_OP_VAR;
+  return ops_defs[op].rule == ops_reduce_rule;
 }
 
 /* a view op on the rank: the view of the local shard, copied into the
@@ -315,9 +326,9 @@ void dispatch_dtensor_exec(void *arg, dt_runtime *rt, int rank) {
 
 void dispatch_dtensor_done(void *arg) {
   dispatch_dtensor_job *j = arg;
-  const char *s = core_op_schema(j->op);
-  for (int i = 0; s[i]; i++)
-    if (s[i] == 'T' || s[i] == 't') core_tensor_release(j->args[i].t);
+  /* the T / t arguments; the list's elements are j->list's */
+  for (core_arg_it it = core_args(j->op, j->args); core_arg_next(&it);)
+    if (it.elem < 0) core_tensor_release(it.t);
   for (int e = 0; j->list && e < j->args[j->list_arg].list.n; e++)
     core_tensor_release(j->list[e]);
   for (int o = 0; o < j->nout; o++) core_tensor_release(j->out[o]);

@@ -213,18 +213,14 @@ static diff compare(const host_vals *a, const host_vals *b, double tol) {
 
 /* "[S(1)], [S(0)]": the placements of c's DTensor arguments */
 static void inputs_str(const dt_op_call *c, char *buf, size_t n) {
-  const char *s = core_op_schema(c->op);
   size_t at = 0;
   buf[0] = 0;
-  for (int i = 0; s[i] && at < n; i++) {
-    dt_tensor *const *v = (s[i] == 'L') ? c->args[i].list.v : &c->args[i].t;
-    int m = s[i] == 'L' ? c->args[i].list.n : (s[i] == 'T' || s[i] == 't') ? 1 : 0;
-    for (int k = 0; k < m && at < n; k++) {
-      if (!v[k] || !v[k]->spec) continue;
-      char pl[128];
-      mesh_placements_str(v[k]->spec->placements, v[k]->spec->mesh->ndim, pl, sizeof pl);
-      at += (size_t)snprintf(buf + at, n - at, "%s%s", at ? ", " : "", pl);
-    }
+  for (core_arg_it it = core_call_args(c); at < n && core_arg_next(&it);) {
+    const dt_tensor *t = it.t;
+    if (!t || !t->spec) continue;
+    char pl[128];
+    mesh_placements_str(t->spec->placements, t->spec->mesh->ndim, pl, sizeof pl);
+    at += (size_t)snprintf(buf + at, n - at, "%s%s", at ? ", " : "", pl);
   }
 }
 
@@ -266,18 +262,21 @@ static dt_status ref_make(ref_call *rc, const dt_op_call *c) {
   memset(rc->r.out, 0, sizeof rc->r.out);
   rc->r.shard = NULL;
   rc->r.kernel = NULL;
-  const char *s = core_op_schema(c->op);
-  for (int i = 0; s[i]; i++) {
-    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t && c->args[i].t->spec) {
-      if (!(rc->own[i] = local_copy(c->args[i].t))) return core_last_status();
-      rc->r.args[i].t = rc->own[i];
-    } else if (s[i] == 'L') {
-      int m = c->args[i].list.n;
-      rc->list = calloc((size_t)(m ? m : 1), sizeof *rc->list);
-      if (!rc->list) return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_shadow: out of host memory");
-      for (int k = 0; k < m; k++, rc->nlist++)
-        if (!(rc->list[k] = local_copy(c->args[i].list.v[k]))) return core_last_status();
-      rc->r.args[i].list.v = rc->list;
+  int li = core_op_list_pos(c->op);
+  if (li >= 0) {
+    int m = c->args[li].list.n;
+    rc->list = calloc((size_t)(m ? m : 1), sizeof *rc->list);
+    if (!rc->list) return core_error_set(DT_ERR_OUT_OF_MEMORY, "dt_shadow: out of host memory");
+    rc->r.args[li].list.v = rc->list;
+  }
+  /* a DTensor argument by its local copy; every list element copied */
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);) {
+    if (it.elem >= 0) {
+      if (!(rc->list[it.elem] = local_copy(it.t))) return core_last_status();
+      rc->nlist++;
+    } else if (it.t && it.t->spec) {
+      if (!(rc->own[it.pos] = local_copy(it.t))) return core_last_status();
+      rc->r.args[it.pos].t = rc->own[it.pos];
     }
   }
   return dispatch_run(&rc->r);

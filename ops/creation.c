@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ops/ops.h"
+#include "ops/cuda_ops.h"
 
 dt_status ops_factory_infer(dt_op_call *c) {
   int ishape = c->op == CORE_OP_FROM_HOST ? 1 : 0;
@@ -106,3 +107,46 @@ dt_status ops_arange_cpu(dt_op_call *c) {
     core_store_double(p + (size_t)i * es, o->dtype, start + (double)i * step);
   return DT_OK;
 }
+
+/* ---- the CUDA bindings (the op list's cuda column; docs/cuda.md): a
+ * boxed call turned into a launch on the rank's stream */
+#if DTORCH_HAVE_CUDA
+dt_status ops_empty_cuda(dt_op_call *c) {
+  (void)c;
+  return DT_OK;
+}
+
+dt_status ops_full_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  return cuda_fill(ops_cu_stream(o), (int)o->dtype, core_numel(o),
+                   core_tensor_data(o), c->args[2].d)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+
+dt_status ops_random_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  if (!ops_cu_is_float(o->dtype))
+    return ops_cu_unsupported(c, "integer dtypes");
+  return cuda_rand_fill(ops_cu_stream(o), core_tensor_data(o), (int)o->dtype,
+                        core_numel(o), (uint64_t)c->args[2].i,
+                        (uint64_t)c->args[3].i, c->op == CORE_OP_RANDN)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+
+/* the host data is a staging copy the record frees after the kernel: a
+ * copy from pageable memory returns once the source has been read */
+dt_status ops_from_host_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  size_t n = (size_t)core_numel(o) * core_dtype_size(o->dtype);
+  return ops_cu_rt(o)->backend->copy(ops_cu_rt(o), ops_cu_rank(o),
+                                     core_tensor_data(o), c->args[0].p, n,
+                                     RUNTIME_COPY_H2D);
+}
+
+dt_status ops_arange_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  return cuda_arange(ops_cu_stream(o), (int)o->dtype, core_numel(o),
+                     core_tensor_data(o), c->args[0].d, c->args[2].d)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+#endif

@@ -1,7 +1,8 @@
-/* How the CUDA bindings (ops/cuda_ops.c) describe tensors to the kernels:
- * broadcast strides and rows (kernels/cuda/cuda.h). Pure functions of
- * sizes and strides, built in every configuration, so that their tests
- * (tests/test_cuda_geom.c) run without CUDA. */
+/* How the CUDA bindings (ops/<family>.c, the op list's cuda column)
+ * describe tensors to the kernels: broadcast strides and rows
+ * (kernels/cuda/cuda.h). Pure functions of sizes and strides, built in
+ * every configuration, so that their tests (tests/test_cuda_geom.c) run
+ * without CUDA. */
 #ifndef OPS_CUDA_GEOM_H
 #define OPS_CUDA_GEOM_H
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ops/ops.h"
+#include "ops/cuda_ops.h"
 
 static dt_status need_float(const dt_op_call *c, const char *arg,
                             const dt_tensor *t) {
@@ -403,3 +404,107 @@ void ops_cross_entropy_backward_rule(const dt_op_call *c, ops_rule_set *rs) {
   }
   ops_rule_partial(c, rs, 1u, 6u, DT_REDUCE_SUM, DT_REDUCE_SUM);
 }
+
+/* ---- the CUDA bindings (the op list's cuda column; docs/cuda.md): a
+ * boxed call turned into a launch on the rank's stream */
+#if DTORCH_HAVE_CUDA
+/* slice_scatter (autograd's slice backward): zeros, then src into the
+ * slice [start, end) by step of dim */
+dt_status ops_slice_scatter_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *src = c->args[0].t;
+  int n = o->local.ndim, d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[2].i, n, &d);
+  if (st != DT_OK) return st;
+  if (cuda_fill(ops_cu_stream(o), (int)o->dtype, core_numel(o),
+                core_tensor_data(o), 0))
+    return ops_cu_launch_failed(c);
+  if (!core_numel(src)) return DT_OK;
+  int64_t start = c->args[3].i, step = c->args[5].i;
+  ops_slice_len(o->local.sizes[d], &start, c->args[4].i, step);
+  cuda_operand so = {.data = (char *)core_tensor_data(o) +
+                             (size_t)(start * o->local.strides[d]) *
+                                 core_dtype_size(o->dtype)},
+               ss = {.data = core_tensor_data(src)};
+  memcpy(so.strides, o->local.strides, sizeof(int64_t) * (size_t)n);
+  so.strides[d] *= step;
+  memcpy(ss.strides, src->local.strides, sizeof(int64_t) * (size_t)n);
+  return cuda_copy_strided(ops_cu_stream(o), (int)o->dtype, (int)src->dtype, n,
+                           src->local.sizes, &so, &ss)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+
+/* index_select_backward(grad, dim, index, size): zeros, then index_add
+ * in index order (the CPU's bits, kernels/cuda/grad.cu); every index is
+ * checked, also when the output is empty */
+dt_status ops_index_select_backward_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *g = c->args[0].t, *idx = c->args[2].t;
+  int n = o->local.ndim, d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, n ? n : 1, &d);
+  if (st != DT_OK) return st;
+  if (g->dtype != o->dtype || !ops_cu_dense(g) || !ops_cu_dense(o) ||
+      !ops_cu_is_float(o->dtype))
+    return ops_cu_unsupported(c, "a strided grad");
+  int64_t outer = 1, inner = 1, size = n ? o->local.sizes[d] : 1;
+  for (int k = 0; k < n; k++) {
+    if (k < d) outer *= o->local.sizes[k];
+    if (k > d) inner *= o->local.sizes[k];
+  }
+  int64_t ni = core_numel(idx), pos = -1, val = 0;
+  int64_t istride = idx->local.ndim ? idx->local.strides[0] : 1;
+  if (ni > INT32_MAX) /* CUB's sort counts items in an int */
+    return ops_cu_unsupported(c, "more than 2^31 - 1 indices");
+  if (core_numel(o) && cuda_fill(ops_cu_stream(o), (int)o->dtype, core_numel(o),
+                                 core_tensor_data(o), 0))
+    return ops_cu_launch_failed(c);
+  char *scratch = ops_cu_bad_scratch(c, cuda_index_add_scratch(ni), 0);
+  if (!scratch) return core_last_status();
+  if (cuda_index_add(ops_cu_stream(o), (int)o->dtype, outer, size, inner,
+                     core_tensor_data(o), core_tensor_data(g), ni,
+                     core_tensor_data(idx), idx->dtype == DT_INT64, istride,
+                     scratch))
+    st = ops_cu_launch_failed(c);
+  if (st == DT_OK)
+    st = ops_cu_read_bad_index(c, scratch, idx, istride, &pos, &val);
+  ops_cu_rt(o)->backend->free(ops_cu_rt(o), ops_cu_rank(o), scratch);
+  return st == DT_OK && pos >= 0 ? ops_cu_index_error(c, val, pos, d, size)
+                                 : st;
+}
+
+/* cross_entropy_backward(grad, input, target, reduction, ignore_index,
+ * label_smoothing) for [N, C] / [C] logits with class-index targets on one
+ * rank's whole positions, as ops_cross_entropy_cuda; the rest is the host
+ * fallback's */
+dt_status ops_cross_entropy_backward_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *g = c->args[0].t, *x = c->args[1].t,
+            *t = c->args[2].t;
+  int nx = x->local.ndim;
+  if (c->shard || core_dtype_is_float(t->dtype) || nx > 2 ||
+      x->dtype != o->dtype || g->dtype != o->dtype ||
+      !ops_cu_is_float(x->dtype))
+    return ops_cu_unsupported(c, "probability targets, more than 2 dims, mixed "
+                              "dtypes or a DTensor shard");
+  int64_t m = nx == 2 ? x->local.sizes[0] : 1, nc = x->local.sizes[nx - 1];
+  int64_t ts = t->local.ndim ? t->local.strides[0] : 0;
+  int64_t gs = g->local.ndim ? g->local.strides[0] : 0;
+  int64_t red = c->args[3].i, pos = -1, val = 0;
+  char *scratch = ops_cu_bad_scratch(c, 16, 8);
+  if (!scratch) return core_last_status();
+  dt_status st = DT_OK;
+  if (cuda_cross_entropy_backward(
+          ops_cu_stream(o), (int)x->dtype, t->dtype == DT_INT64, m, nc,
+          nx == 2 ? x->local.strides[0] : 0, x->local.strides[nx - 1],
+          core_tensor_data(x), core_tensor_data(t), ts, c->args[4].i,
+          c->args[5].d, red == DT_REDUCTION_MEAN ? 0
+                        : red == DT_REDUCTION_SUM ? 1 : 2,
+          core_tensor_data(g), gs, core_tensor_data(o),
+          nx == 2 ? o->local.strides[0] : 0, o->local.strides[nx - 1],
+          scratch))
+    st = ops_cu_launch_failed(c);
+  if (st == DT_OK)
+    st = ops_cu_read_bad_index(c, scratch + 8, t, ts, &pos, &val);
+  ops_cu_rt(o)->backend->free(ops_cu_rt(o), ops_cu_rank(o), scratch);
+  if (st == DT_OK && pos >= 0)
+    st = ops_cu_target_error(c, val, pos, nc, c->args[4].i);
+  return st;
+}
+#endif

@@ -150,21 +150,21 @@ dt_status ops_host_fallback(dt_op_call *c) {
   dt_op_call h = *c;
   core_shard_ctx ctx;
   const dt_tensor *list[MAX_LIST];
-  const char *schema = core_op_schema(c->op);
-  for (int i = 0; schema[i]; i++) {
-    if (schema[i] == 'T' || schema[i] == 't') {
-      h.args[i].t = (dt_tensor *)shadow(f, c->args[i].t, false, c->api);
-    } else if (schema[i] == 'L') {
-      if (c->args[i].list.n > MAX_LIST) {
-        free(f);
-        return core_error_set(DT_ERR_UNSUPPORTED, "%s: host fallback: a list "
-                              "of %d tensors (at most %d)", c->api,
-                              c->args[i].list.n, MAX_LIST);
-      }
-      for (int j = 0; j < c->args[i].list.n; j++)
-        list[j] = shadow(f, c->args[i].list.v[j], false, c->api);
-      h.args[i].list.v = (dt_tensor *const *)list;
+  int li = core_op_list_pos(c->op);
+  if (li >= 0) {
+    if (c->args[li].list.n > MAX_LIST) {
+      free(f);
+      return core_error_set(DT_ERR_UNSUPPORTED, "%s: host fallback: a list "
+                            "of %d tensors (at most %d)", c->api,
+                            c->args[li].list.n, MAX_LIST);
     }
+    h.args[li].list.v = (dt_tensor *const *)list;
+  }
+  /* every tensor argument by its host copy (an absent optional: NULL) */
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);) {
+    const dt_tensor *s = shadow(f, it.t, false, c->api);
+    if (it.elem >= 0) list[it.elem] = s;
+    else h.args[it.pos].t = (dt_tensor *)s;
   }
   if (c->shard) {
     ctx = *c->shard;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ops/ops.h"
+#include "ops/cuda_ops.h"
 
 static bool cat_skipped(const dt_tensor *t) {
   return t->local.ndim == 1 && t->local.sizes[0] == 0;
@@ -215,3 +216,55 @@ dt_status ops_join_grad(ops_grad_env *e, const dt_op_call *f,
   }
   return e->st;
 }
+
+/* ---- the CUDA bindings (the op list's cuda column; docs/cuda.md): a
+ * boxed call turned into a launch on the rank's stream */
+#if DTORCH_HAVE_CUDA
+/* stack(list, dim): input i copied into index i of the new dim */
+dt_status ops_stack_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  int n = o->local.ndim, d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, n, &d);
+  if (st != DT_OK) return st;
+  size_t es = core_dtype_size(o->dtype);
+  for (int i = 0; i < c->args[0].list.n; i++) {
+    const dt_tensor *a = c->args[0].list.v[i];
+    if (a->local.ndim != n - 1) return ops_cu_unsupported(c, "this input");
+    cuda_operand so = {.data = (char *)core_tensor_data(o) +
+                               (size_t)i * (size_t)o->local.strides[d] * es},
+                 sa = {.data = core_tensor_data(a)};
+    for (int k = 0, j = 0; k < n; k++)
+      if (k != d) so.strides[j++] = o->local.strides[k];
+    memcpy(sa.strides, a->local.strides, sizeof(int64_t) * (size_t)(n - 1));
+    if (core_numel(a) &&
+        cuda_copy_strided(ops_cu_stream(o), (int)o->dtype, (int)a->dtype, n - 1,
+                          a->local.sizes, &so, &sa))
+      return ops_cu_launch_failed(c);
+  }
+  return DT_OK;
+}
+
+/* cat(list, dim): each input copied into its slice of the output */
+dt_status ops_cat_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0];
+  int n = o->local.ndim, d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, n, &d);
+  if (st != DT_OK) return st;
+  int64_t at = 0;
+  for (int i = 0; i < c->args[0].list.n; i++) {
+    const dt_tensor *a = c->args[0].list.v[i];
+    if (a->local.ndim != n) continue; /* PyTorch's legacy empty 1-d input */
+    cuda_operand so = {.data = (char *)core_tensor_data(o) +
+                               at * o->local.strides[d] *
+                                   (int64_t)core_dtype_size(o->dtype)},
+                 sa = {.data = core_tensor_data(a)};
+    memcpy(so.strides, o->local.strides, sizeof(int64_t) * (size_t)n);
+    memcpy(sa.strides, a->local.strides, sizeof(int64_t) * (size_t)n);
+    if (cuda_copy_strided(ops_cu_stream(o), (int)o->dtype, (int)a->dtype, n,
+                          a->local.sizes, &so, &sa))
+      return ops_cu_launch_failed(c);
+    at += a->local.sizes[d];
+  }
+  return DT_OK;
+}
+#endif

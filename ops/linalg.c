@@ -9,6 +9,7 @@
  * stride 0 — and hand them to cpu_bmm (kernels/cpu/gemm.c). */
 #include "kernels/cpu/gemm.h"
 #include "ops/ops.h"
+#include "ops/cuda_ops.h"
 
 typedef struct mm_shape {
   int nbatch;
@@ -437,3 +438,59 @@ dt_status ops_linalg_grad(ops_grad_env *e, const dt_op_call *f,
 }
 #undef MM
 #undef T_
+
+/* ---- the CUDA bindings (the op list's cuda column; docs/cuda.md): a
+ * boxed call turned into a launch on the rank's stream */
+#if DTORCH_HAVE_CUDA
+/* [.., m, k] @ [.., k, n] with equal batch dims, both dense */
+dt_status ops_matmul_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t, *b = c->args[1].t;
+  int na = a->local.ndim, nb = b->local.ndim;
+  if (na < 2 || na != nb || !ops_cu_dense(a) || !ops_cu_dense(b) ||
+      a->dtype != o->dtype || b->dtype != o->dtype)
+    return ops_cu_unsupported(
+        c, "broadcast, 1-d, strided or mixed-dtype operands");
+  int64_t batch = 1;
+  for (int d = 0; d < na - 2; d++) {
+    if (a->local.sizes[d] != b->local.sizes[d])
+      return ops_cu_unsupported(c, "broadcast batch dims");
+    batch *= a->local.sizes[d];
+  }
+  int64_t m = a->local.sizes[na - 2], k = a->local.sizes[na - 1],
+          n = b->local.sizes[nb - 1];
+  char why[256];
+  if (cuda_gemm(ops_cu_cr(o), (int)o->dtype, batch, m, n, k,
+                core_tensor_data(a), core_tensor_data(b), core_tensor_data(o),
+                why, sizeof why))
+    return core_error_set(DT_ERR_DEVICE, "%s: %s", c->api, why);
+  return DT_OK;
+}
+
+/* x [.., in] @ weight [out, in]^T (+ bias [out]): cuBLAS reads the weight
+ * transposed, then the bias is added in place */
+dt_status ops_linear_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *x = c->args[0].t, *w = c->args[1].t,
+            *bias = c->args[2].t;
+  if (x->local.ndim < 1 || w->local.ndim != 2 || !ops_cu_dense(x) ||
+      !ops_cu_dense(w) || x->dtype != o->dtype || w->dtype != o->dtype ||
+      (bias && bias->dtype != o->dtype))
+    return ops_cu_unsupported(c,
+                              "a 1-d weight, strided or mixed-dtype operands");
+  int64_t k = w->local.sizes[1], n = w->local.sizes[0];
+  int64_t m = n ? core_numel(o) / n : 0;
+  char why[256];
+  if (m && n && !k && /* no inputs: the sums are 0 */
+      cuda_fill(ops_cu_stream(o), (int)o->dtype, core_numel(o),
+                core_tensor_data(o), 0))
+    return ops_cu_launch_failed(c);
+  if (m && n && k && cuda_gemm_nt(ops_cu_cr(o), (int)o->dtype, m, n, k,
+                                  core_tensor_data(x), core_tensor_data(w),
+                                  core_tensor_data(o), why, sizeof why))
+    return core_error_set(DT_ERR_DEVICE, "%s: %s", c->api, why);
+  if (!bias || !core_numel(o)) return DT_OK;
+  cuda_operand oo = ops_cu_operand(o, o), ob = ops_cu_operand(bias, o);
+  return cuda_binary(ops_cu_stream(o), CUDA_ADD, (int)o->dtype, o->local.ndim,
+                     o->local.sizes, core_tensor_data(o), &oo, &ob)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+#endif

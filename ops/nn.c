@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/nn.h"
 #include "ops/ops.h"
+#include "ops/cuda_ops.h"
 
 /* ---- embedding: indices [...] into weight [num, dim] → [..., dim] */
 dt_status ops_embedding_infer(dt_op_call *c) {
@@ -487,3 +488,140 @@ dt_status ops_nn_grad(ops_grad_env *e, const dt_op_call *f,
   }
   return e->st;
 }
+
+/* ---- the CUDA bindings (the op list's cuda column; docs/cuda.md): a
+ * boxed call turned into a launch on the rank's stream */
+#if DTORCH_HAVE_CUDA
+/* Gathers along dim (embedding, index_select): the kernel marks the first
+ * bad index in a device word, read back here (the rank waits for its
+ * stream: these ops' callers wait for their outputs anyway, to report a
+ * bad index as the CPU does). *pos = -1 when every index was in range. */
+static dt_status cu_gather(dt_op_call *c, int ndim, const int64_t *sizes,
+                           const cuda_operand *a, int dim, int64_t a_dim,
+                           const dt_tensor *idx, int64_t istride, int64_t *pos,
+                           int64_t *val) {
+  dt_tensor *o = c->out[0];
+  dt_runtime *rt = ops_cu_rt(o);
+  int rank = ops_cu_rank(o);
+  const runtime_backend *be = rt->backend;
+  const char *err;
+  void *bad = be->alloc(rt, rank, sizeof(uint64_t), &err);
+  if (!bad) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", c->api, err);
+  dt_status st = DT_OK;
+  *pos = -1;
+  if (cuda_fill(ops_cu_stream(o), (int)DT_INT64, 1, bad, -1) ||
+      cuda_index_select(ops_cu_stream(o), (int)o->dtype, ndim, sizes,
+                        core_tensor_data(o), a, dim, a_dim,
+                        core_tensor_data(idx), idx->dtype == DT_INT64,
+                        istride, bad))
+    st = ops_cu_launch_failed(c);
+  if (st == DT_OK) st = ops_cu_read_bad_index(c, bad, idx, istride, pos, val);
+  be->free(rt, rank, bad);
+  return st;
+}
+
+/* embedding(indices, weight [V, D]): rows of the table; a row-sharded
+ * table (vocabulary parallel) is the host fallback's */
+dt_status ops_embedding_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *idx = c->args[0].t, *w = c->args[1].t;
+  if (w->local.ndim != 2 || w->dtype != o->dtype || !ops_cu_dense(idx) ||
+      (c->shard && w->local.sizes[0] != c->shard->global[1].dims[0]))
+    return ops_cu_unsupported(c, "a sharded table or strided indices");
+  int64_t n = core_numel(idx), sizes[2] = {n, w->local.sizes[1]};
+  cuda_operand a = {.data = core_tensor_data(w),
+                    .strides = {w->local.strides[0], w->local.strides[1]}};
+  int64_t pos, val;
+  dt_status st = cu_gather(c, 2, sizes, &a, 0, w->local.sizes[0], idx, 1, &pos,
+                           &val);
+  if (st == DT_OK && pos >= 0)
+    st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: index %lld (position "
+                        "%lld of indices) is out of range for a table of "
+                        "%lld rows (expected [0, %lld))", c->api,
+                        (long long)val, (long long)pos,
+                        (long long)w->local.sizes[0],
+                        (long long)w->local.sizes[0]);
+  return st;
+}
+
+dt_status ops_index_select_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t, *idx = c->args[2].t;
+  int n = a->local.ndim, d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, n ? n : 1, &d);
+  if (st != DT_OK) return st;
+  if (a->dtype != o->dtype || idx->local.ndim > 1)
+    return ops_cu_unsupported(c, "this index");
+  int nd = n ? n : 1;
+  int64_t sizes[CUDA_MAX_DIMS];
+  cuda_operand oa = {.data = core_tensor_data(a)};
+  for (int k = 0; k < nd; k++) {
+    sizes[k] = n ? a->local.sizes[k] : 1;
+    oa.strides[k] = n ? a->local.strides[k] : 1;
+  }
+  int64_t a_dim = sizes[d];
+  sizes[d] = core_numel(idx);
+  int64_t istride = idx->local.ndim ? idx->local.strides[0] : 1, pos, val;
+  st = cu_gather(c, nd, sizes, &oa, d, a_dim, idx, istride, &pos, &val);
+  return st == DT_OK && pos >= 0 ? ops_cu_index_error(c, val, pos, d, a_dim)
+                                 : st;
+}
+
+/* cross_entropy of [N, C] or [C] logits with class-index targets on one
+ * rank's whole positions; probability targets, more dims and a DTensor
+ * rank's share (its global mean) are the host fallback's. A bad target is
+ * read back (the rank waits) for the CPU's error. */
+dt_status ops_cross_entropy_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *x = c->args[0].t, *t = c->args[1].t;
+  int nx = x->local.ndim;
+  if (c->shard || core_dtype_is_float(t->dtype) || nx > 2 ||
+      x->dtype != o->dtype || !ops_cu_is_float(x->dtype))
+    return ops_cu_unsupported(c, "probability targets, more than 2 dims or a "
+                              "DTensor shard");
+  int64_t m = nx == 2 ? x->local.sizes[0] : 1;
+  int64_t nc = x->local.sizes[nx - 1];
+  int64_t rs = nx == 2 ? x->local.strides[0] : 0, cs = x->local.strides[nx - 1];
+  int64_t ts = t->local.ndim ? t->local.strides[0] : 0;
+  int64_t os = o->local.ndim ? o->local.strides[0] : 0;
+  dt_runtime *rt = ops_cu_rt(o);
+  int rank = ops_cu_rank(o);
+  const runtime_backend *be = rt->backend;
+  const char *err;
+  size_t bytes = (size_t)m * 16 + 8;
+  char *scratch = be->alloc(rt, rank, bytes, &err);
+  if (!scratch)
+    return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: %s", c->api, err);
+  dt_status st = DT_OK;
+  char *bad = scratch + (size_t)m * 16;
+  int64_t pos = -1, val = 0;
+  if (cuda_fill(ops_cu_stream(o), (int)DT_INT64, 1, bad, -1) ||
+      cuda_cross_entropy(ops_cu_stream(o), (int)x->dtype, t->dtype == DT_INT64,
+                         m, nc, rs, cs, core_tensor_data(x),
+                         core_tensor_data(t), ts, c->args[3].i, c->args[4].d,
+                         (int)c->args[2].i, core_tensor_data(o), os, scratch))
+    st = ops_cu_launch_failed(c);
+  if (st == DT_OK) st = ops_cu_read_bad_index(c, bad, t, ts, &pos, &val);
+  if (st == DT_OK && pos >= 0)
+    st = ops_cu_target_error(c, val, pos, nc, c->args[3].i);
+  be->free(rt, rank, scratch);
+  return st;
+}
+
+/* dropout(x, p, train, seed, offset): the CPU backend's mask */
+dt_status ops_dropout_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  double p = c->args[1].d;
+  if (a->dtype != o->dtype || !ops_cu_is_float(a->dtype))
+    return ops_cu_unsupported(c, "integer dtypes");
+  if (c->shard) return ops_cu_unsupported(c, "DTensor shards");
+  if (!c->args[2].b || p == 0.0) return ops_copy_cuda(c);
+  if (p == 1.0)
+    return cuda_fill(ops_cu_stream(o), (int)o->dtype, core_numel(o),
+                     core_tensor_data(o), 0.0)
+               ? ops_cu_launch_failed(c)
+               : DT_OK;
+  cuda_operand oa = ops_cu_operand(a, o);
+  return cuda_dropout(ops_cu_stream(o), (int)o->dtype, o->local.ndim,
+                      o->local.sizes, core_tensor_data(o), &oa, p,
+                      (uint64_t)c->args[3].i, (uint64_t)c->args[4].i)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+#endif

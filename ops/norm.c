@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/reduce.h"
 #include "ops/ops.h"
+#include "ops/cuda_ops.h"
 
 static dt_status need_float(const dt_op_call *c, const dt_tensor *t,
                             const char *arg) {
@@ -182,3 +183,40 @@ dt_status ops_norm_grad(ops_grad_env *e, const dt_op_call *f,
   default: return layer_norm_grad(e, f, g, gin, true);
   }
 }
+
+/* ---- the CUDA bindings (the op list's cuda column; docs/cuda.md): a
+ * boxed call turned into a launch on the rank's stream */
+#if DTORCH_HAVE_CUDA
+dt_status ops_softmax_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  int d;
+  dt_status st = ops_wrap_dim(c, "dim", c->args[1].i, a->local.ndim, &d);
+  if (st != DT_OK) return st;
+  if (a->dtype != o->dtype || !ops_cu_is_float(a->dtype))
+    return ops_cu_unsupported(c, "mixed dtypes");
+  cuda_rows g = ops_cu_rows(a, a->local.ndim ? 1u << d : 0, true);
+  return cuda_softmax(ops_cu_stream(o), c->op == CORE_OP_LOG_SOFTMAX,
+                      (int)o->dtype, &g, core_tensor_data(o),
+                      core_tensor_data(a))
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+
+/* layer_norm (x, w, b, eps) and rms_norm (x, w, eps) over the last dim */
+dt_status ops_norm_cuda(dt_op_call *c) {
+  bool rms = c->op == CORE_OP_RMS_NORM;
+  dt_tensor *o = c->out[0], *x = c->args[0].t, *w = c->args[1].t,
+            *b = rms ? NULL : c->args[2].t;
+  double eps = c->args[rms ? 2 : 3].d;
+  if (x->dtype != o->dtype || !ops_cu_is_float(x->dtype) || x->local.ndim < 1 ||
+      (w && (w->dtype != x->dtype || !ops_cu_dense(w))) ||
+      (b && (b->dtype != x->dtype || !ops_cu_dense(b))))
+    return ops_cu_unsupported(c, "mixed dtypes, strided weights or 0-d inputs");
+  cuda_rows g = ops_cu_rows(x, 1u << (x->local.ndim - 1), true);
+  return cuda_norm(ops_cu_stream(o), rms, (int)o->dtype, &g,
+                   core_tensor_data(o), core_tensor_data(x),
+                   w ? core_tensor_data(w) : NULL,
+                   b ? core_tensor_data(b) : NULL, eps)
+             ? ops_cu_launch_failed(c)
+             : DT_OK;
+}
+#endif

@@ -60,17 +60,21 @@ struct ops_grad_env {
 typedef dt_status (*ops_grad_fn)(ops_grad_env *e, const dt_op_call *fwd,
                                  dt_tensor *const *gout, dt_tensor **gin);
 
-#define CORE_OP(id, name, schema, infer, cpu, rule, grad)                    \
+/* the cuda column is declared in every build and defined only with
+ * DTORCH_CUDA (ops/<family>.c): without it nothing takes its address, and
+ * scripts/check-op-columns.py checks each name has a definition */
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad, cuda, api, flags)  \
   dt_status infer(dt_op_call *c);                                           \
   dt_status cpu(dt_op_call *c);                                              \
+  dt_status cuda(dt_op_call *c);                                             \
   void rule(const dt_op_call *c, ops_rule_set *rs);                          \
   dt_status grad(ops_grad_env *e, const dt_op_call *fwd,                     \
                  dt_tensor *const *gout, dt_tensor **gin);
 #include "core/op_list.h"
 #undef CORE_OP
 
-/* what ops/ provides per op: validation, the CPU kernel and the sharding
- * rule (ops/registry.c) */
+/* what ops/ provides per op: validation, the CPU kernel, the sharding
+ * rule and the backward formula (ops/registry.c) */
 typedef struct ops_def {
   core_infer_fn infer;
   core_kernel_fn cpu;
@@ -78,10 +82,14 @@ typedef struct ops_def {
   ops_grad_fn grad;   /* ops_grad_none: not differentiable */
 } ops_def;
 
-/* Ops whose kernels validate data (indices, targets) while they run: the
- * call waits for the result, so a bad index fails the call itself, as on
- * PyTorch's CPU (ops/registry.c). */
-bool ops_checks_data(core_op_id op);
+/* the op list's CORE_OP_CHECKS_DATA flag of op (core/call.h) */
+static inline bool ops_checks_data(core_op_id op) {
+  return (core_op_flags(op) & CORE_OP_CHECKS_DATA) != 0;
+}
+/* the cuda column's marker for an op without a CUDA kernel: the host
+ * fallback runs it (DTORCH_CUDA_FALLBACK=1), else DT_ERR_UNSUPPORTED; the
+ * CUDA table holds NULL for it (ops/cuda_ops.c) */
+dt_status ops_cuda_host_fallback(dt_op_call *c);
 
 /* an index argument: int32 or int64, else DT_ERR_DTYPE naming arg */
 dt_status ops_check_index_dtype(const dt_op_call *c, const char *arg,

@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "ops/ops.h"
+#include "ops/cuda_ops.h"
 
 static dt_status same_float_shapes(dt_op_call *c, int n, const char *const *names) {
   const dt_tensor *a = c->args[0].t;
@@ -76,3 +77,36 @@ dt_status ops_adamw_apply_cpu(dt_op_call *c) {
 void ops_optim_rule(const dt_op_call *c, ops_rule_set *rs) {
   ops_rule_pointwise(c, rs, c->op == CORE_OP_ADAM_MOMENT ? 0x3u : 0x7u);
 }
+
+/* ---- the CUDA bindings (the op list's cuda column; docs/cuda.md): a
+ * boxed call turned into a launch on the rank's stream */
+#if DTORCH_HAVE_CUDA
+/* the optimiser's fused updates: dense operands of the output's dtype */
+static bool cu_dense_like(const dt_tensor *t, const dt_tensor *o) {
+  return t->dtype == o->dtype && ops_cu_dense(t);
+}
+
+dt_status ops_adam_moment_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *buf = c->args[0].t, *x = c->args[1].t;
+  if (!ops_cu_is_float(o->dtype) || !cu_dense_like(buf, o) ||
+      !cu_dense_like(x, o))
+    return ops_cu_unsupported(c, "strided or mixed-dtype operands");
+  return cuda_adam_moment(ops_cu_stream(o), (int)o->dtype, core_numel(o),
+                          core_tensor_data(o), core_tensor_data(buf),
+                          core_tensor_data(x), c->args[2].d, c->args[3].b)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+
+dt_status ops_adamw_apply_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *p = c->args[0].t, *m = c->args[1].t,
+            *v = c->args[2].t;
+  if (!ops_cu_is_float(o->dtype) || !cu_dense_like(p, o) ||
+      !cu_dense_like(m, o) || !cu_dense_like(v, o))
+    return ops_cu_unsupported(c, "strided or mixed-dtype operands");
+  return cuda_adamw_apply(ops_cu_stream(o), (int)o->dtype, core_numel(o),
+                          core_tensor_data(o), core_tensor_data(p),
+                          core_tensor_data(m), core_tensor_data(v),
+                          c->args[3].d, c->args[4].d, c->args[5].d)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+#endif

@@ -5,12 +5,47 @@
 #include <string.h>
 
 #include "ops/ops.h"
+#include "ops/cuda_ops.h"
 
-/* the op list and the kernel enums are in the same order */
-_Static_assert(CORE_OP_LOGICAL_OR - CORE_OP_ADD == CPU_OR - CPU_ADD, "binary order");
-_Static_assert(CORE_OP_POW_SCALAR - CORE_OP_ADD_SCALAR == CPU_POW - CPU_ADD,
-               "scalar order");
-_Static_assert(CORE_OP_LOGICAL_NOT - CORE_OP_NEG == CPU_NOT - CPU_NEG, "unary order");
+/* The op list and the kernel enums are in the same order, one op at a
+ * time: ops_binary_cpu and binary_flat pass (op - ADD) as the kernel's op,
+ * ops_unary_cpu (op - NEG), scalar_kernel (op - ADD_SCALAR) for add..pow;
+ * and the comparisons and logical ops are the binary ops from EQ on, which
+ * the `c->op >= CORE_OP_EQ` tests below mean. Moving an op in the list
+ * fails here, not in a wrong result. */
+#define SAME_ORDER(base, op, k)                                               \
+  _Static_assert(CORE_OP_##op - CORE_OP_##base == (int)(k),                 \
+                 #op " keeps its kernel's place after " #base);
+SAME_ORDER(ADD, ADD, CPU_ADD) SAME_ORDER(ADD, SUB, CPU_SUB)
+SAME_ORDER(ADD, MUL, CPU_MUL) SAME_ORDER(ADD, DIV, CPU_DIV)
+SAME_ORDER(ADD, POW, CPU_POW) SAME_ORDER(ADD, MAXIMUM, CPU_MAX)
+SAME_ORDER(ADD, MINIMUM, CPU_MIN) SAME_ORDER(ADD, FLOOR_DIVIDE, CPU_FLOORDIV)
+SAME_ORDER(ADD, REMAINDER, CPU_REM) SAME_ORDER(ADD, EQ, CPU_EQ)
+SAME_ORDER(ADD, NE, CPU_NE) SAME_ORDER(ADD, LT, CPU_LT)
+SAME_ORDER(ADD, LE, CPU_LE) SAME_ORDER(ADD, GT, CPU_GT)
+SAME_ORDER(ADD, GE, CPU_GE) SAME_ORDER(ADD, LOGICAL_AND, CPU_AND)
+SAME_ORDER(ADD, LOGICAL_OR, CPU_OR)
+SAME_ORDER(ADD_SCALAR, ADD_SCALAR, CPU_ADD)
+SAME_ORDER(ADD_SCALAR, SUB_SCALAR, CPU_SUB)
+SAME_ORDER(ADD_SCALAR, MUL_SCALAR, CPU_MUL)
+SAME_ORDER(ADD_SCALAR, DIV_SCALAR, CPU_DIV)
+SAME_ORDER(ADD_SCALAR, POW_SCALAR, CPU_POW)
+SAME_ORDER(NEG, NEG, CPU_NEG) SAME_ORDER(NEG, ABS, CPU_ABS)
+SAME_ORDER(NEG, EXP, CPU_EXP) SAME_ORDER(NEG, LOG, CPU_LOG)
+SAME_ORDER(NEG, SQRT, CPU_SQRT) SAME_ORDER(NEG, RSQRT, CPU_RSQRT)
+SAME_ORDER(NEG, SIN, CPU_SIN) SAME_ORDER(NEG, COS, CPU_COS)
+SAME_ORDER(NEG, TANH, CPU_TANH) SAME_ORDER(NEG, SIGMOID, CPU_SIGMOID)
+SAME_ORDER(NEG, RELU, CPU_RELU) SAME_ORDER(NEG, SILU, CPU_SILU)
+SAME_ORDER(NEG, GELU, CPU_GELU) SAME_ORDER(NEG, GELU_TANH, CPU_GELU_TANH)
+SAME_ORDER(NEG, LOGICAL_NOT, CPU_NOT)
+/* every op of the binary family from EQ on (the `>= CORE_OP_EQ` tests) is
+ * a comparison or a logical op: the list's next op is the first scalar op */
+_Static_assert(CORE_OP_LOGICAL_OR + 1 == CORE_OP_ADD_SCALAR,
+               "the binary family ends with the logical ops");
+/* cuda_compare's codes: 0 eq .. 5 ge (ops_compare_cuda passes op - EQ) */
+SAME_ORDER(EQ, NE, 1) SAME_ORDER(EQ, LT, 2) SAME_ORDER(EQ, LE, 3)
+SAME_ORDER(EQ, GT, 4) SAME_ORDER(EQ, GE, 5)
+#undef SAME_ORDER
 
 static bool is_0d(const dt_tensor *t) { return t->local.ndim == 0; }
 
@@ -634,3 +669,140 @@ dt_status ops_pointwise_grad(ops_grad_env *e, const dt_op_call *f,
 #undef G1
 #undef G2
 #undef GS
+
+/* ---- the CUDA bindings (the op list's cuda column; docs/cuda.md): a
+ * boxed call turned into a launch on the rank's stream */
+#if DTORCH_HAVE_CUDA
+dt_status ops_binary_cuda(dt_op_call *c) {
+  static const int ops[CORE_OP_COUNT] = {
+      [CORE_OP_ADD] = CUDA_ADD + 1, [CORE_OP_SUB] = CUDA_SUB + 1,
+      [CORE_OP_MUL] = CUDA_MUL + 1, [CORE_OP_DIV] = CUDA_DIV + 1,
+      [CORE_OP_MAXIMUM] = CUDA_MAX + 1, [CORE_OP_MINIMUM] = CUDA_MIN + 1,
+      [CORE_OP_GELU_BACKWARD] = CUDA_GELU_BACKWARD + 1,
+      [CORE_OP_POW] = CUDA_POW + 1, [CORE_OP_FLOOR_DIVIDE] = CUDA_FLOORDIV + 1,
+      [CORE_OP_REMAINDER] = CUDA_REM + 1};
+  dt_tensor *o = c->out[0], *a = c->args[0].t, *b = c->args[1].t;
+  if (!ops[c->op]) return ops_cu_unsupported(c, "this op");
+  if (a->dtype != o->dtype || b->dtype != o->dtype ||
+      !ops_cu_is_float(o->dtype))
+    return ops_cu_unsupported(c, "mixed or integer dtypes");
+  cuda_operand oa = ops_cu_operand(a, o), ob = ops_cu_operand(b, o);
+  return cuda_binary(ops_cu_stream(o), (cuda_binary_op)(ops[c->op] - 1),
+                     (int)o->dtype, o->local.ndim, o->local.sizes,
+                     core_tensor_data(o), &oa, &ob)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+
+/* tensor op scalar. add, sub, pow and remainder meet a float16 /
+ * bfloat16 tensor in its own dtype (the scalar rounded to it first); mul,
+ * div and floor_divide use the exact scalar: the CPU's rules
+ * (ops/pointwise.c, ops_scalar_cpu) */
+dt_status ops_scalar_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  double s = c->args[1].d;
+  cuda_binary_op op;
+  bool round = true;
+  switch (c->op) {
+  case CORE_OP_ADD_SCALAR: op = CUDA_ADD; break;
+  case CORE_OP_SUB_SCALAR: op = CUDA_SUB; break;
+  case CORE_OP_MUL_SCALAR: op = CUDA_MUL; round = false; break;
+  case CORE_OP_DIV_SCALAR: op = CUDA_DIV; round = false; break;
+  case CORE_OP_POW_SCALAR: op = CUDA_POW; break;
+  case CORE_OP_FLOOR_DIVIDE_SCALAR: op = CUDA_FLOORDIV; round = false; break;
+  case CORE_OP_REMAINDER_SCALAR: op = CUDA_REM; break;
+  default: return ops_cu_unsupported(c, "this op");
+  }
+  if (a->dtype != o->dtype || !ops_cu_is_float(o->dtype))
+    return ops_cu_unsupported(c, "integer dtypes");
+  if (round && (o->dtype == DT_FLOAT16 || o->dtype == DT_BFLOAT16)) {
+    _Alignas(8) char v[8];
+    core_store_double(v, o->dtype, s);
+    s = core_load_double(v, o->dtype);
+  }
+  cuda_operand oa = ops_cu_operand(a, o);
+  return cuda_scalar(ops_cu_stream(o), op, (int)o->dtype, o->local.ndim,
+                     o->local.sizes, core_tensor_data(o), &oa, s)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+
+dt_status ops_unary_cuda(dt_op_call *c) {
+  static const int ops[CORE_OP_COUNT] = {
+      [CORE_OP_NEG] = CUDA_NEG + 1, [CORE_OP_EXP] = CUDA_EXP + 1,
+      [CORE_OP_LOG] = CUDA_LOG + 1, [CORE_OP_SQRT] = CUDA_SQRT + 1,
+      [CORE_OP_TANH] = CUDA_TANH + 1, [CORE_OP_SIGMOID] = CUDA_SIGMOID + 1,
+      [CORE_OP_RELU] = CUDA_RELU + 1, [CORE_OP_SILU] = CUDA_SILU + 1,
+      [CORE_OP_GELU] = CUDA_GELU + 1, [CORE_OP_ABS] = CUDA_ABS + 1,
+      [CORE_OP_RSQRT] = CUDA_RSQRT + 1, [CORE_OP_SIN] = CUDA_SIN + 1,
+      [CORE_OP_COS] = CUDA_COS + 1, [CORE_OP_GELU_TANH] = CUDA_GELU_TANH + 1};
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  if (!ops[c->op]) return ops_cu_unsupported(c, "this op");
+  if (a->dtype != o->dtype || !ops_cu_is_float(o->dtype))
+    return ops_cu_unsupported(c, "integer dtypes");
+  cuda_operand oa = ops_cu_operand(a, o);
+  return cuda_unary(ops_cu_stream(o), (cuda_unary_op)(ops[c->op] - 1),
+                    (int)o->dtype, o->local.ndim, o->local.sizes,
+                    core_tensor_data(o), &oa)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+
+/* eq .. ge of one float dtype into bool */
+dt_status ops_compare_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t, *b = c->args[1].t;
+  if (a->dtype != b->dtype || !ops_cu_is_float(a->dtype) || o->dtype != DT_BOOL)
+    return ops_cu_unsupported(c, "mixed or integer dtypes");
+  cuda_operand oa = ops_cu_operand(a, o), ob = ops_cu_operand(b, o);
+  return cuda_compare(ops_cu_stream(o), (int)(c->op - CORE_OP_EQ),
+                      (int)a->dtype, o->local.ndim, o->local.sizes,
+                      core_tensor_data(o), &oa, &ob)
+             ? ops_cu_launch_failed(c)
+             : DT_OK;
+}
+
+dt_status ops_where_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *cond = c->args[0].t, *a = c->args[1].t,
+            *b = c->args[2].t;
+  if (cond->dtype != DT_BOOL || a->dtype != o->dtype || b->dtype != o->dtype)
+    return ops_cu_unsupported(c, "a non-bool condition or mixed dtypes");
+  cuda_operand oc = ops_cu_operand(cond, o), oa = ops_cu_operand(a, o),
+               ob = ops_cu_operand(b, o);
+  return cuda_where(ops_cu_stream(o), (int)o->dtype, o->local.ndim,
+                    o->local.sizes, core_tensor_data(o), &oc, &oa, &ob)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+
+dt_status ops_clamp_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  if (a->dtype != o->dtype || !ops_cu_is_float(o->dtype))
+    return ops_cu_unsupported(c, "integer dtypes");
+  cuda_operand oa = ops_cu_operand(a, o);
+  return cuda_clamp(ops_cu_stream(o), (int)o->dtype, o->local.ndim,
+                    o->local.sizes, core_tensor_data(o), &oa, c->args[1].d,
+                    c->args[2].d)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+
+dt_status ops_masked_fill_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t, *m = c->args[1].t;
+  if (a->dtype != o->dtype || m->dtype != DT_BOOL)
+    return ops_cu_unsupported(c, "mixed dtypes");
+  cuda_operand oa = ops_cu_operand(a, o), om = ops_cu_operand(m, o);
+  return cuda_masked_fill(ops_cu_stream(o), (int)o->dtype, o->local.ndim,
+                          o->local.sizes, core_tensor_data(o), &oa, &om,
+                          c->args[2].d)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+
+dt_status ops_logical_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  dt_tensor *b = c->op == CORE_OP_LOGICAL_NOT ? NULL : c->args[1].t;
+  if (o->dtype != DT_BOOL || (b && b->dtype != a->dtype))
+    return ops_cu_unsupported(c, "mixed dtypes");
+  cuda_operand oa = ops_cu_operand(a, o), ob = b ? ops_cu_operand(b, o) : oa;
+  int op = c->op == CORE_OP_LOGICAL_AND  ? 0
+           : c->op == CORE_OP_LOGICAL_OR ? 1
+                                         : 2;
+  return cuda_logical(ops_cu_stream(o), op, (int)a->dtype, o->local.ndim,
+                      o->local.sizes, core_tensor_data(o), &oa, b ? &ob : NULL)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+#endif

@@ -7,10 +7,20 @@
  * CPU kernel (kernels/cpu/reduce.c) computes into the contiguous output. */
 #include "kernels/cpu/reduce.h"
 #include "ops/ops.h"
+#include "ops/cuda_ops.h"
 
-/* the op list and the kernel enum are in the same order */
-_Static_assert(CORE_OP_ARGMIN - CORE_OP_SUM == CPU_REDUCE_ARGMIN - CPU_REDUCE_SUM,
-               "reduce order");
+/* the op list and the kernel enum are in the same order, one op at a time
+ * (ops_reduce_cpu passes op - SUM as the kernel's op; so does the CUDA
+ * binding for sum..prod, whose cuda_reduce codes follow CPU_REDUCE_*), and
+ * var ends the reductions (dispatch/rank_op.c's is_reduction: SUM..VAR) */
+#define SAME_ORDER(op, k)                                                     \
+  _Static_assert(CORE_OP_##op - CORE_OP_SUM == (int)(k),                    \
+                 #op " keeps its kernel's place after SUM");
+SAME_ORDER(SUM, CPU_REDUCE_SUM) SAME_ORDER(MEAN, CPU_REDUCE_MEAN)
+SAME_ORDER(AMAX, CPU_REDUCE_MAX) SAME_ORDER(AMIN, CPU_REDUCE_MIN)
+SAME_ORDER(PROD, CPU_REDUCE_PROD) SAME_ORDER(ARGMAX, CPU_REDUCE_ARGMAX)
+SAME_ORDER(ARGMIN, CPU_REDUCE_ARGMIN) SAME_ORDER(VAR, CPU_REDUCE_COUNT)
+#undef SAME_ORDER
 _Static_assert(DT_MAX_DIMS <= 32, "the reduced-dims mask is 32 bits");
 
 /* The reduced dims of a as a bit mask; errors name c->api and the dim. */
@@ -303,3 +313,74 @@ dt_status ops_reduce_grad(ops_grad_env *e, const dt_op_call *f,
   }
   return e->st;
 }
+
+/* ---- the CUDA bindings (the op list's cuda column; docs/cuda.md): a
+ * boxed call turned into a launch on the rank's stream */
+#if DTORCH_HAVE_CUDA
+/* cuda_reduce's op codes follow the op list's order */
+_Static_assert(CORE_OP_MEAN == CORE_OP_SUM + 1 &&
+                   CORE_OP_AMAX == CORE_OP_SUM + 2 &&
+                   CORE_OP_AMIN == CORE_OP_SUM + 3 &&
+                   CORE_OP_PROD == CORE_OP_SUM + 4,
+               "sum, mean, amax, amin, prod in order");
+
+/* the reduced dims of args[1] as a mask (none: all of them) */
+static uint32_t cu_reduced_mask(dt_op_call *c, const dt_tensor *a) {
+  dt_shape dims = c->args[1].ints;
+  int n = a->local.ndim;
+  uint32_t mask = dims.ndim ? 0 : (uint32_t)((1ull << n) - 1);
+  for (int i = 0; i < dims.ndim; i++) { /* infer checked them */
+    int d = 0;
+    (void)ops_wrap_dim(c, "dim", dims.dims[i], n, &d);
+    mask |= 1u << d;
+  }
+  return mask;
+}
+
+dt_status ops_var_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  if (a->dtype != o->dtype || !ops_cu_is_float(a->dtype))
+    return ops_cu_unsupported(c, "integer dtypes");
+  cuda_rows g = ops_cu_rows(a, cu_reduced_mask(c, a), false);
+  return cuda_var(ops_cu_stream(o), (int)o->dtype, &g, c->args[2].b ? 1 : 0,
+                  core_tensor_data(o), core_tensor_data(a))
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+
+dt_status ops_argext_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  if (!ops_cu_is_float(a->dtype) || o->dtype != DT_INT64)
+    return ops_cu_unsupported(c, "integer dtypes");
+  cuda_rows g = ops_cu_rows(a, cu_reduced_mask(c, a), false);
+  return cuda_argext(ops_cu_stream(o), c->op == CORE_OP_ARGMAX, (int)a->dtype,
+                     &g, core_tensor_data(o), core_tensor_data(a))
+             ? ops_cu_launch_failed(c)
+             : DT_OK;
+}
+
+dt_status ops_reduce_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  if (a->dtype != o->dtype || !ops_cu_is_float(a->dtype))
+    return ops_cu_unsupported(c, "integer dtypes");
+  uint32_t mask = cu_reduced_mask(c, a);
+  cuda_rows g = ops_cu_rows(a, mask, false);
+  if (cuda_reduce(ops_cu_stream(o), (int)(c->op - CORE_OP_SUM), (int)o->dtype,
+                  &g, core_tensor_data(o), core_tensor_data(a)))
+    return ops_cu_launch_failed(c);
+  if (c->op != CORE_OP_MEAN || !c->shard) return DT_OK;
+  /* a rank's part of a DTensor mean over a sharded dim: its local mean
+   * times local / global count (the shares sum to the global mean, the
+   * output being P(sum)), as the CPU's ops_reduce_cpu */
+  double local = 1, global = 1;
+  for (int d = 0; d < a->local.ndim; d++)
+    if (mask >> d & 1) {
+      local *= (double)a->local.sizes[d];
+      global *= (double)c->shard->global[0].dims[d];
+    }
+  if (local == global || global <= 0) return DT_OK;
+  cuda_operand oo = ops_cu_operand(o, o);
+  return cuda_scalar(ops_cu_stream(o), CUDA_MUL, (int)o->dtype, o->local.ndim,
+                     o->local.sizes, core_tensor_data(o), &oo, local / global)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+#endif

@@ -1,12 +1,13 @@
-/* The op registry: name, schema, infer and CPU kernel per op id, generated
- * from core/op_list.h. */
+/* The op registry: infer, CPU kernel, rule and backward per op id,
+ * generated from core/op_list.h. */
 #include <math.h>
 
 #include "ops/ops.h"
 #include "runtime/backend.h"
 
 const ops_def ops_defs[CORE_OP_COUNT] = {
-#define CORE_OP(id, name, schema, infer, cpu, rule, grad) [CORE_OP_##id] = {infer, cpu, rule, grad},
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad, cuda, api, flags) \
+  [CORE_OP_##id] = {infer, cpu, rule, grad},
 #include "core/op_list.h"
 #undef CORE_OP
 };
@@ -17,7 +18,7 @@ _Static_assert(sizeof ops_defs / sizeof *ops_defs == CORE_OP_COUNT,
  * library loads, before any runtime exists; the engine reaches the ops
  * layer's kernels only through it. */
 static const core_kernel_fn cpu_kernels[CORE_OP_COUNT] = {
-#define CORE_OP(id, name, schema, infer, cpu, rule, grad) [CORE_OP_##id] = cpu,
+#define CORE_OP(id, name, schema, infer, cpu, rule, grad, cuda, api, flags) [CORE_OP_##id] = cpu,
 #include "core/op_list.h"
 #undef CORE_OP
 };
@@ -25,12 +26,6 @@ __attribute__((constructor)) static void register_kernels(void) {
   runtime_backend_set_kernels(CORE_KEY_CPU, cpu_kernels);
   ops_cuda_register();
   runtime_backend_set_fallback(CORE_KEY_CUDA, ops_host_fallback);
-}
-
-bool ops_checks_data(core_op_id op) {
-  return op == CORE_OP_EMBEDDING || op == CORE_OP_INDEX_SELECT ||
-         op == CORE_OP_CROSS_ENTROPY || op == CORE_OP_INDEX_SELECT_BACKWARD ||
-         op == CORE_OP_CROSS_ENTROPY_BACKWARD;
 }
 
 dt_status ops_check_index_dtype(const dt_op_call *c, const char *arg,

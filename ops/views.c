@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ops/ops.h"
+#include "ops/cuda_ops.h"
 
 /* the output aliases argument 0 with the given layout */
 static void set_alias(dt_op_call *c, int ndim, const int64_t *sizes,
@@ -566,3 +567,18 @@ dt_status ops_view_grad(ops_grad_env *e, const dt_op_call *f,
   }
   return e->st;
 }
+
+/* ---- the CUDA bindings (the op list's cuda column; docs/cuda.md): a
+ * boxed call turned into a launch on the rank's stream */
+#if DTORCH_HAVE_CUDA
+/* cast, and the copies of reshape / contiguous / clone: a's elements in
+ * its row-major order into the dense output */
+dt_status ops_copy_cuda(dt_op_call *c) {
+  dt_tensor *o = c->out[0], *a = c->args[0].t;
+  cuda_operand oa = {.data = core_tensor_data(a)};
+  memcpy(oa.strides, a->local.strides, sizeof(int64_t) * (size_t)a->local.ndim);
+  return cuda_copy_cast(ops_cu_stream(o), (int)o->dtype, (int)a->dtype,
+                        a->local.ndim, a->local.sizes, core_tensor_data(o), &oa)
+             ? ops_cu_launch_failed(c) : DT_OK;
+}
+#endif

@@ -4,7 +4,9 @@
 
 #include <stdlib.h>
 
+#include "core/call.h"
 #include "core/error.h"
+#include "core/tensor.h"
 
 struct runtime_dry {
   double link_bps, latency_s, mem_bps, flops; /* the model */
@@ -65,6 +67,24 @@ void runtime_dry_op(dt_runtime *rt, int64_t bytes, double flops) {
   runtime_dry *d = rt->dry;
   atomic_fetch_add_explicit(&d->ops, 1, memory_order_relaxed);
   add_ps(&d->compute_ps, (double)bytes / d->mem_bps + flops / d->flops);
+}
+
+void runtime_dry_call(dt_runtime *rt, const dt_op_call *c,
+                      const int64_t *elems, int64_t k) {
+  int64_t bytes = 0;
+  for (int o = 0; o < c->nout; o++) {
+    int64_t n = elems ? elems[o] : core_numel(c->out[o]);
+    bytes += 2 * n * (int64_t)core_dtype_size(c->out[o]->dtype);
+  }
+  double flops = 0;
+  const dt_tensor *a = c->args[0].t;
+  if ((core_op_flags(c->op) & CORE_OP_CONTRACTS) && c->nout && a &&
+      a->local.ndim > 0) {
+    if (k < 0) k = a->local.sizes[a->local.ndim - 1];
+    flops = 2.0 * (double)(elems ? elems[0] : core_numel(c->out[0])) *
+            (double)k;
+  }
+  runtime_dry_op(rt, bytes, flops);
 }
 
 static dt_status check(dt_runtime *rt, const char *fn) {

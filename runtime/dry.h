@@ -24,6 +24,14 @@ void runtime_dry_collective(dt_runtime *rt, runtime_dry_kind kind, int n, int ra
                             int64_t bytes);
 /* one op: the fullest rank moves `bytes` and does `flops` */
 void runtime_dry_op(dt_runtime *rt, int64_t bytes, double flops);
+/* One op call's cost, the one model of the single-device path
+ * (runtime/exec.c) and the DTensor one (dispatch/propagate.c): the fullest
+ * rank writes each output (elems[o] elements; elems NULL: the outputs'
+ * own numel) and reads as much again; an op flagged CORE_OP_CONTRACTS in
+ * the op list does 2 * elems[0] * k FLOPs, k its contraction length (k <
+ * 0: the last dim of args[0]). */
+void runtime_dry_call(dt_runtime *rt, const dt_op_call *c,
+                      const int64_t *elems, int64_t k);
 
 /* dt_dry_run_report, dt_dry_run_reset (dtorch.h) */
 dt_status runtime_dry_report(dt_runtime *rt, dt_dry_run_stats *out);

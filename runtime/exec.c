@@ -110,16 +110,12 @@ static void poison_outputs(dt_op_call *c, dt_status st, const char *msg) {
 
 /* ---- refs held by an op record */
 static void for_each_tensor(dt_op_call *c, exec_record *r, bool retain) {
-  const char *s = core_op_schema(c->op);
-  for (int i = 0; s[i]; i++) {
-    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t) {
-      if (retain) core_tensor_retain(c->args[i].t);
-      else core_tensor_release(c->args[i].t);
-    } else if (s[i] == 'L') {
-      for (int j = 0; j < c->args[i].list.n; j++)
-        if (retain) core_tensor_retain(r->lists[i][j]);
-        else core_tensor_release(r->lists[i][j]);
-    }
+  /* a list's elements from the record's own copy of the list */
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);) {
+    dt_tensor *t = it.elem < 0 ? it.t : r->lists[it.pos][it.elem];
+    if (!t) continue;
+    if (retain) core_tensor_retain(t);
+    else core_tensor_release(t);
   }
   for (int i = 0; i < c->nout; i++)
     if (retain) core_tensor_retain(c->out[i]);
@@ -127,17 +123,10 @@ static void for_each_tensor(dt_op_call *c, exec_record *r, bool retain) {
 }
 
 static const core_poison *input_poison(const dt_op_call *c, const exec_record *r) {
-  const char *s = core_op_schema(c->op);
-  for (int i = 0; s[i]; i++) {
-    if ((s[i] == 'T' || s[i] == 't') && c->args[i].t) {
-      const core_poison *p = core_storage_poison(c->args[i].t->local.storage);
-      if (p) return p;
-    } else if (s[i] == 'L') {
-      for (int j = 0; j < c->args[i].list.n; j++) {
-        const core_poison *p = core_storage_poison(r->lists[i][j]->local.storage);
-        if (p) return p;
-      }
-    }
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it);) {
+    const dt_tensor *t = it.elem < 0 ? it.t : r->lists[it.pos][it.elem];
+    const core_poison *p = t ? core_storage_poison(t->local.storage) : NULL;
+    if (p) return p;
   }
   return NULL;
 }
@@ -594,15 +583,7 @@ static dt_status inline_op(dt_op_call *c, dt_runtime *rt, int rank, int me) {
 /* a dry run's op: nothing runs; the fullest rank (this one) writes its
  * outputs and reads its inputs once */
 static dt_status dry_op(const dt_op_call *c, dt_runtime *rt) {
-  int64_t bytes = 0;
-  for (int i = 0; i < c->nout; i++)
-    bytes += 2 * core_numel(c->out[i]) * (int64_t)core_dtype_size(c->out[i]->dtype);
-  double flops = 0;
-  if ((c->op == CORE_OP_MATMUL || c->op == CORE_OP_LINEAR) && c->args[0].t &&
-      c->args[0].t->local.ndim > 0) /* 2 m n k: the output times k */
-    flops = 2.0 * (double)core_numel(c->out[0]) *
-            (double)c->args[0].t->local.sizes[c->args[0].t->local.ndim - 1];
-  runtime_dry_op(rt, bytes, flops);
+  runtime_dry_call(rt, c, NULL, -1);
   return DT_OK;
 }
 

@@ -1,7 +1,8 @@
 /* The CUDA backend against the CPU backend on the same inputs (label gpu):
- * every op bound in ops/cuda_ops.c runs on a "cuda" runtime and on a CPU
- * runtime, and the results must agree (bitwise where both compute the
- * same IEEE operations in the same order, within rounding elsewhere).
+ * every op with a CUDA binding (the op list's cuda column) runs on a
+ * "cuda" runtime and on a CPU runtime, and the results must agree
+ * (bitwise where both compute the same IEEE operations in the same order,
+ * within rounding elsewhere).
  * Also: the Philox stream gives the same dt_rand values on both, per-rank
  * out-of-memory with DTORCH_DEVICE_MEMORY, and N ranks on one GPU.
  * Exits 77 (skip) where no "cuda" runtime can be made: no CUDA build, no

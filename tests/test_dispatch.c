@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/call.h"
 #include "support/testutil.h"
 
 /* reads all of f (rewound) into a malloc'd string */
@@ -360,6 +361,63 @@ static void test_list_inputs(void **state) {
   tu_leaks_end();
 }
 
+/* The tensor-argument walk (core_call_args) against hand-listed
+ * expectations: positions, list indices and tensors in schema order, an
+ * absent optional as NULL, an empty list as nothing. The tensors are
+ * distinct addresses the walk never dereferences. */
+typedef struct walk_step { int pos, elem; const void *t; } walk_step;
+static void expect_walk(const dt_op_call *c, const walk_step *want, int n) {
+  int k = 0;
+  for (core_arg_it it = core_call_args(c); core_arg_next(&it); k++) {
+    assert_true(k < n);
+    assert_int_equal(it.pos, want[k].pos);
+    assert_int_equal(it.elem, want[k].elem);
+    assert_ptr_equal(it.t, want[k].t);
+  }
+  assert_int_equal(k, n);
+  assert_int_equal(core_call_num_tensor_inputs(c), n);
+  for (int i = 0; i < n; i++) assert_ptr_equal(core_call_tensor_input(c, i), want[i].t);
+  assert_null(core_call_tensor_input(c, n));
+}
+
+static void test_arg_walk(void **state) {
+  (void)state;
+  static char cell[4];
+  dt_tensor *x = (dt_tensor *)&cell[0], *y = (dt_tensor *)&cell[1],
+            *z = (dt_tensor *)&cell[2];
+  dt_op_call c;
+  core_call_init(&c, CORE_OP_CAT, "test"); /* "Li" */
+  dt_tensor *l[3] = {x, y, z};
+  core_call_list(&c, l, 3);
+  core_call_int(&c, 0);
+  expect_walk(&c, (walk_step[]){{0, 0, x}, {0, 1, y}, {0, 2, z}}, 3);
+  c.args[0].list.n = 0; /* an empty list: nothing */
+  expect_walk(&c, NULL, 0);
+  core_call_init(&c, CORE_OP_LINEAR, "test"); /* "TTt", no bias */
+  core_call_tensor(&c, x);
+  core_call_tensor(&c, y);
+  core_call_tensor(&c, NULL);
+  expect_walk(&c, (walk_step[]){{0, -1, x}, {1, -1, y}, {2, -1, NULL}}, 3);
+  core_call_init(&c, CORE_OP_WHERE, "test"); /* "TTT" */
+  core_call_tensor(&c, z);
+  core_call_tensor(&c, x);
+  core_call_tensor(&c, y);
+  expect_walk(&c, (walk_step[]){{0, -1, z}, {1, -1, x}, {2, -1, y}}, 3);
+  core_call_init(&c, CORE_OP_FULL, "test"); /* "IDs": no tensors */
+  core_call_ints(&c, (dt_shape){0});
+  core_call_dtype(&c, DT_FLOAT32);
+  core_call_double(&c, 1);
+  expect_walk(&c, NULL, 0);
+  core_call_init(&c, CORE_OP_MASKED_FILL, "test"); /* "TTs" */
+  core_call_tensor(&c, y);
+  core_call_tensor(&c, x);
+  core_call_double(&c, 2);
+  expect_walk(&c, (walk_step[]){{0, -1, y}, {1, -1, x}}, 2);
+  assert_int_equal(core_op_list_pos(CORE_OP_CAT), 0);
+  assert_int_equal(core_op_list_pos(CORE_OP_STACK), 0);
+  assert_int_equal(core_op_list_pos(CORE_OP_ADD), -1);
+}
+
 /* a hook that tries to change the hook stack and to run its op twice */
 typedef struct meddler { dt_status push, pop, run2; } meddler;
 static dt_status meddle_hook(dt_op_call *call, void *user) {
@@ -481,6 +539,7 @@ int main(void) {
       cmocka_unit_test(test_hook_bare_status),
       cmocka_unit_test(test_call_accessors),
       cmocka_unit_test(test_list_inputs),
+      cmocka_unit_test(test_arg_walk),
       cmocka_unit_test(test_stack_rules),
       cmocka_unit_test(test_hooks_per_thread),
   };

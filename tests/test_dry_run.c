@@ -173,10 +173,56 @@ static void test_threads(void **state) {
   dt_runtime_destroy(shared);
 }
 
+/* compute_s of one op on a fresh report */
+static double op_compute_s(dt_runtime *rt, dt_tensor *(*op)(dt_tensor *, dt_tensor *),
+                           dt_tensor *a, dt_tensor *b) {
+  assert_int_equal(dt_dry_run_reset(rt), DT_OK);
+  dt_tensor *c = op(a, b);
+  assert_non_null(c);
+  dt_dry_run_stats s;
+  assert_int_equal(dt_dry_run_report(rt, &s), DT_OK);
+  assert_int_equal(s.collectives, 0);
+  dt_tensor_release(c);
+  return s.compute_s;
+}
+
+/* The compute model, one for a single-device op and a DTensor one: the
+ * fullest rank writes its outputs and reads as much again (bytes over the
+ * memory bandwidth), and matmul does 2 m n k FLOPs, k its share of the
+ * contraction; an add does none. Hand-computed at 1000 GB/s, 1 TFLOP/s. */
+static void test_compute_model(void **state) {
+  (void)state;
+  dt_runtime *dry = dt_runtime_create(&(dt_runtime_options){.num_ranks = 2,
+      .dry_run = true, .dry_mem_gbps = 1000, .dry_tflops = 1});
+  assert_non_null(dry);
+  dt_runtime_set_current(dry);
+  dt_tensor *a = dt_zeros(DT_SHAPE(8, 16), NULL), *b = dt_zeros(DT_SHAPE(16, 4), NULL);
+  /* [8, 4] float32 out: 2 * 128 bytes; 2 * 8 * 4 * 16 FLOPs */
+  assert_true(fabs(op_compute_s(dry, dt_matmul, a, b) - (256 / 1e12 + 1024 / 1e12)) < 1e-14);
+  /* [8, 16] out: 2 * 512 bytes, no FLOPs counted */
+  assert_true(fabs(op_compute_s(dry, dt_add, a, a) - 1024 / 1e12) < 1e-14);
+  dt_runtime_set_current(NULL);
+  dt_mesh *m = dt_mesh_init(dry, NULL, DT_SHAPE(2), NULL);
+  dt_tensor *da = dt_zeros(DT_SHAPE(8, 16), &(dt_tensor_options){.mesh = m,
+      .placements = DT_PLACEMENTS(DT_SHARD(1))});
+  dt_tensor *db = dt_zeros(DT_SHAPE(16, 4), &(dt_tensor_options){.mesh = m,
+      .placements = DT_PLACEMENTS(DT_SHARD(0))});
+  /* the contraction sharded: each rank's [8, 4] partial (256 bytes moved)
+   * over its 8 of the 16 contraction indices, 2 * 8 * 4 * 8 FLOPs */
+  assert_true(fabs(op_compute_s(dry, dt_matmul, da, db) - (256 / 1e12 + 512 / 1e12)) < 1e-14);
+  dt_tensor_release(a);
+  dt_tensor_release(b);
+  dt_tensor_release(da);
+  dt_tensor_release(db);
+  dt_mesh_release(m);
+  dt_runtime_destroy(dry);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_same_collectives_as_real), cmocka_unit_test(test_alpha_beta),
     cmocka_unit_test(test_large_mesh), cmocka_unit_test(test_threads),
+    cmocka_unit_test(test_compute_model),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,9 @@
 """Loading libdtorch.so and the ctypes declarations of the C API used here.
 
+Every op's public function is declared here, with as many arguments as its
+prototype in include/dtorch: scripts/check-op-columns.py (ctest
+op_columns) fails otherwise.
+
 Where the library comes from, first match wins:
 1. ``DTORCH_LIBRARY`` (a path to libdtorch.so.1 or libdtorch.so);
 2. a ``libdtorch.so.1`` / ``libdtorch.so`` next to this file (a wheel that
@@ -138,6 +142,18 @@ for _n, _r, _a in [
     ("dt_stack", P, (ctypes.POINTER(P), I, I)),
     ("dt_backward", I, (P,)), ("dt_grad", P, (P,)),
     ("dt_var", P, (P, PI, I, B, B)),
+    ("dt_masked_fill", P, (P, P, D)), ("dt_narrow", P, (P, I, I64, I64)),
+    ("dt_rms_norm", P, (P, P, D)), ("dt_embedding", P, (P, P)),
+    ("dt_index_select", P, (P, I, P)),
+    ("dt_cross_entropy", P, (P, P, I, I64)),
+    # the backward and optimiser ops (their public functions, for tests
+    # and custom formulas)
+    ("dt_gelu_backward", P, (P, P)),
+    ("dt_slice_scatter", P, (P, Shape, I, I64, I64, I64)),
+    ("dt_index_select_backward", P, (P, I, P, I64)),
+    ("dt_cross_entropy_backward", P, (P, P, P, I, I64, D)),
+    ("dt_adam_moment", P, (P, P, D, B)),
+    ("dt_adamw_apply", P, (P, P, P, D, D, D)),
 ]:
     _decl(_n, _r, *_a)
 
