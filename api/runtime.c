@@ -61,9 +61,11 @@ int64_t dt_runtime_queue_depth(const dt_runtime *rt, int rank) {
 
 dt_status dt_runtime_cancel(dt_runtime *rt) {
   if (!rt) return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_cancel: rt is NULL");
-  if (atomic_load_explicit(&rt->dead, memory_order_acquire))
-    return core_error_set(DT_ERR_DEVICE, "dt_runtime_cancel: the runtime was destroyed");
+  /* inside the gate: a destroy racing the cancel waits for it to leave
+   * before it frees the pool (runtime/gate.c) */
+  if (!runtime_gate_enter(rt, "dt_runtime_cancel")) return DT_ERR_DEVICE;
   if (rt->pool) sched_pool_cancel(rt->pool);
+  runtime_gate_leave(rt);
   return DT_OK;
 }
 

@@ -2,7 +2,8 @@
  * the runtime: issuing threads that made it current (ops, fetches,
  * synchronize, async fetches and events), a future callback that
  * destroys it, a second destroy, a destroy from inside an SPMD function,
- * and an SPMD run that waits behind a run that never ends. Each call that
+ * an SPMD run that waits behind a run that never ends, and
+ * dt_runtime_cancel from threads and callbacks during a destroy. Each call that
  * races the destroy must complete or fail with DT_ERR_DEVICE; nothing
  * crashes or hangs (the alarm fails a hang). */
 #include <stdatomic.h>
@@ -189,6 +190,70 @@ static void test_destroy_from_callback(void **state) {
   for (int round = 0; round < ROUNDS / 2; round++) {
     race r = {.rt = make_rt(4)};
     tu_run_threads(ISSUERS + 1, callback_body, &r);
+    TU_ASSERT_NO_THREAD_FAILURES();
+    assert_int_equal(atomic_load(&r.after), ISSUERS);
+  }
+}
+
+/* ---- dt_runtime_cancel from several threads and from a future callback
+ * while another thread destroys the runtime: each cancel returns DT_OK or
+ * DT_ERR_DEVICE, and every one after the destroy returned fails */
+static _Atomic int callbacks_due; /* registered and not yet run */
+
+static void cancel_cb(dt_future *f, dt_status st, void *user) {
+  (void)f;
+  (void)st;
+  race *r = user;
+  check_status(dt_runtime_cancel(r->rt), "dt_runtime_cancel (callback)");
+  atomic_fetch_sub(&callbacks_due, 1);
+}
+
+static void canceller(void *arg, int i) {
+  race *r = arg;
+  if (i == ISSUERS) { /* the destroyer, once every canceller cancelled */
+    while (atomic_load(&r->ready) < ISSUERS) tu_sleep_ns(100000);
+    dt_runtime_destroy(r->rt);
+    atomic_store(&r->destroyed, true);
+    return;
+  }
+  TU_CHECK_TRUE(dt_runtime_set_current(r->rt) == DT_OK); /* holds a ref */
+  static float host[ISSUERS][N];
+  bool counted = false;
+  for (;;) {
+    bool after = atomic_load(&r->destroyed);
+    dt_tensor *t = dt_full(DT_SHAPE(N), 1.0, NULL);
+    dt_future *f = t ? dt_to_host_async(t, host[i], sizeof host[i]) : NULL;
+    if (f) {
+      atomic_fetch_add(&callbacks_due, 1);
+      TU_CHECK_TRUE(dt_future_then(f, cancel_cb, r) == DT_OK);
+    }
+    dt_future_release(f);
+    dt_tensor_release(t);
+    dt_status st = dt_runtime_cancel(r->rt);
+    check_status(st, "dt_runtime_cancel");
+    if (!counted) {
+      atomic_fetch_add(&r->ready, 1);
+      counted = true;
+    }
+    if (after) {
+      TU_CHECK(st == DT_ERR_DEVICE, "dt_runtime_cancel succeeded after "
+               "dt_runtime_destroy returned");
+      break;
+    }
+  }
+  atomic_fetch_add(&r->after, 1);
+  /* the callbacks use the runtime: its reference (this thread's current
+   * runtime) outlives them. Their fetches complete, at the latest when
+   * the destroy runs what was published */
+  while (atomic_load(&callbacks_due) > 0) tu_sleep_ns(100000);
+  dt_runtime_set_current(NULL);
+}
+
+static void test_cancel_while_destroying(void **state) {
+  (void)state;
+  for (int round = 0; round < ROUNDS; round++) {
+    race r = {.rt = make_rt(4)};
+    tu_run_threads(ISSUERS + 1, canceller, &r);
     TU_ASSERT_NO_THREAD_FAILURES();
     assert_int_equal(atomic_load(&r.after), ISSUERS);
   }
@@ -428,6 +493,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_destroy_waits_for_calls_inside),
       cmocka_unit_test(test_destroy_while_issuing),
       cmocka_unit_test(test_destroy_from_callback),
+      cmocka_unit_test(test_cancel_while_destroying),
   };
   return TU_RUN_TESTS_WITH_ALARM(240, tests);
 }
