@@ -25,6 +25,39 @@ int dt_runtime_num_ranks(const dt_runtime *rt) {
   return runtime_num_ranks(rt);
 }
 
+int dt_runtime_num_processes(const dt_runtime *rt) {
+  if (!rt) {
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_num_processes: rt is "
+                   "NULL");
+    return -1;
+  }
+  return runtime_num_processes(rt);
+}
+
+int dt_runtime_process_index(const dt_runtime *rt) {
+  if (!rt) {
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_process_index: rt is "
+                   "NULL");
+    return -1;
+  }
+  return runtime_process_index(rt);
+}
+
+bool dt_runtime_rank_is_local(const dt_runtime *rt, int rank) {
+  if (!rt) {
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_rank_is_local: rt is "
+                   "NULL");
+    return false;
+  }
+  if (rank < 0 || rank >= runtime_num_ranks(rt)) {
+    core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_rank_is_local: rank %d "
+                   "is not a rank of this runtime (0..%d)", rank,
+                   runtime_num_ranks(rt) - 1);
+    return false;
+  }
+  return runtime_rank_is_local(rt, rank);
+}
+
 dt_status dt_runtime_synchronize(dt_runtime *rt) {
   return runtime_synchronize(rt);
 }

@@ -427,6 +427,8 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
   pthread_condattr_destroy(&ca);
   rt->coll_timeout_ns = set.timeout_ns;
   rt->nranks = n;
+  rt->nprocs = 1;
+  rt->nlocal = n;
   rt->backend = &runtime_backend_cpu;
   rt->device_memory = memory;
   rt->auto_redistribute = set.auto_redistribute;

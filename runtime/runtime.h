@@ -35,7 +35,12 @@ typedef struct runtime_rank_slot {
 struct dt_runtime {
   _Atomic int64_t refcount;   /* the creator + every live storage */
   _Atomic bool dead;          /* destroyed: no new work */
-  int nranks;
+  int nranks;                 /* the job's ranks (every process's) */
+  /* multi-process jobs (docs/multiprocess.md): nprocs processes, this one
+   * process `proc`, hosting ranks [first_rank, first_rank + nlocal) as
+   * its pool's threads 0 .. nlocal-1; one process: 1, 0, 0, nranks */
+  int nprocs, proc, first_rank, nlocal;
+  struct sim_mpi *mpi;        /* the MPI job this runtime joined, or NULL */
   int64_t device_memory;      /* per rank, bytes; 0 = unlimited */
   bool auto_redistribute;
   bool is_default;
@@ -138,6 +143,13 @@ dt_runtime *runtime_create(const dt_runtime_options *opts);
 void runtime_destroy(dt_runtime *rt);
 /* dt_runtime_num_ranks (dtorch.h) */
 int runtime_num_ranks(const dt_runtime *rt);
+/* dt_runtime_num_processes, dt_runtime_process_index (dtorch.h) */
+static inline int runtime_num_processes(const dt_runtime *rt) { return rt->nprocs; }
+static inline int runtime_process_index(const dt_runtime *rt) { return rt->proc; }
+/* whether global rank r's thread runs in this process */
+static inline bool runtime_rank_is_local(const dt_runtime *rt, int r) {
+  return r >= rt->first_rank && r < rt->first_rank + rt->nlocal;
+}
 /* dt_runtime_synchronize (dtorch.h) */
 dt_status runtime_synchronize(dt_runtime *rt);
 /* dt_runtime_default (dtorch.h) */

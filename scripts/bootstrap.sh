@@ -4,7 +4,8 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config liburing-dev libck-dev libcmocka-dev
-      libopenblas-dev libcjson-dev libmicrohttpd-dev clang)
+      libopenblas-dev libcjson-dev libmicrohttpd-dev clang
+      libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then

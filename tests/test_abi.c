@@ -25,7 +25,8 @@ static void test_layouts(void **state) {
   if (sizeof(void *) != 8) skip();  /* the figures are LP64's */
   SIZE(dt_shape, 72);
   SIZE(dt_placement, 12);
-  RESERVED_AT(dt_runtime_options, 104, 16);
+  RESERVED_AT(dt_runtime_options, 112, 15);
+  assert_int_equal(offsetof(dt_runtime_options, launcher), 104);
   SIZE(dt_runtime_options, 232);
   RESERVED_AT(dt_tensor_options, 40, 8);
   RESERVED_AT(dt_memory_stats, 24, 5);

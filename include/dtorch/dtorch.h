@@ -209,8 +209,12 @@ typedef struct dt_runtime_options { const char *device; /* "cpu" | "cuda" */
   const char *const *rank_devices; /* device "cuda" only: NULL, or
                              num_ranks strings "cuda:K", rank i on GPU K
                              (distinct GPUs, or all one GPU); docs/cuda.md */
-  uint64_t reserved[16];  /* zero; later fields (the process launcher, ...)
-                             are carved from here, size unchanged */
+  const char *launcher;   /* NULL = one process (or DTORCH_LAUNCHER);
+                             "mpi": this process is one of the MPI job's,
+                             hosting its block of num_ranks (the job's
+                             total) as rank threads (docs/multiprocess.md) */
+  uint64_t reserved[15];  /* zero; later fields are carved from here, size
+                             unchanged */
 } dt_runtime_options;
 #if UINTPTR_MAX == UINT64_MAX
 DT_STATIC_ASSERT(sizeof(dt_runtime_options) == 232,
@@ -235,6 +239,14 @@ DT_API dt_runtime *dt_runtime_create(const dt_runtime_options *opts);
  * until dt_runtime_set_current picks another (docs/engine.md). */
 DT_API void        dt_runtime_destroy(dt_runtime *rt);
 DT_API int         dt_runtime_num_ranks(const dt_runtime *rt);
+/* Multi-process jobs (launcher "mpi", docs/multiprocess.md): the job's
+ * processes, this one's index, and whether a global rank's thread runs in
+ * this process (process p hosts ranks p*N/P .. (p+1)*N/P - 1). A
+ * one-process runtime: 1, 0, every rank. Errors: rt NULL (-1 / false),
+ * rank out of range (false); each sets the last error. */
+DT_API int         dt_runtime_num_processes(const dt_runtime *rt);
+DT_API int         dt_runtime_process_index(const dt_runtime *rt);
+DT_API bool        dt_runtime_rank_is_local(const dt_runtime *rt, int rank);
 /* Blocks until every op issued to rt before the call has run on every
  * rank. */
 DT_API dt_status   dt_runtime_synchronize(dt_runtime *rt);
