@@ -333,8 +333,8 @@ dt_shape mesh_tensor_local_shape(const dt_tensor *t, int rank) {
 /* publishes a host copy of t into dst (run/done on `rank`, -1: every rank
  * of t's mesh); without `wait`, *out receives the future of its outcome */
 static dt_status host_job(dt_tensor *t, void *dst, size_t bytes, int rank,
-                          runtime_call_fn run, runtime_done_fn done, bool wait,
-                          dt_future **out, const char *fn) {
+                          runtime_call_fn run, runtime_done_fn done, int owner,
+                          bool wait, dt_future **out, const char *fn) {
   dt_future *f = sched_future_new();
   mesh_host_job *j = calloc(1, sizeof *j);
   if (!f || !j) {
@@ -345,6 +345,7 @@ static dt_status host_job(dt_tensor *t, void *dst, size_t bytes, int rank,
   j->t = core_tensor_retain(t);
   j->dst = dst;
   j->bytes = bytes;
+  j->owner = owner;
   j->api = fn;
   j->future = sched_future_retain(f);
   if (runtime_publish_named_call(t->spec->mesh->rt, rank, "to_host", run,
@@ -366,7 +367,53 @@ static dt_status host_job(dt_tensor *t, void *dst, size_t bytes, int rank,
 
 static dt_status gather_to_host(dt_tensor *t, void *dst, bool wait,
                                 dt_future **out, const char *fn) {
-  return host_job(t, dst, 0, -1, mesh_exec_gather, mesh_exec_gather_done, wait, out, fn);
+  return host_job(t, dst, 0, -1, mesh_exec_gather, mesh_exec_gather_done, -1,
+                  wait, out, fn);
+}
+
+/* the first mesh index whose rank runs in this process, or -1 */
+static int first_local(const dt_mesh *m) {
+  for (int i = 0; i < m->size; i++)
+    if (runtime_rank_is_local(m->rt, m->ranks[i])) return i;
+  return -1;
+}
+
+static bool all_local(const dt_mesh *m) {
+  if (m->rt->nprocs == 1) return true;
+  for (int i = 0; i < m->size; i++)
+    if (!runtime_rank_is_local(m->rt, m->ranks[i])) return false;
+  return true;
+}
+
+/* A mesh spanning processes: the value is replicated on every rank first
+ * (collective over the mesh's processes: each of them makes this call),
+ * then this process's first mesh rank copies it. */
+static dt_status to_host_across(dt_tensor *t, void *dst, bool wait,
+                                dt_future **out, const char *fn) {
+  const dt_mesh *m = t->spec->mesh;
+  int own = first_local(m);
+  if (own < 0) {
+    const dt_runtime *rt = m->rt;
+    return core_error_set(DT_ERR_DEVICE, "%s: the tensor's mesh has no rank in "
+                          "this process (process %d, ranks %d..%d); its ranks "
+                          "%d..%d are in other processes, which must fetch it",
+                          fn, rt->proc, rt->first_rank,
+                          rt->first_rank + rt->nlocal - 1, m->ranks[0],
+                          m->ranks[m->size - 1]);
+  }
+  dt_placement pl[DT_MAX_DIMS];
+  bool replicated = true;
+  for (int i = 0; i < m->ndim; i++) {
+    replicated = replicated && t->spec->placements[i].kind == DT_PLACEMENT_REPLICATE;
+    pl[i] = DT_REPLICATE;
+  }
+  dt_tensor *r = replicated ? core_tensor_retain(t)
+                            : mesh_redistribute_to(t, t->spec->mesh, pl, false, fn);
+  if (!r) return core_last_status();
+  dt_status st = host_job(r, dst, 0, -1, mesh_exec_gather, mesh_exec_gather_done,
+                          own, wait, out, fn);
+  core_tensor_release(r);
+  return st;
 }
 
 dt_status mesh_dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
@@ -385,6 +432,7 @@ dt_status mesh_dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
   }
   dt_status st = check_live(t, fn);
   if (st != DT_OK) return st;
+  if (!all_local(t->spec->mesh)) return to_host_across(t, dst, wait, out, fn);
   bool partial = false;
   dt_placement pl[DT_MAX_DIMS];
   for (int i = 0; i < t->spec->mesh->ndim; i++) {
@@ -430,6 +478,8 @@ dt_status mesh_local_to_host(dt_tensor *t, int rank, void *dst, size_t bytes) {
                         need, rank);
   dt_status st = check_live(t, fn);
   if (st != DT_OK) return st;
-  return host_job(t, dst, need, rank, mesh_exec_local, mesh_exec_local_done, true, NULL,
-                  fn);
+  if (!runtime_rank_is_local(t->spec->mesh->rt, rank))
+    return runtime_not_local(t->spec->mesh->rt, rank, fn);
+  return host_job(t, dst, need, rank, mesh_exec_local, mesh_exec_local_done, -1,
+                  true, NULL, fn);
 }

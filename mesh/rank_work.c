@@ -116,7 +116,9 @@ void mesh_exec_gather(void *arg, dt_runtime *rt, int rank) {
   mesh_host_job *j = arg;
   core_spec *s = j->t->spec;
   int idx = rank < s->mesh->rt_ranks ? s->mesh->pos[rank] : -1;
-  if (idx < 0 || !mesh_box_owner(s->mesh, s->placements, idx)) return;
+  if (idx < 0 || (j->owner >= 0 ? idx != j->owner
+                                 : !mesh_box_owner(s->mesh, s->placements, idx)))
+    return;
   core_storage *st = s->storages[idx];
   if (core_storage_poison(st) || !st->data) return;
   mesh_box b = mesh_box_of(s->mesh, s->placements, &s->shape, idx);

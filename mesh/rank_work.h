@@ -25,6 +25,9 @@ typedef struct mesh_host_job {
   dt_tensor *t;
   void *dst;
   size_t bytes;           /* mesh_exec_local: the shard's bytes */
+  int owner;              /* mesh_exec_gather of a replicated tensor: the
+                             mesh index that copies (a rank of this
+                             process), or -1: each box's first holder */
   dt_future *future;
   const char *api;        /* the public function, for messages */
   /* a device rank's copy that failed (mesh_exec_gather): the first one's

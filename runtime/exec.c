@@ -90,6 +90,7 @@ static void pin_to_cpu(int rank) {
  * allocation fault injection (core/host_alloc.h). Brings up the rank's device
  * (runtime_backend.rank_init). */
 void runtime_exec_rank_init(void *ctx, int rank) {
+  rank += ((dt_runtime *)ctx)->first_rank; /* the pool's index → global */
   char name[16]; /* the kernel's limit, with the NUL */
   snprintf(name, sizeof name, "dt-rank-%d", rank);
   pthread_setname_np(pthread_self(), name);
@@ -264,6 +265,7 @@ static void exec_to_host(exec_record *r, dt_runtime *rt, int rank) {
 
 bool runtime_exec_pending(void *ctx, int rank) {
   dt_runtime *rt = ctx;
+  rank += rt->first_rank;
   /* relaxed: a hint; the drain's acquire exchange reads the stack */
   return atomic_load_explicit(&rt->ranks[rank].remote_free,
                               memory_order_relaxed) != NULL;
@@ -291,7 +293,7 @@ void runtime_wait_remote_frees(dt_runtime *rt) {
 }
 
 void runtime_exec_idle(void *ctx, int rank) {
-  runtime_drain_remote_frees(ctx, rank);
+  runtime_drain_remote_frees(ctx, rank + ((dt_runtime *)ctx)->first_rank);
 }
 
 void runtime_drain_remote_frees(dt_runtime *rt, int rank) {
@@ -409,7 +411,8 @@ static void op_args(const exec_record *r, char *buf, size_t len) {
 static void traced_exec(dt_runtime *rt, exec_record *r, int rank) {
   sched_trace_event e = {.name = rec_name(r), .cat = rec_cat(r), .ph = 'X'};
   uint64_t flow = r->flow;
-  if (flow && r->flow_all) flow = rank < RUNTIME_TRACE_FLOWS ? flow + (uint64_t)rank : 0;
+  int li = rank - rt->first_rank; /* flows are numbered by local index */
+  if (flow && r->flow_all) flow = li < RUNTIME_TRACE_FLOWS ? flow + (uint64_t)li : 0;
   op_args(r, e.args, sizeof e.args);
   sched_trace_record_enter();
   e.ts = sched_trace_now();
@@ -425,6 +428,7 @@ static void traced_exec(dt_runtime *rt, exec_record *r, int rank) {
 
 void runtime_exec_record(void *ctx, void *record, int rank) {
   dt_runtime *rt = ctx;
+  rank += rt->first_rank; /* the pool numbers this process's ranks from 0 */
   /* the trace switch: one relaxed load and a compare (sched/trace_recorder.h) */
   if (__builtin_expect(sched_trace_on(rt->pool), 0)) {
     traced_exec(rt, record, rank);
@@ -437,7 +441,7 @@ void runtime_exec_record(void *ctx, void *record, int rank) {
  * to each rank it addresses (up to RUNTIME_TRACE_FLOWS of them) */
 static void traced_commit(dt_runtime *rt, const sched_claim *q, exec_record *r) {
   bool all = q->rank == SCHED_ALL;
-  int n = all ? (rt->nranks < RUNTIME_TRACE_FLOWS ? rt->nranks : RUNTIME_TRACE_FLOWS) : 1;
+  int n = all ? (rt->nlocal < RUNTIME_TRACE_FLOWS ? rt->nlocal : RUNTIME_TRACE_FLOWS) : 1;
   uint64_t base = sched_trace_flow_ids(n);
   r->flow = base;
   r->flow_all = all;
@@ -477,8 +481,13 @@ static void commit(dt_runtime *rt, const sched_claim *q, exec_record *r) {
  * (DT_ERR_DEVICE) or an all-rank record cannot be allocated. */
 static exec_record *claim(dt_runtime *rt, int rank, sched_claim *k,
                           const char *fn) {
+  if (rank != SCHED_ALL && !runtime_rank_is_local(rt, rank)) {
+    runtime_not_local(rt, rank, fn);
+    return NULL;
+  }
   if (!runtime_gate_enter(rt, fn)) return NULL;
-  exec_record *r = sched_pool_claim(rt->pool, rank, k);
+  exec_record *r = sched_pool_claim(rt->pool, rank == SCHED_ALL ? rank
+                                    : rank - rt->first_rank, k);
   if (!r) {
     runtime_gate_leave(rt);
     core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a "
@@ -717,7 +726,7 @@ static dt_future *publish_barrier(dt_runtime *rt, int rank, bool event) {
     sched_future_complete(f, DT_OK, NULL);
     return f;
   }
-  int n = rank >= 0 ? 1 : rt->nranks;
+  int n = rank >= 0 ? 1 : rt->nlocal;
   device_barrier *b = NULL;
   if (rt->backend->when_done) { /* made before the slot: nothing to undo */
     if (!(b = malloc(sizeof *b))) {
@@ -817,7 +826,7 @@ static dt_status publish_call(dt_runtime *rt, int rank, const char *name,
   r->call_fn.arg = arg;
   r->call_fn.name = name;
   r->call_fn.help = help;
-  atomic_store_explicit(&r->pending, rank >= 0 ? 1 : rt->nranks,
+  atomic_store_explicit(&r->pending, rank >= 0 ? 1 : rt->nlocal,
                         memory_order_relaxed);
   if (help == SCHED_HELP_NONE) {
     commit(rt, &q, r);

@@ -3,6 +3,7 @@
  * per-rank memory queries. Environment variables are read once, when a
  * runtime is created; each has an option field. */
 #include "runtime/runtime.h"
+#include "sim/mpi_env.h"
 #include "runtime/dry.h"
 #include "runtime/spmd_run.h"
 
@@ -154,6 +155,7 @@ typedef struct settings {
   bool cuda;             /* device "cuda" / "cuda:K" */
   bool host_fallback;    /* DTORCH_CUDA_FALLBACK=1 (CUDA only) */
   int *gpu;              /* CUDA: each rank's GPU (freed by the creator) */
+  bool mpi;              /* launcher "mpi": one process of an MPI job */
 } settings;
 
 /* records in flight over all ranks: queue memory is reserved (not touched)
@@ -287,8 +289,25 @@ static dt_status resolve_device(const dt_runtime_options *o, settings *s,
   return DT_OK;
 }
 
+/* options.launcher, else DTORCH_LAUNCHER: NULL / "" / "none" one process,
+ * "mpi" an MPI job's */
+static dt_status resolve_launcher(const dt_runtime_options *o, settings *s) {
+  const char *l = o && o->launcher ? o->launcher : getenv("DTORCH_LAUNCHER");
+  const char *what = o && o->launcher ? "options.launcher" : "DTORCH_LAUNCHER";
+  if (!l || !*l || strcmp(l, "none") == 0) return DT_OK;
+  if (strcmp(l, "mpi") == 0) {
+    s->mpi = true;
+    return DT_OK;
+  }
+  return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_runtime_create: %s "
+                        "\"%s\" is unknown (expected \"mpi\", or NULL / "
+                        "\"none\" for one process)", what, l);
+}
+
 static dt_status resolve(const dt_runtime_options *o, settings *s) {
   memset(s, 0, sizeof *s);
+  dt_status lst = resolve_launcher(o, s);
+  if (lst != DT_OK) return lst;
   if (o && (o->num_ranks < 0 || o->num_ranks > RUNTIME_MAX_RANKS))
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_create: options.num_ranks %d is outside "
@@ -352,6 +371,10 @@ static dt_status resolve(const dt_runtime_options *o, settings *s) {
   int64_t a = env_int("DTORCH_AUTO_REDISTRIBUTE", 0, 1);
   if (a < 0) return DT_ERR_INVALID_ARGUMENT;
   s->auto_redistribute = (o && o->auto_redistribute) || a == 1;
+  if (s->mpi && s->dry_run)
+    return core_error_set(DT_ERR_UNSUPPORTED, "dt_runtime_create: a dry run "
+                          "is one process's (it moves no data): launcher "
+                          "\"mpi\" and dry_run cannot be combined");
   return resolve_timeout(o, &s->timeout_ns);
 }
 
@@ -388,6 +411,27 @@ static void close_cuda_ranks(dt_runtime *rt) {
 }
 
 static dt_runtime *create(const dt_runtime_options *o, settings *set);
+
+/* launcher "mpi": joins the MPI job and takes this process's block of the
+ * job's ranks (process p of P hosts ranks p*N/P .. (p+1)*N/P - 1) */
+static dt_status join_processes(dt_runtime *rt) {
+  static const char *fn = "dt_runtime_create";
+  if (!(rt->mpi = sim_mpi_open(fn))) return core_last_status();
+  int np = sim_mpi_size(rt->mpi), me = sim_mpi_rank(rt->mpi);
+  if (rt->nranks % np != 0) {
+    sim_mpi_close(rt->mpi);
+    rt->mpi = NULL;
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: %d ranks (num_ranks "
+                          "or DTORCH_NUM_RANKS) cannot be split evenly over the "
+                          "MPI job's %d processes: make the ranks a multiple of "
+                          "%d", fn, rt->nranks, np, np);
+  }
+  rt->nprocs = np;
+  rt->proc = me;
+  rt->nlocal = rt->nranks / np;
+  rt->first_rank = me * rt->nlocal;
+  return DT_OK;
+}
 
 dt_runtime *runtime_create(const dt_runtime_options *o) {
   settings set;
@@ -443,7 +487,14 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
   }
   rt->ranks = slots;
   for (int i = 0; i < n; i++) sim_device_init(&slots[i].dev, i, memory);
+  if (set.mpi && join_processes(rt) != DT_OK) {
+    runtime_dry_free(rt->dry);
+    free(slots);
+    free(rt);
+    return NULL;
+  }
   if (set.cuda && open_cuda_ranks(rt, set.gpu) != DT_OK) {
+    sim_mpi_close(rt->mpi);
     runtime_dry_free(rt->dry);
     free(slots);
     free(rt);
@@ -454,7 +505,7 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
   cpu_blas_set_threads(1);
   cpu_set_parallel(sched_parallel_for);
   cpu_set_parallel_steps(sched_parallel_steps);
-  sched_pool_config cfg = {.ranks = n, .queue_capacity = set.ring,
+  sched_pool_config cfg = {.ranks = rt->nlocal, .queue_capacity = set.ring,
                            .record_size = runtime_exec_record_size(),
                            .exec = runtime_exec_record, .init = runtime_exec_rank_init,
                            .pending = runtime_exec_pending, .idle = runtime_exec_idle,
@@ -464,12 +515,14 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
                            .pin_cpus = set.pin ? affinity_cpus() : 0};
   rt->coll = sim_coll_world_create(n, set.timeout_ns);
   if (rt->coll) sim_coll_world_set_where(rt->coll, runtime_rank_where, rt);
+  if (rt->coll && rt->mpi) sim_coll_world_set_procs(rt->coll, rt->mpi);
   if (rt->coll && set.cuda) {
     if (runtime_cuda_emulated()) runtime_emu_coll_attach(rt);
     else runtime_cuda_coll_attach(rt);
   }
   if (!rt->coll) {
     close_cuda_ranks(rt);
+    sim_mpi_close(rt->mpi);
     runtime_dry_free(rt->dry);
     free(slots);
     free(rt);
@@ -481,6 +534,7 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
     core_error_set(DT_ERR_DEVICE, "dt_runtime_create: %s (%d ranks)", why, n);
     sim_coll_world_destroy(rt->coll);
     close_cuda_ranks(rt);
+    sim_mpi_close(rt->mpi);
     runtime_dry_free(rt->dry);
     free(slots);
     free(rt);
@@ -518,6 +572,8 @@ static void teardown(dt_runtime *rt) {
   close_cuda_ranks(rt); /* the pools free what tensors still held */
   sim_coll_world_destroy(rt->coll);
   rt->coll = NULL;
+  sim_mpi_close(rt->mpi); /* after the world: its groups' messages are done */
+  rt->mpi = NULL;
 }
 
 /* No call enters any more, the calls inside have left, the SPMD runs
@@ -542,7 +598,7 @@ void runtime_destroy(dt_runtime *rt) {
                    "of this runtime (inside dt_spmd_run's function or a "
                    "rank's work), which the destroy would have to join; "
                    "destroy it from another thread once the run returned",
-                   fn, sched_current_rank());
+                   fn, sched_current_rank() + rt->first_rank);
     return;
   }
   if (runtime_gate_inside(rt)) {
@@ -689,7 +745,9 @@ dt_runtime *runtime_for_factories(const char *fn) {
 dt_status runtime_parse_device(dt_runtime *rt, const char *device,
                                   const char *fn, int *rank) {
   int me = runtime_spmd_rank(rt);
-  *rank = me >= 0 ? me : 0; /* an SPMD rank's tensors default to its own */
+  /* an SPMD rank's tensors default to its own, others to this process's
+   * first rank */
+  *rank = me >= 0 ? me : rt->first_rank;
   if (device && strncmp(device, "cpu", 3) == 0 &&
       rt->backend->key != CORE_KEY_CPU)
     return core_error_set(DT_ERR_DEVICE, "%s: options.device \"%s\": the "
@@ -702,7 +760,8 @@ dt_status runtime_parse_device(dt_runtime *rt, const char *device,
     long r = strtol(device + 4, &end, 10);
     if (!errno && !*end && end != device + 4 && r >= 0 && r < rt->nranks) {
       *rank = (int)r;
-      return DT_OK;
+      return runtime_rank_is_local(rt, *rank) ? DT_OK
+                                             : runtime_not_local(rt, *rank, fn);
     }
     return core_error_set(DT_ERR_DEVICE, "%s: options.device \"%s\": the "
                         "runtime has ranks cpu:0 .. cpu:%d", fn, device,
@@ -717,7 +776,8 @@ dt_status runtime_parse_device(dt_runtime *rt, const char *device,
   if (k != -2) {
     if (k < rt->nranks) {
       *rank = k < 0 ? *rank : k;
-      return DT_OK;
+      return runtime_rank_is_local(rt, *rank) ? DT_OK
+                                             : runtime_not_local(rt, *rank, fn);
     }
     return core_error_set(DT_ERR_DEVICE, "%s: options.device \"%s\": the "
                           "runtime has ranks cuda:0 .. cuda:%d", fn, device,
@@ -786,6 +846,8 @@ dt_status runtime_memory(const dt_runtime *rt, int rank,
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "dt_runtime_memory: rank %d is outside [0, %d)", rank,
                         rt->nranks);
+  if (!runtime_rank_is_local(rt, rank))
+    return runtime_not_local(rt, rank, "dt_runtime_memory");
   const runtime_rank_slot *s = &rt->ranks[rank];
   out->used = atomic_load_explicit(&s->used, memory_order_relaxed);
   out->peak = atomic_load_explicit(&s->peak, memory_order_relaxed);
@@ -803,9 +865,13 @@ int64_t runtime_queue_depth(const dt_runtime *rt, int rank) {
                    "outside [0, %d)", rank, rt->nranks);
     return -1;
   }
+  if (!runtime_rank_is_local(rt, rank)) {
+    runtime_not_local(rt, rank, "dt_runtime_queue_depth");
+    return -1;
+  }
   dt_runtime *w = (dt_runtime *)rt; /* the gate's marks, not rt's state */
   if (!runtime_gate_enter(w, "dt_runtime_queue_depth")) return -1;
-  int64_t n = (int64_t)sched_pool_queue_depth(rt->pool, rank);
+  int64_t n = (int64_t)sched_pool_queue_depth(rt->pool, rank - rt->first_rank);
   runtime_gate_leave(w);
   return n;
 }
@@ -819,6 +885,14 @@ static dt_status check_rank(const dt_runtime *rt, int rank, const char *fn) {
   if (atomic_load_explicit(&rt->dead, memory_order_acquire))
     return core_error_set(DT_ERR_DEVICE, "%s: the runtime was destroyed", fn);
   return DT_OK;
+}
+
+dt_status runtime_not_local(const dt_runtime *rt, int rank, const char *fn) {
+  int per = rt->nranks / rt->nprocs, q = rank / per;
+  return core_error_set(DT_ERR_DEVICE, "%s: rank %d runs in process %d (ranks "
+                        "%d..%d), not in this one (process %d, ranks %d..%d)",
+                        fn, rank, q, q * per, q * per + per - 1, rt->proc,
+                        rt->first_rank, rt->first_rank + rt->nlocal - 1);
 }
 
 dt_future *runtime_event_record(dt_runtime *rt, int rank) {

@@ -150,6 +150,9 @@ static inline int runtime_process_index(const dt_runtime *rt) { return rt->proc;
 static inline bool runtime_rank_is_local(const dt_runtime *rt, int r) {
   return r >= rt->first_rank && r < rt->first_rank + rt->nlocal;
 }
+/* DT_ERR_DEVICE "fn: rank R runs in process Q (ranks a..b), not in this
+ * one (...)" for a rank of another process */
+dt_status runtime_not_local(const dt_runtime *rt, int rank, const char *fn);
 /* dt_runtime_synchronize (dtorch.h) */
 dt_status runtime_synchronize(dt_runtime *rt);
 /* dt_runtime_default (dtorch.h) */

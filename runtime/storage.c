@@ -80,7 +80,7 @@ static void last_release(core_storage *s) {
   }
   sched_pool *cur = sched_current_pool();
   bool own = runtime_gate_is_own(rt);
-  if (own && sched_current_rank() == s->rank) {
+  if (own && sched_current_rank() + rt->first_rank == s->rank) {
     runtime_storage_destroy_on_rank(s, rt, s->rank);
     return;
   }
@@ -106,7 +106,7 @@ static void last_release(core_storage *s) {
     } while (!atomic_compare_exchange_weak_explicit(
         head, &old, s, memory_order_release, memory_order_relaxed));
     /* a parked owner frees it now, not at its next record */
-    sched_pool_wake(rt->pool, owner);
+    sched_pool_wake(rt->pool, owner - rt->first_rank);
     runtime_unref(rt);
   } else if (!runtime_publish_free(s)) { /* inside already: cannot fail */
     free_struct(s);

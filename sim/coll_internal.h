@@ -89,6 +89,9 @@ struct sim_coll_group {
   sim_coll_world *world;
   sim_coll_group *next;          /* registry list, under world->lock */
   int n;
+  int na;                    /* members that arrive per round: n, or those
+                                in this process (a cross-process group) */
+  struct sim_coll_xp *xp;    /* a group spanning processes: coll_proc.h */
   int *ranks;                /* world rank of each member */
   char *name;                /* "[0, 2, 4, 6]" */
   int64_t spin_ns;           /* pause loop before sleeping */
@@ -199,6 +202,10 @@ struct sim_coll_world {
   /* per rank: the round it waits in now (group NULL: none), for the
    * deadlock check (coll_spmd.c) */
   struct sim_coll_waiting *waiting;
+  /* a multi-process job (sim_coll_world_set_procs): the MPI job, its
+   * processes, this one's index, ranks per process; else NULL, 1, 0, nranks */
+  struct sim_mpi *mpi;
+  int nprocs, proc, per;
 };
 
 typedef struct sim_coll_waiting {
@@ -291,6 +298,14 @@ static inline bool sim_coll_is_reducing(sim_coll_kind k) {
 static inline bool sim_coll_is_rooted(sim_coll_kind k) {
   return k == KIND_BROADCAST || k == KIND_SCATTER || k == KIND_GATHER;
 }
+
+/* the verdict of round k from its entries (collectives.c): DT_OK, or the
+ * error every member reaches (the caller's own argument error first);
+ * only members in this process are read */
+dt_status sim_coll_check_round(const sim_coll_group *g, int member, uint64_t k,
+                               const sim_coll_entry *E);
+/* the completion barrier of member's round (collectives.c) */
+void sim_coll_depart_barrier(sim_coll_group *g, int member);
 
 /* validates member's call d against g and fills what the round's entry
  * compares; *bytes: its input's size (-1: must stay in the caller's

@@ -39,6 +39,7 @@
 
 #include "core/error.h"
 #include "sim/coll_internal.h"
+#include "sim/coll_proc.h"
 
 enum { MAIL_EMPTY, MAIL_POSTED, MAIL_TAKING, MAIL_DONE, MAIL_MISMATCH,
        MAIL_DROPPED };
@@ -160,6 +161,8 @@ dt_status sim_coll_send(sim_coll_world *w, int from, int to, const void *buf,
                     int64_t bytes) {
   dt_status st = check_pair(w, "coll_send", from, to, buf, bytes);
   if (st != DT_OK) return st;
+  if (w->mpi && to / w->per != w->proc) /* another process's rank */
+    return sim_xp_send(w, from, to, buf, bytes);
   sim_coll_mailbox *mb = sim_coll_mailbox_of(w, from, to);
   if (!mb) return core_last_status();
   int64_t deadline = sim_coll_deadline(w);
@@ -227,6 +230,8 @@ dt_status sim_coll_recv(sim_coll_world *w, int to, int from, void *buf,
                     int64_t bytes) {
   dt_status st = check_pair(w, "coll_recv", from, to, buf, bytes);
   if (st != DT_OK) return st;
+  if (w->mpi && from / w->per != w->proc)
+    return sim_xp_recv(w, to, from, buf, bytes);
   sim_coll_mailbox *mb = sim_coll_mailbox_of(w, from, to);
   if (!mb) return core_last_status();
   int64_t deadline = sim_coll_deadline(w);

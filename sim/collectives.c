@@ -93,7 +93,9 @@
 #include "sched/pool.h"
 #include "sched/trace_recorder.h"
 #include "sim/coll_internal.h"
+#include "sim/coll_proc.h"
 #include "sim/coll_reduce.h"
+#include "sim/mpi_env.h"
 
 /* how long a waiter spins (pause) before it sleeps: longer when every
  * member can have its own CPU, short when they share (spinning then delays
@@ -162,6 +164,8 @@ sim_coll_world *sim_coll_world_create(int nranks, int64_t timeout_ns) {
   w->nranks = nranks;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   w->ncpu = ncpu > 0 ? (int)ncpu : 1;
+  w->nprocs = 1;
+  w->per = nranks;
   atomic_init(&w->timeout_ns, timeout_ns);
   pthread_mutex_init(&w->lock, NULL);
   w->mail = mail;
@@ -181,6 +185,7 @@ static void group_free(sim_coll_group *g) {
   free(g->members);
   free(g->entries[0]);
   free(g->entries[1]);
+  sim_coll_xp_free(g->xp);
   free(g->ranks);
   free(g->name);
   free(g);
@@ -227,6 +232,15 @@ sim_coll_mailbox *sim_coll_mailbox_of(sim_coll_world *w, int from, int to) {
   return &row[to];
 }
 
+void sim_coll_world_set_procs(sim_coll_world *w, struct sim_mpi *mpi) {
+  int np = sim_mpi_size(mpi);
+  if (!w || !mpi || np <= 1 || w->nranks % np) return;
+  w->mpi = mpi;
+  w->nprocs = np;
+  w->proc = sim_mpi_rank(mpi);
+  w->per = w->nranks / np;
+}
+
 void sim_coll_world_set_timeout(sim_coll_world *w, int64_t timeout_ns) {
   if (w) atomic_store_explicit(&w->timeout_ns, timeout_ns,
                                memory_order_relaxed);
@@ -267,6 +281,13 @@ static sim_coll_group *group_new(sim_coll_world *w, const int *ranks, int n) {
   }
   memcpy(g->ranks, ranks, (size_t)n * sizeof *ranks);
   memset(g->members, 0, (size_t)n * sizeof *g->members);
+  bool xp_err;
+  g->xp = sim_coll_xp_new(w, ranks, n, &xp_err);
+  g->na = g->xp ? g->xp->nl : n;
+  if (xp_err) {
+    group_free(g);
+    return NULL;
+  }
   bool ok = true;
   for (int i = 0; i < n; i++) {
     g->members[i].ins = malloc((size_t)n * sizeof(void *));
@@ -280,10 +301,10 @@ static sim_coll_group *group_new(sim_coll_world *w, const int *ranks, int n) {
   }
   /* members spin on their own CPUs only while one is left over for the
    * thread that issues their work (and waits for it) */
-  g->spin_ns = n < w->ncpu ? SPIN_NS_OWN_CPU : SPIN_NS_SHARED;
-  g->yield_ns = n < w->ncpu ? 0 : YIELD_NS_SHARED;
+  g->spin_ns = g->na < w->ncpu ? SPIN_NS_OWN_CPU : SPIN_NS_SHARED;
+  g->yield_ns = g->na < w->ncpu ? 0 : YIELD_NS_SHARED;
   /* three uses of each slot before the counts wrap around 2^31 */
-  g->base = (COUNT_MASK + 1u - 3u * (uint32_t)n) & COUNT_MASK;
+  g->base = (COUNT_MASK + 1u - 3u * (uint32_t)g->na) & COUNT_MASK;
   for (int s = 0; s < 2; s++) atomic_init(&g->arrive[s].v, g->base << 1);
   atomic_init(&g->depart.v, g->base << 1);
   atomic_init(&g->sleepers.v, 0);
@@ -362,7 +383,7 @@ static inline bool reached(uint32_t v, uint32_t target) {
 }
 
 static inline uint32_t target_of(const sim_coll_group *g, uint32_t uses) {
-  return (g->base + (uint32_t)g->n * uses) & COUNT_MASK;
+  return (g->base + (uint32_t)g->na * uses) & COUNT_MASK;
 }
 
 /* adds one arrival to word; the last arriver wakes the sleepers. Returns
@@ -438,12 +459,13 @@ static wait_result wait_count(sim_coll_group *g, _Atomic uint32_t *word,
 static size_t put_ranks(char *p, const sim_coll_group *g, const bool *flags,
                         bool want) {
   int count = 0;
-  for (int j = 0; j < g->n; j++) count += flags[j] == want;
+  for (int j = 0; j < g->n; j++)
+    count += flags[j] == want && sim_coll_xp_local(g, j);
   if (!count) return (size_t)sprintf(p, "none");
   size_t len = (size_t)sprintf(p, count == 1 ? "rank " : "ranks ");
   const char *sep = "";
   for (int j = 0; j < g->n; j++)
-    if (flags[j] == want) {
+    if (flags[j] == want && sim_coll_xp_local(g, j)) {
       len += (size_t)sprintf(p + len, "%s%d", sep, g->ranks[j]);
       sep = ", ";
     }
@@ -595,6 +617,11 @@ static dt_status rendezvous(sim_coll_group *g, int member, uint64_t k,
 }
 
 /* completion phase: returns once every member finished its share */
+static void depart(sim_coll_group *g, sim_coll_member *me);
+void sim_coll_depart_barrier(sim_coll_group *g, int member) {
+  depart(g, &g->members[member]);
+}
+
 static void depart(sim_coll_group *g, sim_coll_member *me) {
   uint32_t target = target_of(g, ++me->ndepart);
   sim_coll_store_fence(); /* our streaming stores, before arrive_at's release */
@@ -662,6 +689,7 @@ static dt_status desync_error(const sim_coll_group *g, uint64_t k,
   size_t n = 0;
   put(msg, sizeof msg, &n, "%s on group %s (seq %llu): members disagree: ",
       sim_coll_kind_names[E[0].d.kind], g->name, (unsigned long long)k);
+  for (int j = 0; j < g->n; j++) seen[j] = !sim_coll_xp_local(g, j);
   for (int j = 0, shown = 0; j < g->n; j++) {
     if (seen[j]) continue;
     if (shown++ == 6) {
@@ -690,23 +718,29 @@ static bool same_call(const sim_coll_desc *a, const sim_coll_desc *b) {
          a->root == b->root && a->count == b->count && a->sig == b->sig;
 }
 
-static dt_status check_round(const sim_coll_group *g, int member, uint64_t k,
-                             const sim_coll_entry *E) {
+dt_status sim_coll_check_round(const sim_coll_group *g, int member, uint64_t k,
+                               const sim_coll_entry *E) {
   if (E[member].bad != DT_OK) return E[member].bad; /* own message set */
   const char *kind = sim_coll_kind_names[E[member].d.kind];
   unsigned long long seq = (unsigned long long)k;
   for (int j = 0; j < g->n; j++)
-    if (E[j].abstain)
+    if (E[j].abstain && sim_coll_xp_local(g, j))
       return core_error_set(E[j].bad, "%s on group %s (seq %llu): member %d "
                             "(rank %d) could not take part: %s", kind,
                             g->name, seq, j, g->ranks[j],
                             (const char *)E[j].data);
   for (int j = 0; j < g->n; j++)
-    if (E[j].bad != DT_OK)
+    if (E[j].bad != DT_OK && sim_coll_xp_local(g, j))
       return core_error_set(E[j].bad, "%s on group %s (seq %llu): member %d "
                           "(rank %d) passed invalid arguments (%s); nothing "
                           "was moved", kind, g->name, seq, j, g->ranks[j],
                           core_status_name(E[j].bad));
+  if (g->xp) { /* the local members; the other processes' headers next */
+    for (int j = 0; j < g->n; j++)
+      if (sim_coll_xp_local(g, j) && !same_call(&E[member].d, &E[j].d))
+        return desync_error(g, k, E);
+    return DT_OK;
+  }
   for (int j = 1; j < g->n; j++)
     if (!same_call(&E[0].d, &E[j].d)) return desync_error(g, k, E);
   if (E[0].d.kind != KIND_ALL_TO_ALL) return DT_OK;
@@ -773,8 +807,10 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
    * one-phase only when no member has input */
   const sim_coll_device *dev = g->world->dev;
   if (dev) bad = e->bad = sim_coll_dev_begin(g, member, k, e, bad);
+  /* a cross-process round reads inputs where they are (its members wait
+   * in its completion barrier) */
   e->inl = bad != DT_OK ||
-           (bytes >= 0 && bytes <= (dev ? 0 : SIM_COLL_INLINE));
+           (bytes >= 0 && bytes <= (dev || g->xp ? 0 : SIM_COLL_INLINE));
   if (bad == DT_OK && e->inl && bytes > 0)
     memcpy(e->data, d->in, (size_t)bytes);
   if (bad == DT_OK && e->inl && d->kind == KIND_ALL_TO_ALL) {
@@ -793,10 +829,11 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   /* relaxed: a benchmark switch */
   if (atomic_load_explicit(&probing, memory_order_relaxed))
     probe_rendezvous_ns = sim_coll_now_ns();
+  if (g->xp) return sim_coll_xp_round(g, member, k, deadline);
   const sim_coll_entry *E = g->entries[k & 1];
   bool pull = true;
   for (int j = 0; j < g->n; j++) pull = pull && E[j].inl;
-  st = check_round(g, member, k, E);
+  st = sim_coll_check_round(g, member, k, E);
   if (pull) {
     if (st == DT_OK) sim_coll_move_pull(E, g->n, member, me->ins);
     /* a barrier orders the members' streams too */

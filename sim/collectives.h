@@ -40,6 +40,13 @@ typedef struct sim_coll_group sim_coll_group;
 /* nranks: the runtime's ranks; timeout_ns <= 0: wait forever */
 sim_coll_world *sim_coll_world_create(int nranks, int64_t timeout_ns);
 void sim_coll_world_destroy(sim_coll_world *w);
+/* Makes w one process's part of a multi-process job (docs/multiprocess.md):
+ * this process hosts ranks [proc * per, (proc + 1) * per) of the job's
+ * nranks, per = nranks / the job's processes; a group with members in
+ * other processes is hierarchical (sim/coll_proc.h). Once, before any
+ * group is made; mpi outlives w. */
+struct sim_mpi;
+void sim_coll_world_set_procs(sim_coll_world *w, struct sim_mpi *mpi);
 void sim_coll_world_set_timeout(sim_coll_world *w, int64_t timeout_ns);
 int64_t sim_coll_world_timeout(const sim_coll_world *w);
 
