@@ -20,6 +20,7 @@
  * streams too). */
 #include "sim/coll_reduce.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "core/dtype.h"
@@ -202,6 +203,21 @@ static void finish_avg(void *acc, int64_t n, dt_dtype ct, int nin) {
   }
 }
 
+/* every NaN becomes the default quiet NaN (positive, no payload): which
+ * of two NaN operands a + or * propagates depends on the instruction's
+ * operand order, which the compiler may commute (it does, between the
+ * in-place and out-of-place combines), so without this the sign of a NaN
+ * result could depend on which subtrees were given as partials */
+static void canon_nan(void *acc, int64_t n, dt_dtype ct) {
+  if (ct == DT_FLOAT32) {
+    float *f = acc;
+    for (int64_t j = 0; j < n; j++) f[j] = f[j] != f[j] ? NAN : f[j];
+  } else if (ct == DT_FLOAT64) {
+    double *f = acc;
+    for (int64_t j = 0; j < n; j++) f[j] = f[j] != f[j] ? (double)NAN : f[j];
+  }
+}
+
 /* ---- the tree */
 
 /* one reduction: its inputs (the tree's nodes, or the members' inputs when
@@ -282,9 +298,12 @@ static void tree_run(tree_ctx *t, int lo, int hi, bool root,
     t->len = count - t->off < chunk ? count - t->off : chunk;
     int k = 0;
     const char *src = eval(t, lo, hi, &k, 0);
-    if (root && !out_acc && t->op == DT_REDUCE_AVG) {
+    bool fl = t->ct == DT_FLOAT32 || t->ct == DT_FLOAT64;
+    if (!out_acc && (fl || (root && t->op == DT_REDUCE_AVG))) {
       if (src != t->blk[0]) memcpy(t->blk[0], src, (size_t)t->len * t->csz);
-      finish_avg(t->blk[0], t->len, t->ct, hi - lo);
+      if (root && t->op == DT_REDUCE_AVG)
+        finish_avg(t->blk[0], t->len, t->ct, hi - lo);
+      canon_nan(t->blk[0], t->len, t->ct);
       src = t->blk[0];
     }
     if (!out_acc && t->d != t->ct) { /* round once, copy the same bits */
