@@ -1,8 +1,9 @@
 /* Emulated collectives (sim/collectives.h): the data movement, one raw
  * pthread per member, no runtime. Every collective is checked against a
- * reference computed here: reductions by a naive loop in member order
- * (float32 accumulation for float32/float16/bfloat16, as documented: the
- * results must match bit for bit), sanity-checked against a float64 sum
+ * reference computed here: reductions by a naive recursion over the
+ * pairwise tree of the members (float32 accumulation for
+ * float32/float16/bfloat16, as documented: the results must match bit for
+ * bit), sanity-checked against a float64 sum
  * within a tolerance, and run twice for determinism; copies against the
  * concatenations they promise. Groups of 1, 2, 3, 4 and 8 members and a
  * permuted subset [6, 2, 4]; every op, every dtype (integer wrap-around,
@@ -109,36 +110,50 @@ static int64_t icomb(int64_t a, int64_t b, dt_reduce_op op) {
   }
 }
 
-/* out[e] = in[0][off+e] op in[1][off+e] ... in member order: float32
- * accumulation for the three 32-bit-or-less float dtypes, rounded once;
- * integers in 64 bits, wrapping; AVG truncates toward zero */
+/* element `at` of node (lo, hi) of the pairwise tree over the members
+ * (docs/collectives.md): a leaf is in[lo], else the halves [lo, mid) and
+ * [mid, hi) with mid = lo + (hi - lo) / 2, left op right; float32 for the
+ * three 32-bit-or-less float dtypes (float64 arithmetic rounded to float
+ * per step: exact for one + or *), integers in 64 bits, wrapping */
+static double ref_float(void *const *ins, int lo, int hi, size_t at,
+                        dt_dtype d, dt_reduce_op op) {
+  if (hi - lo == 1) {
+    double v = tu_decode((char *)ins[lo] + at, d);
+    return d == DT_FLOAT64 ? v : (float)v;
+  }
+  int mid = lo + (hi - lo) / 2;
+  double a = ref_float(ins, lo, mid, at, d, op);
+  double b = ref_float(ins, mid, hi, at, d, op);
+  double r = fcomb(a, b, op);
+  return d == DT_FLOAT64 ? r : (float)r;
+}
+
+static int64_t ref_int(void *const *ins, int lo, int hi, size_t at,
+                       dt_dtype d, dt_reduce_op op) {
+  if (hi - lo == 1) return ld_int((char *)ins[lo] + at, d);
+  int mid = lo + (hi - lo) / 2;
+  int64_t a = ref_int(ins, lo, mid, at, d, op);
+  int64_t b = ref_int(ins, mid, hi, at, d, op);
+  if (d == DT_BOOL)
+    return op == DT_REDUCE_PROD || op == DT_REDUCE_MIN ? (a & b) : (a | b);
+  return icomb(a, b, op);
+}
+
+/* out[e] = the tree over in[0..n)[off+e], rounded once; AVG divides the
+ * root (floats in their accumulation type, integers truncating) */
 static void ref_reduce(void *const *ins, int n, int64_t off, int64_t count,
                        dt_dtype d, dt_reduce_op op, void *out) {
   size_t es = dt_dtype_size(d);
   for (int64_t e = 0; e < count; e++) {
     size_t at = (size_t)(off + e) * es;
     char *o = (char *)out + (size_t)e * es;
-    if (d == DT_FLOAT64) {
-      double a = tu_decode((char *)ins[0] + at, d);
-      for (int j = 1; j < n; j++)
-        a = fcomb(a, tu_decode((char *)ins[j] + at, d), op);
-      if (op == DT_REDUCE_AVG) a /= n;
-      memcpy(o, &a, 8);
-    } else if (is_float(d)) {
-      float a = (float)tu_decode((char *)ins[0] + at, d);
-      for (int j = 1; j < n; j++)
-        a = (float)fcomb(a, (float)tu_decode((char *)ins[j] + at, d), op);
-      if (op == DT_REDUCE_AVG) a /= (float)n;
+    if (is_float(d)) {
+      double a = ref_float(ins, 0, n, at, d, op);
+      if (op == DT_REDUCE_AVG)
+        a = d == DT_FLOAT64 ? a / n : (float)((float)a / (float)n);
       tu_encode(o, d, a);
     } else {
-      int64_t a = ld_int((char *)ins[0] + at, d);
-      for (int j = 1; j < n; j++) {
-        int64_t b = ld_int((char *)ins[j] + at, d);
-        if (d == DT_BOOL)
-          a = op == DT_REDUCE_PROD || op == DT_REDUCE_MIN ? (a & b) : (a | b);
-        else
-          a = icomb(a, b, op);
-      }
+      int64_t a = ref_int(ins, 0, n, at, d, op);
       if (op == DT_REDUCE_AVG) a /= n;
       st_int(o, d, a);
     }

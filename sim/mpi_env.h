@@ -1,0 +1,67 @@
+/* The MPI job a multi-process runtime joins (launcher "mpi",
+ * docs/multiprocess.md). This header needs no MPI: the runtime layer
+ * includes it in every build. Built without MPI (DTORCH_MPI=off, or no MPI
+ * found), sim_mpi_open fails with DT_ERR_UNSUPPORTED and the rest is never
+ * reached. The MPI-typed part (communicators, requests, waits) is in
+ * sim/mpi_internal.h, for the sim/ files compiled with MPI.
+ *
+ * Initialisation. MPI can be initialised once per process and never again
+ * after MPI_Finalize, while runtimes come and go. So the first open in a
+ * process decides who owns MPI:
+ *   - the program has not initialised MPI: dtorch calls
+ *     MPI_Init_thread(MPI_THREAD_MULTIPLE) and finalises MPI itself from
+ *     an atexit handler, so runtimes can be created one after another in
+ *     one process. The program must then neither call MPI_Init* nor
+ *     MPI_Finalize (it may use MPI_COMM_WORLD in between);
+ *   - the program initialised MPI first: dtorch uses it, never finalises
+ *     it, and every handle must be closed before the program's
+ *     MPI_Finalize.
+ * Either way dtorch needs MPI_THREAD_MULTIPLE: every rank thread posts its
+ * own sends and receives, and a dtorch-wide lock around MPI calls (the
+ * SERIALIZED alternative) would serialise them and cost more than the
+ * ~0.05 us per message MULTIPLE costs in Open MPI 4.1 (docs/multiprocess.md
+ * has the measurement). A lower level is refused with DT_ERR_UNSUPPORTED.
+ *
+ * Each handle holds two duplicates of MPI_COMM_WORLD, one for collectives
+ * and one for point-to-point, both with MPI_ERRORS_RETURN (an MPI error is
+ * a dt_status, never an abort), so dtorch's traffic never matches the
+ * program's. */
+#ifndef SIM_MPI_ENV_H
+#define SIM_MPI_ENV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct sim_mpi sim_mpi;
+
+/* Joins the MPI job (above). Collective over MPI_COMM_WORLD: every process
+ * of the job opens (and later closes) its handles in the same order; opens
+ * from several threads of one process are serialised, and pair with the
+ * other processes' opens in the order they take the lock. fn names the
+ * public function for messages.
+ * Returns: the handle, or NULL with the thread's error set: DT_ERR_UNSUPPORTED
+ * (no MPI in this build; a thread level below MULTIPLE; MPI already
+ * finalised), DT_ERR_DEVICE (an MPI call failed: "fn: MPI_Comm_dup: <MPI's
+ * error string>"), DT_ERR_OUT_OF_MEMORY.
+ * Thread safety: any thread. */
+sim_mpi *sim_mpi_open(const char *fn);
+/* Frees the handle's communicators (collective, like the open). NULL is a
+ * no-op. After the program's own MPI_Finalize: frees the memory only. */
+void sim_mpi_close(sim_mpi *m);
+
+/* The job's process count and this process's index (MPI_COMM_WORLD's size
+ * and rank; 1 and 0 for NULL). */
+int sim_mpi_size(const sim_mpi *m);
+int sim_mpi_rank(const sim_mpi *m);
+/* The largest tag the point-to-point communicator takes (MPI_TAG_UB, at
+ * least 32767 by the standard). */
+int sim_mpi_tag_ub(const sim_mpi *m);
+/* Whether process q runs on this node (a member of this process's
+ * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) group); false for q out of
+ * range. For docs and benchmarks: shared memory is the fast path there. */
+bool sim_mpi_same_node(const sim_mpi *m, int q);
+
+/* CLOCK_MONOTONIC in nanoseconds: the clock of sim_mpi_wait's deadlines */
+int64_t sim_mpi_now_ns(void);
+
+#endif
