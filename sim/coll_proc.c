@@ -38,6 +38,7 @@
 #include "sim/coll_internal.h"
 #include "sim/coll_proc_internal.h"
 #include "sim/coll_reduce.h"
+#include "sim/mpi_env.h"
 
 /* ---- the group */
 
@@ -182,7 +183,7 @@ static void fill_header(const sim_coll_group *g, uint64_t k,
   h->sig = d->sig;
   h->status = local;
   snprintf(h->site, sizeof h->site, "%s", E[x->leader].site);
-  if (local != DT_OK) snprintf(h->msg, sizeof h->msg, "%s", why);
+  if (local != DT_OK) snprintf(h->msg, sizeof h->msg, "%.1000s", why);
 }
 
 /* the ranks of the members of process pi, "4, 5" */
