@@ -36,6 +36,7 @@ typedef struct demo_opts {
   bool json, trace, shadow, comm_report, dry_run;
   double link_gbps, latency_us;  /* --dry-run's cost model (0: defaults) */
   const char *trace_file;  /* --trace FILE: a timeline of the distributed run */
+  const char *launcher;    /* --launcher mpi: one process of an MPI job */
 } demo_opts;
 
 /* ---- flags */
@@ -62,6 +63,10 @@ static int usage(FILE *out) {
     "                           compute): collectives, per-rank memory and a\n"
     "                           predicted step time; dp x tp up to 65536\n"
     "  --link-gbps X --latency-us X   the prediction's links (100 GB/s, 5 us)\n"
+    "  --launcher mpi           run as one process of an MPI job (mpirun -np P\n"
+    "                           dtorch demo --launcher mpi): each process hosts\n"
+    "                           its block of the dp x tp ranks, process 0 prints\n"
+    "                           (default: DTORCH_LAUNCHER, else one process)\n"
     "  --comm-report            which call caused which collective in step 1\n"
     "                           (by label: layerN.attn/mlp, loss, backward, optimizer)\n"
     "  --help                   this text\n");
@@ -118,6 +123,12 @@ static bool parse_flag(demo_opts *o, const char *f, const char *v) {
   if (!strcmp(f, "--link-gbps")) return parse_double(f, v, &o->link_gbps);
   if (!strcmp(f, "--latency-us")) return parse_double(f, v, &o->latency_us);
   if (!strcmp(f, "--model")) return parse_enum(f, v, "mlp", "transformer", &e);
+  if (!strcmp(f, "--launcher")) {
+    int mpi;
+    if (!parse_enum(f, v, "none", "mpi", &mpi)) return false;
+    o->launcher = v;
+    return true;
+  }
   if (!strcmp(f, "--seed")) {
     if (!parse_int(f, v, &seed)) return false;
     c->seed = (uint64_t)seed;
@@ -406,9 +417,15 @@ static void print_summary(const demo_run *r, double pdiff, bool ok) {
 
 static int setup(demo_run *r) {
   const demo_config *c = &r->o.cfg;
-  r->rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = c->dp * c->tp});
-  r->rt1 = dt_runtime_create(&(dt_runtime_options){.num_ranks = 1});
+  r->rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = c->dp * c->tp,
+                                                  .launcher = r->o.launcher});
+  /* the reference is one device in this process, whatever the launcher */
+  r->rt1 = dt_runtime_create(&(dt_runtime_options){.num_ranks = 1,
+                                                   .launcher = "none"});
   if (!r->rt || !r->rt1) return fail("dt_runtime_create");
+  /* a multi-process job: process 0 prints, the others only their errors */
+  if (dt_runtime_process_index(r->rt) > 0 && !freopen("/dev/null", "w", stdout))
+    return fail("freopen");
   /* single-device tensors (the reference copy, its batches) go to rt1 */
   dt_runtime_set_current(r->rt1);
   r->mesh = dt_mesh_init(r->rt, NULL, DT_SHAPE(c->dp, c->tp),
