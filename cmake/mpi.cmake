@@ -1,4 +1,4 @@
-# Multi-process jobs over MPI (launcher "mpi", docs/multiprocess.md).
+# Multi-process jobs over MPI (launcher "mpi", docs/mpi.md).
 # Included by CMakeLists.txt after the C flags are set, like cmake/cuda.cmake;
 # defines
 #   DTORCH_MPI_ENABLED     ON when libdtorch is built with MPI
@@ -39,6 +39,12 @@ if(NOT _dt_mpi STREQUAL "off")
   else()
     set(DTORCH_MPI_WHY "no MPI found (DTORCH_MPI=auto)")
   endif()
+endif()
+
+# what MPI_THREAD_MULTIPLE costs (plain MPI; docs/mpi.md)
+if(DTORCH_MPI_ENABLED)
+  add_executable(mpi_pingpong ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi/pingpong.c)
+  target_link_libraries(mpi_pingpong PRIVATE MPI::MPI_C)
 endif()
 
 function(dtorch_mpi_attach tgt)
