@@ -57,6 +57,7 @@ endfunction()
 # scripts/mpirun.sh adds what a container and root need; the processes are
 # oversubscribed and unbound: CI machines have fewer cores than the tests
 # have processes, and the rank threads of each process need cores of their own
+set(DTORCH_MPIRUN_SH ${CMAKE_CURRENT_LIST_DIR}/../scripts/mpirun.sh)
 function(dtorch_mpi_test)
   cmake_parse_arguments(T "" "NAME;NP;TIMEOUT" "COMMAND" ${ARGN})
   if(NOT T_NAME OR NOT T_NP OR NOT T_COMMAND)
@@ -66,7 +67,7 @@ function(dtorch_mpi_test)
     set(T_TIMEOUT 300)
   endif()
   if(DTORCH_MPI_ENABLED)
-    add_test(NAME ${T_NAME} COMMAND ${CMAKE_SOURCE_DIR}/scripts/mpirun.sh
+    add_test(NAME ${T_NAME} COMMAND ${DTORCH_MPIRUN_SH}
              ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_NP} ${T_COMMAND})
   else()
     add_test(NAME ${T_NAME} COMMAND sh -c
