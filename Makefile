@@ -3,6 +3,8 @@
 BUILD ?= build
 BUILD_TYPE ?= RelWithDebInfo
 CMAKE_FLAGS ?=
+# extra ctest arguments for `make test`, e.g. CTEST_FLAGS="-LE mpi"
+CTEST_FLAGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX ?= /usr/local
 
@@ -25,7 +27,7 @@ demo: build
 	$(BUILD)/dtorch demo
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
 
 bench: build
 	$(BUILD)/dtorch bench core

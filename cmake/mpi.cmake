@@ -1,4 +1,4 @@
-# Multi-process jobs over MPI (launcher "mpi", docs/multiprocess.md).
+# Multi-process jobs over MPI (launcher "mpi", docs/mpi.md).
 # Included by CMakeLists.txt after the C flags are set, like cmake/cuda.cmake;
 # defines
 #   DTORCH_MPI_ENABLED     ON when libdtorch is built with MPI
@@ -41,6 +41,12 @@ if(NOT _dt_mpi STREQUAL "off")
   endif()
 endif()
 
+# what MPI_THREAD_MULTIPLE costs (plain MPI; docs/mpi.md)
+if(DTORCH_MPI_ENABLED)
+  add_executable(mpi_pingpong ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi/pingpong.c)
+  target_link_libraries(mpi_pingpong PRIVATE MPI::MPI_C)
+endif()
+
 function(dtorch_mpi_attach tgt)
   if(DTORCH_MPI_ENABLED)
     target_link_libraries(${tgt} PUBLIC MPI::MPI_C)
@@ -51,6 +57,7 @@ endfunction()
 # scripts/mpirun.sh adds what a container and root need; the processes are
 # oversubscribed and unbound: CI machines have fewer cores than the tests
 # have processes, and the rank threads of each process need cores of their own
+set(DTORCH_MPIRUN_SH ${CMAKE_CURRENT_LIST_DIR}/../scripts/mpirun.sh)
 function(dtorch_mpi_test)
   cmake_parse_arguments(T "" "NAME;NP;TIMEOUT" "COMMAND" ${ARGN})
   if(NOT T_NAME OR NOT T_NP OR NOT T_COMMAND)
@@ -60,7 +67,7 @@ function(dtorch_mpi_test)
     set(T_TIMEOUT 300)
   endif()
   if(DTORCH_MPI_ENABLED)
-    add_test(NAME ${T_NAME} COMMAND ${CMAKE_SOURCE_DIR}/scripts/mpirun.sh
+    add_test(NAME ${T_NAME} COMMAND ${DTORCH_MPIRUN_SH}
              ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_NP} ${T_COMMAND})
   else()
     add_test(NAME ${T_NAME} COMMAND sh -c

@@ -1,5 +1,5 @@
 /* The MPI job a multi-process runtime joins (launcher "mpi",
- * docs/multiprocess.md). This header needs no MPI: the runtime layer
+ * docs/mpi.md). This header needs no MPI: the runtime layer
  * includes it in every build. Built without MPI (DTORCH_MPI=off, or no MPI
  * found), sim_mpi_open fails with DT_ERR_UNSUPPORTED and the rest is never
  * reached. The MPI-typed part (communicators, requests, waits) is in
@@ -19,7 +19,7 @@
  * Either way dtorch needs MPI_THREAD_MULTIPLE: every rank thread posts its
  * own sends and receives, and a dtorch-wide lock around MPI calls (the
  * SERIALIZED alternative) would serialise them and cost more than the
- * ~0.05 us per message MULTIPLE costs in Open MPI 4.1 (docs/multiprocess.md
+ * 0.03-0.05 us per message MULTIPLE costs in Open MPI 4.1 (docs/mpi.md
  * has the measurement). A lower level is refused with DT_ERR_UNSUPPORTED.
  *
  * Each handle holds two duplicates of MPI_COMM_WORLD, one for collectives

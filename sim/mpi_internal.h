@@ -49,7 +49,7 @@ typedef enum sim_mpi_req_state {
  * On return every reqs[i] is MPI_REQUEST_NULL (completed or freed) and, if
  * state is not NULL, state[i] says what became of request i.
  * Returns: DT_OK, all done. DT_ERR_TIMEOUT at the deadline ("what: timed
- * out with k of n requests pending"): each pending request is cancelled
+ * out with k of n MPI requests pending"): each pending request is cancelled
  * (MPI_Cancel) and given SIM_MPI_CANCEL_GRACE_NS to complete as cancelled
  * (state CANCELLED, or DONE where it had matched meanwhile); what is still
  * active then is freed (MPI_Request_free; ABANDONED). DT_ERR_DEVICE when a

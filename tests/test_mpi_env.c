@@ -178,12 +178,19 @@ static void test_wait_matched(void **state) {
   sim_mpi_close(m);
 }
 
-/* 4 ints into a 1-int receive: the request's MPI error is a status */
+/* 4 ints into a 1-int receive: the request's MPI error is a status.
+ * Between processes only: Open MPI 4.1 does not flag a truncated message
+ * a process sends itself (MPI_Wait returns MPI_SUCCESS), so a singleton
+ * run skips this */
 static void test_wait_truncated(void **state) {
   (void)state;
   sim_mpi *m = sim_mpi_open("test_wait_truncated");
   assert_non_null(m);
   int size = sim_mpi_size(m), rank = sim_mpi_rank(m);
+  if (size < 2) {
+    sim_mpi_close(m);
+    skip();
+  }
   int left = (rank + size - 1) % size, right = (rank + 1) % size;
   int out[4] = {1, 2, 3, 4}, in = 0;
   MPI_Request req[2];
