@@ -8,7 +8,7 @@ CTEST_FLAGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX ?= /usr/local
 
-.PHONY: all bootstrap configure build demo test bench install clean
+.PHONY: all bootstrap configure build demo demo-mpi test bench install clean
 all: build
 
 bootstrap:
@@ -25,6 +25,10 @@ build: configure
 
 demo: build
 	$(BUILD)/dtorch demo
+
+# the main job as 2 processes of an MPI job (docs/multiprocess.md)
+demo-mpi: build
+	scripts/mpirun.sh mpirun -np 2 $(BUILD)/dtorch demo --launcher mpi
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)

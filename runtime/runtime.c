@@ -371,6 +371,11 @@ static dt_status resolve(const dt_runtime_options *o, settings *s) {
   int64_t a = env_int("DTORCH_AUTO_REDISTRIBUTE", 0, 1);
   if (a < 0) return DT_ERR_INVALID_ARGUMENT;
   s->auto_redistribute = (o && o->auto_redistribute) || a == 1;
+  if (s->mpi && s->cuda)
+    return core_error_set(DT_ERR_UNSUPPORTED, "dt_runtime_create: device "
+                          "\"cuda\" with launcher \"mpi\" is not supported "
+                          "yet (docs/multiprocess.md); run CUDA ranks in one "
+                          "process");
   if (s->mpi && s->dry_run)
     return core_error_set(DT_ERR_UNSUPPORTED, "dt_runtime_create: a dry run "
                           "is one process's (it moves no data): launcher "
