@@ -7,8 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <errno.h>
+#include <string.h>
+
 #include "core/error.h"
 #include "sched/trace_recorder.h"
+#include "sim/collectives.h"
+#include "sim/mpi_env.h"
 
 dt_status runtime_trace_begin(dt_runtime *rt, const char *path, const char *fn) {
   if (!rt) return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rt is NULL", fn);
@@ -17,8 +22,55 @@ dt_status runtime_trace_begin(dt_runtime *rt, const char *path, const char *fn) 
                           path ? "empty" : "NULL");
   /* the recorder lives in the pool: inside the gate (runtime.h) */
   if (!runtime_gate_enter(rt, fn)) return DT_ERR_DEVICE;
-  dt_status st = sched_trace_start(rt->pool, rt->nranks, path, fn);
+  /* a multi-process job: each process records its ranks, process 0
+   * writes them all at the end (trace_end_inside) */
+  dt_status st = rt->mpi ? sched_trace_start_part(rt->pool, rt->nlocal,
+                                                  rt->first_rank, rt->proc,
+                                                  path, fn)
+                         : sched_trace_start(rt->pool, rt->nranks, path, fn);
   runtime_gate_leave(rt);
+  return st;
+}
+
+/* process 0 writes every process's events as one trace */
+static dt_status write_merged(const char *path, const char *all, size_t len,
+                              int64_t dropped, const char *fn) {
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return core_error_set(DT_ERR_IO, "%s: cannot open \"%s\" for writing: %s",
+                          fn, path, strerror(errno));
+  /* each part leads with a comma: drop the first */
+  size_t skip = len >= 2 && all[0] == ',' ? 2 : 0;
+  fprintf(f, "{\"traceEvents\":[\n");
+  fwrite(all + skip, 1, len - skip, f);
+  fprintf(f, "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped_events\":"
+          "%lld}}\n", (long long)dropped);
+  int werr = ferror(f) ? errno : 0;
+  if (fclose(f) != 0 && !werr) werr = errno ? errno : EIO;
+  if (werr)
+    return core_error_set(DT_ERR_IO, "%s: cannot write the trace to \"%s\": %s",
+                          fn, path, strerror(werr));
+  return DT_OK;
+}
+
+/* the end of a multi-process trace: collective over the job's processes */
+static dt_status end_part(dt_runtime *rt, const char *path, const char *fn) {
+  char *mem, *all;
+  size_t len, all_len;
+  int64_t dropped;
+  dt_status st = sched_trace_stop_part(rt->pool, fn, &mem, &len, &dropped);
+  /* a failed stop still takes part in the gather, with nothing */
+  int64_t t = sim_coll_world_timeout(rt->coll);
+  int64_t deadline = t > 0 ? sim_mpi_now_ns() + t : -1;
+  dt_status g = sim_mpi_gather_bytes(rt->mpi, st == DT_OK ? mem : "",
+                                     st == DT_OK ? len : 0, deadline, &all,
+                                     &all_len, fn);
+  free(mem);
+  if (st == DT_OK) st = g;
+  /* the dropped counts are process 0's own (each part says its own) */
+  if (st == DT_OK && rt->proc == 0)
+    st = write_merged(path, all, all_len, dropped, fn);
+  free(all);
   return st;
 }
 
@@ -49,7 +101,13 @@ static dt_status trace_end_inside(dt_runtime *rt, const char *fn) {
      * may then be missing) */
     sched_pool_try_drain(rt->pool, 1000000000);
   }
-  return sched_trace_stop(rt->pool, fn);
+  if (!rt->mpi) return sched_trace_stop(rt->pool, fn);
+  char *path = strdup(sched_trace_path());
+  if (!path) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host "
+                                   "memory", fn);
+  dt_status st = end_part(rt, path, fn);
+  free(path);
+  return st;
 }
 
 void runtime_trace_from_env(dt_runtime *rt) {

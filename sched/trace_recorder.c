@@ -64,6 +64,13 @@ static _Atomic uint64_t next_flow = 1;
 /* the session (under lock) */
 static FILE *out;
 static char *out_path;
+/* a part of a multi-process trace (sched_trace_start_part): written to
+ * memory, its events on process `part_proc`'s tracks, ranks numbered from
+ * part_base; part_proc < 0: a whole trace to out_path */
+static int part_proc = -1, part_base;
+static char *part_mem;
+static size_t part_len;
+static int64_t part_dropped;
 static int64_t t_start;
 static int session_ranks;
 
@@ -236,8 +243,21 @@ void sched_trace_record_leave(char *buf) {
 }
 
 /* ---- start and stop */
+static dt_status start(struct sched_pool *p, int nranks, const char *path,
+                       const char *fn, int proc, int base);
+
 dt_status sched_trace_start(struct sched_pool *p, int nranks, const char *path,
                             const char *fn) {
+  return start(p, nranks, path, fn, -1, 0);
+}
+
+dt_status sched_trace_start_part(struct sched_pool *p, int nranks, int rank_base,
+                                 int proc, const char *path, const char *fn) {
+  return start(p, nranks, path, fn, proc, rank_base);
+}
+
+static dt_status start(struct sched_pool *p, int nranks, const char *path,
+                       const char *fn, int proc, int base) {
   pthread_mutex_lock(&lock);
   dt_status st = DT_OK;
   if (out) {
@@ -246,7 +266,8 @@ dt_status sched_trace_start(struct sched_pool *p, int nranks, const char *path,
                         "dt_trace_end first)", fn, out_path);
   } else if (!(out_path = strdup(path))) {
     st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  } else if (!(out = fopen(path, "w"))) {
+  } else if (!(out = proc >= 0 ? open_memstream(&part_mem, &part_len)
+                                : fopen(path, "w"))) {
     st = core_error_set(DT_ERR_IO, "%s: cannot open \"%s\" for writing: %s",
                         fn, path, strerror(errno));
     free(out_path);
@@ -258,12 +279,21 @@ dt_status sched_trace_start(struct sched_pool *p, int nranks, const char *path,
       calib_ns = mono_ns();
     }
     session_ranks = nranks;
+    part_proc = proc;
+    part_base = base;
     /* seq_cst: after the session's state (and the stop's take of every
      * node's chunks, T3); pairs with the emitters' seq_cst load */
     atomic_store_explicit(&sched_trace_pool, p, memory_order_seq_cst);
   }
   pthread_mutex_unlock(&lock);
   return st;
+}
+
+const char *sched_trace_path(void) {
+  pthread_mutex_lock(&lock);
+  const char *p = out_path ? out_path : "";
+  pthread_mutex_unlock(&lock);
+  return p;
 }
 
 bool sched_trace_is_traced(const struct sched_pool *p) {
@@ -276,6 +306,7 @@ bool sched_trace_is_traced(const struct sched_pool *p) {
 static double us(int64_t ticks) { return (double)ticks * ns_per_tick / 1000.0; }
 
 static void write_event(FILE *f, int pid, int tid, const sched_trace_event *e) {
+  if (tid < ISSUER_TID_BASE) tid += part_base; /* a rank: its global number */
   fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"%c\",\"pid\":%d,"
           "\"tid\":%d,\"ts\":%.3f", e->name, e->cat, e->ph, pid, tid,
           us(e->ts - t_start));
@@ -284,7 +315,8 @@ static void write_event(FILE *f, int pid, int tid, const sched_trace_event *e) {
   if (e->ph == 's' || e->ph == 'f') fprintf(f, ",\"id\":%llu", (unsigned long long)e->id);
   if (e->ph == 'f') fprintf(f, ",\"bp\":\"e\"");
   if (e->pub_kind)
-    fprintf(f, ",\"args\":{\"rank\":%d,\"kind\":\"%s\"}}", e->pub_rank, e->pub_kind);
+    fprintf(f, ",\"args\":{\"rank\":%d,\"kind\":\"%s\"}}",
+            e->pub_rank >= 0 ? e->pub_rank + part_base : e->pub_rank, e->pub_kind);
   else
     fprintf(f, ",\"args\":{%s}}", e->args);
   if (e->ph != 'X' || !e->id || !e->flows) return;
@@ -309,12 +341,18 @@ static void write_name(FILE *f, int pid, int tid, const char *what, int k) {
 /* writes and frees every node's events (under lock, switch off, no
  * thread busy) */
 static void write_all(FILE *f) {
-  int pid = (int)getpid();
+  int pid = part_proc >= 0 ? part_proc : (int)getpid();
   int64_t dropped = 0;
-  fprintf(f, "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\","
-          "\"pid\":%d,\"args\":{\"name\":\"dtorch runtime (%d ranks)\"}}",
-          pid, session_ranks);
-  for (int r = 0; r < session_ranks; r++) write_name(f, pid, r, "rank", r);
+  if (part_proc < 0)
+    fprintf(f, "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\","
+            "\"pid\":%d,\"args\":{\"name\":\"dtorch runtime (%d ranks)\"}}",
+            pid, session_ranks);
+  else /* a part: every event after a comma (the merge strips the first) */
+    fprintf(f, ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
+            "\"args\":{\"name\":\"dtorch process %d (ranks %d..%d)\"}}", pid,
+            part_proc, part_base, part_base + session_ranks - 1);
+  for (int r = 0; r < session_ranks; r++)
+    write_name(f, pid, part_base + r, "rank", part_base + r);
   for (node **pp = &nodes; *pp;) {
     node *n = *pp;
     if (n->head && n->tid >= ISSUER_TID_BASE)
@@ -332,8 +370,10 @@ static void write_all(FILE *f) {
       pp = &n->next;
     }
   }
-  fprintf(f, "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped_events\""
-          ":%lld}}\n", (long long)dropped);
+  part_dropped = dropped;
+  if (part_proc < 0)
+    fprintf(f, "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped_events\""
+            ":%lld}}\n", (long long)dropped);
 }
 
 static void wait_not_busy(void) {
@@ -344,7 +384,28 @@ static void wait_not_busy(void) {
       sched_yield();
 }
 
+static dt_status stop(struct sched_pool *p, const char *fn, char **mem,
+                      size_t *len, int64_t *dropped);
+
 dt_status sched_trace_stop(struct sched_pool *p, const char *fn) {
+  char *mem = NULL;
+  size_t len;
+  int64_t dropped;
+  dt_status st = stop(p, fn, &mem, &len, &dropped);
+  free(mem); /* a part nobody asked for */
+  return st;
+}
+
+dt_status sched_trace_stop_part(struct sched_pool *p, const char *fn,
+                                char **mem, size_t *len, int64_t *dropped) {
+  return stop(p, fn, mem, len, dropped);
+}
+
+static dt_status stop(struct sched_pool *p, const char *fn, char **mem,
+                      size_t *len, int64_t *dropped) {
+  *mem = NULL;
+  *len = 0;
+  *dropped = 0;
   pthread_mutex_lock(&lock);
   if (!out || atomic_load_explicit(&sched_trace_pool, memory_order_relaxed) != p) {
     pthread_mutex_unlock(&lock);
@@ -365,6 +426,14 @@ dt_status sched_trace_stop(struct sched_pool *p, const char *fn) {
   out = NULL;
   free(out_path);
   out_path = NULL;
+  if (part_proc >= 0) { /* the memory stream's buffer is the caller's */
+    *mem = part_mem;
+    *len = part_len;
+    *dropped = part_dropped;
+    part_mem = NULL;
+  }
+  part_proc = -1;
+  part_base = 0;
   pthread_mutex_unlock(&lock);
   return st;
 }

@@ -87,6 +87,13 @@ void sched_trace_record_leave(char *buf);
  * (DT_ERR_INVALID_ARGUMENT), path cannot be opened (DT_ERR_IO). */
 dt_status sched_trace_start(struct sched_pool *p, int nranks, const char *path,
                             const char *fn);
+/* A part of a multi-process trace: the same, but the events go to memory
+ * (sched_trace_stop_part hands them over) as a comma-led list of the
+ * process's events (pid `proc`, ranks numbered from rank_base). */
+dt_status sched_trace_start_part(struct sched_pool *p, int nranks, int rank_base,
+                                 int proc, const char *path, const char *fn);
+/* the traced session's path ("" when none): valid until its stop */
+const char *sched_trace_path(void);
 /* Whether p is the traced pool (any thread). */
 bool sched_trace_is_traced(const struct sched_pool *p);
 /* Stops tracing p, waits until no thread is inside an emit, writes every
@@ -94,5 +101,9 @@ bool sched_trace_is_traced(const struct sched_pool *p);
  * Errors name fn: p not traced (DT_ERR_INVALID_ARGUMENT), a write
  * failed (DT_ERR_IO with the path and strerror). */
 dt_status sched_trace_stop(struct sched_pool *p, const char *fn);
+/* The stop of a part: *mem (malloc'd, the caller frees; NULL for a whole
+ * trace) holds *len bytes of events, *dropped the events not recorded. */
+dt_status sched_trace_stop_part(struct sched_pool *p, const char *fn,
+                                char **mem, size_t *len, int64_t *dropped);
 
 #endif

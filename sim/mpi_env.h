@@ -32,6 +32,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dtorch/dtorch.h"
+
 typedef struct sim_mpi sim_mpi;
 
 /* Joins the MPI job (above). Collective over MPI_COMM_WORLD: every process
@@ -60,6 +62,14 @@ int sim_mpi_tag_ub(const sim_mpi *m);
  * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) group); false for q out of
  * range. For docs and benchmarks: shared memory is the fast path there. */
 bool sim_mpi_same_node(const sim_mpi *m, int q);
+
+/* Collective over the job's processes, from one thread of each (not a
+ * rank thread): process 0 gets every process's bytes concatenated in
+ * process order in *all (malloc'd, *all_len bytes; the caller frees), the
+ * others NULL. deadline_ns as sim_mpi_wait's. Errors name fn. (mpi_gather.c) */
+dt_status sim_mpi_gather_bytes(sim_mpi *m, const void *buf, size_t len,
+                               int64_t deadline_ns, char **all, size_t *all_len,
+                               const char *fn);
 
 /* CLOCK_MONOTONIC in nanoseconds: the clock of sim_mpi_wait's deadlines */
 int64_t sim_mpi_now_ns(void);
