@@ -28,6 +28,9 @@ typedef struct opts {
   uint64_t seed;
   bool replay, faults, chaos;
   int ranks, threads;
+  const char *launcher;  /* --launcher mpi: one process of an MPI job */
+  dt_runtime *ctl;       /* a multi-process job: the runtime the processes
+                            agree on when to stop through */
 } opts;
 
 typedef struct stats {
@@ -175,7 +178,7 @@ static bool run_program(const stress_program *p, const iteration *it, const opts
   }
   dt_runtime *rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = o->ranks,
       .auto_redistribute = true, .chaos_seed = it->chaos ? (it->seed | 1) : 0,
-      .collective_timeout_ms = 10000});
+      .collective_timeout_ms = 10000, .launcher = o->launcher});
   dt_mesh *m = rt ? dt_mesh_init(rt, NULL, p->mesh_ndim == 2 ? DT_SHAPE(p->mesh[0], p->mesh[1])
                                                               : DT_SHAPE(p->mesh[0]), NULL) : NULL;
   bool ok = m != NULL;
@@ -253,11 +256,13 @@ static int parse(int argc, char **argv, opts *o) {
     else if (!strcmp(a, "--replay") && v) o->seed = strtoull(v, &end, 10), o->replay = true, i++;
     else if (!strcmp(a, "--ranks") && v) o->ranks = (int)strtol(v, &end, 10), i++;
     else if (!strcmp(a, "--threads") && v) o->threads = (int)strtol(v, &end, 10), i++;
+    else if (!strcmp(a, "--launcher") && v) o->launcher = v, i++;
     else end = (char *)"?";
     if (end && *end) {
       fprintf(stderr, "dtorch stress: bad argument '%s'%s%s\nusage: dtorch stress "
               "[--seconds T | --iters N] [--seed S] [--replay SEED] [--ranks 2|4|8] "
-              "[--threads 1..16] [--no-faults] [--no-chaos]\n", a, v ? " " : "", v ? v : "");
+              "[--threads 1..16] [--no-faults] [--no-chaos] [--launcher mpi]\n", a,
+              v ? " " : "", v ? v : "");
       return 2;
     }
   }
@@ -271,6 +276,58 @@ static int parse(int argc, char **argv, opts *o) {
     return 2;
   }
   return 0;
+}
+
+/* --launcher mpi: one runtime for the whole run through which the
+ * processes agree on when to stop; process 0 prints, the others only
+ * their failures; one issuing thread (several would issue one group's
+ * collectives in a different order in each process) */
+static int join(opts *o) {
+  if (!o->launcher) o->launcher = getenv("DTORCH_LAUNCHER"); /* as the runtime */
+  if (o->launcher && !*o->launcher) o->launcher = NULL;
+  if (!o->launcher || strcmp(o->launcher, "mpi") != 0) {
+    if (o->launcher && strcmp(o->launcher, "none") != 0) {
+      fprintf(stderr, "dtorch stress: --launcher %s (mpi or none)\n", o->launcher);
+      return 2;
+    }
+    return 0;
+  }
+  o->ctl = dt_runtime_create(&(dt_runtime_options){.num_ranks = o->ranks,
+                                                   .launcher = "mpi"});
+  if (!o->ctl) {
+    fprintf(stderr, "dtorch stress: %s\n", dt_last_error());
+    return 1;
+  }
+  bool first = dt_runtime_process_index(o->ctl) == 0;
+  if (o->threads > 1 && first)
+    fprintf(stderr, "dtorch stress: one issuing thread per process under "
+            "--launcher mpi (not %d)\n", o->threads);
+  o->threads = 1;
+  if (!first && !freopen("/dev/null", "w", stdout)) return 1;
+  return 0;
+}
+
+/* whether to stop: this process's answer, or process 0's in a
+ * multi-process job (every process asks once per program). Each rank of
+ * a sharded [ranks] tensor holds its process's answer: the gathered
+ * value shows process 0's to everyone. */
+static bool agree_stop(const opts *o, bool stop) {
+  if (!o->ctl) return stop;
+  int n = o->ranks;
+  dt_mesh *m = dt_mesh_init(o->ctl, NULL, DT_SHAPE(n), NULL);
+  float *v = calloc((size_t)n, sizeof *v), *all = calloc((size_t)n, sizeof *all);
+  for (int i = 0; v && i < n; i++) v[i] = stop;
+  dt_tensor *t = m && v ? dt_from_host(v, DT_SHAPE(n), &(dt_tensor_options){
+                                .mesh = m, .placements = DT_PLACEMENTS(DT_SHARD(0))})
+                        : NULL;
+  bool ok = t && all && dt_to_host(t, all, sizeof *all * (size_t)n) == DT_OK;
+  if (!ok) fprintf(stderr, "dtorch stress: agreeing on the stop: %s\n", dt_last_error());
+  bool r = ok ? all[0] != 0 : true;
+  dt_tensor_release(t);
+  dt_mesh_release(m);
+  free(v);
+  free(all);
+  return r;
 }
 
 static void progress(const opts *o, const stats *st, double t0, bool end) {
@@ -289,19 +346,22 @@ static void progress(const opts *o, const stats *st, double t0, bool end) {
 int tool_stress(int argc, char **argv) {
   opts o;
   int bad = parse(argc, argv, &o);
+  o.ctl = NULL;
   if (bad) return bad;
-  dt_runtime *ref = dt_runtime_create(&(dt_runtime_options){.num_ranks = 1});
-  if (!ref) {
-    fprintf(stderr, "dtorch stress: %s\n", dt_last_error());
-    return 1;
+  dt_runtime *ref = dt_runtime_create(&(dt_runtime_options){.num_ranks = 1,
+                                                             .launcher = "none"});
+  if (!ref || (bad = join(&o)) != 0) {
+    if (!bad) fprintf(stderr, "dtorch stress: %s\n", dt_last_error());
+    dt_runtime_destroy(ref);
+    return bad ? bad : 1;
   }
   stats st = {0};
   double t0 = now_s(), last = t0;
   int64_t live = dt_live_tensors();
   for (uint64_t s = o.seed;; s++) {
-    if (o.replay ? st.programs == 1 : o.iters >= 0 ? st.programs >= o.iters
-                                                     : now_s() - t0 >= o.seconds)
-      break;
+    bool stop = o.replay ? st.programs == 1 : o.iters >= 0 ? st.programs >= o.iters
+                                                          : now_s() - t0 >= o.seconds;
+    if (agree_stop(&o, stop)) break;
     stress_program p;
     stress_generate(&p, s, o.ranks);
     iteration it = plan(s, &o);
@@ -332,5 +392,6 @@ int tool_stress(int argc, char **argv) {
          (long long)st.chaos_runs, (long long)st.faults_armed, (long long)st.faults_fired,
          (long long)st.spmd_rounds, st.failures ? "FAILED" : "all equal to one device");
   dt_runtime_destroy(ref);
+  dt_runtime_destroy(o.ctl);
   return st.failures ? 1 : 0;
 }
