@@ -7,8 +7,8 @@
  *   other member's buffer, so the round needs one barrier.
  * split (otherwise): member i does 1/n of the work, reading and writing
  *   the members' buffers directly, so nobody copies everything:
- *   all_reduce      element range i of every input, reduced in member
- *                   order, written to every output
+ *   all_reduce      element range i of every input, reduced over the
+ *                   members' tree (coll_reduce.h), written to every output
  *   reduce_scatter  its own block, reduced over every input
  *   all_gather      its input, copied into every output at its offset
  *   all_to_all      block i of every input, into its own output

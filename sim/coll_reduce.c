@@ -185,13 +185,13 @@ static void combine(void *c, const void *a, const void *b, int64_t n,
 static void finish_avg(void *acc, int64_t n, dt_dtype ct, int nin) {
   switch (ct) {
   case DT_FLOAT32: {
-    float *f = acc, k = (float)nin;
-    for (int64_t j = 0; j < n; j++) f[j] /= k;
+    float *restrict c = acc, k = (float)nin;
+    COMBINE_LOOP(c[j] / k);
     break;
   }
   case DT_FLOAT64: {
-    double *f = acc;
-    for (int64_t j = 0; j < n; j++) f[j] /= (double)nin;
+    double *restrict c = acc, k = (double)nin;
+    COMBINE_LOOP(c[j] / k);
     break;
   }
   case DT_INT64: { /* C division: truncation toward zero */
@@ -210,11 +210,11 @@ static void finish_avg(void *acc, int64_t n, dt_dtype ct, int nin) {
  * result could depend on which subtrees were given as partials */
 static void canon_nan(void *acc, int64_t n, dt_dtype ct) {
   if (ct == DT_FLOAT32) {
-    float *f = acc;
-    for (int64_t j = 0; j < n; j++) f[j] = f[j] != f[j] ? NAN : f[j];
+    float *restrict c = acc;
+    COMBINE_LOOP(c[j] != c[j] ? NAN : c[j]);
   } else if (ct == DT_FLOAT64) {
-    double *f = acc;
-    for (int64_t j = 0; j < n; j++) f[j] = f[j] != f[j] ? (double)NAN : f[j];
+    double *restrict c = acc;
+    COMBINE_LOOP(c[j] != c[j] ? (double)NAN : c[j]);
   }
 }
 

@@ -68,7 +68,7 @@
  * already freed.
  *
  * Data movement (n members, member i): all_reduce reduces element range i
- * of every input, in member order, into every output; reduce_scatter
+ * of every input, over the members' pairwise tree, into every output; reduce_scatter
  * reduces its own block; all_gather copies its input into every output;
  * all_to_all pulls block i of every input into its own output; broadcast,
  * scatter and gather copy range i of the whole to or from every

@@ -11,8 +11,9 @@
  * members publish buffer pointers in per-round slots and wait (spin, then
  * futex) for the others. The data movement is split across the members:
  * for an all_reduce of S bytes over n members, member i reduces segment i
- * (S/n bytes) of every input in member order (fixed: bitwise reproducible)
- * and writes it to every member's output, so each member reads and writes
+ * (S/n bytes) of every input over a fixed pairwise tree of the members
+ * (bitwise reproducible, for any split of the range or of the members
+ * into processes) and writes it to every member's output, so each member reads and writes
  * about S bytes and no member copies everything.
  *
  * Watchdog: a member that waits longer than the world's timeout fails with
@@ -59,8 +60,9 @@ const char *sim_coll_group_name(const sim_coll_group *g);
 
 /* out = reduce(in over members); out may equal in. AVG divides the sum
  * (integers: truncating toward zero; bool: DT_ERR_DTYPE). Every element is
- * reduced in member order, float16/bfloat16 in float32 and rounded once,
- * so results are bitwise reproducible (sim/coll_reduce.h).
+ * reduced over the fixed pairwise tree of the member indices,
+ * float16/bfloat16 in float32 and rounded once, so results are bitwise
+ * reproducible (sim/coll_reduce.h).
  * A member whose arguments are invalid, or members whose calls disagree
  * (kind, dtype, op, root, counts), fail every member of that round
  * (DT_ERR_DESYNC for a disagreement) without moving data; the group stays
@@ -173,8 +175,9 @@ typedef struct sim_coll_device {
   dt_status (*wait)(void *ctx, int rank, void *ev);
   /* the event is not used again (waits issued on it stay valid) */
   void (*release)(void *ctx, void *ev);
-  /* on rank's stream: out[o][0..count) = in[0..nin) reduced in input
-   * order as sim/coll_reduce.h says, for o < nout */
+  /* on rank's stream: out[o][0..count) = in[0..nin) reduced over the
+   * pairwise tree of the inputs' indices as sim/coll_reduce.h says (the
+   * bits of sim_coll_reduce), for o < nout */
   dt_status (*reduce)(void *ctx, int rank, const void *const *in, int nin,
                       void *const *out, int nout, int64_t count, dt_dtype d,
                       dt_reduce_op op);

@@ -2,8 +2,8 @@
  * the emulated collectives of a device world (sim/coll_device.c) moving
  * device memory on the ranks' streams. Each collective's result is
  * checked against a reference computed here on the host and against the
- * same SPMD function on a CPU runtime of 8 ranks (bitwise: both reduce in
- * member order in float32). Also: a reduction of a dtype the device path
+ * same SPMD function on a CPU runtime of 8 ranks (bitwise: both reduce
+ * over the members' pairwise tree in float32). Also: a reduction of a dtype the device path
  * lacks fails on every rank with a message and the runtime stays usable;
  * send/recv between ranks of the GPU. Exits 77 (skip) where no
  * "cuda" runtime of 8 ranks on one GPU can be made. With
