@@ -681,7 +681,11 @@ static dt_status publish(dt_op_call *c, dt_mesh *m, const dispatch_plan *p) {
     dispatch_release_outs(c);
     return keep;
   }
-  if (ops_checks_data(c->op) && (st = dispatch_wait_outputs(c, m->rt, -1)) != DT_OK)
+  /* a multi-process job: the processes' verdicts on the data must agree,
+   * or they would issue different ops next (mesh/agree.c) */
+  if (ops_checks_data(c->op) &&
+      (st = mesh_is_split(m) ? mesh_agree_outputs(m, c->out, c->nout, c->api)
+                             : dispatch_wait_outputs(c, m->rt, -1)) != DT_OK)
     dispatch_release_outs(c);
   return st;
 }

@@ -16,6 +16,7 @@
 #include "runtime/runtime.h"
 #include "sched/pool.h"
 #include "sched/future.h"
+#include "sim/collectives.h"
 
 /* ---- handles */
 /* the spec's cache-key words and hash (core_spec.key) */
@@ -335,6 +336,10 @@ dt_shape mesh_tensor_local_shape(const dt_tensor *t, int rank) {
 static dt_status host_job(dt_tensor *t, void *dst, size_t bytes, int rank,
                           runtime_call_fn run, runtime_done_fn done, int owner,
                           bool wait, dt_future **out, const char *fn) {
+  /* a replicated fetch across processes agrees on its verdict first */
+  sim_coll_group *agree = owner >= 0 ? sim_coll_group_get(
+      t->spec->mesh->rt->coll, t->spec->mesh->ranks, t->spec->mesh->size) : NULL;
+  if (owner >= 0 && !agree) return core_last_status();
   dt_future *f = sched_future_new();
   mesh_host_job *j = calloc(1, sizeof *j);
   if (!f || !j) {
@@ -346,6 +351,8 @@ static dt_status host_job(dt_tensor *t, void *dst, size_t bytes, int rank,
   j->dst = dst;
   j->bytes = bytes;
   j->owner = owner;
+  j->agree = agree;
+  pthread_mutex_init(&j->agree_lock, NULL);
   j->api = fn;
   j->future = sched_future_retain(f);
   if (runtime_publish_named_call(t->spec->mesh->rt, rank, "to_host", run,
@@ -376,13 +383,6 @@ static int first_local(const dt_mesh *m) {
   for (int i = 0; i < m->size; i++)
     if (runtime_rank_is_local(m->rt, m->ranks[i])) return i;
   return -1;
-}
-
-static bool all_local(const dt_mesh *m) {
-  if (m->rt->nprocs == 1) return true;
-  for (int i = 0; i < m->size; i++)
-    if (!runtime_rank_is_local(m->rt, m->ranks[i])) return false;
-  return true;
 }
 
 /* A mesh spanning processes: the value is replicated on every rank first
@@ -422,6 +422,14 @@ dt_status mesh_dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
   if (t->spec->mesh->rt->dry_run)
     return core_error_set(DT_ERR_UNSUPPORTED, "%s: a dry-run runtime holds no "
                           "values (shapes, placements and counts only)", fn);
+  /* across processes: every process takes part in the replication, which
+   * carries a failed shard's error to all of them */
+  if (mesh_is_split(t->spec->mesh)) {
+    if (atomic_load_explicit(&t->spec->mesh->rt->dead, memory_order_acquire))
+      return core_error_set(DT_ERR_DEVICE, "%s: the tensor's runtime was "
+                            "destroyed", fn);
+    return to_host_across(t, dst, wait, out, fn);
+  }
   const core_poison *p = mesh_tensor_poison(t);
   if (p && !wait && !atomic_load_explicit(&t->spec->mesh->rt->dead, memory_order_acquire)) {
     /* the async form reports an execution error through its future */
@@ -432,7 +440,6 @@ dt_status mesh_dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
   }
   dt_status st = check_live(t, fn);
   if (st != DT_OK) return st;
-  if (!all_local(t->spec->mesh)) return to_host_across(t, dst, wait, out, fn);
   bool partial = false;
   dt_placement pl[DT_MAX_DIMS];
   for (int i = 0; i < t->spec->mesh->ndim; i++) {

@@ -24,6 +24,15 @@ bool mesh_spec_equal(const core_spec *a, dt_dtype da, const core_spec *b,
 /* the most elements any rank of t's mesh holds (t's numel for a
  * single-device tensor): a dry run's cost of an op */
 int64_t mesh_dry_max_box(const dt_tensor *t);
+/* ---- multi-process jobs (mesh/agree.c) */
+/* whether some rank of m runs in another process */
+bool mesh_is_split(const dt_mesh *m);
+/* Waits until the ops that made outs[0..n) (DTensors on m) ran, and has
+ * every process of m agree whether any shard failed: the same status
+ * (and the failure's message) in every process. Collective: every
+ * process makes the call. */
+dt_status mesh_agree_outputs(dt_mesh *m, dt_tensor *const *outs, int n,
+                             const char *fn);
 /* Called by core_tensor_release when the handle dies. */
 void mesh_dtensor_free_spec(core_spec *s);
 /* Normalises negative Shard dims and validates; error names fn. */

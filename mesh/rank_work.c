@@ -6,6 +6,7 @@
  * its output; in a redistribute it abstains from the remaining
  * collectives (mesh/shard.h), so no member waits for it. */
 #include "mesh/rank_work.h"
+
 #include "mesh/shard.h"
 
 #include <stdatomic.h>
@@ -112,12 +113,11 @@ static void gather_failed(mesh_host_job *j, dt_status st, const char *msg) {
   snprintf(j->msg, sizeof j->msg, "%s", msg);
 }
 
-void mesh_exec_gather(void *arg, dt_runtime *rt, int rank) {
-  mesh_host_job *j = arg;
+/* the owner's copy of its box into the host buffer (failures noted) */
+static void gather_copy(mesh_host_job *j, dt_runtime *rt, int rank, int idx) {
   core_spec *s = j->t->spec;
-  int idx = rank < s->mesh->rt_ranks ? s->mesh->pos[rank] : -1;
-  if (idx < 0 || (j->owner >= 0 ? idx != j->owner
-                                 : !mesh_box_owner(s->mesh, s->placements, idx)))
+  if (j->owner >= 0 ? idx != j->owner
+                    : !mesh_box_owner(s->mesh, s->placements, idx))
     return;
   core_storage *st = s->storages[idx];
   if (core_storage_poison(st) || !st->data) return;
@@ -133,10 +133,45 @@ void mesh_exec_gather(void *arg, dt_runtime *rt, int rank) {
   if (mesh_download(&rm, &dst, st->data) != DT_OK) gather_failed(j, rm.st, rm.msg);
 }
 
+/* the agreement's verdict (every local rank reaches the same one) */
+static void gather_agreed(mesh_host_job *j, dt_status st, const char *msg) {
+  pthread_mutex_lock(&j->agree_lock);
+  if (j->agreed == DT_OK) {
+    j->agreed = st;
+    snprintf(j->agreed_msg, sizeof j->agreed_msg, "%s", msg);
+  }
+  pthread_mutex_unlock(&j->agree_lock);
+}
+
+void mesh_exec_gather(void *arg, dt_runtime *rt, int rank) {
+  mesh_host_job *j = arg;
+  core_spec *s = j->t->spec;
+  int idx = rank < s->mesh->rt_ranks ? s->mesh->pos[rank] : -1;
+  if (idx < 0) return;
+  gather_copy(j, rt, rank, idx);
+  if (!j->agree) return;
+  /* then the same verdict in every process: a failed replica or copy
+   * fails the fetch everywhere (the owner copied before it arrives) */
+  const core_poison *p = core_storage_poison(s->storages[idx]);
+  dt_status mine = p ? p->status : DT_OK;
+  char why[512];
+  snprintf(why, sizeof why, "%s", p ? p->message : "");
+  if (!p && j->owner == idx && atomic_load_explicit(&j->failed, memory_order_acquire)) {
+    mine = j->err; /* its own copy's failure (gather_failed: this thread) */
+    snprintf(why, sizeof why, "%s", j->msg);
+  }
+  dt_status a = mine != DT_OK ? sim_coll_abstain(j->agree, idx, mine, why)
+                              : sim_coll_barrier(j->agree, idx);
+  if (a != DT_OK) gather_agreed(j, a, core_last_error());
+}
+
 void mesh_exec_gather_done(void *arg) {
   mesh_host_job *j = arg;
   const core_poison *p = mesh_tensor_poison(j->t);
-  if (p)
+  /* the record's acq_rel countdown ordered every rank's notes before us */
+  if (j->agree) /* the agreed verdict alone: the same in every process */
+    sched_future_complete(j->future, j->agreed, j->agreed ? j->agreed_msg : NULL);
+  else if (p)
     sched_future_complete(j->future, p->status, p->message);
   else if (atomic_load_explicit(&j->failed, memory_order_acquire))
     sched_future_complete(j->future, j->err, j->msg); /* gather_failed's */
@@ -144,6 +179,7 @@ void mesh_exec_gather_done(void *arg) {
     sched_future_complete(j->future, DT_OK, NULL);
   sched_future_release(j->future);
   core_tensor_release(j->t);
+  pthread_mutex_destroy(&j->agree_lock);
   free(j);
 }
 
@@ -171,5 +207,6 @@ void mesh_exec_local_done(void *arg) {
   mesh_host_job *j = arg;
   sched_future_release(j->future);
   core_tensor_release(j->t);
+  pthread_mutex_destroy(&j->agree_lock);
   free(j);
 }

@@ -25,6 +25,12 @@ typedef struct mesh_host_job {
   dt_tensor *t;
   void *dst;
   size_t bytes;           /* mesh_exec_local: the shard's bytes */
+  struct sim_coll_group *agree; /* a mesh across processes: the group of
+                             its ranks, over which every rank first
+                             agrees whether a shard failed (mesh/agree.c) */
+  pthread_mutex_t agree_lock; /* the agreement's verdict, made with agree */
+  dt_status agreed;
+  char agreed_msg[1024];
   int owner;              /* mesh_exec_gather of a replicated tensor: the
                              mesh index that copies (a rank of this
                              process), or -1: each box's first holder */

@@ -426,9 +426,16 @@ static void traced_exec(dt_runtime *rt, exec_record *r, int rank) {
   sched_trace_emit(rt->pool, &e);
 }
 
+static void exec_global(dt_runtime *rt, void *record, int rank);
+
 void runtime_exec_record(void *ctx, void *record, int rank) {
   dt_runtime *rt = ctx;
-  rank += rt->first_rank; /* the pool numbers this process's ranks from 0 */
+  /* the pool numbers this process's ranks from 0 */
+  exec_global(rt, record, rank + rt->first_rank);
+}
+
+/* a record on global rank `rank` (this process's) */
+static void exec_global(dt_runtime *rt, void *record, int rank) {
   /* the trace switch: one relaxed load and a compare (sched/trace_recorder.h) */
   if (__builtin_expect(sched_trace_on(rt->pool), 0)) {
     traced_exec(rt, record, rank);
@@ -579,7 +586,7 @@ static dt_status inline_op(dt_op_call *c, dt_runtime *rt, int rank, int me) {
     else if (s[i] == 'P') r.call.args[i].p = k.staging;
   }
   for_each_tensor(&r.call, &r, true);
-  runtime_exec_record(rt, &r, me);
+  exec_global(rt, &r, me);
   /* synchronous: the op's error is the call's (no poisoned handle) */
   for (int i = 0; i < c->nout; i++) {
     const core_poison *p = c->meta[i].alias < 0
@@ -659,7 +666,7 @@ dt_future *runtime_publish_to_host(dt_tensor *t, void *dst, size_t bytes) {
     r.host.t = core_tensor_retain(t);
     r.host.dst = dst;
     r.host.bytes = bytes;
-    runtime_exec_record(s->rt, &r, me);
+    exec_global(s->rt, &r, me);
     return f;
   }
   sched_claim q;
@@ -814,7 +821,7 @@ static dt_status publish_call(dt_runtime *rt, int rank, const char *name,
     if (rank >= 0 && rank != me) return not_mine(me, rank, name ? name : "call");
     exec_record r = {.kind = REC_CALL, .call_fn = {fn, done, arg, name}};
     atomic_init(&r.pending, 1); /* this rank alone: done runs after it */
-    runtime_exec_record(rt, &r, me);
+    exec_global(rt, &r, me);
     return DT_OK;
   }
   sched_claim q;

@@ -517,6 +517,7 @@ static dt_runtime *create(const dt_runtime_options *o, settings *setp) {
                            .helpable = set.no_help ? NULL : runtime_exec_helpable,
                            .ctx = rt, .spin_ns = set.spin_ns,
                            .chaos_seed = set.chaos_seed,
+                           .rank_base = rt->first_rank, .fault_ranks = n,
                            .pin_cpus = set.pin ? affinity_cpus() : 0};
   rt->coll = sim_coll_world_create(n, set.timeout_ns);
   if (rt->coll) sim_coll_world_set_where(rt->coll, runtime_rank_where, rt);

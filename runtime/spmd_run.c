@@ -245,8 +245,8 @@ static dt_status run_in_turn(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
   }
   *j = (spmd_job){.fn = fn, .arg = arg, .rt = rt, .first_rank = -1,
                   .done = sched_future_retain(f)};
-  pthread_barrier_init(&j->left, NULL, (unsigned)rt->nranks);
-  pthread_barrier_init(&j->resynced, NULL, (unsigned)rt->nranks);
+  pthread_barrier_init(&j->left, NULL, (unsigned)rt->nlocal); /* this process's */
+  pthread_barrier_init(&j->resynced, NULL, (unsigned)rt->nlocal);
   pthread_mutex_init(&j->lock, NULL);
   /* relaxed: the record's publish (a release) orders it for the ranks */
   atomic_fetch_add_explicit(&rt->spmd_active, 1, memory_order_relaxed);

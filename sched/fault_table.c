@@ -102,7 +102,8 @@ bool sched_fault_take_at(sched_faults *f, int rank, sched_fault_kind kind,
 
 bool sched_fault_take(sched_fault_kind kind, char *msg, size_t len) {
   sched_pool *p = sched_current_pool();
-  return p && sched_fault_take_at(sched_pool_faults(p), sched_current_rank(),
+  return p && sched_fault_take_at(sched_pool_faults(p),
+                                  sched_pool_rank_base(p) + sched_current_rank(),
                                   kind, msg, len);
 }
 

@@ -383,7 +383,7 @@ static void park(rank_state *rs, bool spin) {
 /* one record, with the faults armed for it (sched/fault_table.h) */
 void sched_run_record(sched_pool *p, rank_state *rs, void *record, uint64_t gen) {
   if (__builtin_expect(sched_faults_armed(p->faults), 0)) {
-    sched_fault_before_record(p->faults, rs->id);
+    sched_fault_before_record(p->faults, p->rank_base + rs->id);
   }
   rs->claim_gen = gen;
   rs->gen = SCHED_GEN_EXEMPT; /* until the record arms it */
@@ -421,6 +421,7 @@ static bool own_stream_recent(rank_state *rs) {
 }
 
 sched_faults *sched_pool_faults(sched_pool *p) { return p->faults; }
+int sched_pool_rank_base(const sched_pool *p) { return p->rank_base; }
 
 /* Whether running `record` makes the rank spin before it parks (more
  * work is likely to follow). Not after a record its issuer could have run
@@ -590,7 +591,9 @@ sched_pool *sched_pool_create(const sched_pool_config *cfg, const char **why) {
   p->bcell = (sizeof(bcast_cell) + cfg->record_size + 63) & ~(size_t)63;
   p->bcells = aligned_alloc(64, p->bcell * p->bcap);
   p->bwait = calloc(p->bcap * (size_t)p->nwords, sizeof *p->bwait);
-  p->faults = sched_faults_new(cfg->ranks);
+  p->rank_base = cfg->rank_base;
+  p->faults = sched_faults_new(cfg->fault_ranks > cfg->ranks ? cfg->fault_ranks
+                                                            : cfg->ranks);
   bool ok = p->parked && p->ranks && p->bcells && p->to_wake && p->bwait && p->faults &&
             p->nwords <= SCHED_MAX_WORDS;
   for (uint64_t t = 0; ok && t < p->bcap; t++) {

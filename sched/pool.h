@@ -49,6 +49,10 @@ typedef struct sched_pool_config {
   void *ctx;
   uint32_t spin_ns;         /* spin before parking (default 20000) */
   uint64_t chaos_seed;      /* != 0: chaos points perturb (sched/chaos.h) */
+  int rank_base;            /* the fault table's key of thread i is
+                               rank_base + i (a process of a multi-process
+                               job hosts ranks from rank_base); 0 */
+  int fault_ranks;          /* the fault table's ranks (0: ranks) */
   int pin_cpus;             /* > 1: rank r runs on CPU r % pin_cpus (the
                                runtime pins), which sched_parallel_for uses
                                to wake one helper per other CPU; 0: not
@@ -56,6 +60,8 @@ typedef struct sched_pool_config {
 } sched_pool_config;
 /* the pool's fault table (sched/fault_table.h) */
 struct sched_faults *sched_pool_faults(sched_pool *p);
+/* rank_base of the config */
+int sched_pool_rank_base(const sched_pool *p);
 /* the pool's chaos seed (0: off) */
 uint64_t sched_pool_chaos_seed(const sched_pool *p);
 

@@ -86,7 +86,9 @@ typedef struct rank_state {
 
 struct sched_pool {
   sched_pool_config cfg;
-  sched_faults *faults;    /* fault injection (sched/fault_table.h) */
+  sched_faults *faults;    /* fault injection (sched/fault_table.h), keyed
+                              by rank_base + the thread's index */
+  int rank_base;
   rank_state *ranks;
   char *bcells;            /* the broadcast ring: bcap cells of bcell bytes */
   size_t bcell;

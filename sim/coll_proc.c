@@ -212,6 +212,7 @@ static dt_status desync(const sim_coll_group *g, uint64_t k,
                               "processes disagree: ",
                               sim_coll_kind_names[H[g->xp->me].kind], g->name,
                               (unsigned long long)k);
+  if (n >= sizeof msg) n = sizeof msg - 1; /* a long group name was cut */
   for (int p = 0; p < g->xp->np && n + 200 < sizeof msg; p++) {
     sim_coll_entry e;
     memset(&e, 0, sizeof e);
@@ -301,10 +302,9 @@ static dt_status headers(sim_coll_group *g, uint64_t k, const sim_coll_entry *E,
 
 /* the header buffers (kept with the group): two per process */
 static bool header_room(sim_coll_xp *x) {
-  if (x->hbuf) return true;
   size_t one = sizeof(sim_xp_header) + SIM_XP_INLINE;
-  x->hbuf = core_host_malloc(one * 2 * (size_t)x->np);
-  x->harr = core_host_malloc(sizeof(sim_xp_header) * (size_t)x->np);
+  if (!x->hbuf) x->hbuf = core_host_malloc(one * 2 * (size_t)x->np);
+  if (!x->harr) x->harr = core_host_malloc(sizeof(sim_xp_header) * (size_t)x->np);
   return x->hbuf && x->harr;
 }
 

@@ -114,6 +114,7 @@ static void report(sim_xp_msgs *m, const sim_mpi_req_state *state,
                               (double)sim_coll_world_timeout(g->world) * 1e-9);
   bool *named = calloc((size_t)g->xp->np, sizeof *named);
   int c = 0;
+  if (n >= len) n = len - 1; /* a long group name was cut */
   for (int i = 0; named && i < m->n && n + 64 < len; i++) {
     if (state[i] == SIM_MPI_REQ_DONE || named[m->peer[i]]) continue;
     named[m->peer[i]] = true;
@@ -122,8 +123,9 @@ static void report(sim_xp_msgs *m, const sim_mpi_req_state *state,
     n += (size_t)snprintf(buf + n, len - n, "%s%s", c++ ? ", " : "", who);
   }
   free(named);
-  snprintf(buf + n, len - n, "%s (%s through MPI); the group stays broken",
-           c ? "" : "another process", what);
+  if (n < len)
+    snprintf(buf + n, len - n, "%s (%s through MPI); the group stays broken",
+             c ? "" : "another process", what);
 }
 
 dt_status sim_xp_msgs_wait(sim_xp_msgs *m, const char *what) {

@@ -31,6 +31,7 @@ typedef struct opts {
   const char *launcher;  /* --launcher mpi: one process of an MPI job */
   dt_runtime *ctl;       /* a multi-process job: the runtime the processes
                             agree on when to stop through */
+  bool quiet;            /* a process other than 0: no progress lines */
 } opts;
 
 typedef struct stats {
@@ -303,6 +304,7 @@ static int join(opts *o) {
     fprintf(stderr, "dtorch stress: one issuing thread per process under "
             "--launcher mpi (not %d)\n", o->threads);
   o->threads = 1;
+  o->quiet = !first;
   if (!first && !freopen("/dev/null", "w", stdout)) return 1;
   return 0;
 }
@@ -331,6 +333,7 @@ static bool agree_stop(const opts *o, bool stop) {
 }
 
 static void progress(const opts *o, const stats *st, double t0, bool end) {
+  if (o->quiet) return;
   double el = now_s() - t0;
   if (isatty(2)) {
     int w = 30, done = o->iters > 0 ? (int)(w * st->programs / o->iters) : (int)(w * el / o->seconds);
