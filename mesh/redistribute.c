@@ -185,14 +185,18 @@ static bool holds(const dt_tensor *t, int rank) {
   return rank < t->spec->mesh->rt_ranks && t->spec->mesh->pos[rank] >= 0;
 }
 
-/* the union of the ranks of src and of mesh, ascending, and its group */
+/* the union of the ranks of src and of mesh in this process, ascending,
+ * and its group: its barriers order local reads of local shards (another
+ * process's targets get the value by point to point, redist_exec.c) */
 static bool xmesh_group(mesh_xmesh_job *j, const dt_mesh *mesh,
                         const char *fn) {
   dt_runtime *rt = mesh->rt;
   j->members = malloc(sizeof(int) * (size_t)rt->nranks);
   for (int r = 0; j->members && r < rt->nranks; r++)
-    if ((r < mesh->rt_ranks && mesh->pos[r] >= 0) || holds(j->src, r))
+    if (((r < mesh->rt_ranks && mesh->pos[r] >= 0) || holds(j->src, r)) &&
+        runtime_rank_is_local(rt, r))
       j->members[j->n++] = r;
+  if (j->members && !j->n) return true; /* nothing runs here */
   /* the registry is the runtime's collectives: inside its gate */
   if (!runtime_gate_enter(rt, fn)) return false;
   j->group = j->members ? sim_coll_group_get(rt->coll, j->members, j->n) : NULL;

@@ -518,6 +518,64 @@ static void test_redistribute_bfloat16_sum(void **state) {
   agree();
 }
 
+/* a redistribute to another mesh of the job: the source replicated on its
+ * mesh, then each target rank takes its box */
+static void check_cross(const int *sr, int sn, const dt_placement *sp,
+                        const int *dr, int dn, const dt_placement *dp) {
+  dt_mesh *ms[2], *md[2];
+  dt_runtime *rts[2] = {rt, ref};
+  dt_tensor *y[2];
+  double *v = tu_random_values(24, DT_FLOAT32, 77, -4, 4, true);
+  char *host = encode(v, 24, DT_FLOAT32);
+  for (int i = 0; i < 2; i++) {
+    /* sn 0: a single-device tensor (each process's own, on its first
+     * rank) distributed onto the target mesh */
+    ms[i] = sn ? dt_mesh_create(rts[i], NULL, DT_SHAPE(sn), sr, NULL) : NULL;
+    md[i] = dt_mesh_create(rts[i], NULL, dn == 4 ? DT_SHAPE(2, 2) : DT_SHAPE(dn),
+                           dr, NULL);
+    dt_runtime_set_current(rts[i]);
+    dt_tensor *x = from_host(host, DT_SHAPE(4, 6), DT_FLOAT32, ms[i], sp);
+    dt_runtime_set_current(rt);
+    y[i] = dt_redistribute(x, md[i], dp);
+    dt_tensor_release(x);
+  }
+  bool hosted = false;
+  for (int i = 0; i < dn; i++) hosted = hosted || proc_of(dr[i]) == me;
+  char what[64];
+  snprintf(what, sizeof what, "ranks %d.. to ranks %d, ..", sn ? sr[0] : -1,
+           dr[0]);
+  if (hosted) {
+    check_result(y[0], y[1], dp, host, -1, what);
+  } else {
+    char got[96];
+    CHECK_ERR(dt_to_host(y[0], got, sizeof got), DT_ERR_DEVICE, "no rank in this process");
+  }
+  TU_RELEASE(y[0], y[1]);
+  for (int i = 0; i < 2; i++) {
+    dt_mesh_release(ms[i]);
+    dt_mesh_release(md[i]);
+  }
+  free(v);
+  free(host);
+}
+
+static void test_cross_mesh(void **state) {
+  (void)state;
+  const int all[N] = {0, 1, 2, 3, 4, 5, 6, 7};
+  /* every process holds source ranks and target ranks */
+  check_cross(all, N, DT_PLACEMENTS(S0), (const int[]){6, 1, 4, 3}, 4,
+              DT_PLACEMENTS(S1, R_));
+  check_cross((const int[]){6, 1, 4, 3}, 4, DT_PLACEMENTS(S1),
+              all, N, DT_PLACEMENTS(S0));
+  /* the targets' processes hold no source rank */
+  check_cross((const int[]){0, 1}, 2, DT_PLACEMENTS(S0),
+              (const int[]){6, 7}, 2, DT_PLACEMENTS(S1));
+  check_cross(NULL, 0, NULL, (const int[]){6, 7}, 2, DT_PLACEMENTS(S0));
+  check_cross(NULL, 0, NULL, (const int[]){6, 1, 4, 3}, 4,
+              DT_PLACEMENTS(S0, S1));
+  agree();
+}
+
 /* ---- 3. ops and autograd */
 /* the MLP's tensors: W1 [32, 16] column-parallel, b1 [32], W2 [8, 32]
  * row-parallel, b2 [8], the input x [8, 16] and target [8, 8] on dp */
@@ -905,6 +963,7 @@ int main(void) {
     cmocka_unit_test(test_redistribute_float32),
     cmocka_unit_test(test_redistribute_int32),
     cmocka_unit_test(test_redistribute_bfloat16_sum),
+    cmocka_unit_test(test_cross_mesh),
     cmocka_unit_test(test_mlp_adamw),
     cmocka_unit_test(test_ops),
     cmocka_unit_test(test_fetch_where),
