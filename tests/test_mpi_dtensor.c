@@ -113,13 +113,15 @@ static char *encode(const double *v, int64_t n, dt_dtype d) {
 /* ---- torch.chunk slicing: a Shard(k) on mesh dim i cuts the range that
  * the mesh dims before it left of tensor dim k into pieces of
  * ceil(len / m_i), keeping piece coords[i] (empty past the end) */
+static void mesh_coords(dt_shape ms, int64_t idx, int64_t *coords) {
+  for (int i = ms.ndim - 1; i >= 0; idx /= ms.dims[i--])
+    coords[i] = idx % ms.dims[i];
+}
+
 static void chunk_box(dt_shape ms, const dt_placement *pl, dt_shape s, int idx,
                       int64_t *off, int64_t *len) {
   int64_t coords[DT_MAX_DIMS];
-  for (int i = ms.ndim - 1, k = idx; i >= 0; i--) {
-    coords[i] = k % ms.dims[i];
-    k /= (int)ms.dims[i];
-  }
+  mesh_coords(ms, idx, coords);
   for (int d = 0; d < s.ndim; d++) {
     off[d] = 0;
     len[d] = s.dims[d];
@@ -212,10 +214,7 @@ static void check_result(dt_tensor *y, dt_tensor *yr, const dt_placement *pl,
   }
   for (int idx = 0; idx < dt_mesh_size(m); idx++) {
     int64_t coords[DT_MAX_DIMS];
-    for (int i = ms.ndim - 1, k = idx; i >= 0; i--) {
-      coords[i] = k % ms.dims[i];
-      k /= (int)ms.dims[i];
-    }
+    mesh_coords(ms, idx, coords);
     int r = dt_mesh_rank(m, coords);
     if (!dt_runtime_rank_is_local(rt, r)) continue;
     size_t a = 0, b = 0;
@@ -231,11 +230,9 @@ static void check_result(dt_tensor *y, dt_tensor *yr, const dt_placement *pl,
             "%s: rank %d's shard is not the chunk of the value", what, r);
       free(w);
     }
-    free(mine);
-    free(theirs);
+    free(mine), free(theirs);
   }
-  free(full);
-  free(fr);
+  free(full), free(fr);
 }
 
 static dt_tensor *from_host(const void *data, dt_shape s, dt_dtype d,
@@ -461,9 +458,7 @@ static void run_case(const rcase *c, int at, dt_mesh *m, dt_mesh *mr,
   memcpy(strstr(what, ": input"), ": output", sizeof ": output");
   /* every result holds the input's value (R -> P too) */
   check_result(y, yr, k.to, host, tol, what);
-  free(base);
-  free(host);
-  free(hr);
+  free(base), free(host), free(hr);
   TU_RELEASE(x, xr, y, yr);
 }
 
@@ -584,9 +579,11 @@ static const dt_placement mlp_pl[6][2] = {{R_, S0}, {R_, S0}, {R_, S1},
 static const dt_shape mlp_shape[6] = {{2, {32, 16}}, {1, {32}}, {2, {8, 32}},
                                       {1, {8}},      {2, {8, 16}}, {2, {8, 8}}};
 enum { MLP_LR = 1, MLP_WD = 2 }; /* lr 1e-2, weight decay 1e-2 */
+#define MLP_CLIP 0.05 /* below the grads' norm: clipping scales them */
 
 typedef struct mlp_run {
   dt_tensor *p[4], *grad[4], *x, *t, *loss;
+  double norm; /* the grads' global norm before clipping */
 } mlp_run;
 
 /* forward (gelu(x W1ᵀ + b1) W2ᵀ + b2, mean squared error), backward and
@@ -614,6 +611,9 @@ static void mlp_step(dt_mesh *m, double *const *vals, mlp_run *r) {
   r->loss = dt_mean(sq, NULL, 0, false);
   CHECK(dt_backward(r->loss) == DT_OK, "dt_backward: %s", dt_last_error());
   for (int i = 0; i < 4; i++) r->grad[i] = dt_grad(r->p[i]);
+  /* the global norm over every shard of every process, clipped to half */
+  CHECK(dt_clip_grad_norm(r->p, 4, MLP_CLIP, &r->norm) == DT_OK, "clip: %s",
+        dt_last_error());
   CHECK(dt_optimizer_step(opt) == DT_OK, "step: %s", dt_last_error());
   TU_RELEASE(l1, h, y, d, sq);
   dt_optimizer_free(opt);
@@ -660,16 +660,30 @@ static void test_mlp_adamw(void **state) {
   CHECK(memcmp(&la, &lb, 4) == 0, "loss %.9g, one process %.9g", la, lb);
   double want = mlp_host_loss(vals);
   CHECK(fabs(la - want) <= 1e-5 * (1 + want), "loss %.9g, host %.9g", la, want);
+  CHECK(memcmp(&a.norm, &b.norm, sizeof a.norm) == 0,
+        "grad norm %.17g, one process %.17g", a.norm, b.norm);
+  double sq = 0;
+  for (int i = 0; i < 4; i++) {
+    char *g = fetch(b.grad[i]);
+    for (int64_t j = 0; j < tu_numel(mlp_shape[i]); j++)
+      sq += pow(tu_decode(g + 4 * j, DT_FLOAT32), 2);
+    free(g);
+  }
+  CHECK(fabs(a.norm - sqrt(sq)) <= 1e-5 * sqrt(sq), "grad norm %.9g, host %.9g",
+        a.norm, sqrt(sq));
+  double coef = MLP_CLIP / (sqrt(sq) + 1e-6);
+  CHECK(coef < 1, "the norm %.9g does not clip", sqrt(sq));
   for (int i = 0; i < 4; i++) {
     char what[64];
     snprintf(what, sizeof what, "parameter %d's grad", i);
     check_result(a.grad[i], b.grad[i], NULL, NULL, -1, what);
-    /* AdamW's first step from its definition: m̂ = g, v̂ = g² */
+    /* AdamW's first step from its definition on the clipped grad g:
+     * m̂ = g, v̂ = g² */
     char *g = fetch(b.grad[i]);
     int64_t n = tu_numel(mlp_shape[i]);
     double *nv = malloc((size_t)n * sizeof *nv);
     for (int64_t j = 0; j < n; j++) {
-      double gj = tu_decode(g + 4 * j, DT_FLOAT32), lr = MLP_LR * 1e-2;
+      double gj = coef * tu_decode(g + 4 * j, DT_FLOAT32), lr = MLP_LR * 1e-2;
       nv[j] = vals[i][j] * (1 - lr * MLP_WD * 1e-2) - lr * gj / (fabs(gj) + 1e-8);
     }
     char *host = encode(nv, n, DT_FLOAT32);
@@ -755,11 +769,8 @@ static void test_ops(void **state) {
   check_op("matmul, sharded inner dim", dt_matmul, ms, a, s,
            DT_PLACEMENTS(R_, S1), c, sc, DT_PLACEMENTS(R_, S0),
            DT_PLACEMENTS(R_, PS), w, 1e-5);
-  free(a);
-  free(b);
-  free(c);
-  dt_mesh_release(ms[0]);
-  dt_mesh_release(ms[1]);
+  free(a), free(b), free(c);
+  dt_mesh_release(ms[0]), dt_mesh_release(ms[1]);
   agree();
 }
 
@@ -823,6 +834,30 @@ static void test_fetch_where(void **state) {
     CHECK_ERR(dt_local_to_host(t, r, &x, 4), DT_ERR_DEVICE, owner);
   }
   dt_tensor_release(t);
+  dt_mesh_release(m);
+  agree();
+}
+
+/* dt_to_host_async of tensors spanning the processes: every process
+ * starts it, every process's future gives the full value */
+static void test_fetch_async(void **state) {
+  (void)state;
+  dt_mesh *m = dt_mesh_create_range(rt, NULL, DT_SHAPE(2, 4), NULL);
+  float v[40], got[2][40];
+  for (int i = 0; i < 40; i++) v[i] = (float)(i * i % 17) - 8.5f;
+  dt_tensor *x = from_host(v, DT_SHAPE(5, 8), DT_FLOAT32, m,
+                           DT_PLACEMENTS(S1, S0));
+  dt_tensor *p = from_host(v, DT_SHAPE(5, 8), DT_FLOAT32, m,
+                           DT_PLACEMENTS(PS, S1));
+  dt_future *f[2] = {dt_to_host_async(x, got[0], sizeof got[0]),
+                     dt_to_host_async(p, got[1], sizeof got[1])};
+  for (int i = 0; i < 2; i++) {
+    CHECK(f[i] && dt_future_wait(f[i], -1) == DT_OK, "fetch %d: %s", i,
+          dt_last_error());
+    CHECK(memcmp(got[i], v, sizeof v) == 0, "fetch %d: wrong value", i);
+    dt_future_release(f[i]);
+  }
+  TU_RELEASE(x, p);
   dt_mesh_release(m);
   agree();
 }
@@ -967,6 +1002,7 @@ int main(void) {
     cmocka_unit_test(test_mlp_adamw),
     cmocka_unit_test(test_ops),
     cmocka_unit_test(test_fetch_where),
+    cmocka_unit_test(test_fetch_async),
     cmocka_unit_test(test_single_device),
     cmocka_unit_test(test_random),
     cmocka_unit_test(test_synchronize_local),
