@@ -278,6 +278,13 @@ static dt_status write_file(save_job *j, dt_runtime *rt, const char *path,
   return sync_dir(path, fn);
 }
 
+static dt_status save_across(const char *path, dt_tensor *const *tensors,
+                             const char *const *names, int n, dt_runtime *rt,
+                             const char *fn);
+static dt_status save_local(const char *path, dt_tensor *const *tensors,
+                            const char *const *names, int n, dt_runtime *rt,
+                            const char *fn);
+
 dt_status mesh_st_save(const char *path, dt_tensor *const *tensors,
                        const char *const *names, int n, const char *fn) {
   if (!path) return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: path is NULL", fn);
@@ -293,6 +300,15 @@ dt_status mesh_st_save(const char *path, dt_tensor *const *tensors,
                         "runtime is not supported yet (docs/cuda.md)", fn,
                         rt->backend->name);
   if (st != DT_OK) return st;
+  if (n && rt->nprocs > 1) return save_across(path, tensors, names, n, rt, fn);
+  return save_local(path, tensors, names, n, rt, fn);
+}
+
+/* the tensors' ranges written by the ranks of this process */
+static dt_status save_local(const char *path, dt_tensor *const *tensors,
+                            const char *const *names, int n, dt_runtime *rt,
+                            const char *fn) {
+  dt_status st = DT_OK;
   save_job *j = calloc(1, sizeof *j);
   dt_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
   uint64_t *base = calloc((size_t)n + 1, sizeof *base);
@@ -315,4 +331,56 @@ dt_status mesh_st_save(const char *path, dt_tensor *const *tensors,
   free(base);
   free(j);
   return st;
+}
+
+/* ---- a multi-process job (launcher "mpi"). A rank writes only what its
+ * process holds, and each process would write and rename a file of its
+ * own ranges over path (the last rename wins: the others' ranges lost).
+ * Instead every tensor is gathered onto global rank 0 (a redistribute to
+ * a one-rank mesh: collective where the tensor's mesh spans processes,
+ * point to point where it has no rank in process 0; a single-device
+ * tensor is process 0's own), process 0 writes the file alone, and every
+ * process returns the job's status: the max of the processes' statuses
+ * over a job-wide mesh, which also makes each wait until process 0 has
+ * written (and renamed) the file. */
+static dt_status job_status(dt_runtime *rt, dt_status mine, const char *path,
+                            const char *fn) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", mine != DT_OK ? core_last_error() : "");
+  dt_mesh *all = mesh_init(fn, rt, NULL, (dt_shape){1, {rt->nranks}}, NULL);
+  int32_t v = (int32_t)mine, got = -1;
+  const dt_placement pmax = DT_PARTIAL(DT_REDUCE_MAX);
+  dt_tensor *t = all ? mesh_dtensor_factory(CORE_OP_FROM_HOST, (dt_shape){1, {1}},
+                                            DT_INT32, all, &pmax, 0, &v, fn)
+                     : NULL;
+  dt_status st = t ? mesh_dtensor_to_host(t, &got, sizeof got, true, NULL, fn)
+                   : core_last_status();
+  core_tensor_release(t);
+  mesh_release(all);
+  if (st != DT_OK) return st;
+  if (mine != DT_OK) return core_error_set(mine, "%s", msg);
+  if (got == DT_OK) return DT_OK;
+  return core_error_set((dt_status)got, "%s: %s: the job's save failed in "
+                        "another process with %s (its own message says why)",
+                        fn, path, core_status_name((dt_status)got));
+}
+
+static dt_status save_across(const char *path, dt_tensor *const *tensors,
+                             const char *const *names, int n, dt_runtime *rt,
+                             const char *fn) {
+  const dt_placement rep = DT_REPLICATE;
+  dt_mesh *m0 = mesh_create(rt, NULL, (dt_shape){1, {1}}, (const int[]){0}, NULL);
+  dt_tensor **ts = calloc((size_t)n, sizeof *ts);
+  dt_status st = !m0 ? core_last_status()
+                 : !ts ? core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of "
+                                        "host memory", fn)
+                       : DT_OK;
+  for (int i = 0; i < n && st == DT_OK; i++)
+    if (!(ts[i] = mesh_redistribute_to(tensors[i], m0, &rep, false, fn)))
+      st = core_last_status();
+  if (st == DT_OK && rt->proc == 0) st = save_local(path, ts, names, n, rt, fn);
+  for (int i = 0; i < n && ts; i++) core_tensor_release(ts[i]);
+  free(ts);
+  mesh_release(m0);
+  return job_status(rt, st, path, fn);
 }

@@ -385,6 +385,33 @@ static int first_local(const dt_mesh *m) {
   return -1;
 }
 
+/* "ranks 4, 5, 6, 7 run in process 1" (or "processes 2, 3"): m's ranks in
+ * mesh order (the first 16), then the processes hosting them, ascending */
+static void where_ranks(const dt_mesh *m, char *buf, size_t len) {
+  const dt_runtime *rt = m->rt;
+  int per = rt->nranks / rt->nprocs, nproc = 0;
+  size_t at = (size_t)snprintf(buf, len, "ranks ");
+  for (int i = 0; i < m->size && i <= 16 && at < len; i++)
+    at += i == 16 ? (size_t)snprintf(buf + at, len - at, ", ...")
+                  : (size_t)snprintf(buf + at, len - at, "%s%d", i ? ", " : "",
+                                     m->ranks[i]);
+  for (int p = 0; p < rt->nprocs; p++)
+    for (int i = 0; i < m->size; i++)
+      if (m->ranks[i] / per == p) {
+        nproc++;
+        break;
+      }
+  if (at < len)
+    at += (size_t)snprintf(buf + at, len - at, " run in process%s",
+                           nproc > 1 ? "es" : "");
+  for (int p = 0, k = 0; p < rt->nprocs && at < len; p++)
+    for (int i = 0; i < m->size; i++)
+      if (m->ranks[i] / per == p) {
+        at += (size_t)snprintf(buf + at, len - at, "%s %d", k++ ? "," : "", p);
+        break;
+      }
+}
+
 /* A mesh spanning processes: the value is replicated on every rank first
  * (collective over the mesh's processes: each of them makes this call),
  * then this process's first mesh rank copies it. */
@@ -394,12 +421,12 @@ static dt_status to_host_across(dt_tensor *t, void *dst, bool wait,
   int own = first_local(m);
   if (own < 0) {
     const dt_runtime *rt = m->rt;
+    char where[256];
+    where_ranks(m, where, sizeof where);
     return core_error_set(DT_ERR_DEVICE, "%s: the tensor's mesh has no rank in "
-                          "this process (process %d, ranks %d..%d); its ranks "
-                          "%d..%d are in other processes, which must fetch it",
-                          fn, rt->proc, rt->first_rank,
-                          rt->first_rank + rt->nlocal - 1, m->ranks[0],
-                          m->ranks[m->size - 1]);
+                          "this process (process %d, ranks %d..%d): its %s, "
+                          "which must fetch it", fn, rt->proc, rt->first_rank,
+                          rt->first_rank + rt->nlocal - 1, where);
   }
   dt_placement pl[DT_MAX_DIMS];
   bool replicated = true;

@@ -14,6 +14,7 @@
 #include "mesh/rank_work.h"
 #include "mesh/shard.h"
 #include "runtime/backend.h"
+#include "runtime/runtime.h"
 #include "sim/collectives.h"
 
 typedef struct ctx {
@@ -350,7 +351,9 @@ static const char *source_data(const dt_tensor *t, int rank, cpu_view *v) {
   }
   const dt_mesh *m = t->spec->mesh;
   int idx = rank < m->rt_ranks ? m->pos[rank] : -1;
-  if (idx < 0 || !t->spec->storages[idx]->data) return NULL;
+  /* another process's rank has no storage here */
+  if (idx < 0 || !t->spec->storages[idx] || !t->spec->storages[idx]->data)
+    return NULL;
   mesh_box all = mesh_box_all(&t->spec->shape);
   *v = mesh_box_view(t->spec->storages[idx]->data, t->dtype, &all, -1, 0, 0);
   return v->data;
@@ -380,28 +383,96 @@ static int pick_source(const mesh_xmesh_job *j, int idx) {
   return -1;
 }
 
+/* ---- across processes (a multi-process job). A rank reads only its own
+ * process's memory, and the job's union group holds this process's ranks
+ * only (redistribute.c). A process with target ranks but no source rank
+ * gets the value by point to point (sim_coll_send / recv, over MPI): each
+ * such target rank r receives the whole value from source rank
+ * ranks[r % size] of the source mesh, the same choice in every process.
+ * A single-device source is every process's own (each makes it). */
+static int proc_of(const dt_runtime *rt, int r) {
+  return r / (rt->nranks / rt->nprocs);
+}
+
+static bool proc_has_source(const mesh_xmesh_job *j, const dt_runtime *rt,
+                            int q) {
+  const dt_mesh *m = j->src->spec ? j->src->spec->mesh : NULL;
+  for (int i = 0; m && i < m->size; i++)
+    if (proc_of(rt, m->ranks[i]) == q) return true;
+  return !m || rt->nprocs == 1;
+}
+
+static int sender_of(const mesh_xmesh_job *j, int r) {
+  const dt_mesh *m = j->src->spec->mesh;
+  return m->ranks[r % m->size];
+}
+
+/* a source rank sends the value to each target rank it serves (a source
+ * without data sends nothing: that receive fails at its deadline) */
+static void serve_remote(ctx *c, const mesh_xmesh_job *j, int rank) {
+  const dt_runtime *rt = c->mem.rt;
+  const dt_mesh *bm = j->dst->spec->mesh;
+  cpu_view v;
+  if (rt->nprocs == 1 || !j->src->spec || !source_data(j->src, rank, &v)) return;
+  int64_t bytes = core_numel(j->src) * (int64_t)c->es;
+  for (int i = 0; i < bm->size; i++) {
+    int r = bm->ranks[i];
+    if (sender_of(j, r) != rank || proc_has_source(j, rt, proc_of(rt, r)))
+      continue;
+    if (sim_coll_send(rt->coll, rank, r, v.data, bytes) != DT_OK)
+      mesh_rank_note(&c->mem, core_last_status(), core_last_error());
+  }
+}
+
+/* a target rank of a process without a source: the value from its sender
+ * into a host buffer (malloc'd; NULL with the failure noted) */
+static char *receive_remote(ctx *c, const mesh_xmesh_job *j, cpu_view *sv) {
+  const dt_runtime *rt = c->mem.rt;
+  int rank = c->mem.rank;
+  int64_t n = core_numel(j->src);
+  char *buf = malloc(n ? (size_t)n * c->es : 1);
+  if (!buf) {
+    mesh_rank_note(&c->mem, DT_ERR_OUT_OF_MEMORY, "out of host memory for "
+                   "the value of another process's ranks");
+    return NULL;
+  }
+  if (sim_coll_recv(rt->coll, rank, sender_of(j, rank), buf,
+                    n * (int64_t)c->es) != DT_OK) {
+    mesh_rank_note(&c->mem, core_last_status(), core_last_error());
+    free(buf);
+    return NULL;
+  }
+  mesh_box all = mesh_box_all(&j->src->spec->shape);
+  *sv = mesh_box_view(buf, c->d, &all, -1, 0, 0);
+  return buf;
+}
+
 static void pull(ctx *c, const mesh_xmesh_job *j) {
   const dt_mesh *bm = j->dst->spec->mesh;
-  int pick = failed(c) ? -1 : pick_source(j, c->idx);
+  const dt_runtime *rt = c->mem.rt;
+  bool remote = !proc_has_source(j, rt, rt->proc);
+  int pick = failed(c) || remote ? -1 : pick_source(j, c->idx);
   mesh_box b = box_at(c, j->dst->spec->placements, c->idx);
   mesh_buf out = balloc(c, mesh_box_numel(&b));
-  const dt_runtime *rt = c->mem.rt;
+  cpu_view sv;
+  char *got = remote && !failed(c) ? receive_remote(c, j, &sv) : NULL;
   if (pick >= 0 && rt->ranks[pick].gpu != rt->ranks[c->mem.rank].gpu)
     mesh_rank_note(&c->mem, DT_ERR_UNSUPPORTED, "a redistribute to another "
                    "mesh between ranks on different GPUs is not built yet "
                    "(docs/cuda.md)");
-  if (pick < 0 && !failed(c)) { /* no copy because the source failed */
+  if (pick < 0 && !remote && !failed(c)) { /* no copy: the source failed */
     const core_poison *p = mesh_tensor_poison(j->src);
     mesh_rank_note(&c->mem, p ? p->status : DT_ERR_INTERNAL,
                    p ? p->message : "cross-mesh redistribute: no rank "
                    "holds a copy of the source");
   }
-  cpu_view sv;
-  if (!failed(c) && source_data(j->src, pick, &sv) && mesh_box_numel(&b)) {
+  if (!failed(c) && (got || source_data(j->src, pick, &sv)) &&
+      mesh_box_numel(&b)) {
     mesh_view_narrow(&sv, &b);
     cpu_view dv = mesh_box_view(out.p, c->d, &b, -1, 0, 0);
     mesh_copy_view(&c->mem, &dv, &sv);
   }
+  free(got);
   /* Partial targets: the value on coordinate 0, the identity elsewhere */
   double id;
   if (!failed(c) && mesh_partial_identity(bm, j->dst->spec->placements, c->idx, &id))
@@ -424,6 +495,7 @@ void mesh_exec_cross_mesh(void *arg, dt_runtime *rt, int rank) {
    * release, its waits acquire; on CUDA ranks it orders the streams:
    * sim/coll_device.c) */
   check(&c, sim_coll_barrier(j->group, member));
+  serve_remote(&c, j, rank);
   if (in_dst) pull(&c, j);
   /* sources stay readable until every puller is done */
   sim_coll_barrier(j->group, member);

@@ -11,6 +11,7 @@
 #include "mesh/shard.h"
 #include "runtime/dry.h"
 #include "runtime/exec.h"
+#include "runtime/runtime.h"
 #include "sim/collectives.h"
 
 /* ---- communication counting (CommDebugMode), per thread */
@@ -103,6 +104,25 @@ static void count_steps(const dt_mesh *m, const dt_shape *shape, size_t es,
  * Several steps could wait in a second round for a member suspended in
  * the first. */
 #define HELP_MAX_BYTES ((size_t)64 << 10)
+
+/* Whether a group along mesh dim d has members in two processes. Such a
+ * round ends in a completion barrier that every local member passes
+ * together after the leader's exchange (sim/coll_proc.c): a member helped
+ * on the stack of a suspended leader would wait there for it forever, so
+ * these collectives are never helped. */
+static bool dim_spans_processes(const dt_mesh *m, int d) {
+  const dt_runtime *rt = m->rt;
+  if (rt->nprocs == 1) return false;
+  int per = rt->nranks / rt->nprocs;
+  int64_t stride = 1;
+  for (int i = m->ndim - 1; i > d; i--) stride *= m->shape[i];
+  for (int i = 0; i < m->size; i++) {
+    int64_t c = i / stride % m->shape[d]; /* member c of its group */
+    if (m->ranks[i] / per != m->ranks[i - c * stride] / per) return true;
+  }
+  return false;
+}
+
 static sched_help_kind help_kind(const dt_mesh *mesh, const mesh_redist_job *j,
                                  const dt_shape *shape, size_t es) {
   size_t bytes = (size_t)core_numel_of(shape->dims, shape->ndim) * es;
@@ -110,6 +130,7 @@ static sched_help_kind help_kind(const dt_mesh *mesh, const mesh_redist_job *j,
   mesh_plan_kind k = j->steps[0].kind;
   if (!mesh_plan_is_collective(k)) return bytes <= HELP_MAX_BYTES ? SCHED_HELP_ALONE
                                                                    : SCHED_HELP_NONE;
+  if (dim_spans_processes(mesh, j->steps[0].mesh_dim)) return SCHED_HELP_NONE;
   /* all_to_all's entries carry both counts arrays (8 bytes per member) */
   int64_t n = mesh->shape[j->steps[0].mesh_dim];
   size_t need = k == MESH_PLAN_ALL_TO_ALL ? (bytes + 7) / 8 * 8 + 16 * (size_t)n : bytes;
@@ -164,14 +185,18 @@ static bool holds(const dt_tensor *t, int rank) {
   return rank < t->spec->mesh->rt_ranks && t->spec->mesh->pos[rank] >= 0;
 }
 
-/* the union of the ranks of src and of mesh, ascending, and its group */
+/* the union of the ranks of src and of mesh in this process, ascending,
+ * and its group: its barriers order local reads of local shards (another
+ * process's targets get the value by point to point, redist_exec.c) */
 static bool xmesh_group(mesh_xmesh_job *j, const dt_mesh *mesh,
                         const char *fn) {
   dt_runtime *rt = mesh->rt;
   j->members = malloc(sizeof(int) * (size_t)rt->nranks);
   for (int r = 0; j->members && r < rt->nranks; r++)
-    if ((r < mesh->rt_ranks && mesh->pos[r] >= 0) || holds(j->src, r))
+    if (((r < mesh->rt_ranks && mesh->pos[r] >= 0) || holds(j->src, r)) &&
+        runtime_rank_is_local(rt, r))
       j->members[j->n++] = r;
+  if (j->members && !j->n) return true; /* nothing runs here */
   /* the registry is the runtime's collectives: inside its gate */
   if (!runtime_gate_enter(rt, fn)) return false;
   j->group = j->members ? sim_coll_group_get(rt->coll, j->members, j->n) : NULL;
