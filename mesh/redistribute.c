@@ -101,8 +101,28 @@ static void count_steps(const dt_mesh *m, const dt_shape *shape, size_t es,
  * counts): a helped member then never waits after
  * its arrival, so members helped on one stack never wait for each other.
  * Several steps could wait in a second round for a member suspended in
- * the first. */
+ * the first. A group with members in other processes is never one-phase:
+ * after the local rendezvous the non-leaders wait in the completion
+ * barrier for their leader's exchange over MPI (sim/coll_proc.c), so a
+ * helped leader suspended under a helped member deadlocks. */
 #define HELP_MAX_BYTES ((size_t)64 << 10)
+
+/* whether a group along mesh dim `dim` holding a rank of this process
+ * has a member in another process; false at once in a one-process
+ * runtime (the only cost on its issuing path) */
+static bool dim_spans_processes(const dt_mesh *mesh, int dim) {
+  const dt_runtime *rt = mesh->rt;
+  if (rt->nprocs == 1) return false;
+  int stride = 1;
+  for (int d = dim + 1; d < mesh->ndim; d++) stride *= (int)mesh->shape[d];
+  for (int i = 0; i < mesh->size; i++) {
+    if (!runtime_rank_is_local(rt, mesh->ranks[i])) continue;
+    int base = i - (i / stride % (int)mesh->shape[dim]) * stride;
+    for (int c = 0; c < mesh->shape[dim]; c++)
+      if (!runtime_rank_is_local(rt, mesh->ranks[base + c * stride])) return true;
+  }
+  return false;
+}
 static sched_help_kind help_kind(const dt_mesh *mesh, const mesh_redist_job *j,
                                  const dt_shape *shape, size_t es) {
   size_t bytes = (size_t)core_numel_of(shape->dims, shape->ndim) * es;
@@ -111,6 +131,7 @@ static sched_help_kind help_kind(const dt_mesh *mesh, const mesh_redist_job *j,
   if (!mesh_plan_is_collective(k)) return bytes <= HELP_MAX_BYTES ? SCHED_HELP_ALONE
                                                                    : SCHED_HELP_NONE;
   /* all_to_all's entries carry both counts arrays (8 bytes per member) */
+  if (dim_spans_processes(mesh, j->steps[0].mesh_dim)) return SCHED_HELP_NONE;
   int64_t n = mesh->shape[j->steps[0].mesh_dim];
   size_t need = k == MESH_PLAN_ALL_TO_ALL ? (bytes + 7) / 8 * 8 + 16 * (size_t)n : bytes;
   return need <= SIM_COLL_ONE_PHASE_BYTES ? SCHED_HELP_ROUND : SCHED_HELP_NONE;
