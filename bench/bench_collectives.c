@@ -41,7 +41,12 @@
  * and sizes whose buffers (about 2 * ranks * S) would exceed 6 GiB are
  * skipped. Goals, reported in the last line and not asserted: all_reduce
  * of 64 MiB over 2 ranks at ratio >= 0.8; 8-byte all_reduce over 2 ranks
- * in <= 5 us. */
+ * in <= 5 us.
+ *
+ * --api: the same collectives through dt_redistribute (bench_e2e.c);
+ * --mpi, one process of an MPI job: through dt_redistribute across the
+ * job's processes, against MPI's own collectives (bench_mpi.c; --ranks
+ * is then the rank threads per process). */
 #include "bench/bench_collectives.h"
 
 #include <pthread.h>

@@ -42,7 +42,13 @@
  * alternating: `ratio` = ns / one_process_ns. A second baseline, a
  * one-process runtime with L ranks on a mesh [1, L], issues as many
  * records per op as the multi-process runtime does in each process
- * (`vs_local_ranks`). */
+ * (`vs_local_ranks`).
+ *
+ * The last line, mpi_collectives_goals, gives the goals (not asserted)
+ * beside the figures: the 64 MiB all_reduce's vs_mpi (>= 0.9), the 8-byte
+ * all_reduce's us (<= 10) and the issuing ratio (<= 1.2); null when not
+ * run. --breakdown: the probe's phases on each line and the all_reduce
+ * leader's steps (bench_mpi_parts.c). */
 #include "bench/bench_mpi.h"
 
 #include <stdbool.h>
@@ -69,6 +75,7 @@ int bench_collectives_mpi(int reps, int64_t max_bytes, int local,
 
 #include "bench/bench.h"
 #include "dtorch/dtorch.h"
+#include "mesh/rank_work.h"
 
 #define MIB ((int64_t)1 << 20)
 #define HOLD_MAX ((int64_t)4096) /* batches of calls up to this keep outputs */
@@ -148,10 +155,48 @@ static bool check(const xp_bench *b, const xp_cfg *c, dt_tensor *y) {
   return true;
 }
 
+/* --breakdown: the phases of one call (µs) from the engine's probe
+ * (mesh_probe_*) on this process's ranks, as bench_e2e.c reads them */
+enum { PH_ISSUE, PH_WAKE, PH_RDV, PH_LEAD, PH_MOVE, PH_COMPLETE, PH_COUNT };
+static const char *const ph_names[PH_COUNT] = {
+  "issue", "wake", "rendezvous", "leader_move", "others_move", "complete"};
+#define PH_CALLS 1024
+
+static void phases_of(const xp_bench *b, double t0, double t1, double t2,
+                      double *ph) {
+  int64_t last_start = 0, last_end = 0;
+  double rdv = 0, others = 0, lead = 0;
+  for (int r = 0; r < b->n; r++) {
+    mesh_probe p;
+    if (!dt_runtime_rank_is_local(b->rt, r) || !mesh_probe_read(r, &p) || !p.start)
+      continue;
+    if (p.start > last_start) last_start = p.start;
+    if (p.end > last_end) last_end = p.end;
+    double rv = (p.rendezvous - p.call) * 1e-3, mv = (p.ret - p.rendezvous) * 1e-3;
+    if (rv > rdv) rdv = rv;
+    if (r == b->me * b->local) lead = mv; /* the lowest local rank leads */
+    else if (mv > others) others = mv;
+  }
+  ph[PH_ISSUE] = (t1 - t0) * 1e6;
+  ph[PH_WAKE] = last_start * 1e-3 - t1 * 1e6 > 0 ? last_start * 1e-3 - t1 * 1e6 : 0;
+  ph[PH_RDV] = rdv;
+  ph[PH_LEAD] = lead;
+  ph[PH_MOVE] = others;
+  ph[PH_COMPLETE] = t2 * 1e6 - last_end * 1e-3;
+}
+
+static double ph_acc[PH_CALLS][PH_COUNT]; /* this size's calls */
+static int ph_n;
+
 static dt_tensor *one_call(const xp_bench *b, const xp_cfg *c) {
   const dt_placement dst[1] = {c->kind == X_RS ? DT_SHARD(0) : DT_REPLICATE};
+  double t0 = bench_now();
   dt_tensor *y = dt_redistribute(c->x, NULL, dst);
-  if (y && dt_runtime_synchronize(b->rt) != DT_OK) {
+  double t1 = bench_now();
+  dt_status st = y ? dt_runtime_synchronize(b->rt) : DT_OK;
+  if (b->breakdown && y && st == DT_OK && ph_n < PH_CALLS)
+    phases_of(b, t0, t1, bench_now(), ph_acc[ph_n++]);
+  if (y && st != DT_OK) {
     dt_tensor_release(y);
     return NULL;
   }
@@ -218,21 +263,39 @@ static bool mpi_buffers(const xp_bench *b, xp_cfg *c) {
   return true;
 }
 
+/* the goals' figures, as measured (-1: not run) */
+static double goal_vs_mpi = -1, goal_us = -1, goal_ratio = -1;
+
 static int cmp_d(const void *x, const void *y) {
   double a = *(const double *)x, b = *(const double *)y;
   return (a > b) - (a < b);
+}
+
+/* the median of each phase over this size's calls, the slowest process's */
+static void print_phases(const xp_bench *b) {
+  double v[PH_CALLS];
+  for (int p = 0; p < PH_COUNT; p++) {
+    for (int i = 0; i < ph_n; i++) v[i] = ph_acc[i][p];
+    qsort(v, (size_t)ph_n, sizeof *v, cmp_d);
+    double med = ph_n ? v[ph_n / 2] : 0, slow = med;
+    MPI_Allreduce(&med, &slow, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (!b->me) printf(",\"%s_us\":%.3f", ph_names[p], slow);
+  }
 }
 
 static void print_row(const xp_bench *b, const xp_cfg *c, double *t, double *m,
                       int reps, bool ok) {
   qsort(t, (size_t)reps, sizeof *t, cmp_d);
   qsort(m, (size_t)reps, sizeof *m, cmp_d);
-  if (b->me) return;
-  printf("{\"bench\":\"%s\",\"procs\":%d,\"ranks\":%d,\"bytes\":%lld,"
-         "\"us\":%.3f,\"median_us\":%.3f,\"mpi_us\":%.3f,\"mpi_median_us\":%.3f,"
-         "\"vs_mpi\":%.3f,\"ok\":%s}\n", names[c->kind], b->procs, b->n,
-         (long long)c->bytes, t[0] * 1e6, t[reps / 2] * 1e6, m[0] * 1e6,
-         m[reps / 2] * 1e6, m[0] / t[0], ok ? "true" : "false");
+  if (!b->me)
+    printf("{\"bench\":\"%s\",\"procs\":%d,\"ranks\":%d,\"bytes\":%lld,"
+           "\"us\":%.3f,\"median_us\":%.3f,\"mpi_us\":%.3f,\"mpi_median_us\":%.3f,"
+           "\"vs_mpi\":%.3f", names[c->kind], b->procs, b->n, (long long)c->bytes,
+           t[0] * 1e6, t[reps / 2] * 1e6, m[0] * 1e6, m[reps / 2] * 1e6, m[0] / t[0]);
+  if (c->kind == X_AR && c->bytes == 64 * MIB) goal_vs_mpi = m[0] / t[0];
+  if (c->kind == X_AR && c->bytes == 8) goal_us = t[0] * 1e6;
+  if (b->breakdown) print_phases(b);
+  if (!b->me) printf(",\"ok\":%s}\n", ok ? "true" : "false");
   fflush(stdout);
 }
 
@@ -245,6 +308,7 @@ static bool one_size(const xp_bench *b, int kind, int64_t bytes) {
   c.host = malloc((size_t)bytes + 64);
   bool ok = t && m && c.host && make_input(b, &c) && mpi_buffers(b, &c);
   ok = all_true(ok);
+  mesh_probe_enable(b->breakdown);
   if (ok) { /* warm-up: faults, groups, the stage; checked */
     dt_tensor *y = one_call(b, &c);
     ok = y && check(b, &c, y);
@@ -252,6 +316,7 @@ static bool one_size(const xp_bench *b, int kind, int64_t bytes) {
     for (int i = 0; ok && i < 3; i++) ok = mpi_call(&c);
     ok = all_true(ok);
   }
+  ph_n = 0; /* the timed calls only */
   for (int r = 0; ok && r < reps; r++) {
     t[r] = xp_batch(b, &c, iters, r == reps - 1, &ok);
     m[r] = mpi_batch(&c, iters, &ok);
@@ -259,6 +324,7 @@ static bool one_size(const xp_bench *b, int kind, int64_t bytes) {
   }
   if (!ok) fprintf(stderr, "bench %s: %lld bytes: %s\n", names[kind],
                    (long long)bytes, dt_last_error());
+  mesh_probe_enable(false);
   if (ok) print_row(b, &c, t, m, reps, ok);
   dt_tensor_release(c.x);
   free(c.host);
@@ -329,6 +395,7 @@ static bool bench_issue(const xp_bench *b) {
   if (!ok) fprintf(stderr, "bench mpi_dtensor_add_hit: %s\n", dt_last_error());
   ok = all_true(ok);
   double ratio = xp.best / one.best, worst = slowest(ratio);
+  goal_ratio = ratio;
   if (ok && !b->me)
     printf("{\"bench\":\"mpi_dtensor_add_hit\",\"procs\":%d,\"ranks\":%d,"
            "\"mesh\":\"%dx%d\",\"ns\":%.0f,\"one_process_ns\":%.0f,"
@@ -376,11 +443,16 @@ int bench_collectives_mpi(int reps, int64_t max_bytes, int local,
   MPI_Comm_rank(MPI_COMM_WORLD, &b.me);
   b.n = local * b.procs;
   bool ok = run_all(&b, max_bytes);
-  if (!b.me)
+  if (!b.me) {
     printf("{\"bench\":\"mpi_collectives_goals\",\"procs\":%d,\"ranks\":%d,"
-           "\"goals\":\"all_reduce 64 MiB vs_mpi >= 0.9; 8 B <= 10 us; "
-           "issuing ratio <= 1.2\",\"ok\":%s}\n", b.procs, b.n,
-           ok ? "true" : "false");
+           "\"all_reduce_64MiB_vs_mpi\":", b.procs, b.n);
+    printf(goal_vs_mpi >= 0 ? "%.3f" : "null", goal_vs_mpi);
+    printf(",\"vs_mpi_goal\":0.9,\"all_reduce_8B_us\":");
+    printf(goal_us >= 0 ? "%.3f" : "null", goal_us);
+    printf(",\"us_goal\":10.0,\"issue_ratio\":");
+    printf(goal_ratio >= 0 ? "%.2f" : "null", goal_ratio);
+    printf(",\"ratio_goal\":1.2,\"ok\":%s}\n", ok ? "true" : "false");
+  }
   if (!inited) MPI_Finalize();
   return ok ? 0 : 1;
 }
