@@ -41,7 +41,12 @@
  * and sizes whose buffers (about 2 * ranks * S) would exceed 6 GiB are
  * skipped. Goals, reported in the last line and not asserted: all_reduce
  * of 64 MiB over 2 ranks at ratio >= 0.8; 8-byte all_reduce over 2 ranks
- * in <= 5 us. */
+ * in <= 5 us.
+ *
+ * --api: the same collectives through dt_redistribute (bench_e2e.c);
+ * --mpi, one process of an MPI job: through dt_redistribute across the
+ * job's processes, against MPI's own collectives (bench_mpi.c; --ranks
+ * is then the rank threads per process). */
 #include "bench/bench_collectives.h"
 
 #include <pthread.h>
@@ -53,6 +58,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_e2e.h"
+#include "bench/bench_mpi.h"
 #include "bench/bench_stream.h"
 #include "sim/collectives.h"
 
@@ -327,7 +333,7 @@ int bench_collectives(int argc, char **argv) {
   b.max_bytes = 256 * MIB;
   b.reps = 5;
   int only = 0; /* 0: 2, 4 and 8 ranks */
-  bool api = false, breakdown = false;
+  bool api = false, breakdown = false, mpi = false;
   for (int i = 0; i < argc; i++) {
     bool has = i + 1 < argc;
     if (!strcmp(argv[i], "--max-bytes") && has) {
@@ -338,14 +344,26 @@ int bench_collectives(int argc, char **argv) {
       only = atoi(argv[++i]);
     } else if (!strcmp(argv[i], "--api")) {
       api = true;
+    } else if (!strcmp(argv[i], "--mpi")) {
+      mpi = true;
     } else if (!strcmp(argv[i], "--breakdown")) {
-      api = breakdown = true;
+      breakdown = true;
     } else {
       fprintf(stderr, "usage: dtorch bench collectives [--max-bytes N[K|M|G]]"
-              " [--reps N] [--ranks 2|4|8] [--api [--breakdown]]\n");
+              " [--reps N] [--ranks 2|4|8] [--api | --mpi] [--breakdown]\n");
       return 2;
     }
   }
+  if (mpi) { /* --ranks: rank threads per process there (default 4) */
+    if (api || b.max_bytes < 0 || b.reps < 1 || only < 0 || only > 64) {
+      fprintf(stderr, "dtorch bench collectives --mpi: bad --max-bytes, "
+              "--reps or --ranks (1-64 per process), or --api given too\n");
+      return 2;
+    }
+    return bench_collectives_mpi(b.reps, b.max_bytes, only ? only : 4,
+                                 breakdown);
+  }
+  api = api || breakdown;
   if (b.max_bytes < 0 || b.reps < 1 || (only && only != 2 && only != 4 &&
                                          only != 8)) {
     fprintf(stderr, "dtorch bench collectives: bad --max-bytes, --reps or "

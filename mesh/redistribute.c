@@ -102,7 +102,10 @@ static void count_steps(const dt_mesh *m, const dt_shape *shape, size_t es,
  * counts): a helped member then never waits after
  * its arrival, so members helped on one stack never wait for each other.
  * Several steps could wait in a second round for a member suspended in
- * the first. */
+ * the first. A group with members in other processes is never one-phase:
+ * after the local rendezvous the non-leaders wait in the completion
+ * barrier for their leader's exchange over MPI (sim/coll_proc.c), so a
+ * helped leader suspended under a helped member deadlocks. */
 #define HELP_MAX_BYTES ((size_t)64 << 10)
 
 /* Whether a group along mesh dim d has members in two processes. Such a

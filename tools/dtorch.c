@@ -16,6 +16,8 @@ static int usage(FILE *out) {
           "  bench core       tensor-core benchmarks (JSON lines)\n"
           "  bench sched      scheduler benchmarks: deque, queue, spawn_pool, wake, publish\n"
           "  bench collectives  emulated collectives: 2/4/8 ranks, 8 B .. 256 MiB\n"
+          "                   (--api: through dt_redistribute; --mpi, under mpirun:\n"
+          "                   across the job's processes, against MPI's own)\n"
           "  bench dispatch   DTensor dispatch: cache lookup, cached add (8/64 ranks), matmul miss\n"
           "  bench demo       a DP2 x TP4 training step (mlp, transformer) vs one device\n"
           "  bench io         safetensors load/save (warm, O_DIRECT), notify_ring latency\n"
