@@ -11,9 +11,11 @@
 #include "mesh/rank_work.h"
 #include "mesh/plan.h"
 #include "mesh/shard.h"
+#include "mesh/spmd_coll.h"
 #include "runtime/exec.h"
 #include "runtime/dry.h"
 #include "runtime/runtime.h"
+#include "runtime/spmd_run.h"
 #include "sched/pool.h"
 #include "sched/future.h"
 
@@ -418,7 +420,6 @@ static dt_status to_host_across(dt_tensor *t, void *dst, bool wait,
 
 dt_status mesh_dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
                           dt_future **out, const char *fn) {
-  (void)bytes;
   if (t->spec->mesh->rt->dry_run)
     return core_error_set(DT_ERR_UNSUPPORTED, "%s: a dry-run runtime holds no "
                           "values (shapes, placements and counts only)", fn);
@@ -432,6 +433,9 @@ dt_status mesh_dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
   }
   dt_status st = check_live(t, fn);
   if (st != DT_OK) return st;
+  /* an SPMD rank's thread runs its own part only (spmd_coll.c) */
+  if (runtime_spmd_rank(t->spec->mesh->rt) >= 0)
+    return mesh_spmd_to_host(t, dst, bytes, wait, out, fn);
   if (!all_local(t->spec->mesh)) return to_host_across(t, dst, wait, out, fn);
   bool partial = false;
   dt_placement pl[DT_MAX_DIMS];

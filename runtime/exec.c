@@ -579,7 +579,7 @@ static dt_status inline_op(dt_op_call *c, dt_runtime *rt, int rank, int me) {
     else if (s[i] == 'P') r.call.args[i].p = k.staging;
   }
   for_each_tensor(&r.call, &r, true);
-  runtime_exec_record(rt, &r, me);
+  runtime_exec_record(rt, &r, me - rt->first_rank); /* the pool's index */
   /* synchronous: the op's error is the call's (no poisoned handle) */
   for (int i = 0; i < c->nout; i++) {
     const core_poison *p = c->meta[i].alias < 0
@@ -659,7 +659,7 @@ dt_future *runtime_publish_to_host(dt_tensor *t, void *dst, size_t bytes) {
     r.host.t = core_tensor_retain(t);
     r.host.dst = dst;
     r.host.bytes = bytes;
-    runtime_exec_record(s->rt, &r, me);
+    runtime_exec_record(s->rt, &r, me - s->rt->first_rank); /* pool index */
     return f;
   }
   sched_claim q;
@@ -814,7 +814,7 @@ static dt_status publish_call(dt_runtime *rt, int rank, const char *name,
     if (rank >= 0 && rank != me) return not_mine(me, rank, name ? name : "call");
     exec_record r = {.kind = REC_CALL, .call_fn = {fn, done, arg, name}};
     atomic_init(&r.pending, 1); /* this rank alone: done runs after it */
-    runtime_exec_record(rt, &r, me);
+    runtime_exec_record(rt, &r, me - rt->first_rank); /* the pool's index */
     return DT_OK;
   }
   sched_claim q;
