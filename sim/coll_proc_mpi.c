@@ -151,6 +151,7 @@ dt_status sim_xp_msgs_wait(sim_xp_msgs *m, const char *what) {
     x->hbuf = NULL;
     free(x->broken);
     x->broken = strdup(msg);
+    sim_mpi_note_broken(sim_coll_world_timeout(m->g->world)); /* exit: no wait for ever */
     st = core_error_set(w, "%s", msg);
   }
   free(state);
@@ -184,6 +185,7 @@ static dt_status p2p(sim_coll_world *w, int peer_rank, int tag, void *buf,
     if (rc != MPI_SUCCESS) return sim_mpi_check(rc, what);
     sim_mpi_req_state state;
     dt_status st = sim_mpi_wait(w->mpi, &r, 1, deadline, &state, what);
+    if (st == DT_ERR_TIMEOUT) sim_mpi_note_broken(sim_coll_world_timeout(w));
     if (st == DT_ERR_TIMEOUT)
       return core_error_set(st, "%s: timed out after %.3f s: process %d (ranks "
                             "%d..%d) did not take part", what,
