@@ -27,8 +27,10 @@ losses() {
 for model in mlp transformer; do
   args="demo --steps 3 --json --model $model"
   # shellcheck disable=SC2086
-  if ! timeout 300 "$dtorch" $args > "$tmp/one.out" 2> "$tmp/one.err"; then
-    echo "FAIL: $dtorch $args: exit $?"; cat "$tmp/one.err"; fail=1; continue
+  timeout 300 "$dtorch" $args > "$tmp/one.out" 2> "$tmp/one.err"
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    echo "FAIL: $dtorch $args: exit $rc"; cat "$tmp/one.err"; fail=1; continue
   fi
   losses "$tmp/one.out" > "$tmp/one.loss"
   if [ "$(wc -l < "$tmp/one.loss")" -ne 3 ]; then
@@ -37,9 +39,11 @@ for model in mlp transformer; do
   fi
   for np in 2 4; do
     # shellcheck disable=SC2086
-    if ! timeout 300 "$mpirun_sh" "$mpiexec" -np $np "$dtorch" $args \
-        --launcher mpi > "$tmp/mp.out" 2> "$tmp/mp.err"; then
-      echo "FAIL: $model on $np processes: exit $?"; cat "$tmp/mp.err"
+    timeout 300 "$mpirun_sh" "$mpiexec" -np $np "$dtorch" $args \
+      --launcher mpi > "$tmp/mp.out" 2> "$tmp/mp.err"
+    rc=$?
+    if [ $rc -ne 0 ]; then
+      echo "FAIL: $model on $np processes: exit $rc"; cat "$tmp/mp.out" "$tmp/mp.err"
       fail=1; continue
     fi
     # Open MPI's --tag-output (scripts/mpirun.sh) prefixes "[job,rank]"
