@@ -22,9 +22,14 @@
  * Every MPI wait has the call's deadline: a process that does not answer
  * fails the round with DT_ERR_TIMEOUT naming it and its ranks, and the
  * group stays broken (a late process's messages could otherwise be taken
- * for a later round's). The messages of a group travel on the world's
+ * for a later round's). A round that fails in one process before its
+ * exchange (a member left its SPMD function, a local deadlock or
+ * timeout) is reported to the others by a failure header of that round
+ * (sim_coll_xp_abandon), so they fail at once; that group then stays
+ * broken everywhere too. The messages of a group travel on the world's
  * collective communicator with the group's tag; a group's rounds are
- * issued in order by one thread per process (its leader), so MPI's
+ * issued in order by one thread per process (its leader; a failure
+ * header by the member that reports it, and nothing after it), so MPI's
  * non-overtaking rule keeps them in round order. */
 #include "sim/coll_proc.h"
 
@@ -357,8 +362,7 @@ static dt_status lead(sim_coll_group *g, uint64_t k, int64_t deadline) {
     st = verdict(g, k, H);
     for (int p = 0; st != DT_OK && p < x->np; p++)
       if (p != x->me && H[p].broken && !x->broken) /* as theirs: see abandon */
-        x->broken = str_printf("%s; the group stays broken",
-                                       core_last_error());
+        x->broken = str_printf("%s; the group stays broken", core_last_error());
   }
   if (st == DT_OK) st = sim_xp_plan_run(pl, deadline);
   sim_xp_plan_free(pl);
