@@ -11,9 +11,11 @@
 #include "mesh/rank_work.h"
 #include "mesh/plan.h"
 #include "mesh/shard.h"
+#include "mesh/spmd_coll.h"
 #include "runtime/exec.h"
 #include "runtime/dry.h"
 #include "runtime/runtime.h"
+#include "runtime/spmd_run.h"
 #include "sched/pool.h"
 #include "sched/future.h"
 #include "sim/collectives.h"
@@ -445,10 +447,12 @@ static dt_status to_host_across(dt_tensor *t, void *dst, bool wait,
 
 dt_status mesh_dtensor_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
                           dt_future **out, const char *fn) {
-  (void)bytes;
   if (t->spec->mesh->rt->dry_run)
     return core_error_set(DT_ERR_UNSUPPORTED, "%s: a dry-run runtime holds no "
                           "values (shapes, placements and counts only)", fn);
+  /* an SPMD rank's thread runs its own part only (spmd_coll.c) */
+  if (runtime_spmd_rank(t->spec->mesh->rt) >= 0)
+    return mesh_spmd_to_host(t, dst, bytes, wait, out, fn);
   /* across processes: every process takes part in the replication, which
    * carries a failed shard's error to all of them */
   if (mesh_is_split(t->spec->mesh)) {

@@ -19,8 +19,10 @@
 #include "kernels/cpu/cpu.h"
 #include "mesh/handle.h"
 #include "mesh/mesh.h"
+#include "mesh/rank_work.h"
 #include "mesh/shard.h"
 #include "runtime/backend.h"
+#include "runtime/exec.h"
 #include "runtime/runtime.h"
 #include "runtime/spmd_run.h"
 #include "sim/collectives.h"
@@ -590,4 +592,31 @@ dt_tensor *mesh_spmd_to_local(dt_tensor *t) {
   mesh_local_box(m, sp->placements, &sp->shape, idx, off, len);
   core_contiguous_strides(len, sp->shape.ndim, strides);
   return core_tensor_make(t->dtype, sp->shape.ndim, len, strides, 0, s);
+}
+
+/* dt_to_host of a DTensor inside an SPMD function: only the calling
+ * rank's thread runs here, so a gather of every shard by this thread
+ * would see its own alone. As DTensor.full_tensor(), the value is made
+ * whole by a redistribution to Replicate (its collectives meet the other
+ * ranks' same calls), then this rank's replica is copied. */
+dt_status mesh_spmd_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
+                            dt_future **out, const char *fn) {
+  const dt_mesh *m = t->spec->mesh;
+  dt_placement pl[DT_MAX_DIMS];
+  bool replicated = true;
+  for (int i = 0; i < m->ndim; i++) {
+    replicated = replicated && t->spec->placements[i].kind == DT_PLACEMENT_REPLICATE;
+    pl[i] = DT_REPLICATE;
+  }
+  dt_tensor *r = replicated ? core_tensor_retain(t)
+                            : mesh_redistribute_to(t, t->spec->mesh, pl, false, fn);
+  if (!r) return core_last_status();
+  dt_tensor *local = mesh_spmd_to_local(r);
+  core_tensor_release(r);
+  if (!local) return core_last_status();
+  size_t need;
+  dt_status st = runtime_host_buffer(local, dst, bytes, fn, &need);
+  if (st == DT_OK) st = runtime_to_host(local, dst, need, wait, out, fn);
+  core_tensor_release(local);
+  return st;
 }

@@ -27,5 +27,10 @@ dt_tensor *mesh_spmd_recv(int src, dt_shape shape, dt_dtype dtype,
 dt_tensor *mesh_spmd_from_local(dt_tensor *local, dt_mesh *mesh,
                                 const dt_placement *pl, const dt_shape *global);
 dt_tensor *mesh_spmd_to_local(dt_tensor *t);
+/* dt_to_host (wait) / dt_to_host_async of DTensor t on an SPMD rank: a
+ * collective with the other ranks of t's mesh (Replicate first), then
+ * this rank's replica */
+dt_status mesh_spmd_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
+                            dt_future **out, const char *fn);
 
 #endif

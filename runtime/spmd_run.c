@@ -115,8 +115,13 @@ static void on_done(void *arg) {
   } else {
     char msg[1024];
     int n = atomic_load_explicit(&j->failed, memory_order_relaxed);
-    snprintf(msg, sizeof msg, "dt_spmd_run: rank %d failed (%d of %d ranks "
-             "failed): %s", j->first_rank, n, j->rt->nranks, j->first_msg);
+    if (j->rt->nprocs > 1) /* this process's ranks only ran here */
+      snprintf(msg, sizeof msg, "dt_spmd_run: rank %d failed (%d of the %d "
+               "ranks of process %d failed): %s", j->first_rank, n,
+               j->rt->nlocal, j->rt->proc, j->first_msg);
+    else
+      snprintf(msg, sizeof msg, "dt_spmd_run: rank %d failed (%d of %d ranks "
+               "failed): %s", j->first_rank, n, j->rt->nranks, j->first_msg);
     sched_future_complete(j->done, j->first_st, msg);
   }
   sched_future_release(j->done);
@@ -245,7 +250,9 @@ static dt_status run_in_turn(dt_runtime *rt, dt_spmd_fn fn, void *arg) {
   }
   *j = (spmd_job){.fn = fn, .arg = arg, .rt = rt, .first_rank = -1,
                   .done = sched_future_retain(f)};
-  pthread_barrier_init(&j->left, NULL, (unsigned)rt->nlocal); /* this process's */
+  /* the record reaches this process's ranks only (multi-process runtimes
+   * host rt->nlocal of the job's rt->nranks) */
+  pthread_barrier_init(&j->left, NULL, (unsigned)rt->nlocal);
   pthread_barrier_init(&j->resynced, NULL, (unsigned)rt->nlocal);
   pthread_mutex_init(&j->lock, NULL);
   /* relaxed: the record's publish (a release) orders it for the ranks */

@@ -22,12 +22,18 @@
  * Every MPI wait has the call's deadline: a process that does not answer
  * fails the round with DT_ERR_TIMEOUT naming it and its ranks, and the
  * group stays broken (a late process's messages could otherwise be taken
- * for a later round's). The messages of a group travel on the world's
+ * for a later round's). A round that fails in one process before its
+ * exchange (a member left its SPMD function, a local deadlock or
+ * timeout) is reported to the others by a failure header of that round
+ * (sim_coll_xp_abandon), so they fail at once; that group then stays
+ * broken everywhere too. The messages of a group travel on the world's
  * collective communicator with the group's tag; a group's rounds are
- * issued in order by one thread per process (its leader), so MPI's
+ * issued in order by one thread per process (its leader; a failure
+ * header by the member that reports it, and nothing after it), so MPI's
  * non-overtaking rule keeps them in round order. */
 #include "sim/coll_proc.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +154,22 @@ sim_coll_xp *sim_coll_xp_new(sim_coll_world *w, const int *ranks, int n,
 
 /* ---- the round */
 
+/* a malloc'd formatted string (NULL without memory: the group then
+ * breaks with the plain timeout message) */
+static char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *str_printf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (!s) return NULL;
+  va_start(ap, fmt);
+  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
 /* "process 1 (ranks 4..7)" */
 void sim_xp_proc_name(const sim_coll_group *g, int pi, char *buf, size_t len) {
   const sim_coll_world *w = g->world;
@@ -166,12 +188,12 @@ void *sim_xp_stage(sim_coll_xp *x, size_t bytes) {
   return x->stage;
 }
 
-/* the header of this process for round k: the leader's call */
+/* the header of this process for round k: call d made at site (the
+ * leader's; a failed round's: the member's that reports it) */
 static void fill_header(const sim_coll_group *g, uint64_t k,
-                        const sim_coll_entry *E, dt_status local,
-                        const char *why, sim_xp_header *h) {
+                        const sim_coll_desc *d, const char *site,
+                        dt_status local, const char *why, sim_xp_header *h) {
   const sim_coll_xp *x = g->xp;
-  const sim_coll_desc *d = &E[x->leader].d;
   memset(h, 0, sizeof *h);
   h->hash = x->hash;
   h->seq = k;
@@ -182,7 +204,7 @@ static void fill_header(const sim_coll_group *g, uint64_t k,
   h->count = d->count;
   h->sig = d->sig;
   h->status = local;
-  snprintf(h->site, sizeof h->site, "%s", E[x->leader].site);
+  snprintf(h->site, sizeof h->site, "%s", site ? site : "");
   if (local != DT_OK) snprintf(h->msg, sizeof h->msg, "%.1000s", why);
 }
 
@@ -270,7 +292,7 @@ static dt_status headers(sim_coll_group *g, uint64_t k, const sim_coll_entry *E,
   sim_coll_xp *x = g->xp;
   size_t one = sizeof(sim_xp_header) + SIM_XP_INLINE;
   char *buf = x->hbuf;
-  fill_header(g, k, E, local, why, &H[x->me]);
+  fill_header(g, k, &E[x->leader].d, E[x->leader].site, local, why, &H[x->me]);
   sim_xp_msgs *m = sim_xp_msgs_new(g, k, deadline, 2 * x->np);
   if (!m) return core_last_status();
   for (int p = 0; p < x->np; p++) {
@@ -336,10 +358,60 @@ static dt_status lead(sim_coll_group *g, uint64_t k, int64_t deadline) {
   }
   sim_xp_header *H = x->harr;
   dt_status st = headers(g, k, E, local, why, pl, deadline, H);
-  if (st == DT_OK) st = verdict(g, k, H);
+  if (st == DT_OK) {
+    st = verdict(g, k, H);
+    for (int p = 0; st != DT_OK && p < x->np; p++)
+      if (p != x->me && H[p].broken && !x->broken) /* as theirs: see abandon */
+        x->broken = str_printf("%s; the group stays broken", core_last_error());
+  }
   if (st == DT_OK) st = sim_xp_plan_run(pl, deadline);
   sim_xp_plan_free(pl);
   return st;
+}
+
+static void tell_others(sim_coll_group *g, uint64_t k, const sim_coll_desc *d,
+                        const char *site, dt_status st, const char *why,
+                        sim_xp_header *h);
+
+void sim_coll_xp_abandon(sim_coll_group *g, uint64_t k, const sim_coll_desc *d,
+                         const char *site, dt_status st, const char *why_in) {
+  sim_coll_xp *x = g->xp;
+  char why[SIM_XP_MSG]; /* why_in may be this thread's error, reset below */
+  snprintf(why, sizeof why, "%s", why_in);
+  pthread_mutex_lock(&g->report_lock);
+  bool first = x->abandoned <= k;
+  if (first) x->abandoned = k + 1;
+  pthread_mutex_unlock(&g->report_lock);
+  if (!first || x->np < 2) return;
+  sim_xp_header *h = core_host_calloc(1, sizeof *h);
+  if (h) tell_others(g, k, d, site, st, why, h);
+  /* the others' headers of round k stay unread: no later round can pair */
+  if (!x->broken)
+    x->broken = str_printf("%s on group %s: round %llu failed in process %d "
+                           "(%s); the group stays broken",
+                           sim_coll_kind_names[d->kind], g->name,
+                           (unsigned long long)k, g->world->proc, why);
+  core_error_set(st, "%s", why); /* the caller's error, as it was */
+}
+
+/* sim_coll_xp_abandon's failure header h to every other process (h
+ * freed, or left to MPI when the send did not complete) */
+static void tell_others(sim_coll_group *g, uint64_t k, const sim_coll_desc *d,
+                        const char *site, dt_status st, const char *why,
+                        sim_xp_header *h) {
+  sim_coll_xp *x = g->xp;
+  /* this member's call (the leader may be the member that left) */
+  fill_header(g, k, d, site, st, why, h);
+  h->broken = 1;
+  sim_xp_msgs *m = sim_xp_msgs_new(g, k, sim_coll_deadline(g->world), x->np);
+  if (m) {
+    for (int p = 0; p < x->np; p++)
+      if (p != x->me) sim_xp_msgs_send(m, p, h, (int64_t)sizeof *h);
+    /* a failed wait leaves h to MPI (it may still read it) */
+    if (sim_xp_msgs_wait(m, "the failed round's header") == DT_OK) free(h);
+  } else {
+    free(h);
+  }
 }
 
 dt_status sim_coll_xp_round(sim_coll_group *g, int member, uint64_t k,

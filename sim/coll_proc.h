@@ -13,6 +13,7 @@
 #include "dtorch/dtorch.h"
 
 struct sim_coll_group;
+struct sim_coll_desc;
 struct sim_coll_world;
 struct sim_mpi;
 
@@ -38,7 +39,11 @@ typedef struct sim_coll_xp {
   int *sub_lo, *sub_hi, *sub_proc;
   dt_status st[2];     /* the verdict of rounds with k & 1 == slot */
   char msg[2][SIM_XP_MSG];
-  char *broken;        /* a timed-out exchange: every later round fails */
+  char *broken;        /* a timed-out exchange, or a round that broke in
+                          one process's rendezvous (sim_coll_xp_abandon):
+                          every later round fails */
+  uint64_t abandoned;  /* 1 + the last round abandoned (under the group's
+                          report_lock) */
   void *stage;         /* the leader's scratch, kept between rounds */
   size_t stage_cap;
   void *hbuf;          /* header messages: two per process */
@@ -58,11 +63,26 @@ bool sim_coll_xp_local(const struct sim_coll_group *g, int j);
 dt_status sim_coll_xp_round(struct sim_coll_group *g, int member, uint64_t k,
                             int64_t deadline);
 
+/* Round k of g failed here before the leader's exchange: in this
+ * process's rendezvous (a member left its SPMD function, a deadlock, the
+ * local watchdog), or before it (a member had left: the call never
+ * touched the group). The other processes would wait for this process's
+ * header until their timeout, so the first local member to fail round k
+ * sends every other process of the group a failure header for it (its
+ * call d made at site, st and why; once per round), and their members
+ * fail at once with why, naming this process. The group then stays
+ * broken, here and in each process that reads the header (the round's
+ * other headers stay unread). Sets the thread's error back to st, why. */
+void sim_coll_xp_abandon(struct sim_coll_group *g, uint64_t k,
+                         const struct sim_coll_desc *d, const char *site,
+                         dt_status st, const char *why);
+
 /* point to point with a rank of another process (coll_proc_mpi.c): an
  * 8-byte size then the bytes, on the world's point-to-point communicator
- * with the tag of the ordered pair; waits have the world's timeout. A
- * size that disagrees fails both sides with DT_ERR_DESYNC (the payload is
- * still received, into scratch, so the pair's next messages stay paired). */
+ * with the tag of the ordered pair, and the receiver's answer (the size
+ * it expected); waits have the world's timeout. A size that disagrees
+ * fails both sides with DT_ERR_INVALID_ARGUMENT (the payload is still
+ * received, into scratch, so the pair's next messages stay paired). */
 dt_status sim_xp_send(struct sim_coll_world *w, int from, int to,
                       const void *buf, int64_t bytes);
 dt_status sim_xp_recv(struct sim_coll_world *w, int to, int from, void *buf,

@@ -22,7 +22,8 @@ typedef struct sim_xp_header {
   int64_t count;
   uint64_t sig;           /* the counts' hash */
   int32_t status;         /* its local verdict: DT_OK, or why it failed */
-  int32_t pad;
+  int32_t broken;         /* its group broke here (sim_coll_xp_abandon):
+                             the receiver's stays broken too */
   int64_t inline_bytes;   /* the payload after the header */
   char site[SIM_COLL_SITE];
   char msg[1024];         /* the failure's message */

@@ -153,6 +153,7 @@ dt_status sim_xp_msgs_wait(sim_xp_msgs *m, const char *what) {
     x->hbuf = NULL;
     free(x->broken);
     x->broken = strdup(msg);
+    sim_mpi_note_broken(sim_coll_world_timeout(m->g->world)); /* exit: no wait for ever */
     st = core_error_set(w, "%s", msg);
   }
   free(state);
@@ -186,6 +187,7 @@ static dt_status p2p(sim_coll_world *w, int peer_rank, int tag, void *buf,
     if (rc != MPI_SUCCESS) return sim_mpi_check(rc, what);
     sim_mpi_req_state state;
     dt_status st = sim_mpi_wait(w->mpi, &r, 1, deadline, &state, what);
+    if (st == DT_ERR_TIMEOUT) sim_mpi_note_broken(sim_coll_world_timeout(w));
     if (st == DT_ERR_TIMEOUT)
       return core_error_set(st, "%s: timed out after %.3f s: process %d (ranks "
                             "%d..%d) did not take part", what,
@@ -198,14 +200,27 @@ static dt_status p2p(sim_coll_world *w, int peer_rank, int tag, void *buf,
   return DT_OK;
 }
 
+/* A send is three messages on the pair's tag: the size and the payload
+ * to the receiver, then the receiver's answer back (the size it
+ * expected; the reverse direction uses the same tag, which no other
+ * message from that process to this one carries: tags name the ordered
+ * pair, and the pair's sender lives here). The answer makes dt_send
+ * return once the receiver took the bytes, as within a process, and lets
+ * a size disagreement fail both sides; the receiver takes a wrong-sized
+ * payload anyway, so the pair's next messages stay in step. */
 dt_status sim_xp_send(sim_coll_world *w, int from, int to, const void *buf,
                       int64_t bytes) {
   char what[96];
   snprintf(what, sizeof what, "send from rank %d to rank %d", from, to);
   int tag = pair_tag(w, from, to);
-  int64_t size = bytes;
+  int64_t size = bytes, want = -1;
   dt_status st = p2p(w, to, tag, &size, sizeof size, false, what);
   if (st == DT_OK) st = p2p(w, to, tag, (void *)buf, bytes, false, what);
+  if (st == DT_OK) st = p2p(w, to, tag, &want, sizeof want, true, what);
+  if (st == DT_OK && want != bytes)
+    st = core_error_set(DT_ERR_INVALID_ARGUMENT, "send from rank %d to rank "
+                        "%d: sent %lld bytes, the receiver expected %lld",
+                        from, to, (long long)bytes, (long long)want);
   return st;
 }
 
@@ -214,17 +229,25 @@ dt_status sim_xp_recv(sim_coll_world *w, int to, int from, void *buf,
   char what[96];
   snprintf(what, sizeof what, "recv on rank %d from rank %d", to, from);
   int tag = pair_tag(w, from, to);
-  int64_t size = -1;
+  int64_t size = -1, want = bytes;
   dt_status st = p2p(w, from, tag, &size, sizeof size, true, what);
   if (st != DT_OK) return st;
-  if (size == bytes) return p2p(w, from, tag, buf, bytes, true, what);
-  /* take the payload anyway: the pair's next messages stay in step */
+  if (size == bytes) {
+    st = p2p(w, from, tag, buf, bytes, true, what);
+    if (st == DT_OK) st = p2p(w, from, tag, &want, sizeof want, false, what);
+    return st;
+  }
   void *tmp = core_host_malloc(size > 0 ? (size_t)size : 1);
-  if (tmp) (void)p2p(w, from, tag, tmp, size, true, what);
+  if (tmp) st = p2p(w, from, tag, tmp, size, true, what);
   free(tmp);
-  return core_error_set(DT_ERR_DESYNC, "%s: rank %d sent %lld bytes, rank %d "
-                        "expected %lld", what, from, (long long)size, to,
-                        (long long)bytes);
+  if (tmp && st == DT_OK) st = p2p(w, from, tag, &want, sizeof want, false, what);
+  if (!tmp || st != DT_OK) /* the sender then times out: say why here */
+    return tmp ? st : core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host "
+                                     "memory for a %lld-byte message", what,
+                                     (long long)size);
+  return core_error_set(DT_ERR_INVALID_ARGUMENT, "recv on rank %d from rank "
+                        "%d: expected %lld bytes, the sender sent %lld", to,
+                        from, (long long)bytes, (long long)size);
 }
 
 #else /* no MPI: no world has processes, so nothing reaches these */

@@ -789,6 +789,10 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   tls_site = NULL;
   if (__builtin_expect(any_gone(g), 0)) {
     dt_status st = fail_if_gone(g, member, d->kind, site);
+    /* the other processes expect our header of the next round */
+    if (st != DT_OK && g->xp)
+      sim_coll_xp_abandon(g, g->members[member].seq, d, site, st,
+                          core_last_error());
     if (st != DT_OK) return st;
   }
   int64_t deadline = sim_coll_deadline(g->world);
@@ -825,6 +829,8 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   dt_status st = rendezvous(g, member, k, d->kind, deadline);
   if (st != DT_OK) {
     if (dev) sim_coll_dev_abandon(g, member, k);
+    /* the other processes would wait for our header: tell them */
+    if (g->xp) sim_coll_xp_abandon(g, k, d, site, st, core_last_error());
     return st;
   }
   /* relaxed: a benchmark switch */

@@ -25,6 +25,7 @@ sim_mpi *sim_mpi_open(const char *fn) {
   return NULL;
 }
 void sim_mpi_close(sim_mpi *m) { (void)m; }
+void sim_mpi_note_broken(int64_t wait_ns) { (void)wait_ns; }
 int sim_mpi_size(const sim_mpi *m) { (void)m; return 1; }
 int sim_mpi_rank(const sim_mpi *m) { (void)m; return 0; }
 int sim_mpi_tag_ub(const sim_mpi *m) { (void)m; return 32767; }
@@ -33,7 +34,9 @@ bool sim_mpi_same_node(const sim_mpi *m, int q) { (void)m; return q == 0; }
 #else
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "sim/mpi_internal.h"
 
@@ -69,14 +72,60 @@ static const char *level_name(int level) {
   }
 }
 
+/* the exit's bound on the barrier (sim_mpi_note_broken; 0: not broken,
+ * wait as MPI_Finalize would). Relaxed: read at exit, after the runtimes'
+ * threads were joined, which orders their stores before it. */
+static _Atomic int64_t broken_wait_ns;
+/* the exit barrier's communicator (made at MPI_Init_thread by dtorch) */
+static MPI_Comm exit_comm = MPI_COMM_NULL;
+
+void sim_mpi_note_broken(int64_t wait_ns) {
+  /* at least 30 s: live processes reach their exits apart by what they
+   * still do after the failure (other timeouts, cleanup) */
+  const int64_t floor_ns = (int64_t)30 * 1000000000;
+  if (wait_ns < floor_ns) wait_ns = floor_ns;
+  int64_t was = atomic_load_explicit(&broken_wait_ns, memory_order_relaxed);
+  while (was < wait_ns &&
+         !atomic_compare_exchange_weak_explicit(&broken_wait_ns, &was, wait_ns,
+                                                memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+}
+
+/* the exit barrier: true when every process came (within the bound when
+ * this process noted a break) */
+static bool exit_barrier(void) {
+  if (exit_comm == MPI_COMM_NULL) return true;
+  int64_t wait = atomic_load_explicit(&broken_wait_ns, memory_order_relaxed);
+  MPI_Request r;
+  if (MPI_Ibarrier(exit_comm, &r) != MPI_SUCCESS) return false;
+  int done = 0;
+  int64_t deadline = sim_mpi_now_ns() + wait;
+  while (!done && (wait == 0 || sim_mpi_now_ns() < deadline)) {
+    if (MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+    if (!done) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  if (!done) return false; /* the request stays: MPI is left as it is */
+  MPI_Comm_free(&exit_comm);
+  return true;
+}
+
 /* at exit, after every runtime is gone (the handlers of a program's
  * earlier atexit calls run after this one): MPI_Finalize is collective,
- * and a process that initialised MPI and exits without it fails the job */
+ * and a process that initialised MPI and exits without it fails the job;
+ * one whose peer stopped answering (sim_mpi_note_broken) must not wait
+ * for it in MPI_Finalize */
 static void finalize_at_exit(void) {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized || !exit_barrier()) return;
+  MPI_Finalize();
 }
+
+static dt_status dup_world(MPI_Comm *out, const char *fn);
 
 /* MPI initialised, at MPI_THREAD_MULTIPLE, by the program or by us; under
  * init_lock */
@@ -97,6 +146,8 @@ static dt_status ensure_init(const char *fn) {
       return sim_mpi_check(rc, what);
     }
     dtorch_initialised = true;
+    /* collective, as the init: every process has its exit barrier */
+    if (dup_world(&exit_comm, fn) != DT_OK) exit_comm = MPI_COMM_NULL;
     atexit(finalize_at_exit);
   } else {
     MPI_Query_thread(&level);

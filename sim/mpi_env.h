@@ -50,6 +50,16 @@ sim_mpi *sim_mpi_open(const char *fn);
 /* Frees the handle's communicators (collective, like the open). NULL is a
  * no-op. After the program's own MPI_Finalize: frees the memory only. */
 void sim_mpi_close(sim_mpi *m);
+/* A process of the job stopped answering dtorch's messages (an exchange
+ * timed out, or MPI failed): the job may be broken. MPI_Finalize is
+ * collective and would wait for that process for ever, so at exit (when
+ * dtorch initialised MPI) every process first meets the others in a
+ * barrier; a process that noted a break waits for it at most wait_ns
+ * (the collective timeout), and at least 30 s, and when a process did not
+ * come,
+ * exits without MPI_Finalize: the launcher then ends the whole job
+ * (mpirun exits non-zero). Thread safety: any thread. */
+void sim_mpi_note_broken(int64_t wait_ns);
 
 /* The job's process count and this process's index (MPI_COMM_WORLD's size
  * and rank; 1 and 0 for NULL). */

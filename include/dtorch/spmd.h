@@ -26,7 +26,10 @@ extern "C" {
  *    called all_reduce(float32[1024], sum) at train.c:88; ranks 0, 1, 2
  *    called all_gather(float32[1024] in blocks) at train.c:91"
  * A rank that returns (or fails) while others wait for it in a
- * collective makes their calls fail at once with DT_ERR_DESYNC naming it.
+ * collective makes their calls fail at once with DT_ERR_DESYNC naming it
+ * (across processes, through a member of the group in its process; a
+ * group with none left there fails at the collective timeout,
+ * DT_ERR_TIMEOUT naming the process: docs/spmd.md).
  * Random factories draw from a copy of the process stream on every rank
  * (equal calls give equal values on every rank, as equally seeded ranks
  * do under torchrun); dt_manual_seed inside fn seeds the rank's copy. */
