@@ -373,7 +373,7 @@ static dt_status agree_header(dt_runtime *rt, dt_status st, uint64_t key,
                                        : &one;
   if (!keys) st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host "
                                  "memory", fn);
-  st = mesh_st_agree(rt, st, key, keys ? keys : &one, fn, path);
+  st = mesh_st_agree(rt, st, key, keys, fn, path); /* keys NULL: failed */
   for (int q = 1; st == DT_OK && keys && q < rt->nprocs; q++)
     if (keys[q] != keys[0])
       st = core_error_set(DT_ERR_IO, "%s: %s: tensor '%s': process %d read "

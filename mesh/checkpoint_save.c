@@ -275,11 +275,9 @@ static dt_status agree_token(dt_runtime *rt, dt_status st, uint64_t *token,
                              const char *fn, const char *path) {
   int n = rt ? rt->nprocs : 1;
   uint64_t one, *keys = n > 1 ? calloc((size_t)n, sizeof *keys) : &one;
-  if (!keys) {
+  if (!keys)
     st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-    keys = &one;
-  }
-  st = mesh_st_agree(rt, st, *token, keys, fn, path);
+  st = mesh_st_agree(rt, st, *token, keys, fn, path); /* keys NULL: failed */
   if (st == DT_OK) *token = keys[0];
   if (keys != &one) free(keys);
   return st;
