@@ -724,13 +724,13 @@ dt_status sim_coll_check_round(const sim_coll_group *g, int member, uint64_t k,
   const char *kind = sim_coll_kind_names[E[member].d.kind];
   unsigned long long seq = (unsigned long long)k;
   for (int j = 0; j < g->n; j++)
-    if (E[j].abstain && sim_coll_xp_local(g, j))
+    if (sim_coll_xp_local(g, j) && E[j].abstain) /* others: unwritten */
       return core_error_set(E[j].bad, "%s on group %s (seq %llu): member %d "
                             "(rank %d) could not take part: %s", kind,
                             g->name, seq, j, g->ranks[j],
                             (const char *)E[j].data);
   for (int j = 0; j < g->n; j++)
-    if (E[j].bad != DT_OK && sim_coll_xp_local(g, j))
+    if (sim_coll_xp_local(g, j) && E[j].bad != DT_OK)
       return core_error_set(E[j].bad, "%s on group %s (seq %llu): member %d "
                           "(rank %d) passed invalid arguments (%s); nothing "
                           "was moved", kind, g->name, seq, j, g->ranks[j],
