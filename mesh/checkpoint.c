@@ -364,13 +364,14 @@ static uint64_t entry_key(const dt_safetensors_entry *e) {
   return h;
 }
 
-/* the header step of a load, agreed by every process (one process: st):
- * each read the same entry, or the load fails everywhere */
+/* the header step of a load, agreed by every process of rt (rt NULL or
+ * one process: st): each read the same entry, or the load fails
+ * everywhere */
 static dt_status agree_header(dt_runtime *rt, dt_status st, uint64_t key,
                               const char *fn, const char *path,
                               const char *name) {
-  uint64_t one, *keys = rt->nprocs > 1 ? calloc((size_t)rt->nprocs, sizeof *keys)
-                                       : &one;
+  if (!rt || rt->nprocs == 1) return st;
+  uint64_t one, *keys = calloc((size_t)rt->nprocs, sizeof *keys);
   if (!keys) st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host "
                                  "memory", fn);
   st = mesh_st_agree(rt, st, key, keys, fn, path); /* keys NULL: failed */
@@ -431,7 +432,9 @@ dt_tensor *mesh_st_load(const char *path, const char *name,
   core_st_info_clear(&info);
   if (fd >= 0) close(fd);
   core_tensor_release(t);
-  st = agree_header(tg->rt, st, key, fn, path, name);
+  /* a DTensor's load is the job's (every process issues it); a
+   * single-device tensor lives in its rank's process alone */
+  st = agree_header(tg->mesh ? tg->rt : NULL, st, key, fn, path, name);
   if (st != DT_OK) {
     if (j) job_free(j);
     return NULL;

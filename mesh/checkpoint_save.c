@@ -310,10 +310,10 @@ static dt_status write_own(save_job *j, dt_runtime *rt, int fd, const char *tmp,
  * with the file in place or the temporary gone. Every process takes every
  * step up to the first failed one, and step 3 whenever it took step 2,
  * whatever failed where. */
-static dt_status write_file(save_job *j, dt_runtime *rt, dt_status st,
-                            const char *path, const char *fn) {
+static dt_status write_file(save_job *j, dt_runtime *rt, dt_runtime *job,
+                            dt_status st, const char *path, const char *fn) {
   char tmp[4096 + 64];
-  bool lead = !rt || rt->proc == 0;
+  bool lead = !job || job->proc == 0;
   uint64_t token = 0;
   int fd = -1;
   if (st == DT_OK && strlen(path) > 4096)
@@ -323,12 +323,12 @@ static dt_status write_file(save_job *j, dt_runtime *rt, dt_status st,
     st = core_last_status();
   bool made = fd >= 0;
   if (st == DT_OK) st = write_header(fd, j, path, fn);
-  st = agree_token(rt, st, &token, fn, path);
+  st = agree_token(job, st, &token, fn, path);
   if (st == DT_OK) {
     if (!lead) temp_name(path, token, tmp, sizeof tmp);
     st = write_own(j, rt, fd, tmp, path, fn); /* closes fd */
     fd = -1;
-    st = mesh_st_agree(rt, st, 0, NULL, fn, path);
+    st = mesh_st_agree(job, st, 0, NULL, fn, path);
     if (st == DT_OK && lead && rename(tmp, path) != 0)
       st = sys_fail("rename", fn, path);
     if (st == DT_OK && lead) {
@@ -339,11 +339,34 @@ static dt_status write_file(save_job *j, dt_runtime *rt, dt_status st,
     made = false;
     /* step 3, after the unlink too: no process returns while a
      * temporary of this save is still there */
-    st = mesh_st_agree(rt, st, 0, NULL, fn, path);
+    st = mesh_st_agree(job, st, 0, NULL, fn, path);
   }
   if (fd >= 0) close(fd);
   if (made && st != DT_OK) unlink(tmp);
   return st;
+}
+
+/* the multi-process job a save belongs to: rt when a DTensor spans its
+ * processes (every process issues the save), else NULL (a save of this
+ * process's single-device tensors is its own). A job's save takes
+ * DTensors only: a single-device tensor exists in one process, so the
+ * processes' lists would differ (*st set; voted at step 0). */
+static dt_runtime *job_of(dt_tensor *const *ts, int n, dt_runtime *rt,
+                          dt_status *st, const char *fn) {
+  if (rt->nprocs == 1) return NULL;
+  int dtensor = -1, single = -1;
+  for (int i = 0; i < n; i++) {
+    if (ts[i] && ts[i]->spec && dtensor < 0) dtensor = i;
+    if (ts[i] && !ts[i]->spec && single < 0) single = i;
+  }
+  if (dtensor < 0) return NULL;
+  if (single >= 0 && *st == DT_OK)
+    *st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: tensors[%d] is a "
+                         "single-device tensor and tensors[%d] a DTensor of "
+                         "a %d-process job: a job's save takes DTensors only "
+                         "(every process passes the same tensors)", fn,
+                         single, dtensor, rt->nprocs);
+  return rt;
 }
 
 dt_status mesh_st_save(const char *path, dt_tensor *const *tensors,
@@ -362,8 +385,10 @@ dt_status mesh_st_save(const char *path, dt_tensor *const *tensors,
                         rt->backend->name);
   /* step 0 of a multi-process save: a poisoned shard is seen only where
    * it lives, and no process may reduce Partials (collectives) alone */
+  dt_runtime *job = NULL;
   if (rt && !atomic_load_explicit(&rt->dead, memory_order_acquire))
-    st = mesh_st_agree(rt, st, 0, NULL, fn, path);
+    job = job_of(tensors, n, rt, &st, fn);
+  if (job) st = mesh_st_agree(job, st, 0, NULL, fn, path);
   if (st != DT_OK) return st;
   save_job *j = calloc(1, sizeof *j);
   dt_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
@@ -381,7 +406,7 @@ dt_status mesh_st_save(const char *path, dt_tensor *const *tensors,
     j->api = fn;
     j->path = path;
   }
-  if (j && ts && base) st = write_file(j, rt, st, path, fn);
+  if (j && ts && base) st = write_file(j, rt, job, st, path, fn);
   for (int i = 0; i < n && ts; i++) core_tensor_release(ts[i]);
   free(ts);
   free(base);

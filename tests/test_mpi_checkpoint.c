@@ -480,6 +480,57 @@ static void test_poisoned_in_one(void **state) {
   dt_runtime_destroy(r3);
 }
 
+/* single-device tensors live in one process: their save and load are
+ * that process's own (the others issue nothing and must not be waited
+ * for); a job's save mixing one with DTensors fails in every process */
+static void test_single_device(void **state) {
+  (void)state;
+  char p[512];
+  snprintf(p, sizeof p, "%s/single.%d.safetensors", dir, me);
+  int r = NR - 1;
+  char dev[16];
+  snprintf(dev, sizeof dev, "cpu:%d", r);
+  dt_tensor *x = NULL;
+  if (local(r)) {
+    double v[5] = {1.5, -2, 3.25, 4, -5.5};
+    x = dt_from_host(v, DT_SHAPE(5), &(dt_tensor_options){.dtype = DT_FLOAT64,
+                                                          .device = dev});
+    assert_non_null(x);
+    const char *name = "s";
+    assert_int_equal(dt_save_safetensors(p, &x, &name, 1), DT_OK);
+    dt_tensor *y = dt_load_safetensors(p, "s", &(dt_load_options){.device = dev});
+    assert_non_null(y);
+    double got[5];
+    assert_int_equal(dt_to_host(y, got, sizeof got), DT_OK);
+    assert_memory_equal(got, v, sizeof v);
+    dt_tensor_release(y);
+    unlink(p);
+  }
+  void *av = ref_bytes(0), *bv = ref_bytes(1);
+  dt_tensor *a = dt_from_host(av, refs[0].shape, &(dt_tensor_options){
+      .dtype = refs[0].dtype, .mesh = mesh, .placements = refs[0].save});
+  dt_tensor *b = dt_from_host(bv, refs[1].shape, &(dt_tensor_options){
+      .dtype = refs[1].dtype, .mesh = mesh, .placements = refs[1].save});
+  free(av);
+  free(bv);
+  dt_tensor *ts[2] = {a, x ? x : b};
+  const char *names[2] = {"a", "b"};
+  path_in_dir(p, sizeof p, "mixed.safetensors");
+  dt_status st = dt_save_safetensors(p, ts, names, 2);
+  if (nprocs == 1) {
+    assert_int_equal(st, DT_OK); /* one process: nothing is mixed */
+    unlink(p);
+  } else {
+    assert_int_equal(st, DT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(dt_last_error(), "a job's save takes DTensors only"));
+    struct stat sb;
+    assert_int_not_equal(stat(p, &sb), 0);
+  }
+  dt_tensor_release(a);
+  dt_tensor_release(b);
+  dt_tensor_release(x);
+}
+
 /* the last process never loads: the others time out naming it (a
  * runtime of its own with a short collective timeout, destroyed after) */
 static void test_absent_process_times_out(void **state) {
@@ -565,6 +616,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_shape_differs),
       cmocka_unit_test(test_save_fails_in_one),
       cmocka_unit_test(test_poisoned_in_one),
+      cmocka_unit_test(test_single_device),
       cmocka_unit_test(test_absent_process_times_out),
     };
     rc = TU_RUN_TESTS_WITH_ALARM(240, tests);
