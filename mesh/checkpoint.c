@@ -24,6 +24,55 @@
 #include "runtime/runtime.h"
 #include "sched/future.h"
 #include "sched/io.h"
+#include "sim/mpi_env.h"
+
+/* statistics only (mesh_st_io_bytes): relaxed, nothing is ordered by them */
+static _Atomic int64_t bytes_read, bytes_written;
+
+void mesh_st_io_bytes(int64_t *read, int64_t *written) {
+  *read = atomic_load_explicit(&bytes_read, memory_order_relaxed);
+  *written = atomic_load_explicit(&bytes_written, memory_order_relaxed);
+}
+
+void mesh_st_count_written(int64_t n) {
+  atomic_fetch_add_explicit(&bytes_written, n, memory_order_relaxed);
+}
+
+dt_status mesh_st_agree(dt_runtime *rt, dt_status mine, uint64_t key,
+                        uint64_t *keys, const char *fn, const char *path) {
+  if (!rt || rt->nprocs <= 1) {
+    if (keys) keys[0] = key;
+    return mine;
+  }
+  sim_mpi_vote v = {.status = (int32_t)mine, .key = key};
+  char own[1024] = "";
+  if (mine != DT_OK) {
+    snprintf(own, sizeof own, "%s", core_last_error());
+    snprintf(v.msg, sizeof v.msg, "%s", own);
+  }
+  sim_mpi_vote *all = calloc((size_t)rt->nprocs, sizeof *all);
+  if (!all) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host "
+                                  "memory", fn);
+  char what[600];
+  snprintf(what, sizeof what, "%s: %s", fn, path);
+  int64_t t = rt->coll_timeout_ns;
+  dt_status st = sim_mpi_agree(rt->mpi, &v, all, t > 0 ? sim_mpi_now_ns() + t : 0,
+                               what);
+  for (int q = 0; st == DT_OK && keys && q < rt->nprocs; q++) keys[q] = all[q].key;
+  if (st == DT_OK && mine != DT_OK) {
+    st = core_error_set(mine, "%s", own);
+  } else if (st == DT_OK) {
+    for (int q = 0; q < rt->nprocs; q++) {
+      if (all[q].status == DT_OK) continue;
+      all[q].msg[sizeof all[q].msg - 1] = 0; /* another process's bytes */
+      st = core_error_set((dt_status)all[q].status, "%s: %s: in process %d "
+                          "of %d: %s", fn, path, q, rt->nprocs, all[q].msg);
+      break;
+    }
+  }
+  free(all);
+  return st;
+}
 
 const char *mesh_st_strerror(int err, char *buf, size_t len) {
   return strerror_r(err, buf, len);
@@ -125,7 +174,9 @@ static void read_box(load_job *j, core_storage *st, void *mem,
                      .es = core_dtype_size(j->t->dtype), .base = j->base,
                      .mem = mem};
   uint64_t at;
-  int r = sched_io_box_run(&io, &j->io, NULL, &at);
+  sched_io_stats stats = {0};
+  int r = sched_io_box_run(&io, &j->io, &stats, &at);
+  atomic_fetch_add_explicit(&bytes_read, stats.bytes, memory_order_relaxed);
   if (!r) { /* a BOOL tensor's bytes are the file's: nonzero is true */
     if (j->t->dtype == DT_BOOL) core_bool_normalise(mem, (size_t)mesh_box_numel(box));
     return;
@@ -302,6 +353,38 @@ static dt_tensor *publish(load_job *j, const mesh_st_target *tg,
   return t;
 }
 
+/* what every process must have read of the entry: dtype, shape and
+ * offset (FNV-1a) */
+static uint64_t entry_key(const dt_safetensors_entry *e) {
+  uint64_t h = 1469598103934665603ULL;
+  int64_t w[DT_MAX_DIMS + 3] = {e->dtype, e->shape.ndim, (int64_t)e->offset};
+  for (int d = 0; d < e->shape.ndim; d++) w[3 + d] = e->shape.dims[d];
+  const unsigned char *b = (const unsigned char *)w;
+  for (size_t i = 0; i < sizeof w; i++) h = (h ^ b[i]) * 1099511628211ULL;
+  return h;
+}
+
+/* the header step of a load, agreed by every process of rt (rt NULL or
+ * one process: st): each read the same entry, or the load fails
+ * everywhere */
+static dt_status agree_header(dt_runtime *rt, dt_status st, uint64_t key,
+                              const char *fn, const char *path,
+                              const char *name) {
+  if (!rt || rt->nprocs == 1) return st;
+  uint64_t one, *keys = calloc((size_t)rt->nprocs, sizeof *keys);
+  if (!keys) st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host "
+                                 "memory", fn);
+  st = mesh_st_agree(rt, st, key, keys, fn, path); /* keys NULL: failed */
+  for (int q = 1; st == DT_OK && keys && q < rt->nprocs; q++)
+    if (keys[q] != keys[0])
+      st = core_error_set(DT_ERR_IO, "%s: %s: tensor '%s': process %d read "
+                          "another dtype, shape or offset than process 0 (the "
+                          "processes do not see one shared file)", fn, path,
+                          name, q);
+  if (keys != &one) free(keys);
+  return st;
+}
+
 dt_tensor *mesh_st_load(const char *path, const char *name,
                         const dt_load_options *o, const mesh_st_target *tg,
                         dt_future **future, const char *fn) {
@@ -310,8 +393,6 @@ dt_tensor *mesh_st_load(const char *path, const char *name,
                    path ? "name" : "path");
     return NULL;
   }
-  sched_io_opts io;
-  if (check_options(o, &io, fn) != DT_OK) return NULL;
   if (atomic_load_explicit(&tg->rt->dead, memory_order_acquire)) {
     core_error_set(DT_ERR_DEVICE, "%s: the runtime was destroyed", fn);
     return NULL;
@@ -322,26 +403,40 @@ dt_tensor *mesh_st_load(const char *path, const char *name,
                    tg->rt->backend->name);
     return NULL;
   }
-  dt_safetensors_info info;
-  int fd, at;
-  if (open_header(path, fn, &fd, &info) != DT_OK) return NULL;
+  /* from here every failure is voted on: in a multi-process job the
+   * others must not go on with a tensor this process has not */
+  sched_io_opts io;
+  dt_safetensors_info info = {0};
+  int fd = -1, at = -1;
   load_job *j = NULL;
   dt_tensor *t = NULL;
-  if (pick(&info, name, fn, path, &at) == DT_OK &&
-      (t = make_handle(&info.tensors[at], tg, fn))) {
+  dt_status st = check_options(o, &io, fn);
+  if (st == DT_OK) st = open_header(path, fn, &fd, &info);
+  if (st == DT_OK) st = pick(&info, name, fn, path, &at);
+  if (st == DT_OK && !(t = make_handle(&info.tensors[at], tg, fn)))
+    st = core_last_status();
+  if (st == DT_OK) {
     io.fd = data_fd(path, fd, io.direct, fn); /* takes fd */
     fd = -1;
     if (io.fd >= 0 && !(j = new_job(path, name, io.fd, &io, fn))) close(io.fd);
     if (j) {
       j->t = t; /* the job's reference */
+      t = NULL;
       j->base = info.tensors[at].offset;
       j->shape = info.tensors[at].shape;
+    } else {
+      st = core_last_status();
     }
   }
+  uint64_t key = j ? entry_key(&info.tensors[at]) : 0;
   core_st_info_clear(&info);
   if (fd >= 0) close(fd);
-  if (!j) {
-    core_tensor_release(t);
+  core_tensor_release(t);
+  /* a DTensor's load is the job's (every process issues it); a
+   * single-device tensor lives in its rank's process alone */
+  st = agree_header(tg->mesh ? tg->rt : NULL, st, key, fn, path, name);
+  if (st != DT_OK) {
+    if (j) job_free(j);
     return NULL;
   }
   return publish(j, tg, future, fn);

@@ -66,7 +66,9 @@ static void write_box(save_job *j, int i, const core_storage *s, void *mem,
                      .base = j->base[i], .mem = mem};
   sched_io_opts o = {.fd = j->fd, .write = true, .depth = 32};
   uint64_t at;
-  int r = sched_io_box_run(&io, &o, NULL, &at);
+  sched_io_stats stats = {0};
+  int r = sched_io_box_run(&io, &o, &stats, &at);
+  mesh_st_count_written(stats.bytes);
   if (!r) return;
   char m[1024], b[128];
   snprintf(m, sizeof m, "%s: %s: tensor '%s': writing at byte %llu on rank %d "
@@ -170,12 +172,21 @@ static dt_status check_tensors(dt_tensor *const *ts, int n, dt_runtime **rt,
   return DT_OK;
 }
 
-/* a temporary name beside path, opened O_EXCL */
-static int open_temp(const char *path, char *tmp, size_t len, const char *fn) {
+/* the temporary's name: path.tmp.PID.N, PID and N those of the process
+ * that made it (process 0 in a multi-process job): token = PID << 32 | N */
+static void temp_name(const char *path, uint64_t token, char *tmp, size_t len) {
+  snprintf(tmp, len, "%s.tmp.%d.%u", path, (int)(token >> 32),
+           (unsigned)(token & 0xffffffffu));
+}
+
+/* a temporary name beside path, opened O_EXCL; *token names it */
+static int open_temp(const char *path, char *tmp, size_t len, uint64_t *token,
+                     const char *fn) {
   static _Atomic unsigned counter;
   for (int tries = 0; tries < 100; tries++) {
     unsigned c = atomic_fetch_add_explicit(&counter, 1, memory_order_relaxed);
-    snprintf(tmp, len, "%s.tmp.%d.%u", path, (int)getpid(), c);
+    *token = (uint64_t)(uint32_t)getpid() << 32 | c;
+    temp_name(path, *token, tmp, len);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0 || errno != EEXIST) {
       if (fd < 0) {
@@ -196,7 +207,8 @@ static dt_status sys_fail(const char *what, const char *fn, const char *path) {
                         mesh_st_strerror(errno, b, sizeof b));
 }
 
-/* the header, then the file's full size (the ranks fill the data) */
+/* the tensors' offsets, and (fd >= 0: the process that makes the file)
+ * the header and the file's full size (the ranks fill the data) */
 static dt_status write_header(int fd, save_job *j, const char *path,
                               const char *fn) {
   dt_dtype dts[j->n ? j->n : 1];
@@ -216,13 +228,14 @@ static dt_status write_header(int fd, save_job *j, const char *path,
     at += (uint64_t)core_numel(j->t[i]) * core_dtype_size(j->t[i]->dtype);
   }
   size_t done = 0;
-  while (done < hl) {
+  while (fd >= 0 && done < hl) {
     ssize_t w = pwrite(fd, h + done, hl - done, (off_t)done);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) break;
     done += (size_t)w;
   }
   free(h);
+  if (fd < 0) return DT_OK;
   if (done < hl) return sys_fail("writing the header", fn, path);
   if (ftruncate(fd, (off_t)(hl + data)) != 0) return sys_fail("ftruncate", fn, path);
   return DT_OK;
@@ -256,34 +269,105 @@ static dt_status sync_dir(const char *path, const char *fn) {
   return st;
 }
 
-/* header, ranks, fsync, rename */
-static dt_status write_file(save_job *j, dt_runtime *rt, const char *path,
-                            const char *fn) {
-  char tmp[4096 + 64];
-  if (strlen(path) > 4096)
-    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: path is longer than "
-                          "4096 bytes", fn);
-  int fd = open_temp(path, tmp, sizeof tmp, fn);
-  if (fd < 0) return core_last_status();
-  j->fd = fd;
-  dt_status st = write_header(fd, j, path, fn);
-  if (st == DT_OK) st = run_ranks(j, rt, fn);
-  if (st == DT_OK && fsync(fd) != 0) st = sys_fail("fsync", fn, path);
-  if (close(fd) != 0 && st == DT_OK) st = sys_fail("close", fn, path);
-  if (st == DT_OK && rename(tmp, path) != 0) st = sys_fail("rename", fn, path);
-  if (st != DT_OK) {
-    unlink(tmp);
-    return st;
-  }
-  return sync_dir(path, fn);
+/* step 1 of a multi-process save: process 0 voted its temporary's token,
+ * every process gets it (one process: its own) */
+static dt_status agree_token(dt_runtime *rt, dt_status st, uint64_t *token,
+                             const char *fn, const char *path) {
+  int n = rt ? rt->nprocs : 1;
+  uint64_t one, *keys = n > 1 ? calloc((size_t)n, sizeof *keys) : &one;
+  if (!keys)
+    st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  st = mesh_st_agree(rt, st, *token, keys, fn, path); /* keys NULL: failed */
+  if (st == DT_OK) *token = keys[0];
+  if (keys != &one) free(keys);
+  return st;
 }
 
-static dt_status save_across(const char *path, dt_tensor *const *tensors,
-                             const char *const *names, int n, dt_runtime *rt,
-                             const char *fn);
-static dt_status save_local(const char *path, dt_tensor *const *tensors,
-                            const char *const *names, int n, dt_runtime *rt,
-                            const char *fn);
+/* this process's ranks' bytes into the temporary (process 0's fd, or the
+ * file it made, opened by name), fsync'd and closed */
+static dt_status write_own(save_job *j, dt_runtime *rt, int fd, const char *tmp,
+                           const char *path, const char *fn) {
+  dt_status st = DT_OK;
+  if (fd < 0 && (fd = open(tmp, O_WRONLY | O_CLOEXEC)) < 0) {
+    char b[128];
+    return core_error_set(DT_ERR_IO, "%s: %s: cannot open the temporary file "
+                          "%s made by process 0: %s", fn, path, tmp,
+                          mesh_st_strerror(errno, b, sizeof b));
+  }
+  j->fd = fd;
+  st = run_ranks(j, rt, fn);
+  if (st == DT_OK && fsync(fd) != 0) st = sys_fail("fsync", fn, path);
+  if (close(fd) != 0 && st == DT_OK) st = sys_fail("close", fn, path);
+  return st;
+}
+
+/* header, ranks, fsync, rename. In a multi-process job (docs/io.md) one
+ * file is written by all: process 0 makes the temporary (header, full
+ * size); agreed (step 1, which also hands out its name), every process
+ * writes its own ranks' boxes and fsyncs; agreed (step 2), process 0
+ * renames and fsyncs the directory (or, on any failure, unlinks the
+ * temporary); agreed (step 3), every process returns the same outcome
+ * with the file in place or the temporary gone. Every process takes every
+ * step up to the first failed one, and step 3 whenever it took step 2,
+ * whatever failed where. */
+static dt_status write_file(save_job *j, dt_runtime *rt, dt_runtime *job,
+                            dt_status st, const char *path, const char *fn) {
+  char tmp[4096 + 64];
+  bool lead = !job || job->proc == 0;
+  uint64_t token = 0;
+  int fd = -1;
+  if (st == DT_OK && strlen(path) > 4096)
+    st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: path is longer than "
+                        "4096 bytes", fn);
+  if (st == DT_OK && lead && (fd = open_temp(path, tmp, sizeof tmp, &token, fn)) < 0)
+    st = core_last_status();
+  bool made = fd >= 0;
+  if (st == DT_OK) st = write_header(fd, j, path, fn);
+  st = agree_token(job, st, &token, fn, path);
+  if (st == DT_OK) {
+    if (!lead) temp_name(path, token, tmp, sizeof tmp);
+    st = write_own(j, rt, fd, tmp, path, fn); /* closes fd */
+    fd = -1;
+    st = mesh_st_agree(job, st, 0, NULL, fn, path);
+    if (st == DT_OK && lead && rename(tmp, path) != 0)
+      st = sys_fail("rename", fn, path);
+    if (st == DT_OK && lead) {
+      made = false; /* renamed: nothing to unlink */
+      st = sync_dir(path, fn);
+    }
+    if (made && st != DT_OK) unlink(tmp);
+    made = false;
+    /* step 3, after the unlink too: no process returns while a
+     * temporary of this save is still there */
+    st = mesh_st_agree(job, st, 0, NULL, fn, path);
+  }
+  if (fd >= 0) close(fd);
+  if (made && st != DT_OK) unlink(tmp);
+  return st;
+}
+
+/* the multi-process job a save belongs to: rt when a DTensor spans its
+ * processes (every process issues the save), else NULL (a save of this
+ * process's single-device tensors is its own). A job's save takes
+ * DTensors only: a single-device tensor exists in one process, so the
+ * processes' lists would differ (*st set; voted at step 0). */
+static dt_runtime *job_of(dt_tensor *const *ts, int n, dt_runtime *rt,
+                          dt_status *st, const char *fn) {
+  if (rt->nprocs == 1) return NULL;
+  int dtensor = -1, single = -1;
+  for (int i = 0; i < n; i++) {
+    if (ts[i] && ts[i]->spec && dtensor < 0) dtensor = i;
+    if (ts[i] && !ts[i]->spec && single < 0) single = i;
+  }
+  if (dtensor < 0) return NULL;
+  if (single >= 0 && *st == DT_OK)
+    *st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: tensors[%d] is a "
+                         "single-device tensor and tensors[%d] a DTensor of "
+                         "a %d-process job: a job's save takes DTensors only "
+                         "(every process passes the same tensors)", fn,
+                         single, dtensor, rt->nprocs);
+  return rt;
+}
 
 dt_status mesh_st_save(const char *path, dt_tensor *const *tensors,
                        const char *const *names, int n, const char *fn) {
@@ -292,23 +376,20 @@ dt_status mesh_st_save(const char *path, dt_tensor *const *tensors,
   if (n && (!tensors || !names))
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
                           tensors ? "names" : "tensors");
-  dt_runtime *rt;
+  dt_runtime *rt = NULL;
   dt_status st = check_names(names, n, fn);
   if (st == DT_OK) st = check_tensors(tensors, n, &rt, fn);
-  if (st == DT_OK && n && rt->backend->key != CORE_KEY_CPU)
+  if (st == DT_OK && rt && rt->backend->key != CORE_KEY_CPU)
     st = core_error_set(DT_ERR_UNSUPPORTED, "%s: saving from a \"%s\" "
                         "runtime is not supported yet (docs/cuda.md)", fn,
                         rt->backend->name);
+  /* step 0 of a multi-process save: a poisoned shard is seen only where
+   * it lives, and no process may reduce Partials (collectives) alone */
+  dt_runtime *job = NULL;
+  if (rt && !atomic_load_explicit(&rt->dead, memory_order_acquire))
+    job = job_of(tensors, n, rt, &st, fn);
+  if (job) st = mesh_st_agree(job, st, 0, NULL, fn, path);
   if (st != DT_OK) return st;
-  if (n && rt->nprocs > 1) return save_across(path, tensors, names, n, rt, fn);
-  return save_local(path, tensors, names, n, rt, fn);
-}
-
-/* the tensors' ranges written by the ranks of this process */
-static dt_status save_local(const char *path, dt_tensor *const *tensors,
-                            const char *const *names, int n, dt_runtime *rt,
-                            const char *fn) {
-  dt_status st = DT_OK;
   save_job *j = calloc(1, sizeof *j);
   dt_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
   uint64_t *base = calloc((size_t)n + 1, sizeof *base);
@@ -324,63 +405,11 @@ static dt_status save_local(const char *path, dt_tensor *const *tensors,
     j->fd = -1;
     j->api = fn;
     j->path = path;
-    st = write_file(j, rt, path, fn);
   }
+  if (j && ts && base) st = write_file(j, rt, job, st, path, fn);
   for (int i = 0; i < n && ts; i++) core_tensor_release(ts[i]);
   free(ts);
   free(base);
   free(j);
   return st;
-}
-
-/* ---- a multi-process job (launcher "mpi"). A rank writes only what its
- * process holds, and each process would write and rename a file of its
- * own ranges over path (the last rename wins: the others' ranges lost).
- * Instead every tensor is gathered onto global rank 0 (a redistribute to
- * a one-rank mesh: collective where the tensor's mesh spans processes,
- * point to point where it has no rank in process 0; a single-device
- * tensor is process 0's own), process 0 writes the file alone, and every
- * process returns the job's status: the max of the processes' statuses
- * over a job-wide mesh, which also makes each wait until process 0 has
- * written (and renamed) the file. */
-static dt_status job_status(dt_runtime *rt, dt_status mine, const char *path,
-                            const char *fn) {
-  char msg[1024];
-  snprintf(msg, sizeof msg, "%s", mine != DT_OK ? core_last_error() : "");
-  dt_mesh *all = mesh_init(fn, rt, NULL, (dt_shape){1, {rt->nranks}}, NULL);
-  int32_t v = (int32_t)mine, got = -1;
-  const dt_placement pmax = DT_PARTIAL(DT_REDUCE_MAX);
-  dt_tensor *t = all ? mesh_dtensor_factory(CORE_OP_FROM_HOST, (dt_shape){1, {1}},
-                                            DT_INT32, all, &pmax, 0, &v, fn)
-                     : NULL;
-  dt_status st = t ? mesh_dtensor_to_host(t, &got, sizeof got, true, NULL, fn)
-                   : core_last_status();
-  core_tensor_release(t);
-  mesh_release(all);
-  if (st != DT_OK) return st;
-  if (mine != DT_OK) return core_error_set(mine, "%s", msg);
-  if (got == DT_OK) return DT_OK;
-  return core_error_set((dt_status)got, "%s: %s: the job's save failed in "
-                        "another process with %s (its own message says why)",
-                        fn, path, core_status_name((dt_status)got));
-}
-
-static dt_status save_across(const char *path, dt_tensor *const *tensors,
-                             const char *const *names, int n, dt_runtime *rt,
-                             const char *fn) {
-  const dt_placement rep = DT_REPLICATE;
-  dt_mesh *m0 = mesh_create(rt, NULL, (dt_shape){1, {1}}, (const int[]){0}, NULL);
-  dt_tensor **ts = calloc((size_t)n, sizeof *ts);
-  dt_status st = !m0 ? core_last_status()
-                 : !ts ? core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of "
-                                        "host memory", fn)
-                       : DT_OK;
-  for (int i = 0; i < n && st == DT_OK; i++)
-    if (!(ts[i] = mesh_redistribute_to(tensors[i], m0, &rep, false, fn)))
-      st = core_last_status();
-  if (st == DT_OK && rt->proc == 0) st = save_local(path, ts, names, n, rt, fn);
-  for (int i = 0; i < n && ts; i++) core_tensor_release(ts[i]);
-  free(ts);
-  mesh_release(m0);
-  return job_status(rt, st, path, fn);
 }

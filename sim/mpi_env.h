@@ -84,4 +84,40 @@ dt_status sim_mpi_gather_bytes(sim_mpi *m, const void *buf, size_t len,
 /* CLOCK_MONOTONIC in nanoseconds: the clock of sim_mpi_wait's deadlines */
 int64_t sim_mpi_now_ns(void);
 
+/* ---- agreements between the processes' issuing threads
+ * A step that every process of a job takes on its own (a checkpoint's
+ * file-system work: creating, writing, renaming one shared file) and that
+ * must succeed or fail everywhere at once. Each process casts a vote (its
+ * status, a message, a 64-bit key to compare or to hand out); every
+ * process gets every vote, in process order. */
+typedef struct sim_mpi_vote {
+  int32_t status;  /* a dt_status: DT_OK, or this process's failure */
+  int32_t pad;     /* zero */
+  uint64_t key;    /* what the caller compares or hands out */
+  char msg[496];   /* the failure's message (truncated), else empty */
+} sim_mpi_vote;
+
+/* Every process sends `mine` to every other and receives theirs into
+ * all[q] (all has sim_mpi_size entries; all[self] = *mine): 2 (P - 1)
+ * point-to-point messages of 512 bytes on the handle's collective
+ * communicator with tag 0, which no group of sim/coll_proc.c uses (their
+ * tags are 1 .. ub - 1), so an agreement never matches a collective's
+ * traffic. Messages between two processes with one tag and communicator
+ * do not overtake each other, so consecutive agreements pair up in order:
+ * every process must take the same agreements in the same order, from
+ * one thread per handle at a time (a process-wide lock serialises
+ * concurrent callers, but their order across processes would then be
+ * the lock's). A process that failed before an agreement must still take
+ * it (with its failure as its vote). Waits until deadline_ns
+ * (sim_mpi_now_ns's clock; <= 0: none); NULL m (one process): all[0] =
+ * *mine, DT_OK.
+ * Returns: DT_OK once every vote is in (the votes say who failed);
+ * DT_ERR_TIMEOUT ("what: process q did not reach this step within the
+ * deadline") or DT_ERR_DEVICE (an MPI failure); after either, later
+ * agreements on m may mismatch (the job is broken). Thread safety: any
+ * thread, not a rank thread waiting on ranks' work. */
+dt_status sim_mpi_agree(sim_mpi *m, const sim_mpi_vote *mine,
+                        sim_mpi_vote *all, int64_t deadline_ns,
+                        const char *what);
+
 #endif

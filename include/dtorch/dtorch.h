@@ -734,7 +734,10 @@ typedef struct dt_load_options {
  * later, as the tensor's poison (a fetch or future on it fails with the
  * original message) — a read that fails or ends early. Ownership: caller
  * releases; path and name are copied. Thread safety: any thread, any
- * number at once, also from future callbacks. */
+ * number at once, also from future callbacks. A multi-process job
+ * (launcher "mpi"): every process calls it alike, in the same order, on
+ * a file they share; each reads only its ranks' byte ranges; an error in
+ * any process fails the call in every process (docs/io.md). */
 DT_API dt_tensor *dt_load_safetensors(const char *path, const char *name,
                                       const dt_load_options *opts);
 /* The same, and a future that completes when every rank has read its
@@ -755,7 +758,11 @@ DT_API dt_future *dt_load_safetensors_async(const char *path, const char *name,
  * (DT_ERR_INVALID_ARGUMENT, or the poison's status), a write or fsync
  * that fails (DT_ERR_IO, naming path and the reason). Ownership: borrows
  * everything. Thread safety: any thread but a rank's; two saves to one
- * path: the last rename wins, both files whole. */
+ * path: the last rename wins, both files whole. A multi-process job
+ * (launcher "mpi"): every process calls it alike, in the same order, and
+ * they write one file on a shared file system together, each only its
+ * ranks' ranges (process 0 creates and renames); an error in any process
+ * fails the call in every process (docs/io.md). */
 DT_API dt_status dt_save_safetensors(const char *path,
                                      dt_tensor *const *tensors,
                                      const char *const *names, int n);
