@@ -67,13 +67,13 @@ typedef struct exec_record {
 
 size_t runtime_exec_record_size(void) { return sizeof(exec_record); }
 
-/* Binds the calling rank thread to the (rank mod k)-th of the k CPUs its
+/* Binds the calling rank thread to the (i mod k)-th of the k CPUs its
  * affinity mask (inherited from the thread that made the runtime) allows;
  * nothing if that mask cannot be read. */
-static void pin_to_cpu(int rank) {
+static void pin_to_cpu(int i) {
   cpu_set_t allowed, one;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-  int k = CPU_COUNT(&allowed), want = rank % (k > 0 ? k : 1);
+  int k = CPU_COUNT(&allowed), want = i % (k > 0 ? k : 1);
   for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; cpu++) {
     if (!CPU_ISSET(cpu, &allowed) || seen++ != want) continue;
     CPU_ZERO(&one);
@@ -97,7 +97,10 @@ void runtime_exec_rank_init(void *ctx, int rank) {
   core_fault_mark_thread(rank);
   dt_runtime *rt = ctx;
   runtime_gate_mark_own(rt); /* its publishes need no gate (gate.c) */
-  if (rt->pin_ranks) pin_to_cpu(rank);
+  /* the local index, shifted by the process's index: processes of one
+   * job sharing a node (mpirun --bind-to none) put their first ranks, the
+   * leaders of their cross-process collectives, on different CPUs */
+  if (rt->pin_ranks) pin_to_cpu(rank - rt->first_rank + rt->proc);
   /* the rank's device (CUDA: its GPU current on this thread); a failure
    * shows in the rank's first kernel launch, which then fails with it */
   if (rt->backend->rank_init) (void)rt->backend->rank_init(rt, rank);

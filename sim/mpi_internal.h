@@ -43,9 +43,9 @@ typedef enum sim_mpi_req_state {
 
 /* Waits for every request in reqs[0..n) to complete, or until deadline_ns
  * (sim_mpi_now_ns's clock; <= 0: no deadline).
- * Polls with MPI_Testsome: a spin of ~20 us, then sleeps of 20 us growing
- * to 50 us between tests, so a waiting rank thread leaves its core to the
- * busy ones at a cost of at most ~50 us of latency.
+ * Polls with MPI_Testsome: a spin of ~20 us, then sched_yield for up to
+ * 5 ms (a peer sharing the core runs, and an answer is seen within a
+ * yield), then sleeps of 50 us growing to 1 ms (a slow or stopped peer).
  * On return every reqs[i] is MPI_REQUEST_NULL (completed or freed) and, if
  * state is not NULL, state[i] says what became of request i.
  * Returns: DT_OK, all done. DT_ERR_TIMEOUT at the deadline ("what: timed
