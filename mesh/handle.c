@@ -380,6 +380,17 @@ static dt_status gather_to_host(dt_tensor *t, void *dst, bool wait,
                   wait, out, fn);
 }
 
+dt_tensor *mesh_replicated(dt_tensor *t, const char *fn) {
+  dt_placement pl[DT_MAX_DIMS];
+  bool replicated = true;
+  for (int i = 0; i < t->spec->mesh->ndim; i++) {
+    replicated = replicated && t->spec->placements[i].kind == DT_PLACEMENT_REPLICATE;
+    pl[i] = DT_REPLICATE;
+  }
+  return replicated ? core_tensor_retain(t)
+                    : mesh_redistribute_to(t, t->spec->mesh, pl, false, fn);
+}
+
 /* the first mesh index whose rank runs in this process, or -1 */
 static int first_local(const dt_mesh *m) {
   for (int i = 0; i < m->size; i++)
@@ -430,14 +441,7 @@ static dt_status to_host_across(dt_tensor *t, void *dst, bool wait,
                           "which must fetch it", fn, rt->proc, rt->first_rank,
                           rt->first_rank + rt->nlocal - 1, where);
   }
-  dt_placement pl[DT_MAX_DIMS];
-  bool replicated = true;
-  for (int i = 0; i < m->ndim; i++) {
-    replicated = replicated && t->spec->placements[i].kind == DT_PLACEMENT_REPLICATE;
-    pl[i] = DT_REPLICATE;
-  }
-  dt_tensor *r = replicated ? core_tensor_retain(t)
-                            : mesh_redistribute_to(t, t->spec->mesh, pl, false, fn);
+  dt_tensor *r = mesh_replicated(t, fn);
   if (!r) return core_last_status();
   dt_status st = host_job(r, dst, 0, -1, mesh_exec_gather, mesh_exec_gather_done,
                           own, wait, out, fn);

@@ -24,6 +24,9 @@ bool mesh_spec_equal(const core_spec *a, dt_dtype da, const core_spec *b,
 /* the most elements any rank of t's mesh holds (t's numel for a
  * single-device tensor): a dry run's cost of an op */
 int64_t mesh_dry_max_box(const dt_tensor *t);
+/* t (a DTensor) with every placement Replicate: t itself (retained) when
+ * it is, else a redistribution (collective); NULL + error naming fn */
+dt_tensor *mesh_replicated(dt_tensor *t, const char *fn);
 /* ---- multi-process jobs (mesh/agree.c) */
 /* whether some rank of m runs in another process */
 bool mesh_is_split(const dt_mesh *m);

@@ -601,15 +601,7 @@ dt_tensor *mesh_spmd_to_local(dt_tensor *t) {
  * ranks' same calls), then this rank's replica is copied. */
 dt_status mesh_spmd_to_host(dt_tensor *t, void *dst, size_t bytes, bool wait,
                             dt_future **out, const char *fn) {
-  const dt_mesh *m = t->spec->mesh;
-  dt_placement pl[DT_MAX_DIMS];
-  bool replicated = true;
-  for (int i = 0; i < m->ndim; i++) {
-    replicated = replicated && t->spec->placements[i].kind == DT_PLACEMENT_REPLICATE;
-    pl[i] = DT_REPLICATE;
-  }
-  dt_tensor *r = replicated ? core_tensor_retain(t)
-                            : mesh_redistribute_to(t, t->spec->mesh, pl, false, fn);
+  dt_tensor *r = mesh_replicated(t, fn);
   if (!r) return core_last_status();
   dt_tensor *local = mesh_spmd_to_local(r);
   core_tensor_release(r);
