@@ -346,9 +346,12 @@ static dt_status lead(sim_coll_group *g, uint64_t k, int64_t deadline) {
   if (local == DT_OK) {
     pl = sim_xp_plan_new(g, k, E);
     void *area = pl ? sim_xp_stage(x, sim_xp_plan_bytes(pl)) : NULL;
-    if (pl && area) {
-      sim_xp_plan_prepare(pl, area);
-    } else {
+    if (pl && area && sim_xp_plan_prepare(pl, area) != DT_OK) {
+      local = core_last_status(); /* every process fails the round with it */
+      snprintf(why, sizeof why, "%s", core_last_error());
+      sim_xp_plan_free(pl);
+      pl = NULL;
+    } else if (!pl || !area) {
       local = DT_ERR_OUT_OF_MEMORY;
       snprintf(why, sizeof why, "%s on group %s: process %d is out of host "
                "memory for the exchange", kind, g->name, g->world->proc);

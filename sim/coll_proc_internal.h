@@ -57,7 +57,7 @@ sim_xp_plan *sim_xp_plan_new(sim_coll_group *g, uint64_t k,
 /* the scratch it needs */
 size_t sim_xp_plan_bytes(const sim_xp_plan *pl);
 /* computes what is sent (partials, packed blocks) into area */
-void sim_xp_plan_prepare(sim_xp_plan *pl, void *area);
+dt_status sim_xp_plan_prepare(sim_xp_plan *pl, void *area);
 /* the first phase's bytes to / from process pi, and where */
 int64_t sim_xp_plan_sbytes(const sim_xp_plan *pl, int pi);
 const void *sim_xp_plan_sbuf(const sim_xp_plan *pl, int pi);

@@ -31,6 +31,9 @@
 #include "sim/coll_proc_internal.h"
 #include "sim/coll_reduce.h"
 
+struct sim_xp_plan;
+static dt_status run_kind(struct sim_xp_plan *pl, int64_t deadline);
+
 struct sim_xp_plan {
   sim_coll_group *g;
   sim_coll_xp *x;
@@ -44,6 +47,9 @@ struct sim_xp_plan {
   int64_t count;          /* all_reduce / broadcast; the total otherwise */
   const int64_t *counts;  /* blocks (the leader's array: equal everywhere) */
   bool full;              /* all_reduce: everyone evaluates the whole root */
+  bool oom;               /* a scratch array could not be had: the round
+                             fails in this process (its partials or
+                             results are incomplete) */
   int nmine;              /* my subtrees */
   char *area;
   int64_t *sb, *rb, *so, *ro; /* per process: bytes and area offsets */
@@ -212,8 +218,12 @@ static const char *in_of(const sim_xp_plan *pl, int j) {
 
 /* my subtrees' partials over every element, in the compute type */
 static void partials(sim_xp_plan *pl) {
-  sim_coll_node leaf[64];
+  sim_coll_node leaf[64] = {{0}};
   sim_coll_node *nodes = pl->n <= 64 ? leaf : malloc((size_t)pl->n * sizeof *nodes);
+  if (!nodes) { /* the exchange then fails: the plan notes it */
+    pl->oom = true;
+    return;
+  }
   int64_t one = pl->count * (int64_t)pl->as;
   for (int i = 0, t = 0; i < pl->x->nsub; i++) {
     if (pl->x->sub_proc[i] != pl->me) continue;
@@ -268,7 +278,7 @@ static void prepare_a2a(sim_xp_plan *pl) {
   }
 }
 
-void sim_xp_plan_prepare(sim_xp_plan *pl, void *area) {
+dt_status sim_xp_plan_prepare(sim_xp_plan *pl, void *area) {
   pl->area = area;
   int root_p = sim_coll_is_rooted(pl->kind) ? pl->x->pidx[pl->root] : -1;
   switch (pl->kind) {
@@ -315,6 +325,11 @@ void sim_xp_plan_prepare(sim_xp_plan *pl, void *area) {
     break;
   default: break;
   }
+  return pl->oom ? core_error_set(DT_ERR_OUT_OF_MEMORY, "%s on group %s: process "
+                                  "%d is out of host memory for its partials",
+                                  sim_coll_kind_names[pl->kind], pl->g->name,
+                                  pl->g->world->proc)
+                 : DT_OK;
 }
 
 /* the first phase's payloads that did not travel inline */
@@ -342,8 +357,12 @@ static dt_status exchange_big(sim_xp_plan *pl, int64_t deadline) {
 static void combine(sim_xp_plan *pl, int64_t mine_at, int64_t recv_at,
                     int64_t recv_len, int64_t len, void *out) {
   int ns = pl->x->nsub;
-  sim_coll_node small[64];
+  sim_coll_node small[64] = {{0}};
   sim_coll_node *nodes = ns <= 64 ? small : malloc((size_t)ns * sizeof *nodes);
+  if (!nodes) {
+    pl->oom = true;
+    return;
+  }
   int64_t one = pl->count * (int64_t)pl->as;
   for (int i = 0; i < ns; i++) {
     int p = pl->x->sub_proc[i], t = sub_rank(pl, i);
@@ -471,6 +490,15 @@ static void run_a2a(sim_xp_plan *pl) {
 dt_status sim_xp_plan_run(sim_xp_plan *pl, int64_t deadline) {
   dt_status st = exchange_big(pl, deadline);
   if (st != DT_OK) return st;
+  st = run_kind(pl, deadline);
+  if (st == DT_OK && pl->oom)
+    st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s on group %s: out of host "
+                        "memory in process %d", sim_coll_kind_names[pl->kind],
+                        pl->g->name, pl->g->world->proc);
+  return st;
+}
+
+static dt_status run_kind(sim_xp_plan *pl, int64_t deadline) {
   switch (pl->kind) {
   case KIND_ALL_REDUCE: return run_all_reduce(pl, deadline);
   case KIND_REDUCE_SCATTER: run_reduce_scatter(pl); break;
