@@ -28,7 +28,7 @@ demo: build
 
 # the main job as 2 processes of an MPI job (docs/multiprocess.md)
 demo-mpi: build
-	scripts/mpirun.sh mpirun -np 2 $(BUILD)/dtorch demo --launcher mpi
+	DTORCH_MPIRUN_TAG=0 scripts/mpirun.sh mpirun -np 2 $(BUILD)/dtorch demo --launcher mpi
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
