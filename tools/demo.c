@@ -266,6 +266,10 @@ static void print_header(const demo_run *r) {
   printf(", %s loss, AdamW lr %g\n", c->loss == DEMO_LOSS_MSE ? "mse" : "ce", c->lr);
   char buf[1024];
   dt_mesh_format(r->mesh, buf, sizeof buf);
+  int np = dt_runtime_num_processes(r->rt);
+  if (np > 1)
+    printf("processes: %d MPI processes, %d ranks each (this is process 0)\n",
+           np, dt_runtime_num_ranks(r->rt) / np);
   printf("distributed: %s (strict)\nsingle device: a 1-rank runtime, "
          "same initial values and batches\n\n", buf);
   printf("%4s %13s %13s %9s %9s %9s  %-39s %6s %10s\n", "step", "loss",
