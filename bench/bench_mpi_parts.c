@@ -17,8 +17,8 @@
  * same functions (sim_coll_tree_reduce, sim_coll_copy) and buffers of the
  * same sizes, each step best of reps (processes aligned by a barrier; the
  * slowest process's time). MPI's waits are timed twice: MPI_Waitall, and
- * the way sim_mpi_wait waits (MPI_Testsome spinning 20 us, then sleeps of
- * 20 us growing to 50 us between tests). One JSON line per size:
+ * through sim_mpi_wait itself (the collectives' wait: MPI_Testsome
+ * spinning, then yielding, then sleeping). One JSON line per size:
  *   {"bench":"mpi_all_reduce_parts","procs":P,"ranks":N,"bytes":S,
  *    "partials_us":..,"pack_us":..,"exchange_us":..,"exchange_polled_us":..,
  *    "combine_us":..,"gather_us":..,"gather_polled_us":..,"fan_out_us":..,
@@ -38,6 +38,7 @@
 
 #include "bench/bench.h"
 #include "sim/coll_reduce.h"
+#include "sim/mpi_internal.h"
 
 enum { PT_PARTIALS, PT_PACK, PT_EXCHANGE, PT_EXCHANGE_POLLED, PT_COMBINE,
        PT_GATHER, PT_GATHER_POLLED, PT_FAN_OUT, PT_MPI, PT_COUNT };
@@ -55,20 +56,9 @@ typedef struct parts {
   bool bad;
 } parts;
 
-/* as sim_mpi_wait waits (sim/mpi_env.c) */
+/* the way the collectives wait: sim_mpi_wait itself (no deadline) */
 static void polled_wait(MPI_Request *r, int n) {
-  int idx[2 * 64], done = 0, out = 0;
-  double spin_until = bench_now() + 20e-6;
-  long nap = 20000;
-  while (done < n) {
-    MPI_Testsome(n, r, &out, idx, MPI_STATUSES_IGNORE);
-    if (out == MPI_UNDEFINED) break;
-    done += out;
-    if (done >= n || bench_now() < spin_until) continue;
-    struct timespec ts = {0, nap};
-    nanosleep(&ts, NULL);
-    if (nap < 50000) nap += 10000;
-  }
+  (void)sim_mpi_wait(NULL, r, n, 0, NULL, "bench");
 }
 
 /* segments of every other process: `gather` sends mine of fin and
