@@ -304,6 +304,12 @@ static inline bool sim_coll_is_rooted(sim_coll_kind k) {
  * only members in this process are read */
 dt_status sim_coll_check_round(const sim_coll_group *g, int member, uint64_t k,
                                const sim_coll_entry *E);
+/* whether member j of g runs in this process: one load in a group of one
+ * process (the in-process rounds' loops call it per member) */
+bool sim_coll_xp_local(const sim_coll_group *g, int j);
+static inline bool sim_coll_here(const sim_coll_group *g, int j) {
+  return !g->xp || sim_coll_xp_local(g, j);
+}
 /* the completion barrier of member's round (collectives.c) */
 void sim_coll_depart_barrier(sim_coll_group *g, int member);
 

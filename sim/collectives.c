@@ -460,12 +460,12 @@ static size_t put_ranks(char *p, const sim_coll_group *g, const bool *flags,
                         bool want) {
   int count = 0;
   for (int j = 0; j < g->n; j++)
-    count += flags[j] == want && sim_coll_xp_local(g, j);
+    count += flags[j] == want && sim_coll_here(g, j);
   if (!count) return (size_t)sprintf(p, "none");
   size_t len = (size_t)sprintf(p, count == 1 ? "rank " : "ranks ");
   const char *sep = "";
   for (int j = 0; j < g->n; j++)
-    if (flags[j] == want && sim_coll_xp_local(g, j)) {
+    if (flags[j] == want && sim_coll_here(g, j)) {
       len += (size_t)sprintf(p + len, "%s%d", sep, g->ranks[j]);
       sep = ", ";
     }
@@ -689,7 +689,7 @@ static dt_status desync_error(const sim_coll_group *g, uint64_t k,
   size_t n = 0;
   put(msg, sizeof msg, &n, "%s on group %s (seq %llu): members disagree: ",
       sim_coll_kind_names[E[0].d.kind], g->name, (unsigned long long)k);
-  for (int j = 0; j < g->n; j++) seen[j] = !sim_coll_xp_local(g, j);
+  for (int j = 0; j < g->n; j++) seen[j] = !sim_coll_here(g, j);
   for (int j = 0, shown = 0; j < g->n; j++) {
     if (seen[j]) continue;
     if (shown++ == 6) {
@@ -725,20 +725,20 @@ dt_status sim_coll_check_round(const sim_coll_group *g, int member, uint64_t k,
   unsigned long long seq = (unsigned long long)k;
   /* another process's members have no entry here: never read theirs */
   for (int j = 0; j < g->n; j++)
-    if (sim_coll_xp_local(g, j) && E[j].abstain)
+    if (sim_coll_here(g, j) && E[j].abstain)
       return core_error_set(E[j].bad, "%s on group %s (seq %llu): member %d "
                             "(rank %d) could not take part: %s", kind,
                             g->name, seq, j, g->ranks[j],
                             (const char *)E[j].data);
   for (int j = 0; j < g->n; j++)
-    if (sim_coll_xp_local(g, j) && E[j].bad != DT_OK)
+    if (sim_coll_here(g, j) && E[j].bad != DT_OK)
       return core_error_set(E[j].bad, "%s on group %s (seq %llu): member %d "
                           "(rank %d) passed invalid arguments (%s); nothing "
                           "was moved", kind, g->name, seq, j, g->ranks[j],
                           core_status_name(E[j].bad));
   if (g->xp) { /* the local members; the other processes' headers next */
     for (int j = 0; j < g->n; j++)
-      if (sim_coll_xp_local(g, j) && !same_call(&E[member].d, &E[j].d))
+      if (sim_coll_here(g, j) && !same_call(&E[member].d, &E[j].d))
         return desync_error(g, k, E);
     return DT_OK;
   }
