@@ -6,6 +6,8 @@ import numbers
 import torch
 
 from . import _errors, _lib
+from ._inplace import InplaceMethods
+from ._methods import TensorMethods
 from .distributed_spec import DeviceMesh, Placement, Replicate, _device, \
     _from_c, _placements_array
 
@@ -103,7 +105,7 @@ def _dims_arg(dim):
     return (ctypes.c_int * len(dims))(*dims), len(dims)
 
 
-class Tensor:
+class Tensor(InplaceMethods, TensorMethods):
     """dtorch.Tensor(data, *, dtype=None, device=None, device_mesh=None,
     placements=None, requires_grad=False): data is a torch.Tensor (or
     anything torch.as_tensor takes); with device_mesh it becomes a DTensor
