@@ -63,6 +63,7 @@ bool sim_coll_xp_local(const sim_coll_group *g, int j) {
 
 void sim_coll_xp_free(sim_coll_xp *x) {
   if (!x) return;
+  sim_xp_shm_release(x, false);
   free(x->procs);
   free(x->pidx);
   free(x->sub_lo);
@@ -192,7 +193,8 @@ void *sim_xp_stage(sim_coll_xp *x, size_t bytes) {
  * leader's; a failed round's: the member's that reports it) */
 static void fill_header(const sim_coll_group *g, uint64_t k,
                         const sim_coll_desc *d, const char *site,
-                        dt_status local, const char *why, sim_xp_header *h) {
+                        dt_status local, const char *why, bool shm,
+                        sim_xp_header *h) {
   const sim_coll_xp *x = g->xp;
   memset(h, 0, sizeof *h);
   h->hash = x->hash;
@@ -204,6 +206,7 @@ static void fill_header(const sim_coll_group *g, uint64_t k,
   h->count = d->count;
   h->sig = d->sig;
   h->status = local;
+  h->shm = shm;
   snprintf(h->site, sizeof h->site, "%s", site ? site : "");
   if (local != DT_OK) snprintf(h->msg, sizeof h->msg, "%.1000s", why);
 }
@@ -287,12 +290,13 @@ static dt_status verdict(const sim_coll_group *g, uint64_t k,
 /* the header exchange: ours (with the small payloads inline) to every
  * other process of the group, theirs into H (ours at H[me]) */
 static dt_status headers(sim_coll_group *g, uint64_t k, const sim_coll_entry *E,
-                         dt_status local, const char *why, sim_xp_plan *pl,
-                         int64_t deadline, sim_xp_header *H) {
+                         dt_status local, const char *why, bool shm,
+                         sim_xp_plan *pl, int64_t deadline, sim_xp_header *H) {
   sim_coll_xp *x = g->xp;
   size_t one = sizeof(sim_xp_header) + SIM_XP_INLINE;
   char *buf = x->hbuf;
-  fill_header(g, k, &E[x->leader].d, E[x->leader].site, local, why, &H[x->me]);
+  fill_header(g, k, &E[x->leader].d, E[x->leader].site, local, why, shm,
+              &H[x->me]);
   sim_xp_msgs *m = sim_xp_msgs_new(g, k, deadline, 2 * x->np);
   if (!m) return core_last_status();
   for (int p = 0; p < x->np; p++) {
@@ -330,9 +334,33 @@ static bool header_room(sim_coll_xp *x) {
   return x->hbuf && x->harr;
 }
 
-/* the leader's part of round k */
-static dt_status lead(sim_coll_group *g, uint64_t k, int64_t deadline) {
+/* round k's plan with its first phase prepared in the leader's scratch,
+ * or NULL with `local` / `why` set to this process's failure */
+static sim_xp_plan *plan_round(sim_coll_group *g, uint64_t k,
+                               const sim_coll_entry *E, dt_status *local,
+                               char *why, size_t len) {
+  const char *kind = sim_coll_kind_names[E[g->xp->leader].d.kind];
+  sim_xp_plan *pl = sim_xp_plan_new(g, k, E);
+  void *area = pl ? sim_xp_stage(g->xp, sim_xp_plan_bytes(pl)) : NULL;
+  if (pl && area && sim_xp_plan_prepare(pl, area) == DT_OK) return pl;
+  if (pl && area) { /* every process fails the round with it */
+    *local = core_last_status();
+    snprintf(why, len, "%s", core_last_error());
+  } else {
+    *local = DT_ERR_OUT_OF_MEMORY;
+    snprintf(why, len, "%s on group %s: process %d is out of host memory for "
+             "the exchange", kind, g->name, g->world->proc);
+  }
+  sim_xp_plan_free(pl);
+  return NULL;
+}
+
+/* the leader's part of round k; *shm: the members take it through the
+ * node-shared window (coll_proc_shm.c) */
+static dt_status lead(sim_coll_group *g, uint64_t k, int64_t deadline,
+                      bool *shm) {
   sim_coll_xp *x = g->xp;
+  *shm = false;
   if (x->broken) return core_error_set(DT_ERR_TIMEOUT, "%s", x->broken);
   const char *kind = sim_coll_kind_names[g->entries[k & 1][x->leader].d.kind];
   if (!header_room(x))
@@ -342,30 +370,29 @@ static dt_status lead(sim_coll_group *g, uint64_t k, int64_t deadline) {
   dt_status local = sim_coll_check_round(g, x->leader, k, E);
   char why[SIM_XP_MSG];
   snprintf(why, sizeof why, "%s", local != DT_OK ? core_last_error() : "");
+  bool can = local == DT_OK && sim_xp_shm_capable(g, &E[x->leader].d);
   sim_xp_plan *pl = NULL;
-  if (local == DT_OK) {
-    pl = sim_xp_plan_new(g, k, E);
-    void *area = pl ? sim_xp_stage(x, sim_xp_plan_bytes(pl)) : NULL;
-    if (pl && area && sim_xp_plan_prepare(pl, area) != DT_OK) {
-      local = core_last_status(); /* every process fails the round with it */
-      snprintf(why, sizeof why, "%s", core_last_error());
-      sim_xp_plan_free(pl);
-      pl = NULL;
-    } else if (!pl || !area) {
-      local = DT_ERR_OUT_OF_MEMORY;
-      snprintf(why, sizeof why, "%s on group %s: process %d is out of host "
-               "memory for the exchange", kind, g->name, g->world->proc);
-      sim_xp_plan_free(pl);
-      pl = NULL;
-    }
-  }
+  if (local == DT_OK && !can) pl = plan_round(g, k, E, &local, why, sizeof why);
   sim_xp_header *H = x->harr;
-  dt_status st = headers(g, k, E, local, why, pl, deadline, H);
+  dt_status st = headers(g, k, E, local, why, can, pl, deadline, H);
   if (st == DT_OK) {
     st = verdict(g, k, H);
     for (int p = 0; st != DT_OK && p < x->np; p++)
       if (p != x->me && H[p].broken && !x->broken) /* as theirs: see abandon */
         x->broken = str_printf("%s; the group stays broken", core_last_error());
+  }
+  bool all = can;
+  for (int p = 0; st == DT_OK && p < x->np; p++) all = all && H[p].shm;
+  if (st == DT_OK && all) {
+    st = sim_xp_shm_ensure(g, &E[x->leader].d);
+    *shm = st == DT_OK;
+    return st;
+  }
+  /* a process that would not use the window: the messages (the first
+   * phase was too large to travel in the headers) */
+  if (st == DT_OK && can) {
+    pl = plan_round(g, k, E, &local, why, sizeof why);
+    if (!pl) st = core_error_set(local, "%s", why);
   }
   if (st == DT_OK) st = sim_xp_plan_run(pl, deadline);
   sim_xp_plan_free(pl);
@@ -404,7 +431,7 @@ static void tell_others(sim_coll_group *g, uint64_t k, const sim_coll_desc *d,
                         sim_xp_header *h) {
   sim_coll_xp *x = g->xp;
   /* this member's call (the leader may be the member that left) */
-  fill_header(g, k, d, site, st, why, h);
+  fill_header(g, k, d, site, st, why, false, h);
   h->broken = 1;
   sim_xp_msgs *m = sim_xp_msgs_new(g, k, sim_coll_deadline(g->world), x->np);
   if (m) {
@@ -422,12 +449,14 @@ dt_status sim_coll_xp_round(sim_coll_group *g, int member, uint64_t k,
   sim_coll_xp *x = g->xp;
   int s = (int)(k & 1);
   if (member == x->leader) {
-    x->st[s] = lead(g, k, deadline);
+    x->st[s] = lead(g, k, deadline, &x->shm_go[s]);
     snprintf(x->msg[s], sizeof x->msg[s], "%s",
              x->st[s] != DT_OK ? core_last_error() : "");
   }
   /* the leader's outputs and verdict, before the others return */
   sim_coll_depart_barrier(g, member);
-  if (x->st[s] == DT_OK) return DT_OK;
-  return core_error_set(x->st[s], "%s", x->msg[s]);
+  if (x->st[s] != DT_OK) return core_error_set(x->st[s], "%s", x->msg[s]);
+  /* every member works; nobody reads another's buffers after its
+   * second arrival there, so no completion barrier follows */
+  return x->shm_go[s] ? sim_xp_shm_all_reduce(g, member, k, deadline) : DT_OK;
 }

@@ -16,6 +16,7 @@ struct sim_coll_group;
 struct sim_coll_desc;
 struct sim_coll_world;
 struct sim_mpi;
+typedef struct sim_xp_shm sim_xp_shm;
 
 /* a call site and a failure message as a round's verdict carries them */
 #define SIM_XP_MSG 1536
@@ -46,6 +47,9 @@ typedef struct sim_coll_xp {
                           report_lock) */
   void *stage;         /* the leader's scratch, kept between rounds */
   size_t stage_cap;
+  bool shm_go[2];      /* round k & 1 goes through the shared window
+                          (written with st[], read after the barrier) */
+  struct sim_xp_shm *shm; /* the node-shared window, or NULL */
   void *hbuf;          /* header messages: two per process */
   struct sim_xp_header *harr; /* every process's header of the round */
 } sim_coll_xp;
@@ -56,6 +60,15 @@ typedef struct sim_coll_xp {
 sim_coll_xp *sim_coll_xp_new(struct sim_coll_world *w, const int *ranks, int n,
                              bool *err);
 void sim_coll_xp_free(sim_coll_xp *x);
+/* frees x's node-shared window: with `collective`, through MPI
+ * (collective over the group's processes: every process must release its
+ * groups' windows in one order, sim_coll_world_destroy goes by hash;
+ * nothing for a broken group's, left to the process's exit); without,
+ * only this process's record of it (sim_coll_xp_free) */
+void sim_xp_shm_release(sim_coll_xp *x, bool collective);
+/* how many rounds this process's leaders took through a node-shared
+ * window (a count for tests and benchmarks) */
+int64_t sim_xp_shm_rounds(void);
 /* whether member j of g runs in this process */
 bool sim_coll_xp_local(const struct sim_coll_group *g, int j);
 /* Round k of g after its local rendezvous: the leader's exchange, the

@@ -24,6 +24,8 @@ typedef struct sim_xp_header {
   int32_t status;         /* its local verdict: DT_OK, or why it failed */
   int32_t broken;         /* its group broke here (sim_coll_xp_abandon):
                              the receiver's stays broken too */
+  int32_t shm;            /* it would take the round through the shared
+                             window (sim_xp_shm_capable) */
   int64_t inline_bytes;   /* the payload after the header */
   char site[SIM_COLL_SITE];
   char msg[1024];         /* the failure's message */
@@ -68,5 +70,18 @@ void *sim_xp_plan_rbuf(sim_xp_plan *pl, int pi);
  * phase) and every local member's output */
 dt_status sim_xp_plan_run(sim_xp_plan *pl, int64_t deadline);
 void sim_xp_plan_free(sim_xp_plan *pl);
+
+/* ---- the node-shared window (coll_proc_shm.c) */
+/* whether this process would take call d through the group's shared
+ * window (a large all_reduce, every process of the group on this node,
+ * DTORCH_MPI_SHM); said in the round's header: the window is used only
+ * when every process says so */
+bool sim_xp_shm_capable(const sim_coll_group *g, const sim_coll_desc *d);
+/* the leader, after a verdict every process shares: the group's window
+ * holds call d (made or grown: collective over the group's processes) */
+dt_status sim_xp_shm_ensure(sim_coll_group *g, const sim_coll_desc *d);
+/* every local member, after the verdict's barrier: its part of round k */
+dt_status sim_xp_shm_all_reduce(sim_coll_group *g, int member, uint64_t k,
+                                int64_t deadline);
 
 #endif

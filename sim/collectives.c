@@ -191,8 +191,30 @@ static void group_free(sim_coll_group *g) {
   free(g);
 }
 
+static int by_hash(const void *a, const void *b) {
+  uint64_t x = (*(sim_coll_group *const *)a)->xp->hash;
+  uint64_t y = (*(sim_coll_group *const *)b)->xp->hash;
+  return x < y ? -1 : x > y;
+}
+
+/* the groups' node-shared windows, freed in one order in every process
+ * (by their rank lists' hashes: MPI_Win_free is collective) */
+static void release_windows(sim_coll_world *w) {
+  int n = 0;
+  for (sim_coll_group *g = w->groups; g; g = g->next) n += g->xp && g->xp->shm;
+  sim_coll_group **v = n ? malloc((size_t)n * sizeof *v) : NULL;
+  if (!v) return; /* none, or no memory: the windows are left to the exit */
+  int i = 0;
+  for (sim_coll_group *g = w->groups; g; g = g->next)
+    if (g->xp && g->xp->shm) v[i++] = g;
+  qsort(v, (size_t)n, sizeof *v, by_hash);
+  for (i = 0; i < n; i++) sim_xp_shm_release(v[i]->xp, true);
+  free(v);
+}
+
 void sim_coll_world_destroy(sim_coll_world *w) {
   if (!w) return;
+  release_windows(w);
   for (sim_coll_group *g = w->groups, *next; g; g = next) {
     next = g->next;
     group_free(g);

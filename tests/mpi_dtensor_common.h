@@ -98,6 +98,21 @@ static char *encode(const double *v, int64_t n, dt_dtype d) {
   return b;
 }
 
+/* the host value of a genuine Partial: the sum / max over dim 0 of the
+ * base values (q rows of `rest` elements), in double */
+static double *reduce_rows(const double *base, int64_t q, int64_t rest,
+                           bool max) {
+  double *v = calloc((size_t)(rest ? rest : 1), sizeof *v);
+  for (int64_t j = 0; j < rest; j++) {
+    v[j] = max ? -INFINITY : 0;
+    for (int64_t i = 0; i < q; i++) {
+      double x = base[i * rest + j];
+      v[j] = max ? fmax(v[j], x) : v[j] + x;
+    }
+  }
+  return v;
+}
+
 /* ---- torch.chunk slicing: a Shard(k) on mesh dim i cuts the range that
  * the mesh dims before it left of tensor dim k into pieces of
  * ceil(len / m_i), keeping piece coords[i] (empty past the end) */

@@ -60,21 +60,6 @@ static const rcase two_dim[] = {
   {"[P(max),S(0)]->[R,R]", SRC_MAX, {PM, S0}, {R_, R_}},
 };
 
-/* the host value of a genuine Partial: the sum / max over dim 0 of the
- * base values (q rows of `rest` elements), in double */
-static double *reduce_rows(const double *base, int64_t q, int64_t rest,
-                           bool max) {
-  double *v = calloc((size_t)(rest ? rest : 1), sizeof *v);
-  for (int64_t j = 0; j < rest; j++) {
-    v[j] = max ? -INFINITY : 0;
-    for (int64_t i = 0; i < q; i++) {
-      double x = base[i * rest + j];
-      v[j] = max ? fmax(v[j], x) : v[j] + x;
-    }
-  }
-  return v;
-}
-
 /* the case's input on mesh m (of rt or ref) and its host value (bytes in
  * the input's dtype, malloc'd); *tol the tolerance of a reduced value */
 static dt_tensor *make_input(const rcase *c, dt_mesh *m, dt_shape ms,
