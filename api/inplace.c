@@ -147,7 +147,7 @@ static dt_status check_writable(const dt_tensor *dst) {
 static dt_status check_grad(const dt_tensor *dst, const dt_tensor *src) {
   if (!dispatch_grad_enabled()) return DT_OK;
   if (dst->requires_grad && !dispatch_grad_fn_name(dst))
-    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: a leaf tensor that "
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: a leaf Variable that "
                           "requires grad is being used in an in-place "
                           "operation (dst); write it with grad mode off "
                           "(dt_set_grad_enabled(false)), as optimisers and "

@@ -294,7 +294,7 @@ static void test_autograd(void **state) {
   dt_tensor *z = dt_zeros(DT_SHAPE(3), NULL);
   /* a leaf that requires grad: refused with grad mode on, allowed off */
   tu_expect_status(dt_copy_(w, z), DT_ERR_INVALID_ARGUMENT,
-                   "a leaf tensor that requires grad is being used in an "
+                   "a leaf Variable that requires grad is being used in an "
                    "in-place operation", NULL);
   bool was = dt_set_grad_enabled(false);
   copy_ok(w, x); /* w = [1, 2, 3] */
