@@ -16,8 +16,11 @@
  *      partial in the window, then arrives (its slot = phase + 1);
  *   B  when every member of the group has arrived, member j (of n)
  *      evaluates the tree's root over element range j from all the
- *      partials into the result, and arrives (phase + 2);
- *   C  when all have, each member copies the result into its own output.
+ *      partials, piece by piece into a small scratch, and stores each
+ *      piece to the result and to every output of its process while it
+ *      is in cache; then arrives (phase + 2);
+ *   C  when all have, each member copies into its own output the ranges
+ *      the other processes' members reduced.
  *
  * The tree and its subtrees are those of the message path and of one
  * process, evaluated on element ranges (which the tree's order does not
@@ -308,8 +311,14 @@ static dt_status partials(sim_coll_group *g, int member, const sim_coll_entry *E
   return st;
 }
 
-/* phase B: the root over my range of the elements, from every partial */
-static dt_status root(sim_coll_group *g, int member, const sim_coll_desc *d) {
+/* elements per piece of phase B: reduced into an L1/L2 scratch, then
+ * stored to the window and to this process's outputs while it is hot */
+#define PIECE_ELEMS ((int64_t)8192)
+
+/* phase B: the root over my range of the elements, from every partial,
+ * into the result and into every local member's output */
+static dt_status root(sim_coll_group *g, int member, const sim_coll_entry *E,
+                      const sim_coll_desc *d) {
   sim_coll_xp *x = g->xp;
   size_t ds = core_dtype_size(d->dtype), as = sim_coll_acc_size(d->dtype);
   int64_t lo, hi;
@@ -318,19 +327,52 @@ static dt_status root(sim_coll_group *g, int member, const sim_coll_desc *d) {
   sim_coll_node small[64];
   sim_coll_node *nodes = x->nsub <= 64 ? small
                                        : malloc((size_t)x->nsub * sizeof *nodes);
-  if (!nodes)
+  char *piece = malloc((size_t)PIECE_ELEMS * ds);
+  if (!nodes || !piece) {
+    if (nodes != small) free(nodes);
+    free(piece);
     return core_error_set(DT_ERR_OUT_OF_MEMORY, "all_reduce on group %s: out of "
                           "host memory", g->name);
-  for (int i = 0; i < x->nsub; i++)
-    nodes[i] = (sim_coll_node){.lo = x->sub_lo[i], .hi = x->sub_hi[i],
-                               .acc = true,
-                               .p = x->shm->base + part_at(g, d, i) +
-                                    lo * (int64_t)as};
-  dt_status st = sim_coll_tree_reduce(nodes, x->nsub, g->n, hi - lo, d->dtype,
-                                      d->op, x->shm->base + result_at(g, d) +
-                                      lo * (int64_t)ds, false);
+  }
+  bool stream = sim_coll_streams((hi - lo) * (int64_t)ds);
+  dt_status st = DT_OK;
+  for (int64_t at = lo; st == DT_OK && at < hi; at += PIECE_ELEMS) {
+    int64_t len = hi - at < PIECE_ELEMS ? hi - at : PIECE_ELEMS;
+    for (int i = 0; i < x->nsub; i++)
+      nodes[i] = (sim_coll_node){.lo = x->sub_lo[i], .hi = x->sub_hi[i],
+                                 .acc = true,
+                                 .p = x->shm->base + part_at(g, d, i) +
+                                      at * (int64_t)as};
+    st = sim_coll_tree_reduce(nodes, x->nsub, g->n, len, d->dtype, d->op,
+                              piece, false);
+    int64_t off = at * (int64_t)ds, bytes = len * (int64_t)ds;
+    sim_coll_copy(x->shm->base + result_at(g, d) + off, piece, bytes, stream);
+    for (int j = 0; j < g->n; j++)
+      if (x->pidx[j] == x->me)
+        sim_coll_copy((char *)E[j].d.out + off, piece, bytes, stream);
+  }
   if (nodes != small) free(nodes);
+  free(piece);
   return st;
+}
+
+/* phase C: the ranges other processes' members reduced, into my output
+ * (my process's were written in phase B) */
+static void collect(sim_coll_group *g, int member, const sim_coll_entry *E,
+                    const sim_coll_desc *d) {
+  sim_coll_xp *x = g->xp;
+  size_t ds = core_dtype_size(d->dtype), as = sim_coll_acc_size(d->dtype);
+  const char *res = x->shm->base + result_at(g, d);
+  bool stream = sim_coll_streams(d->count * (int64_t)ds);
+  for (int j = 0; j < g->n; j++) {
+    if (x->pidx[j] == x->me) continue;
+    int64_t lo, hi;
+    share(d->count, g->n, j, as > ds ? as : ds, &lo, &hi);
+    if (hi > lo)
+      sim_coll_copy((char *)E[member].d.out + lo * (int64_t)ds,
+                    res + lo * (int64_t)ds, (hi - lo) * (int64_t)ds, stream);
+  }
+  sim_coll_store_fence();
 }
 
 /* a member's failure in phase A or B, as every member reports it */
@@ -362,7 +404,7 @@ dt_status sim_xp_shm_all_reduce(sim_coll_group *g, int member, uint64_t k,
                      "the partials", &failed);
   if (w != DT_OK) return w;
   if (st == DT_OK && failed < 0) {
-    st = root(g, member, d);
+    st = root(g, member, E, d);
     if (st != DT_OK) snprintf(why, sizeof why, "%s", core_last_error());
   }
   bool ok = st == DT_OK && failed < 0;
@@ -371,10 +413,7 @@ dt_status sim_xp_shm_all_reduce(sim_coll_group *g, int member, uint64_t k,
   if (w != DT_OK) return w;
   if (failed < 0) failed = failed2;
   if (failed >= 0) return part_failed(g, k, member, failed, st, why);
-  int64_t bytes = d->count * (int64_t)core_dtype_size(d->dtype);
-  sim_coll_copy(E[member].d.out, x->shm->base + result_at(g, d), bytes,
-                sim_coll_streams(bytes));
-  sim_coll_store_fence();
+  collect(g, member, E, d);
   return DT_OK;
 }
 
