@@ -68,7 +68,8 @@ def _take(out, dim, flat, shape):
         bad = int(flat.max()) if int(flat.max()) >= size else int(flat.min())
         raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
     flat = torch.where(flat < 0, flat + size, flat)
-    res = _wrap(_lib.dt_index_select(out._h, dim, _as_index(flat, out)._h))
+    idx = _as_index(flat, out)  # held: its handle must outlive the call
+    res = _wrap(_lib.dt_index_select(out._h, dim, idx._h))
     new = tuple(res.shape[:dim]) + tuple(shape) + tuple(res.shape[dim + 1:])
     return res.reshape(*new)
 

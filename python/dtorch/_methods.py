@@ -39,14 +39,6 @@ def _pieces(fn, what):
     return tuple(T._from_handle(out[i]) for i in range(n))
 
 
-def _contiguous_strides(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= max(s, 1)
-    return tuple(reversed(st))
-
-
 class TensorMethods:
     """Mixed into dtorch.Tensor (python/dtorch/_tensor.py)."""
     __slots__ = ()
@@ -113,7 +105,7 @@ class TensorMethods:
         dims, n = _dims(dim)
         a = x.abs()
         if p in ("fro", 2, 2.0):
-            return _wrap(_lib.dt_sum((a * a)._h, dims, n, keepdim)).sqrt()
+            return (a * a).sum(dim, keepdim).sqrt()
         if not isinstance(p, numbers.Real):
             raise ValueError(f"norm(): p {p!r} is not a number or 'fro'")
         if p == math.inf:
@@ -121,10 +113,10 @@ class TensorMethods:
         if p == -math.inf:
             return _wrap(_lib.dt_amin(a._h, dims, n, keepdim))
         if p == 0:
-            return _wrap(_lib.dt_sum((a != 0.0).to(x.dtype)._h, dims, n, keepdim))
+            return (a != 0.0).to(x.dtype).sum(dim, keepdim)
         if p == 1:
             return _wrap(_lib.dt_sum(a._h, dims, n, keepdim))
-        s = _wrap(_lib.dt_sum((a ** float(p))._h, dims, n, keepdim))
+        s = (a ** float(p)).sum(dim, keepdim)
         return s ** (1.0 / float(p))
 
     # ---- splitting
@@ -162,7 +154,9 @@ class TensorMethods:
 
     def index_select(self, dim, index):
         """The entries of self along dim at index (a 1-D integer tensor)."""
-        return _wrap(_lib.dt_index_select(self._h, int(dim), _as_index(index, self)._h))
+        # a temporary's handle must outlive the call: hold the object
+        idx = _as_index(index, self)
+        return _wrap(_lib.dt_index_select(self._h, int(dim), idx._h))
 
     def masked_fill(self, mask, value):
         """Self with value where mask (bool, broadcast to self) is True."""
@@ -211,18 +205,11 @@ class TensorMethods:
         return bool(_lib.dt_tensor_is_contiguous(self._h))
 
     def stride(self, dim=None):
-        """Strides in elements; a DTensor's are the global tensor's, from its
-        shards' as torch's DTensor computes them."""
-        st = list(_lib.dims_of(_lib.dt_tensor_strides(self._h)))
-        m = self.device_mesh
-        if m is not None:
-            for i, p in enumerate(self.placements):
-                if p.is_shard():
-                    k, d = m.size(i), p.dim
-                    for j in range(len(st)):
-                        if j != d and st[j] >= st[d]:
-                            st[j] *= k
-        st = tuple(st)
+        """Strides in elements. A DTensor's are its global layout's: dtorch
+        computes each DTensor view per shard into contiguous shards, so
+        d.t() reports contiguous strides where torch's DTensor reports the
+        transposed ones (and is_contiguous() is True)."""
+        st = _lib.dims_of(_lib.dt_tensor_strides(self._h))
         return st if dim is None else st[dim]
 
     def storage_offset(self):
@@ -313,7 +300,11 @@ class TensorMethods:
             a = a.to(b.dtype if b.dtype.is_floating_point else torch.float32)
         if not b.dtype.is_floating_point:
             b = b.to(a.dtype)
-        close = (a == b) | ((a - b).abs() <= (b.abs() * float(rtol) + float(atol)))
+        # infinities are close only to themselves (a == b); x - x is 0
+        # exactly for the finite ones
+        finite = ((a - a) == 0.0) & ((b - b) == 0.0)
+        near = (a - b).abs() <= (b.abs() * float(rtol) + float(atol))
+        close = (a == b) | (finite & near)
         if equal_nan:
             close = close | ((a != a) & (b != b))
         return not bool(close.logical_not().sum().item())
