@@ -142,3 +142,37 @@ def clip_grad_norm_(parameters, max_norm):
     _errors.check(_lib.dt_clip_grad_norm(arr, len(params), float(max_norm),
                                          ctypes.byref(total)))
     return tensor(total.value)
+
+
+# ---- the backward kernels (aten's *_backward ops) for custom formulas
+def _w(h):
+    from ._tensor import _wrap
+    return _wrap(h)
+
+
+def gelu_backward(grad, x):
+    """grad * d/dx gelu(x) for the exact gelu (dt_gelu_backward)."""
+    return _w(_lib.dt_gelu_backward(grad._h, x._h))
+
+
+def slice_scatter(src, shape, dim, start=0, end=None, step=1):
+    """Zeros of `shape` (src's dtype) with out[..., start:end:step, ...] =
+    src along dim: torch.slice_scatter onto zeros (dt_slice_scatter)."""
+    end = shape[dim] if end is None else end
+    return _w(_lib.dt_slice_scatter(src._h, _lib.shape_of(shape), int(dim), int(start),
+                                    int(end), int(step)))
+
+
+def index_select_backward(grad, dim, index, size):
+    """Zeros with `size` at dim, then index_add_(dim, index, grad)
+    (dt_index_select_backward)."""
+    return _w(_lib.dt_index_select_backward(grad._h, int(dim), index._h, int(size)))
+
+
+def cross_entropy_backward(grad, input, target, reduction="mean", ignore_index=-100,
+                           label_smoothing=0.0):
+    """d cross_entropy / d input (dt_cross_entropy_backward)."""
+    from ._ops import _REDUCTIONS
+    return _w(_lib.dt_cross_entropy_backward(grad._h, input._h, target._h,
+                                             _REDUCTIONS[reduction], int(ignore_index),
+                                             float(label_smoothing)))

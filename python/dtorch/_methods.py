@@ -244,7 +244,7 @@ class TensorMethods:
 
     # ---- metadata
     def element_size(self):
-        return self.dtype.itemsize
+        return _lib.dt_dtype_size(_lib.dt_tensor_dtype(self._h))
 
     def nelement(self):
         return self.numel()

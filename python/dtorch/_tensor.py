@@ -150,7 +150,7 @@ class Tensor(InplaceMethods, TensorMethods):
 
     @property
     def ndim(self):
-        return len(self.shape)
+        return _lib.dt_tensor_ndim(self._h)
 
     def dim(self):
         return self.ndim
