@@ -24,6 +24,21 @@ from ._ops import empty, zeros, ones, rand, randn, full, arange, tensor, \
 from . import distributed_spec, nn  # noqa: F401
 from .distributed_spec import DeviceMesh, init_device_mesh, Shard, Replicate, \
     Partial, Placement  # noqa: F401
+# the rest of the C API by group (docs/python-api.md lists every name)
+from ._future import Future  # noqa: F401
+from ._runtime import Runtime, Event, Stream, MemoryStats, DryRunStats, \
+    num_processes, process_index, rank_is_local  # noqa: F401
+from ._mesh import mesh_range, coordinates_of, dim_index, submesh, \
+    flatten_dims, mesh_runtime  # noqa: F401
+from ._debug import comm_count, sharding_cache_stats, sharding_cache_evictions, \
+    sharding_cache_clear, label, shadow, comm_debug, comm_debug_label, \
+    visualize_sharding, describe, memory_report, trace, intercept, op_counter, \
+    op_printer  # noqa: F401
+from ._io import load_safetensors, load_safetensors_async, save_safetensors, \
+    safetensors_index  # noqa: F401
+from ._autograd import is_grad_enabled, set_grad_enabled, no_grad, enable_grad, \
+    autograd_live_nodes, clip_grad_norm_  # noqa: F401
+from . import _spmd as spmd, optim  # noqa: F401
 
 # the type system is PyTorch's
 dtype = _torch.dtype

@@ -77,6 +77,124 @@ class MemoryStats(ctypes.Structure):
                 ("reserved", ctypes.c_uint64 * 5)]
 
 
+class RuntimeOptions(ctypes.Structure):
+    """dt_runtime_options (232 bytes on LP64): 0 / NULL / false in a field
+    means the default or the environment variable the header names."""
+    _fields_ = [("device", ctypes.c_char_p), ("num_ranks", ctypes.c_int),
+                ("auto_redistribute", ctypes.c_bool),
+                ("device_memory", ctypes.c_int64),
+                ("ring_capacity", ctypes.c_int), ("spin_us", ctypes.c_int),
+                ("collective_timeout_ms", ctypes.c_int64),
+                ("pin_ranks", ctypes.c_int), ("chaos_seed", ctypes.c_uint64),
+                ("dry_run", ctypes.c_bool), ("dry_link_gbps", ctypes.c_double),
+                ("dry_link_latency_us", ctypes.c_double),
+                ("dry_mem_gbps", ctypes.c_double),
+                ("dry_tflops", ctypes.c_double),
+                ("rank_devices", ctypes.POINTER(ctypes.c_char_p)),
+                ("launcher", ctypes.c_char_p),
+                ("reserved", ctypes.c_uint64 * 15)]
+
+
+class CommCounts(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in
+                ("all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                 "broadcast", "other", "bytes")] + \
+               [("reserved", ctypes.c_uint64 * 9)]
+
+
+class CacheStats(ctypes.Structure):
+    _fields_ = [("hits", ctypes.c_int64), ("misses", ctypes.c_int64),
+                ("entries", ctypes.c_int64), ("evictions", ctypes.c_int64),
+                ("reserved", ctypes.c_uint64 * 4)]
+
+
+class LoadOptions(ctypes.Structure):
+    _fields_ = [("mesh", ctypes.c_void_p),
+                ("placements", ctypes.POINTER(Placement)),
+                ("device", ctypes.c_char_p), ("direct", ctypes.c_bool),
+                ("queue_depth", ctypes.c_int), ("merge_gap", ctypes.c_int64),
+                ("reserved", ctypes.c_uint64 * 8)]
+
+
+class SafetensorsEntry(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype_name", ctypes.c_char_p),
+                ("dtype", ctypes.c_int), ("shape", Shape),
+                ("offset", ctypes.c_uint64), ("nbytes", ctypes.c_uint64),
+                ("reserved", ctypes.c_uint64 * 4)]
+
+
+class SafetensorsInfo(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int),
+                ("tensors", ctypes.POINTER(SafetensorsEntry)),
+                ("n_metadata", ctypes.c_int),
+                ("metadata_keys", ctypes.POINTER(ctypes.c_char_p)),
+                ("metadata_values", ctypes.POINTER(ctypes.c_char_p)),
+                ("reserved", ctypes.c_uint64 * 4)]
+
+
+class BackwardOptions(ctypes.Structure):
+    _fields_ = [("grad", ctypes.c_void_p), ("retain_graph", ctypes.c_bool),
+                ("reserved", ctypes.c_uint64 * 4)]
+
+
+class SgdOptions(ctypes.Structure):
+    _fields_ = [("lr", ctypes.c_double), ("momentum", ctypes.c_double),
+                ("weight_decay", ctypes.c_double), ("nesterov", ctypes.c_bool),
+                ("reserved", ctypes.c_uint64 * 4)]
+
+
+class AdamwOptions(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_double) for n in
+                ("lr", "beta1", "beta2", "eps", "weight_decay")] + \
+               [("reserved", ctypes.c_uint64 * 4)]
+
+
+class ShadowReport(ctypes.Structure):
+    _fields_ = [("ops_checked", ctypes.c_int64),
+                ("first_divergence", ctypes.c_int64),
+                ("max_diff", ctypes.c_double), ("failed", ctypes.c_bool),
+                ("message", ctypes.c_char * 1024),
+                ("reserved", ctypes.c_uint64 * 8)]
+
+
+class VisualizeOptions(ctypes.Structure):
+    _fields_ = [("ascii", ctypes.c_bool), ("max_width", ctypes.c_int),
+                ("reserved", ctypes.c_uint64 * 4)]
+
+
+class DryRunStats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in
+                ("ops", "collectives", "comm_bytes", "peak_max", "peak_min")] + \
+               [("peak_rank", ctypes.c_int)] + \
+               [(n, ctypes.c_double) for n in ("comm_s", "compute_s", "step_s")] + \
+               [("reserved", ctypes.c_uint64 * 8)]
+
+
+class Fault(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_uint), ("rank", ctypes.c_int),
+                ("after", ctypes.c_int64), ("stall_ms", ctypes.c_int64),
+                ("reserved", ctypes.c_uint64 * 4)]
+
+
+class SpmdCtx(ctypes.Structure):
+    _fields_ = [("rank", ctypes.c_int), ("world_size", ctypes.c_int),
+                ("rt", ctypes.c_void_p), ("arg", ctypes.c_void_p),
+                ("reserved", ctypes.c_uint64 * 4)]
+
+
+class Group(ctypes.Structure):
+    _fields_ = [("mesh", ctypes.c_void_p), ("mesh_dim", ctypes.c_int),
+                ("ranks", ctypes.POINTER(ctypes.c_int)),
+                ("nranks", ctypes.c_int), ("reserved", ctypes.c_uint64 * 4)]
+
+
+# the C callback types (ctypes takes the GIL in each call, from any thread)
+InterceptFn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+FutureCallback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int,
+                                  ctypes.c_void_p)
+SpmdFn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(SpmdCtx))
+
+
 P = ctypes.c_void_p
 I = ctypes.c_int
 I64 = ctypes.c_int64
@@ -154,6 +272,112 @@ for _n, _r, _a in [
     ("dt_cross_entropy_backward", P, (P, P, P, I, I64, D)),
     ("dt_adam_moment", P, (P, P, D, B)),
     ("dt_adamw_apply", P, (P, P, P, D, D, D)),
+]:
+    _decl(_n, _r, *_a)
+
+# the rest of the C API, by group (the Python names that reach each are
+# listed in docs/python-api.md)
+Z = ctypes.c_size_t
+U64 = ctypes.c_uint64
+PS = ctypes.POINTER(S)
+PPt = ctypes.POINTER(P)
+PG = ctypes.POINTER(Group)
+for _n, _r, _a in [
+    # value types
+    ("dt_dtype_name", S, (I,)), ("dt_dtype_size", Z, (I,)),
+    # runtimes, processes, streams and events, memory, cancelling
+    ("dt_runtime_create", P, (ctypes.POINTER(RuntimeOptions),)),
+    ("dt_runtime_destroy", None, (P,)),
+    ("dt_runtime_num_processes", I, (P,)),
+    ("dt_runtime_process_index", I, (P,)),
+    ("dt_runtime_rank_is_local", B, (P, I)),
+    ("dt_runtime_set_current", I, (P,)), ("dt_runtime_current", P, ()),
+    ("dt_event_record", P, (P, I)), ("dt_stream_wait_event", I, (P, I, P)),
+    ("dt_runtime_empty_cache", I, (P,)), ("dt_runtime_cancel", I, (P,)),
+    ("dt_runtime_queue_depth", I64, (P, I)),
+    # meshes
+    ("dt_mesh_create_range", P, (P, S, Shape, PS)),
+    ("dt_mesh_runtime", P, (P,)),
+    ("dt_mesh_coords", I, (P, I, ctypes.POINTER(I64))),
+    ("dt_mesh_dim_index", I, (P, S)),
+    ("dt_mesh_sub", P, (P, PS, I, I)),
+    ("dt_mesh_flatten", P, (P, PS, I, S)),
+    # tensor metadata
+    ("dt_tensor_ndim", I, (P,)), ("dt_tensor_storage_offset", I64, (P,)),
+    ("dt_tensor_is_contiguous", B, (P,)),
+    ("dt_tensor_shares_storage", B, (P, P)),
+    ("dt_live_storage_bytes", I64, ()),
+    # communication counts, the sharding cache
+    ("dt_comm_count_begin", None, ()), ("dt_comm_count_end", CommCounts, ()),
+    ("dt_sharding_cache_stats", CacheStats, ()),
+    ("dt_sharding_cache_evictions", I64, ()),
+    ("dt_sharding_cache_clear", None, ()),
+    # ops not in the tables below
+    ("dt_cross_entropy_smoothed", P, (P, P, I, I64, D)),
+    ("dt_split", I, (P, I64, I, PPt, I)), ("dt_chunk", I, (P, I, I, PPt, I)),
+    # interception
+    ("dt_intercept_push", I, (InterceptFn, P)), ("dt_intercept_pop", I, ()),
+    ("dt_op_call_run", I, (P,)), ("dt_op_call_name", S, (P,)),
+    ("dt_op_call_num_inputs", I, (P,)), ("dt_op_call_input", P, (P, I)),
+    ("dt_op_call_num_outputs", I, (P,)), ("dt_op_call_output", P, (P, I)),
+    ("dt_op_call_format", I, (P, S, Z)),
+    ("dt_op_printer_push", I, (P,)),
+    ("dt_op_counter_push", P, ()), ("dt_op_counter_pop", I, (P,)),
+    ("dt_op_counter_get", I64, (P, S)), ("dt_op_counter_total", I64, (P,)),
+    ("dt_op_counter_format", I, (P, S, Z)),
+    ("dt_op_counter_free", None, (P,)),
+    # futures
+    ("dt_future_retain", P, (P,)), ("dt_future_status", I, (P,)),
+    ("dt_future_error", S, (P,)),
+    ("dt_future_then", I, (P, FutureCallback, P)),
+    ("dt_future_notify_ring", I, (P, I, U64)),
+    # safetensors
+    ("dt_load_safetensors", P, (S, S, ctypes.POINTER(LoadOptions))),
+    ("dt_load_safetensors_async", P,
+     (S, S, ctypes.POINTER(LoadOptions), PPt)),
+    ("dt_save_safetensors", I, (S, PPt, PS, I)),
+    ("dt_safetensors_index", ctypes.POINTER(SafetensorsInfo), (S,)),
+    ("dt_safetensors_info_free", None, (ctypes.POINTER(SafetensorsInfo),)),
+    ("dt_blas_set_threads", None, (I,)),
+    # autograd and optimisers
+    ("dt_backward_ex", I, (P, ctypes.POINTER(BackwardOptions))),
+    ("dt_zero_grad", None, (P,)),
+    ("dt_tensor_set_requires_grad", I, (P, B)),
+    ("dt_grad_enabled", B, ()), ("dt_set_grad_enabled", B, (B,)),
+    ("dt_tensor_grad_fn", S, (P,)), ("dt_autograd_live_nodes", I64, ()),
+    ("dt_sgd_create", P, (PPt, I, ctypes.POINTER(SgdOptions))),
+    ("dt_adamw_create", P, (PPt, I, ctypes.POINTER(AdamwOptions))),
+    ("dt_optimizer_step", I, (P,)), ("dt_optimizer_zero_grad", None, (P,)),
+    ("dt_optimizer_steps", I64, (P,)), ("dt_optimizer_free", None, (P,)),
+    ("dt_optimizer_release", None, (P,)),
+    ("dt_clip_grad_norm", I, (PPt, I, D, ctypes.POINTER(D))),
+    # debug.h: shadow checks, labels, communication debugging, inspection,
+    # timelines (FILE * arguments are P: the Python side opens them)
+    ("dt_shadow_begin", I, (D,)),
+    ("dt_shadow_end", I, (ctypes.POINTER(ShadowReport),)),
+    ("dt_label_push", None, (S,)), ("dt_label_pop", None, ()),
+    ("dt_comm_debug_begin", I, ()), ("dt_comm_debug_end", I, (P, P)),
+    ("dt_comm_debug_label_push", None, (S,)),
+    ("dt_comm_debug_label_pop", None, ()),
+    ("dt_visualize_sharding", I, (P, P)),
+    ("dt_visualize_sharding_ex", I, (P, P, ctypes.POINTER(VisualizeOptions))),
+    ("dt_tensor_describe", I, (P, P)), ("dt_memory_report", I, (P, P)),
+    ("dt_trace_begin", I, (P, S)), ("dt_trace_end", I, (P,)),
+    # sim.h: dry runs, fault injection
+    ("dt_dry_run_report", I, (P, ctypes.POINTER(DryRunStats))),
+    ("dt_dry_run_reset", I, (P,)),
+    ("dt_fault_inject", I, (P, ctypes.POINTER(Fault))),
+    ("dt_fault_clear", I, (P,)), ("dt_fault_count", I64, (P,)),
+    # spmd.h: the per-rank model
+    ("dt_spmd_run", I, (P, SpmdFn, P)), ("dt_spmd_rank", I, ()),
+    ("dt_all_reduce", P, (P, I, PG)), ("dt_all_gather", P, (P, I, PG)),
+    ("dt_reduce_scatter", P, (P, I, I, PG)),
+    ("dt_all_to_all", P, (P, I, I, PG)), ("dt_broadcast", P, (P, I, PG)),
+    ("dt_barrier", I, (PG,)), ("dt_send", I, (P, I)),
+    ("dt_recv", P, (I, Shape, I)), ("dt_call_site", None, (S, I)),
+    ("dt_dtensor_from_local", P, (P, P, PP)),
+    ("dt_dtensor_from_local_shape", P, (P, P, PP, Shape)),
+    ("dt_dtensor_to_local", P, (P,)),
 ]:
     _decl(_n, _r, *_a)
 

@@ -6,6 +6,7 @@ import numbers
 import torch
 
 from . import _errors, _lib
+from . import _tensor as _tensor_mod
 from ._tensor import Tensor, _binary, _dims_arg, _Options, _sizes, _wrap
 
 
@@ -170,6 +171,71 @@ def _function(name):
 for _n in _lib.UNARY + _lib.REDUCE:
     if _n not in ("zeros_like", "ones_like", "contiguous"):
         globals()[_n] = _function(_n)
+
+
+_REDUCTIONS = {"mean": 0, "sum": 1, "none": 2}
+
+
+def cross_entropy(input, target, *, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """torch.nn.functional.cross_entropy's value: logits [N, C, ...] or
+    [C]; target class indices (ignore_index skipped) or class
+    probabilities (dt_cross_entropy, dt_cross_entropy_smoothed)."""
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"cross_entropy: reduction {reduction!r} is not one of "
+                         f"{list(_REDUCTIONS)}")
+    r = _REDUCTIONS[reduction]
+    if label_smoothing == 0.0:
+        return _wrap(_lib.dt_cross_entropy(input._h, target._h, r, int(ignore_index)))
+    return _wrap(_lib.dt_cross_entropy_smoothed(input._h, target._h, r, int(ignore_index),
+                                                float(label_smoothing)))
+
+
+def embedding(input, weight):
+    """Rows of weight [num, dim] at the int indices input: [..., dim]
+    (torch.nn.functional.embedding's argument order)."""
+    return _wrap(_lib.dt_embedding(input._h, weight._h))
+
+
+def index_select(input, dim, index):
+    return input.index_select(dim, index)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """torch.rms_norm over the last dim (normalized_shape must be it);
+    eps None: torch.finfo(input.dtype).eps, as torch."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if shape != tuple(input.shape[-1:]):
+        raise ValueError(f"rms_norm: normalized_shape {list(shape)} must be the last dim "
+                         f"of the input ({list(input.shape[-1:])}); dtorch normalises one dim")
+    e = torch.finfo(input.dtype).eps if eps is None else float(eps)
+    return _wrap(_lib.dt_rms_norm(input._h, weight._h if weight is not None else None, e))
+
+
+def dtype_name(dtype):
+    """dtorch's name of a dtype ("float32"; dt_dtype_name)."""
+    return _lib.dt_dtype_name(_tensor_mod.dt_dtype(dtype)).decode()
+
+
+def dtype_size(dtype):
+    """Bytes per element (dt_dtype_size)."""
+    return _lib.dt_dtype_size(_tensor_mod.dt_dtype(dtype))
+
+
+def status_name(status):
+    """"DT_ERR_SHAPE" for a dt_status value ("?" outside the enum)."""
+    return _lib.dt_status_name(int(status)).decode()
+
+
+def live_storage_bytes():
+    """Storage bytes alive in this process (a leak check)."""
+    return _lib.dt_live_storage_bytes()
+
+
+def blas_set_threads(n):
+    """OpenBLAS's thread count (dtorch's rank threads call it with 1: they
+    are the parallelism)."""
+    _lib.dt_blas_set_threads(int(n))
 
 
 def live_tensors():

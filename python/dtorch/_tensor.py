@@ -150,7 +150,7 @@ class Tensor(InplaceMethods, TensorMethods):
 
     @property
     def ndim(self):
-        return len(self.shape)
+        return _lib.dt_tensor_ndim(self._h)
 
     def dim(self):
         return self.ndim
@@ -187,18 +187,6 @@ class Tensor(InplaceMethods, TensorMethods):
         if not s:
             raise TypeError("len() of a 0-d tensor")
         return s[0]
-
-    def __repr__(self):
-        head = f"shape={tuple(self.shape)}, dtype={self.dtype}"
-        if self.is_dtensor():
-            head += f", device_mesh={self.device_mesh!r}, placements={list(self.placements)}"
-        if self.numel() <= 64:
-            try:
-                vals = repr(self.to_torch()).replace("tensor(", "", 1)[:-1]
-                return f"dtorch.Tensor({vals}, {head})"
-            except _errors.DTorchError as e:
-                return f"dtorch.Tensor({head}, error={e})"
-        return f"dtorch.Tensor({head})"
 
     # ---- values
     def to_torch(self):
@@ -375,27 +363,6 @@ class Tensor(InplaceMethods, TensorMethods):
     def __ge__(self, o):
         return _binary("ge", self, o)
 
-    def __getitem__(self, idx):
-        if not isinstance(idx, tuple):
-            idx = (idx,)
-        t, dim = self, 0
-        for i in idx:
-            if i is None:
-                t = t.unsqueeze(dim)
-                dim += 1
-            elif isinstance(i, numbers.Integral):
-                t = _wrap(_lib.dt_select(t._h, dim, int(i)))
-            elif isinstance(i, slice):
-                if i.step is not None and i.step < 1:
-                    raise ValueError("dtorch: slice step must be >= 1")
-                start = 0 if i.start is None else i.start
-                stop = t.shape[dim] if i.stop is None else i.stop
-                t = _wrap(_lib.dt_slice(t._h, dim, start, stop, i.step or 1))
-                dim += 1
-            else:
-                raise TypeError(f"dtorch: index {i!r}: ints, slices and None only")
-        return t
-
     # ---- methods (PyTorch's names)
     def matmul(self, o):
         return _binary("matmul", self, o)
@@ -490,9 +457,6 @@ class Tensor(InplaceMethods, TensorMethods):
         from . import _ops
         return _ops.var(self, dim, unbiased=unbiased, keepdim=keepdim)
 
-    def backward(self):
-        _errors.check(_lib.dt_backward(self._h))
-
     @property
     def grad(self):
         g = _lib.dt_grad(self._h)
@@ -510,8 +474,9 @@ def _add_unary(name):
     setattr(Tensor, name, method)
 
 
+# a method TensorMethods defines (with torch's extra arguments) is kept
 for _n in _lib.UNARY:
-    if _n not in ("zeros_like", "ones_like"):
+    if _n not in ("zeros_like", "ones_like") and _n not in vars(TensorMethods):
         _add_unary(_n)
 Tensor.sigmoid.__doc__ = "1 / (1 + exp(-x))"
 
@@ -525,4 +490,5 @@ def _add_reduce(name):
 
 
 for _n in _lib.REDUCE:
-    _add_reduce(_n)
+    if _n not in vars(TensorMethods):
+        _add_reduce(_n)
