@@ -20,19 +20,8 @@ import torch
 
 from . import _errors, _lib
 
-_L = _lib.lib
-for _n, _r, _a in [
-    ("dt_copy_", ctypes.c_int, (ctypes.c_void_p, ctypes.c_void_p)),
-    ("dt_tensor_version", ctypes.c_int64, (ctypes.c_void_p,)),
-    ("dt_detach", ctypes.c_void_p, (ctypes.c_void_p,)),
-    ("dt_set_grad", ctypes.c_int, (ctypes.c_void_p, ctypes.c_void_p)),
-    ("dt_grad_enabled", ctypes.c_bool, ()),
-    ("dt_set_grad_enabled", ctypes.c_bool, (ctypes.c_bool,)),
-    ("dt_tensor_set_requires_grad", ctypes.c_int, (ctypes.c_void_p, ctypes.c_bool)),
-    ("dt_tensor_grad_fn", ctypes.c_char_p, (ctypes.c_void_p,)),
-]:
-    _f = getattr(_L, _n)
-    _f.restype, _f.argtypes = _r, list(_a)
+# the C functions are declared in _lib.py (in-place writes, grad mode)
+_L = _lib
 
 
 @contextlib.contextmanager

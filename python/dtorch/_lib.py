@@ -345,6 +345,9 @@ for _n, _r, _a in [
     ("dt_tensor_set_requires_grad", I, (P, B)),
     ("dt_grad_enabled", B, ()), ("dt_set_grad_enabled", B, (B,)),
     ("dt_tensor_grad_fn", S, (P,)), ("dt_autograd_live_nodes", I64, ()),
+    # in-place writes (python/dtorch/_inplace.py, docs/inplace.md)
+    ("dt_copy_", I, (P, P)), ("dt_tensor_version", I64, (P,)),
+    ("dt_detach", P, (P,)), ("dt_set_grad", I, (P, P)),
     ("dt_sgd_create", P, (PPt, I, ctypes.POINTER(SgdOptions))),
     ("dt_adamw_create", P, (PPt, I, ctypes.POINTER(AdamwOptions))),
     ("dt_optimizer_step", I, (P,)), ("dt_optimizer_zero_grad", None, (P,)),
