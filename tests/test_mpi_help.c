@@ -10,6 +10,11 @@
  * 2 ms pause, so they are asleep when it is published. References:
  * hand-computed values (sum of dt_ones' Partial = 1; the gathered tensor
  * is the host array it was made from). A hang fails through the alarm.
+ *   --ranks N  a job of N ranks (run with N processes: one rank each).
+ *              Then the mesh has a single rank in each process and the
+ *              issuing thread does help (its lone member is its
+ *              process's leader, whose round waits only for the other
+ *              processes): the pool's helped count must grow.
  * Built without MPI: skipped (77). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,10 +22,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "dtorch/dtorch.h"
+#include "runtime/runtime.h"
+#include "sched/pool.h"
 #include "threads.h"
 
 #define ELEMS 2 /* 8 bytes of float32: one-phase in one process */
@@ -28,6 +36,7 @@
 static dt_runtime *rt;
 static dt_mesh *mesh;
 static int nranks;
+static bool one_each; /* one rank per process: the calls are helped */
 
 /* every local rank's shard of y against want(global index) */
 static void check_local(dt_tensor *y, int64_t chunk, bool sharded,
@@ -44,6 +53,7 @@ static void check_local(dt_tensor *y, int64_t chunk, bool sharded,
 
 static void run_calls(dt_tensor *x, dt_placement dst, bool sharded,
                       const float *want) {
+  int64_t helped = sched_pool_get_stats(rt->pool).helped;
   for (int i = 0; i < 40; i++) {
     usleep(2000); /* the ranks park */
     dt_tensor *y = dt_redistribute(x, NULL, (dt_placement[]){dst});
@@ -52,6 +62,8 @@ static void run_calls(dt_tensor *x, dt_placement dst, bool sharded,
     check_local(y, 1, sharded, want);
     dt_tensor_release(y);
   }
+  helped = sched_pool_get_stats(rt->pool).helped - helped;
+  if (one_each) assert_true(helped > 0);
 }
 
 static void test_partial_to_replicate(void **state) {
@@ -76,9 +88,13 @@ static void test_shard_to_replicate(void **state) {
   dt_tensor_release(x);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   /* one process of a 2-process job: every process issues the same calls */
   nranks = 8;
+  if (argc > 2 && strcmp(argv[1], "--ranks") == 0) {
+    nranks = atoi(argv[2]);
+    one_each = true;
+  }
   rt = dt_runtime_create(&(dt_runtime_options){
       .num_ranks = nranks, .launcher = "mpi", .spin_us = 1});
   if (!rt && dt_last_status() == DT_ERR_UNSUPPORTED) {
