@@ -189,7 +189,7 @@ class DeviceMesh:
         if _capi.dt_mesh_coords(self._h, me, coords) != 0:
             _lib.dt_clear_error()
             return None
-        return [int(coords[i]) for i in range(self.ndim)]
+        return tuple(int(coords[i]) for i in range(self.ndim))
 
     def get_local_rank(self, mesh_dim=None):
         """The current rank's coordinate along mesh_dim (its rank in that

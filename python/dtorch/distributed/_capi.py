@@ -40,5 +40,6 @@ for _n, _r, _a in [
     ("dt_comm_count_begin", None, ()),
     ("dt_comm_count_end", CommCounts, ()),
     ("dt_visualize_sharding", I, (P, P)),
+    ("dt_set_grad_enabled", B, (B,)),
 ]:
     _decl(_n, _r, *_a)

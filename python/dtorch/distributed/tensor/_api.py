@@ -92,7 +92,8 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *,
     """The global value `tensor` (a torch.Tensor or a single-device
     dtorch.Tensor) laid out on device_mesh (the open `with mesh:` one when
     None) by placements (all Replicate() when None). From a dtorch.Tensor
-    the result is differentiable (a redistribute). src_data_rank: torch
+    the result is differentiable (a redistribute); a torch.Tensor's
+    value is copied into each rank's box. src_data_rank: torch
     takes the value from that rank; the controller has one value, so it is
     only checked (an int rank of the mesh, or None)."""
     fn = "distribute_tensor"
@@ -102,6 +103,9 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *,
             0 <= src_data_rank < mesh.size()):
         raise ValueError(f"{fn}: src_data_rank {src_data_rank!r} is not a rank of "
                          f"the {mesh.size()}-rank mesh (or None)")
+    if isinstance(tensor, torch.Tensor):
+        pl = _placements(placements, mesh, tensor.ndim, fn)
+        return Tensor(tensor, device_mesh=mesh, placements=list(pl))
     t = _as_dtorch(tensor, fn)
     pl = _placements(placements, mesh, t.ndim, fn)
     if t.is_dtensor():
@@ -115,21 +119,27 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *,
 
 # ---- from_local: per-rank locals into one global value
 def _combine(blocks, placement, run_check):
-    """The value of one mesh dim's members (blocks, in coordinate order)
-    under placement: Shard concatenates, Replicate is any one of them
-    (equal when run_check), Partial reduces."""
+    """The value of one mesh dim's members (blocks, in coordinate order;
+    all torch.Tensors or all dtorch.Tensors) under placement: Shard
+    concatenates, Replicate is any one of them (equal when run_check),
+    Partial reduces."""
+    lib = torch if isinstance(blocks[0], torch.Tensor) else _ops
     if placement.is_shard():
-        return _ops.cat(blocks, placement.dim)
+        return lib.cat(blocks, placement.dim)
     if placement.is_replicate():
         if run_check:
-            first = blocks[0].to_torch()
-            for i, b in enumerate(blocks[1:], 1):
-                if not torch.equal(first, b.to_torch()):
+            host = [b if lib is torch else b.to_torch() for b in blocks]
+            for i, b in enumerate(host[1:], 1):
+                if not torch.equal(host[0], b):
                     raise ValueError(f"from_local: run_check: the Replicate "
                                      f"locals differ (member 0 and member {i})")
         return blocks[0]
     op = placement.reduce_op
-    stacked = _ops.stack(blocks, 0)
+    stacked = lib.stack(blocks, 0)
+    if lib is torch:
+        if op in ("sum", "avg"):
+            return stacked.sum(0) if op == "sum" else stacked.mean(0)
+        return {"max": stacked.amax, "min": stacked.amin, "product": stacked.prod}[op](0)
     if op in ("sum", "avg"):
         out = stacked.sum(0)
         return out / len(blocks) if op == "avg" else out
@@ -156,7 +166,8 @@ def from_local(local_tensor, device_mesh=None, placements=None, *,
     or a list with one local per rank of the mesh in mesh order (row-major
     over the mesh coordinates, i.e. device_mesh.mesh.flatten()).
     Locals are torch.Tensors or single-device dtorch.Tensors; from
-    dtorch.Tensors the result is differentiable. Shard locals are
+    dtorch.Tensors the result is differentiable (torch.Tensors are copied
+    into the ranks' boxes, no collective). Shard locals are
     concatenated, Replicate ones must be equal (run_check=True checks;
     else the first is taken), Partial ones are reduced now (the DTensor
     holds the same pending value, split dtorch's way). shape / stride,
@@ -169,12 +180,10 @@ def from_local(local_tensor, device_mesh=None, placements=None, *,
         if len(local_tensor) != n:
             raise ValueError(f"{fn}: {len(local_tensor)} locals for a mesh of {n} "
                              f"ranks (one per rank, in mesh order)")
-        locals_ = [_as_dtorch(t, fn) for t in local_tensor]
+        locals_ = list(local_tensor)
     else:
-        locals_ = [_as_dtorch(local_tensor, fn)] * n
-    for t in locals_:
-        if t.is_dtensor():
-            raise TypeError(f"{fn}: a local is already a DTensor")
+        locals_ = [local_tensor] * n
+    locals_ = _same_kind(locals_, fn)
     ndims = {t.ndim for t in locals_}
     if len(ndims) != 1:
         raise ValueError(f"{fn}: the locals have different ranks {sorted(ndims)}")
@@ -188,10 +197,29 @@ def from_local(local_tensor, device_mesh=None, placements=None, *,
         if tuple(stride) != want:
             raise ValueError(f"{fn}: stride {tuple(stride)}: dtorch's DTensors are "
                              f"contiguous, stride {want}")
-    out = value.redistribute(mesh, list(pl))
+    if isinstance(value, torch.Tensor):
+        # host values: every rank gets its box as data, no collective (as
+        # torch's from_local needs none)
+        out = Tensor(value, device_mesh=mesh, placements=list(pl))
+    else:
+        out = value.redistribute(mesh, list(pl))
     if isinstance(local_tensor, (list, tuple)):
         _check_split(out, locals_, mesh, fn)
     return out
+
+
+def _same_kind(locals_, fn):
+    """All torch.Tensors (combined on the host), or else all single-device
+    dtorch.Tensors (combined by dtorch ops: differentiable)."""
+    for t in locals_:
+        if isinstance(t, DTensor):
+            raise TypeError(f"{fn}: a local is already a DTensor")
+        if not isinstance(t, (Tensor, torch.Tensor)):
+            raise TypeError(f"{fn}: a local is a {type(t).__name__}, not a "
+                            f"torch.Tensor or a dtorch.Tensor")
+    if all(isinstance(t, torch.Tensor) for t in locals_):
+        return [t.detach() for t in locals_]
+    return [_as_dtorch(t, fn) for t in locals_]
 
 
 def _check_split(out, locals_, mesh, fn):

@@ -25,7 +25,8 @@ import threading
 
 import torch
 
-from .... import _lib, _ops
+from .... import _ops
+from ... import _capi
 from ....distributed_spec import Replicate, Shard
 from .._api import DTensor, distribute_tensor
 
@@ -98,7 +99,9 @@ def _target_on(x, target, fn):
         raise ValueError(f"{fn}: target shape {tuple(target.shape)} does not match "
                          f"logits {tuple(x.shape)} (expected {want})")
     if not isinstance(target, DTensor):
-        target = distribute_tensor(target, x.device_mesh,
+        # integer targets carry no gradient: a host copy into every rank
+        host = target.to_torch() if hasattr(target, "to_torch") else target
+        target = distribute_tensor(host, x.device_mesh,
                                    [Replicate()] * x.device_mesh.ndim)
     return target
 
@@ -117,11 +120,11 @@ def _sharded_ce(x, target, ignore_index, reduction, smoothing):
     cdim = 1 if x.ndim >= 2 else 0
     ncls = x.shape[cdim]
     # the row max only steadies exp: no gradient flows through it
-    was = _lib.dt_set_grad_enabled(False)
+    was = _capi.dt_set_grad_enabled(False)
     try:
         m = _reduce_to(x.amax(cdim, keepdim=True), md, mesh)
     finally:
-        _lib.dt_set_grad_enabled(was)
+        _capi.dt_set_grad_enabled(was)
     z = x - m
     lse = _reduce_to(z.exp().sum(cdim), md, mesh).log()
     # one-hot of the targets on each rank's class block
