@@ -84,7 +84,10 @@ void core_tensor_release(dt_tensor *t) {
     return;
   if (t->ag) t->ag->release(t->ag);
   if (t->local.storage) core_storage_release(t->local.storage);
-  if (t->spec) t->spec->free(t->spec);
+  /* acq_rel: every alias's use happens-before the free by the last one */
+  if (t->spec && atomic_fetch_sub_explicit(&t->spec->aliases, 1,
+                                           memory_order_acq_rel) == 0)
+    t->spec->free(t->spec);
   atomic_fetch_sub_explicit(&core_stat_mine()->tensors, 1, memory_order_relaxed);
   free(t);
 }

@@ -2,7 +2,9 @@
  * strided view (storage, sizes, strides, offset), a DTensor's spec, and the
  * public handle dt_tensor.
  *
- * A handle is immutable after creation except for its refcount. Single-device
+ * A handle's layout is immutable after creation; its storage's values
+ * change only through dt_copy_ (docs/inplace.md), which bumps the
+ * storage's version (a DTensor: its spec's). Single-device
  * tensors hold one local; a DTensor holds a spec and one storage per mesh
  * rank, and each rank's local is made from them. */
 #ifndef CORE_TENSOR_H
@@ -39,6 +41,9 @@ typedef struct core_storage {
   int key;                       /* its backend's dispatch key (core_key) */
   struct core_storage *next_free;  /* remote-free stack link */
   void (*on_last_release)(struct core_storage *s);
+  /* in-place writes issued into it (dt_copy_, docs/inplace.md): bumped
+   * by the issuing thread, read by autograd's saved-tensor checks */
+  _Atomic int64_t version;
 } core_storage;
 
 typedef struct core_local {
@@ -73,6 +78,14 @@ typedef struct core_spec {
   int64_t key[2 + 2 * DT_MAX_DIMS];
   int dry_es;   /* a dry run's spec: its element size, for the per-rank
                    memory counts (mesh/handle.c); 0 otherwise */
+  /* in-place writes issued into the shards (dt_copy_), as a storage's */
+  _Atomic int64_t version;
+  /* handles beyond the first that share this spec (dt_detach): the last
+   * one's release frees it */
+  _Atomic int64_t aliases;
+  /* the view op that made this DTensor ("select"), or NULL: a DTensor
+   * view holds its own shards (a copy), so dt_copy_ refuses to write it */
+  const char *view_of;
 } core_spec;
 
 /* A tensor's autograd state (dispatch/autograd.c owns what follows this
@@ -92,6 +105,18 @@ struct dt_tensor {
   struct core_spec *spec;   /* DTensor: mesh, placements, shards (mesh/) */
   core_autograd *ag;        /* grad_fn / grad (autograd), else NULL */
 };
+
+/* the version counter shared by t and every view of its storage (a
+ * DTensor: of its spec); NULL for an empty tensor without storage */
+static inline _Atomic int64_t *core_version_of(const dt_tensor *t) {
+  if (t->spec) return &t->spec->version;
+  return t->local.storage ? &t->local.storage->version : NULL;
+}
+static inline int64_t core_tensor_version(const dt_tensor *t) {
+  _Atomic int64_t *v = core_version_of(t);
+  /* relaxed: a counter; the ops it guards are ordered by the streams */
+  return v ? atomic_load_explicit(v, memory_order_relaxed) : 0;
+}
 
 /* storage refcounts and poison (core/storage.c) */
 void core_storage_retain(core_storage *s);

@@ -57,6 +57,8 @@ struct ag_node {
   dt_tensor **list;   /* an L argument's elements (retained) */
   int nin;            /* tensor inputs, schema order, lists flattened */
   dt_tensor **in;     /* nin entries, borrowed from call / list */
+  int64_t *ver;       /* nin entries: each input's version when saved
+                         (core_tensor_version; docs/inplace.md) */
   int nout;
   bool freed;         /* the saved tensors were released by a backward */
   uint64_t pass;      /* the backward that last collected it */
@@ -103,6 +105,7 @@ static void node_release(ag_node *n) {
   for (int i = 0; i < CORE_CALL_MAX_OUTS; i++) core_tensor_release(n->gbuf[i]);
   free(n->list);
   free(n->in);
+  free(n->ver);
   free(n);
   atomic_fetch_sub_explicit(&live_nodes, 1, memory_order_relaxed);
 }
@@ -115,14 +118,17 @@ static int count_inputs(const dt_op_call *c) {
 static ag_node *node_make(const dt_op_call *c, int op, int nin) {
   ag_node *n = calloc(1, sizeof *n);
   dt_tensor **in = calloc((size_t)(nin ? nin : 1), sizeof *in);
-  if (!n || !in) {
+  int64_t *ver = calloc((size_t)(nin ? nin : 1), sizeof *ver);
+  if (!n || !in || !ver) {
     free(n);
     free(in);
+    free(ver);
     return NULL;
   }
   atomic_init(&n->refs, 1);
   n->op = op;
   n->in = in;
+  n->ver = ver;
   n->nin = nin;
   if (c) {
     n->call = *c;
@@ -148,6 +154,7 @@ static bool node_save_inputs(ag_node *n) {
     }
   }
   for (core_arg_it it = core_call_args(c); core_arg_next(&it);) {
+    n->ver[k] = it.t ? core_tensor_version(it.t) : 0;
     n->in[k++] = core_tensor_retain(it.t);
     if (it.elem >= 0) n->list[it.elem] = it.t;
   }
@@ -242,6 +249,7 @@ bool dispatch_autograd_redistributed(dt_tensor *in, dt_tensor *out) {
   ag_node *n = node_make(NULL, AG_REDISTRIBUTE, 1);
   if (!n) return false;
   n->nout = 1;
+  n->ver[0] = core_tensor_version(in);
   n->in[0] = core_tensor_retain(in);
   bool ok = attach(out, n, 0);
   node_release(n);
@@ -446,10 +454,56 @@ static dt_status formula_failed(const ag_node *n, const char *api) {
                         "%s: the backward of %s failed: %s", api, node_name(n), msg);
 }
 
+/* Ops whose backward formulas read only their inputs' metadata (shapes,
+ * dtypes, placements), never their values: an in-place write into such
+ * an input after the forward leaves the gradient right, as PyTorch's
+ * formulas for these ops save no tensor. */
+static bool reads_metadata_only(int op) {
+  switch (op) {
+  case AG_REDISTRIBUTE:
+  case CORE_OP_ADD: case CORE_OP_SUB: case CORE_OP_NEG:
+  case CORE_OP_ADD_SCALAR: case CORE_OP_SUB_SCALAR:
+  case CORE_OP_MUL_SCALAR: case CORE_OP_DIV_SCALAR:
+  case CORE_OP_VIEW: case CORE_OP_RESHAPE: case CORE_OP_TRANSPOSE:
+  case CORE_OP_PERMUTE: case CORE_OP_SLICE: case CORE_OP_NARROW:
+  case CORE_OP_SELECT: case CORE_OP_EXPAND: case CORE_OP_SQUEEZE:
+  case CORE_OP_SQUEEZE_ALL: case CORE_OP_UNSQUEEZE: case CORE_OP_FLATTEN:
+  case CORE_OP_CONTIGUOUS: case CORE_OP_CLONE: case CORE_OP_CAST:
+  case CORE_OP_SUM: case CORE_OP_MEAN: case CORE_OP_CAT: case CORE_OP_STACK:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* PyTorch's check of saved tensors: a value the formula reads was
+ * overwritten in place (dt_copy_) after the node saved it */
+static dt_status check_versions(const ag_node *n, const char *api) {
+  if (reads_metadata_only(n->op)) return DT_OK;
+  for (int k = 0; k < n->nin; k++) {
+    const dt_tensor *t = n->in[k];
+    int64_t now = t ? core_tensor_version(t) : 0;
+    if (!t || now == n->ver[k]) continue;
+    char b[CORE_SHAPE_STR_LEN];
+    return core_error_set(DT_ERR_INVALID_ARGUMENT,
+                          "%s: one of the variables needed for gradient "
+                          "computation has been modified by an inplace "
+                          "operation: input %d of %s (%s %s) is at version "
+                          "%lld; expected version %lld instead",
+                          api, k, node_name(n), core_dtype_name(t->dtype),
+                          core_shape_str(t->local.sizes, t->local.ndim, b,
+                                         sizeof b),
+                          (long long)now, (long long)n->ver[k]);
+  }
+  return DT_OK;
+}
+
 static dt_status run_node(ag_node *n, const char *api) {
   bool any = false;
   for (int i = 0; i < n->nout; i++) any |= n->gbuf[i] != NULL;
   if (!any) return DT_OK;
+  dt_status vst = check_versions(n, api);
+  if (vst != DT_OK) return vst;
   bool *needs = calloc((size_t)n->nin + 1, sizeof *needs);
   dt_tensor **gin = calloc((size_t)n->nin + 1, sizeof *gin);
   if (!needs || !gin) {

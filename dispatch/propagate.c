@@ -734,6 +734,10 @@ dt_status dispatch_dtensor_layer(dt_op_call *c) {
   if (p->comm && !m->rt->auto_redistribute && !tls_force_auto)
     return strict_error(c, m, p);
   st = publish(c, m, p);
+  /* a DTensor view is a copy: dt_copy_ must not write it as if it reached
+   * its base (fresh handles: no other thread sees them yet) */
+  for (int o = 0; st == DT_OK && cpu == ops_alias_cpu && o < c->nout; o++)
+    if (c->out[o]->spec) c->out[o]->spec->view_of = core_op_name(c->op);
   if (st == DT_OK && dispatch_shadow_active()) dispatch_shadow_check(c);
   return st;
 }

@@ -38,6 +38,7 @@ core_storage *runtime_storage_new(dt_runtime *rt, int rank, size_t nbytes,
   }
   atomic_init(&s->refcount, 1);
   atomic_init(&s->poison, NULL);
+  atomic_init(&s->version, 0);
   s->data = NULL;
   s->nbytes = nbytes;
   s->rt = rt;

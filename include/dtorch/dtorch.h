@@ -66,10 +66,13 @@
  *   is an error, DT_ERR_INVALID_ARGUMENT), and later 1.x releases carve new
  *   fields out of that space whose 0 means today's behaviour, so the
  *   struct's size and every offset stay the same (docs/abi.md).
- * - Values. Tensors are immutable: every op makes a new tensor; views
- *   share storage with their base, as in PyTorch. (Op arguments are not
- *   const all the same: adding it would break callers' tables of function
- *   pointers.)
+ * - Values. Every op makes a new tensor; views share storage with their
+ *   base, as in PyTorch. A tensor's shape, dtype, strides and placements
+ *   never change; its values change only through dt_copy_ (section
+ *   "in-place", docs/inplace.md), which writes the storage in stream
+ *   order, so every view of it sees the write and every op issued before
+ *   it still reads the old values. (Op arguments are not const all the
+ *   same: adding it would break callers' tables of function pointers.)
  * - Thread safety: every function may be called from any thread; a tensor
  *   may be read by several threads at once. The last error is per thread.
  * - Headers: this one declares everything; it includes <dtorch/debug.h>
@@ -391,8 +394,9 @@ DT_API dt_future *dt_to_host_async(dt_tensor *t, void *dst, size_t dst_bytes);
  * to t's rank before the call has run, then *data = the address of t's
  * first element (NULL for no elements); read t's elements through
  * dt_tensor_strides / dt_tensor_storage_offset's layout (already applied
- * to *data). Tensors are values: do not write through it (views share the
- * memory). Valid while a reference to t (or a view of it) is held and
+ * to *data). Do not write through it (views share the memory; write with
+ * dt_copy_); a dt_copy_ issued later changes what it shows once it ran
+ * (dt_runtime_synchronize before reading again). Valid while a reference to t (or a view of it) is held and
  * its runtime lives. Errors: t or data NULL, t a DTensor
  * (DT_ERR_UNSUPPORTED), a dry run, t's runtime destroyed, an op t came
  * from failed (its status and message). Thread safety: any thread but a
@@ -861,6 +865,52 @@ DT_API bool       dt_set_grad_enabled(bool enabled);
 DT_API const char *dt_tensor_grad_fn(const dt_tensor *t);
 /* graph nodes alive in the process (a leak check) */
 DT_API int64_t    dt_autograd_live_nodes(void);
+
+/* ---- in-place (docs/inplace.md)
+ * The storage writes PyTorch's in-place methods are built on. A write is a
+ * record on the stream of the rank that holds dst (every rank of a
+ * DTensor's mesh): it runs after every op issued before it that reads or
+ * writes dst's storage (a pending dt_to_host_async of dst included, which
+ * gets the old values) and before every op issued after it, with no wait
+ * on the caller's thread. Each storage (a DTensor: its set of shards)
+ * has a version that every write bumps at the call; autograd records the
+ * versions of the tensors a node saves, and dt_backward fails, naming the
+ * op, when a saved value its formula reads was written since. */
+/* Writes src's values into dst's storage through dst's view (strides,
+ * offset), as torch.Tensor.copy_: src is broadcast to dst's shape and cast
+ * to dst's dtype; overlapping views of one storage are read before the
+ * write. DTensors: dst and src on one mesh; src is redistributed to dst's
+ * placements first (a collective, counted by dt_comm_count); each rank
+ * writes its shard. A failed src (an op it came from failed) poisons dst.
+ * Returns: DT_OK once the write is issued. Errors: NULL (DT_ERR_INVALID_
+ * ARGUMENT); shapes not broadcastable (DT_ERR_SHAPE); dst and src on
+ * different devices (DT_ERR_DEVICE) or meshes, one a DTensor and one not
+ * (DT_ERR_MESH); dst Partial (DT_ERR_PLACEMENT); dst a view of a DTensor,
+ * which dtorch makes as a copy (DT_ERR_UNSUPPORTED); dst with elements
+ * that share memory, e.g. an expand (DT_ERR_INVALID_ARGUMENT); with grad
+ * mode on, dst a leaf that requires grad (DT_ERR_INVALID_ARGUMENT, as
+ * PyTorch), or dst or src in a graph (DT_ERR_UNSUPPORTED: not recorded);
+ * the runtime destroyed (DT_ERR_DEVICE).
+ * Ownership: borrows both; the record holds references until it ran.
+ * Thread safety: any thread; writes issued to one storage run in issue
+ * order; writes from several threads to disjoint views of one tensor are
+ * safe, to overlapping ones the order is the order the calls were made. */
+DT_API dt_status  dt_copy_(dt_tensor *dst, dt_tensor *src);
+/* Returns: the version of t's storage (0 when made, +1 per dt_copy_ into
+ * it or any view of it; PyTorch's tensor._version). Errors: t NULL (-1).
+ * Ownership: borrows t. Thread safety: any thread. */
+DT_API int64_t    dt_tensor_version(const dt_tensor *t);
+/* Returns: a new handle on t's storage (a DTensor: its shards) with t's
+ * layout that requires no grad and has no grad_fn (torch.Tensor.detach);
+ * writes through either reach both and bump one version. Errors: t NULL.
+ * Ownership: caller releases. Thread safety: any thread. */
+DT_API dt_tensor *dt_detach(dt_tensor *t);
+/* Sets a leaf's accumulated gradient to grad (retained; NULL clears), as
+ * assigning torch.Tensor.grad. Returns: DT_OK. Errors: leaf NULL or made
+ * by an op (DT_ERR_INVALID_ARGUMENT); grad of another shape (DT_ERR_SHAPE),
+ * dtype (DT_ERR_DTYPE) or mesh (DT_ERR_MESH). Ownership: borrows both.
+ * Thread safety: any thread (the striped lock of the gradient). */
+DT_API dt_status  dt_set_grad(dt_tensor *leaf, dt_tensor *grad);
 
 /* ---- optimisers (docs/autograd.md)
  * `params` is an array of n parameter SLOTS that the optimiser keeps

@@ -157,6 +157,17 @@ for _n, _r, _a in [
 ]:
     _decl(_n, _r, *_a)
 
+# what dtorch.nn, dtorch.optim and the grad modes call beyond the ops
+for _n, _r, _a in [
+    ("dt_grad_enabled", B, ()), ("dt_set_grad_enabled", B, (B,)),
+    ("dt_tensor_set_requires_grad", I, (P, B)),
+    ("dt_tensor_grad_fn", S, (P,)), ("dt_zero_grad", None, (P,)),
+    ("dt_tensor_shares_storage", B, (P, P)),
+    ("dt_clip_grad_norm", I, (ctypes.POINTER(P), I, D, ctypes.POINTER(D))),
+    ("dt_cross_entropy_smoothed", P, (P, P, I, I64, D)),
+]:
+    _decl(_n, _r, *_a)
+
 # tensor -> tensor, (tensor, tensor) -> tensor, (tensor, scalar) -> tensor
 UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
          "sigmoid", "relu", "silu", "gelu", "gelu_tanh", "logical_not",

@@ -510,6 +510,10 @@ class Tensor(InplaceMethods, TensorMethods):
         g = _lib.dt_grad(self._h)
         return Tensor._from_handle(g) if g else None
 
+    @grad.setter
+    def grad(self, g):
+        self._set_grad(g)  # _inplace.py: dt_set_grad
+
 
 def _add_unary(name):
     def method(self):

@@ -1,0 +1,90 @@
+"""nn.Parameter: a dtorch.Tensor subclass that Module registers as a
+parameter, and nn.Buffer, the marker that registers a buffer.
+
+Parameter(data) is a new leaf that shares data's storage (an in-place
+write to one is seen by the other, as torch's Parameter(t) shares t's
+memory) and requires grad unless requires_grad=False; data itself is left
+as it was. A DTensor stays a DTensor with its mesh and placements.
+"""
+import torch
+
+from .. import _errors, _lib
+from .._tensor import Tensor
+
+
+def _leaf_alias(data, requires_grad):
+    """A new handle on data's storage with no autograd history (a view made
+    with grad mode off records no node, so it is a leaf)."""
+    was = _lib.dt_set_grad_enabled(False)
+    try:
+        h = _errors.handle(_lib.dt_view(data._h, _lib.dt_tensor_shape(data._h)))
+    finally:
+        _lib.dt_set_grad_enabled(was)
+    if requires_grad:
+        st = _lib.dt_tensor_set_requires_grad(h, True)
+        if st != 0:
+            _lib.dt_tensor_release(h)
+            _errors.check(st)
+    return h
+
+
+def _as_dtorch(data, where):
+    if isinstance(data, Tensor):
+        return data
+    if isinstance(data, torch.Tensor):
+        return Tensor(data)
+    raise TypeError(f"{where}: data must be a dtorch.Tensor or a torch.Tensor, "
+                    f"got {type(data).__name__}")
+
+
+class Parameter(Tensor):
+    """Parameter(data=None, requires_grad=True): data (an empty tensor when
+    None) as a module parameter."""
+
+    def __new__(cls, data=None, requires_grad=True):
+        from .._ops import empty
+        data = empty(0) if data is None else _as_dtorch(data, "nn.Parameter")
+        obj = Tensor.__new__(cls)
+        obj._h = None
+        obj._h = _leaf_alias(data, bool(requires_grad))
+        return obj
+
+    def __init__(self, data=None, requires_grad=True):
+        pass  # __new__ made the handle; Tensor.__init__ would copy data
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __reduce_ex__(self, proto):
+        return (Parameter, (self.to_torch(), self.requires_grad))
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        from .._ops import clone
+        with_grad = self.requires_grad
+        was = _lib.dt_set_grad_enabled(False)
+        try:
+            copy = clone(self)
+        finally:
+            _lib.dt_set_grad_enabled(was)
+        result = Parameter(copy, with_grad)
+        memo[id(self)] = result
+        return result
+
+
+class Buffer(Tensor):
+    """Buffer(data, *, persistent=True): assigning one to a Module
+    attribute registers data as a buffer (torch.nn.Buffer). The module
+    holds data itself, not this marker."""
+
+    def __new__(cls, data=None, *, persistent=True):
+        from .._ops import empty
+        data = empty(0) if data is None else _as_dtorch(data, "nn.Buffer")
+        obj = Tensor.__new__(cls)
+        obj._h = _lib.dt_tensor_retain(data._h)
+        obj.persistent = persistent
+        return obj
+
+    def __init__(self, data=None, *, persistent=True):
+        pass
