@@ -458,3 +458,68 @@ def test_plan_errors():
     assert not isinstance(model.in_proj.weight, DTensor)
     with pytest.warns(UserWarning, match="no parallelize_plan"):
         parallelize_module(model, mesh)
+
+
+def test_distribute_module_against_torch():
+    """distribute_module: partition_fn per submodule, the rest replicated,
+    input_fn / output_fn as forward hooks (torch's semantics)."""
+    from dtorch.distributed.tensor import distribute_module
+    from dtorch.distributed.tensor._api import distribute_param
+    mesh = init_device_mesh("cpu", (4,))
+    dtorch.manual_seed(10)
+    model = toy_model(dnn)
+    ref = torch_copy(model, toy_model)
+    seen = []
+
+    def partition(name, mod, m):
+        seen.append(name)
+        # colwise / rowwise by hand; out_proj.bias is left to the default
+        if name == "in_proj":
+            distribute_param(mod, "weight", m, [Shard(0)])
+            distribute_param(mod, "bias", m, [Shard(0)])
+        if name == "out_proj":
+            distribute_param(mod, "weight", m, [Shard(1)])
+
+    def input_fn(mod, inputs, m):
+        return (distribute_tensor(inputs[0], m, [Replicate()]),)
+
+    def output_fn(mod, outputs, m):
+        return outputs.redistribute(m, [Replicate()])
+
+    distribute_module(model, mesh, partition, input_fn, output_fn)
+    assert seen == ["", "in_proj", "relu", "out_proj"]
+    assert model.in_proj.weight.placements == (Shard(0),)
+    assert model.out_proj.weight.placements == (Shard(1),)
+    assert model.out_proj.bias.placements == (Replicate(),)  # replicated by default
+    inp = torch.rand(8, 10)
+    out = model(inp)
+    assert out.placements == (Replicate(),)
+    want = ref(inp)
+    torch.testing.assert_close(out.full_tensor(), want, **TOL)
+    out.sum().backward()
+    want.sum().backward()
+    grads_equal(model, ref)
+    with pytest.raises(RuntimeError, match="distribute_module should only be called once"):
+        distribute_module(model, mesh)
+    with pytest.raises(TypeError, match="distribute_module: input_fn 3 is not callable"):
+        distribute_module(toy_model(dnn), mesh, input_fn=3)
+
+
+def test_prepare_module_input_kwargs():
+    class Two(dnn.Module):
+        def forward(self, a, *, b):
+            return a, b
+    mesh = init_device_mesh("cpu", (4,))
+    m = parallelize_module(Two(), mesh, PrepareModuleInput(
+        input_layouts=(Shard(0),), desired_input_layouts=(Replicate(),),
+        input_kwarg_layouts={"b": Replicate()}, desired_input_kwarg_layouts={"b": Shard(1)}))
+    a, b = torch.randn(2, 4), torch.randn(3, 8)
+    with CommDebugMode() as comm:
+        da, db = m(a, b=b)
+    assert da.placements == (Replicate(),) and db.placements == (Shard(1),)
+    torch.testing.assert_close(da.full_tensor(), torch.cat([a] * 4))
+    torch.testing.assert_close(db.full_tensor(), b)
+    assert dtorch_counts(comm) == {"c10d_functional.all_gather_into_tensor": 1}
+    with pytest.raises(ValueError, match="the module got 2 inputs but input_layouts has 1"):
+        parallelize_module(Two(), mesh, PrepareModuleInput(
+            input_layouts=Shard(0), desired_input_layouts=Replicate()))(a, b, b=b)
