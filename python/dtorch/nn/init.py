@@ -13,6 +13,7 @@ import warnings
 from torch.nn.init import calculate_gain  # noqa: F401  (a pure function of its arguments)
 
 from .._grad_mode import no_grad
+from .parameter import _copy_into
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_",
            "ones_", "zeros_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
@@ -80,7 +81,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
                 result = where(pending, cand, result)
                 pending = where(pending, reject(cand), pending)
         if result is not tensor:
-            tensor.copy_(result)
+            _copy_into(tensor, result)
         return tensor
 
 

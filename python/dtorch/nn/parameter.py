@@ -8,24 +8,31 @@ as it was. A DTensor stays a DTensor with its mesh and placements.
 """
 import torch
 
-from .. import _errors, _lib
+from .. import _errors, _inplace, _lib  # noqa: F401  (_inplace declares dt_detach)
 from .._tensor import Tensor
 
 
 def _leaf_alias(data, requires_grad):
-    """A new handle on data's storage with no autograd history (a view made
-    with grad mode off records no node, so it is a leaf)."""
-    was = _lib.dt_set_grad_enabled(False)
-    try:
-        h = _errors.handle(_lib.dt_view(data._h, _lib.dt_tensor_shape(data._h)))
-    finally:
-        _lib.dt_set_grad_enabled(was)
+    """A new leaf handle on data's storage (dt_detach), requiring grad or
+    not; data itself is unchanged."""
+    h = _errors.handle(_lib.lib.dt_detach(data._h))
     if requires_grad:
         st = _lib.dt_tensor_set_requires_grad(h, True)
         if st != 0:
             _lib.dt_tensor_release(h)
             _errors.check(st)
     return h
+
+
+def _copy_into(dst, src):
+    """dst.copy_(src) through a plain-Tensor alias of dst's storage: the
+    in-place methods take a src of dst's own class (a Parameter's copy_
+    would refuse a plain Tensor)."""
+    if type(dst) is not Tensor:
+        Tensor._from_handle(_leaf_alias(dst, False)).copy_(src)
+    else:
+        dst.copy_(src)
+    return dst
 
 
 def _as_dtorch(data, where):

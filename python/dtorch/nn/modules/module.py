@@ -24,7 +24,7 @@ from torch.utils.hooks import RemovableHandle
 from ... import _lib
 from ..._grad_mode import no_grad
 from ..._tensor import Tensor
-from ..parameter import Buffer, Parameter, _leaf_alias
+from ..parameter import Buffer, Parameter, _copy_into, _leaf_alias
 
 
 _typename = torch.typename
@@ -645,7 +645,7 @@ def _load_one(module, name, key, param, input_param, assign, error_msgs):
                     src = Parameter(src, requires_grad=param.requires_grad)
                 setattr(module, name, src)
             else:
-                param.copy_(src)
+                _copy_into(param, src)
     except Exception as ex:
         error_msgs.append(f'While copying the parameter named "{key}", whose dimensions '
                           f"in the model are {param.size()} and whose dimensions in the "

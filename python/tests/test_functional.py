@@ -1,0 +1,201 @@
+"""dtorch.nn.functional against torch.nn.functional: the same inputs into
+both, forward values and input/weight gradients to float32 rounding, the
+argument variants (reduction, ignore_index, label_smoothing, class
+weights, padding_idx, approximate, dtype=), DTensor inputs, and the
+errors for unsupported values."""
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import dtorch
+import dtorch.nn.functional as F
+
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def close(d, t, rtol=RTOL, atol=ATOL):
+    torch.testing.assert_close(d.to_torch(), t.detach(), rtol=rtol, atol=atol)
+
+
+def both(*ts, grad=None):
+    """torch leaves and their dtorch copies (float ones require grad)."""
+    grad = [t.is_floating_point() for t in ts] if grad is None else grad
+    tt = [t.clone().requires_grad_(g) for t, g in zip(ts, grad)]
+    dd = [dtorch.Tensor(t, requires_grad=g) for t, g in zip(ts, grad)]
+    return tt, dd
+
+
+def check(tfn, dfn, *inputs, grad=None, rtol=RTOL, atol=ATOL):
+    """Forward and (for a scalar or reduced output) backward of each."""
+    tt, dd = both(*inputs, grad=grad)
+    to, do = tfn(*tt), dfn(*dd)
+    close(do, to, rtol, atol)
+    if to.requires_grad:
+        (to * torch.linspace(0.5, 1.5, to.numel()).reshape(to.shape)).sum().backward()
+        w = dtorch.Tensor(torch.linspace(0.5, 1.5, to.numel()).reshape(to.shape))
+        (do * w).sum().backward()
+        for t, d in zip(tt, dd):
+            if t.requires_grad:
+                assert d.grad is not None
+                close(d.grad, t.grad, rtol, atol)
+    return to, do
+
+
+torch.manual_seed(0)
+X = torch.randn(4, 6)
+W = torch.randn(5, 6)
+B = torch.randn(5)
+
+
+def test_activations():
+    for name in ["relu", "silu", "sigmoid", "tanh"]:
+        check(getattr(TF, name), getattr(F, name), X)
+    check(TF.gelu, F.gelu, X)
+    check(lambda x: TF.gelu(x, approximate="tanh"), lambda x: F.gelu(x, approximate="tanh"), X)
+    check(lambda x: TF.leaky_relu(x, 0.2), lambda x: F.leaky_relu(x, 0.2), X)
+    with pytest.raises(ValueError, match="gelu: approximate='erf' is not one of"):
+        F.gelu(dtorch.Tensor(X), approximate="erf")
+    with pytest.raises(ValueError, match="relu: inplace=True is not supported"):
+        F.relu(dtorch.Tensor(X), inplace=True)
+
+
+def test_softmax_dtype_casts_first():
+    for dim in (0, 1, -1):
+        check(lambda x: TF.softmax(x, dim), lambda x: F.softmax(x, dim), X)
+        check(lambda x: TF.log_softmax(x, dim), lambda x: F.log_softmax(x, dim), X)
+    h = (X * 3).half()
+    t = TF.softmax(h, -1, dtype=torch.float32)
+    d = F.softmax(dtorch.Tensor(h), -1, dtype=torch.float32)
+    assert d.dtype == torch.float32
+    close(d, t)  # computed in float32: a float16 softmax would be ~1e-3 off
+    close(F.log_softmax(dtorch.Tensor(h), 1, dtype=torch.float64),
+          TF.log_softmax(h, 1, dtype=torch.float64))
+    with pytest.warns(UserWarning, match="Implicit dimension choice"):
+        F.softmax(dtorch.Tensor(X))
+
+
+def test_linear_and_norms():
+    check(TF.linear, F.linear, X, W, B)
+    check(TF.linear, F.linear, X, W)
+    x3 = torch.randn(2, 3, 6)
+    check(lambda x, w, b: TF.layer_norm(x, (6,), w, b), lambda x, w, b: F.layer_norm(x, (6,), w, b),
+          x3, torch.randn(6), torch.randn(6))
+    check(lambda x: TF.layer_norm(x, [6], eps=1e-3), lambda x: F.layer_norm(x, [6], eps=1e-3), x3)
+    check(lambda x, w: TF.layer_norm(x, (3, 6), w), lambda x, w: F.layer_norm(x, (3, 6), w),
+          x3, torch.randn(3, 6))
+    check(lambda x, w: TF.rms_norm(x, (6,), w), lambda x, w: F.rms_norm(x, (6,), w),
+          x3, torch.randn(6))
+    check(lambda x, w: TF.rms_norm(x, (3, 6), w, 1e-5), lambda x, w: F.rms_norm(x, (3, 6), w, 1e-5),
+          x3, torch.randn(3, 6))
+    with pytest.raises(ValueError, match=r"layer_norm: normalized_shape=\[5\] is not the last"):
+        F.layer_norm(dtorch.Tensor(x3), (5,))
+
+
+def test_embedding_padding_idx_gets_no_gradient():
+    idx = torch.tensor([[0, 2, 1], [2, 2, 3]])
+    weight = torch.randn(4, 3)
+    for pad in (None, 2, -2):
+        check(lambda i, w: TF.embedding(i, w, padding_idx=pad),
+              lambda i, w: F.embedding(i, w, padding_idx=pad), idx, weight)
+    with pytest.raises(ValueError, match="embedding: max_norm=1.0 is not supported"):
+        F.embedding(dtorch.Tensor(idx), dtorch.Tensor(weight), max_norm=1.0)
+    with pytest.raises(ValueError, match="padding_idx=9 must be within num_embeddings"):
+        F.embedding(dtorch.Tensor(idx), dtorch.Tensor(weight), padding_idx=9)
+
+
+LOGITS = torch.randn(6, 5)
+TARGET = torch.tensor([1, 0, 4, -100, 2, 1])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_variants(reduction, smoothing, weighted):
+    weight = torch.rand(5) + 0.5 if weighted else None
+    kw = dict(reduction=reduction, label_smoothing=smoothing)
+
+    def tfn(x, t):
+        return TF.cross_entropy(x, t, weight=weight, **kw)
+
+    def dfn(x, t):
+        return F.cross_entropy(x, t, weight=None if weight is None else dtorch.Tensor(weight), **kw)
+    check(tfn, dfn, LOGITS, TARGET)
+    # ignore_index on a real class, and [N, C, d] inputs
+    check(lambda x, t: TF.cross_entropy(x, t, weight=weight, ignore_index=1, **kw),
+          lambda x, t: F.cross_entropy(x, t, weight=None if weight is None else
+                                       dtorch.Tensor(weight), ignore_index=1, **kw),
+          torch.randn(2, 5, 3), torch.tensor([[1, 0, 4], [3, 1, 2]]))
+    # class probabilities
+    probs = torch.softmax(torch.randn(6, 5), -1)
+    check(tfn, dfn, LOGITS, probs, grad=[True, False])
+
+
+def test_nll_mse_l1():
+    logp = torch.log_softmax(torch.randn(6, 5), -1)
+    for reduction in ("mean", "sum", "none"):
+        check(lambda x, t: TF.nll_loss(x, t, reduction=reduction),
+              lambda x, t: F.nll_loss(x, t, reduction=reduction), logp, TARGET)
+        w = torch.rand(5) + 0.1
+        check(lambda x, t: TF.nll_loss(x, t, weight=w, reduction=reduction),
+              lambda x, t: F.nll_loss(x, t, weight=dtorch.Tensor(w), reduction=reduction),
+              logp, TARGET)
+        check(lambda a, b: TF.mse_loss(a, b, reduction=reduction),
+              lambda a, b: F.mse_loss(a, b, reduction=reduction), X, X.flip(0))
+        check(lambda a, b: TF.l1_loss(a, b, reduction=reduction),
+              lambda a, b: F.l1_loss(a, b, reduction=reduction), X, X.flip(0))
+    with pytest.raises(ValueError, match="mse_loss: reduction='avg' is not one of"):
+        F.mse_loss(dtorch.Tensor(X), dtorch.Tensor(X), reduction="avg")
+    with pytest.raises(ValueError, match="label_smoothing=1.5 must be in"):
+        F.cross_entropy(dtorch.Tensor(LOGITS), dtorch.Tensor(TARGET), label_smoothing=1.5)
+
+
+def test_one_hot_pad_dropout():
+    idx = torch.tensor([[0, 3], [2, 1]])
+    assert F.one_hot(dtorch.Tensor(idx)).tolist() == TF.one_hot(idx).tolist()
+    assert F.one_hot(dtorch.Tensor(idx), 6).tolist() == TF.one_hot(idx, 6).tolist()
+    x = torch.randn(2, 3, 4)
+    for p in [(1, 2), (0, 1, 2, 0), (-1, 2, 1, -1), (1, 1, 1, 1, 1, 1)]:
+        check(lambda a: TF.pad(a, p, value=0.5), lambda a: F.pad(a, p, value=0.5), x)
+    with pytest.raises(ValueError, match="pad: mode='reflect' is not supported"):
+        F.pad(dtorch.Tensor(x), (1, 1), mode="reflect")
+    d = dtorch.ones(1000)
+    dtorch.manual_seed(5)
+    y = F.dropout(d, 0.25).to_torch()
+    kept = y != 0
+    assert 0.65 < float(kept.float().mean()) < 0.85
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.75))
+    close(F.dropout(d, 0.25, training=False), torch.ones(1000))
+    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but got 1.5"):
+        F.dropout(d, 1.5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_scaled_dot_product_attention(causal):
+    q, k, v = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 6, 4), torch.randn(2, 3, 6, 4)
+    check(lambda a, b, c: TF.scaled_dot_product_attention(a, b, c, is_causal=causal),
+          lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal), q, k, v)
+    mask = torch.rand(5, 6) > 0.3
+    mask[:, 0] = True
+    check(lambda a, b, c: TF.scaled_dot_product_attention(a, b, c, attn_mask=mask, scale=0.3),
+          lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=dtorch.Tensor(mask),
+                                                         scale=0.3), q, k, v)
+    bias = torch.randn(5, 6)
+    check(lambda a, b, c: TF.scaled_dot_product_attention(a, b, c, attn_mask=bias),
+          lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=dtorch.Tensor(bias)),
+          q, k, v)
+
+
+def test_on_dtensors():
+    mesh = dtorch.init_device_mesh("cpu", (4,))
+    x = torch.randn(8, 6)
+    dx = dtorch.Tensor(x, device_mesh=mesh, placements=[dtorch.Shard(0)])
+    dw = dtorch.Tensor(W, device_mesh=mesh, placements=[dtorch.Replicate()])
+    y = F.gelu(F.linear(dx, dw))
+    assert y.placements == (dtorch.Shard(0),)
+    close(y, TF.gelu(TF.linear(x, W)))
+    target = torch.randint(0, 5, (8,))
+    # the library's rule: class targets Replicate beside Shard(0) logits
+    dt = dtorch.Tensor(target, device_mesh=mesh, placements=[dtorch.Replicate()])
+    close(F.cross_entropy(F.linear(dx, dw), dt, label_smoothing=0.1),
+          TF.cross_entropy(TF.linear(x, W), target, label_smoothing=0.1))
+    close(F.one_hot(dt, 5), TF.one_hot(target, 5))
