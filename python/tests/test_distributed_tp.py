@@ -83,17 +83,6 @@ def grads_equal(model, ref):
         torch.testing.assert_close(g.to_torch(), p.grad, **TOL, msg=name)
 
 
-def sgd_step(model, lr):
-    """p - lr * grad as each parameter's new leaf (a DTensor keeps its
-    placements: the gradients here are laid out like their parameters)."""
-    with dtorch.no_grad():
-        for mod in model.modules():
-            for name, p in list(mod._parameters.items()):
-                new = p - p.grad * lr
-                assert new.placements == p.placements
-                mod.register_parameter(name, dnn.Parameter(new))
-
-
 # ---- torch's own counts, on a fake process group
 @pytest.fixture(scope="module")
 def torch_tp():
@@ -174,8 +163,12 @@ def test_tp_mlp_matches_torch_on_a_mesh_of_4(torch_tp):
     assert model.out_proj.weight.placements == (Shard(1),)
     assert model.out_proj.bias.placements == (Replicate(),)
     assert isinstance(model.in_proj.weight, dnn.Parameter)
+    ref_placements = [(n, p.placements) for n, p in model.named_parameters()]
+    # the example's training loop: AdamW(lr=0.25, foreach=True)
+    opt = dtorch.optim.AdamW(tp_model.parameters(), lr=0.25, foreach=True)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=0.25, foreach=True)
     torch.manual_seed(1)
-    for step in range(3):  # the example's training loop (SGD in place of AdamW)
+    for step in range(3):
         inp = torch.rand(20, 10)
         with CommDebugMode() as fwd:
             out = tp_model(inp)
@@ -186,11 +179,15 @@ def test_tp_mlp_matches_torch_on_a_mesh_of_4(torch_tp):
             out.sum().backward()
         want.sum().backward()
         grads_equal(model, ref)
-        sgd_step(model, 0.25)
-        with torch.no_grad():
-            for p in ref.parameters():
-                p -= 0.25 * p.grad
-                p.grad = None
+        opt.step()
+        ref_opt.step()
+        opt.zero_grad()
+        ref_opt.zero_grad()
+    for name, p in ref.named_parameters():
+        torch.testing.assert_close(dict(model.named_parameters())[name].full_tensor(),
+                                   p.detach(), **TOL, msg=name)
+        assert dict(model.named_parameters())[name].placements == \
+            dict(ref_placements)[name]
     tf, tb = torch_counts(torch_tp, toy_model,
                           lambda tp: torch_plan(tp, plan), lambda m: torch.rand(20, 10))
     assert tf == {"c10d_functional.all_reduce": 1}  # what torch reports
