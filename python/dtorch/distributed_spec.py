@@ -10,6 +10,7 @@ a runtime not made with device="cuda"): a ``DTorchEmulationWarning`` says
 so once, and ``mesh.device_type`` stays "cuda".
 """
 import ctypes
+import threading
 import warnings
 import weakref
 
@@ -236,17 +237,30 @@ class DeviceMesh:
         return DeviceMesh(self.device_type, _handle=h)
 
     def __enter__(self):
-        _mesh_stack.append(self)
+        _mesh_stack().append(self)
         return self
 
     def __exit__(self, *exc):
-        _mesh_stack.pop()
+        _mesh_stack().pop()
         return False
 
 
 # `with mesh:` makes mesh the default of dtorch.distributed.tensor's
-# factories and distribute_tensor (torch's mesh context)
-_mesh_stack = []
+# factories, distribute_tensor and parallelize_module in this thread
+# (torch's mesh context)
+_mesh_tls = threading.local()
+
+
+def _mesh_stack():
+    if not hasattr(_mesh_tls, "stack"):
+        _mesh_tls.stack = []
+    return _mesh_tls.stack
+
+
+def current_mesh():
+    """The innermost open `with mesh:` block's mesh in this thread, or None."""
+    stack = _mesh_stack()
+    return stack[-1] if stack else None
 
 
 def _capi_runtime(mesh):

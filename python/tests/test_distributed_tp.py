@@ -520,3 +520,37 @@ def test_prepare_module_input_kwargs():
     with pytest.raises(ValueError, match="the module got 2 inputs but input_layouts has 1"):
         parallelize_module(Two(), mesh, PrepareModuleInput(
             input_layouts=Shard(0), desired_input_layouts=Replicate()))(a, b, b=b)
+
+
+def test_one_style_for_a_linear_and_an_embedding_under_a_mesh_block():
+    def model_fn(nn):
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(8, 12)
+                self.proj = nn.Linear(12, 4)
+
+            def forward(self, i):
+                return self.proj(self.emb(i))
+        return M()
+    mesh = init_device_mesh("cpu", (4,))
+    dtorch.manual_seed(11)
+    model = model_fn(dnn)
+    ref = torch_copy(model, model_fn)
+    with mesh:  # parallelize_module's default mesh
+        parallelize_module(model, None, {"emb": ColwiseParallel(), "proj": RowwiseParallel()})
+    idx = torch.tensor([[1, 2, 7], [0, 0, 5]])
+    # one Rowwise instance on both kinds: each keeps its own desired input
+    # (Embedding: Replicate(); Linear: Shard(-1))
+    both = model_fn(dnn)
+    ref_both = torch_copy(both, model_fn)
+    parallelize_module(both, mesh, {"*": RowwiseParallel(input_layouts=Replicate())})
+    assert both.emb.weight.placements == (Shard(0),)
+    assert both.proj.weight.placements == (Shard(1),)
+    torch.testing.assert_close(both(idx).full_tensor(), ref_both(idx), **TOL)
+    out = model(idx)
+    want = ref(idx)
+    torch.testing.assert_close(out.full_tensor(), want, **TOL)
+    out.sum().backward()
+    want.sum().backward()
+    grads_equal(model, ref)

@@ -12,7 +12,7 @@ import torch
 from ... import _ops
 from ..._tensor import Tensor
 from ...distributed_spec import DeviceMesh, Partial, Placement, Replicate, \
-    Shard, _mesh_stack
+    Shard, current_mesh
 
 
 class _DTensorMeta(type):
@@ -44,10 +44,11 @@ class DTensor(metaclass=_DTensorMeta):
 
 def _mesh_or_current(device_mesh, fn):
     if device_mesh is None:
-        if not _mesh_stack:
+        mesh = current_mesh()
+        if mesh is None:
             raise ValueError(f"{fn}: no device_mesh given and no `with mesh:` "
                              f"block is open")
-        return _mesh_stack[-1]
+        return mesh
     if not isinstance(device_mesh, DeviceMesh):
         raise TypeError(f"{fn}: device_mesh {device_mesh!r} is not a DeviceMesh")
     return device_mesh

@@ -2,7 +2,7 @@
 import fnmatch
 import warnings
 
-from ....distributed_spec import DeviceMesh, _mesh_stack
+from ....distributed_spec import DeviceMesh, current_mesh
 from .style import ParallelStyle
 
 __all__ = ["parallelize_module"]
@@ -16,10 +16,10 @@ def parallelize_module(module, device_mesh=None, parallelize_plan=None, *,
     use fnmatch wildcards: "layers.*.mlp.w1") to styles. A key that
     matches no submodule is an error (torch warns and skips it)."""
     if device_mesh is None:
-        if not _mesh_stack:
+        device_mesh = current_mesh()
+        if device_mesh is None:
             raise ValueError("parallelize_module: no device_mesh given and no "
                              "`with mesh:` block is open")
-        device_mesh = _mesh_stack[-1]
     if not isinstance(device_mesh, DeviceMesh):
         raise TypeError(f"parallelize_module: device_mesh {device_mesh!r} is not a "
                         f"DeviceMesh")

@@ -16,6 +16,8 @@ placements there (a batch Shard(0) over "dp" stays), which gives DP x TP
 in one program. torch's styles take the 1-d mesh (mesh["tp"]); so do
 these.
 """
+import functools
+
 import torch
 
 from ...._tensor import Tensor
@@ -130,19 +132,25 @@ class ColwiseParallel(ParallelStyle):
     _params = {"Linear": {"weight": Shard(0), "bias": Shard(0)},
                "Embedding": {"weight": Shard(1)}}
 
-    def _input_fn(self, mod, inputs, mesh):
+    def _input_fn(self, desired, mod, inputs, mesh):
         x = _to_dtensor(inputs[0], mesh, self.input_layouts[0], type(self).__name__)
-        return (_redistribute_tp(x, mesh, self.desired_input_layouts[0]),) + tuple(inputs[1:])
+        return (_redistribute_tp(x, mesh, desired),) + tuple(inputs[1:])
 
     def _output_fn(self, mod, outputs, mesh):
         return _redistribute_tp(outputs, mesh, self.output_layouts[0])
 
+    def _desired_input(self, module):
+        return self.desired_input_layouts[0]
+
     def _apply(self, module, device_mesh):
         _need_mesh(device_mesh, self)
+        # the desired input is fixed per module (one Rowwise style may serve
+        # a Linear and an Embedding through a wildcard)
+        desired = self._desired_input(module)
         return distribute_module(
             module, device_mesh,
             lambda name, m, mesh: _partition(self, self._params, m, mesh) if name == "" else None,
-            self._input_fn, self._output_fn)
+            functools.partial(self._input_fn, desired), self._output_fn)
 
     def __repr__(self):
         return (f"{type(self).__name__}(input_layouts={self.input_layouts}, "
@@ -167,16 +175,14 @@ class RowwiseParallel(ColwiseParallel):
     _params = {"Linear": {"weight": Shard(1), "bias": Replicate()},
                "Embedding": {"weight": Shard(0)}}
 
-    def _apply(self, module, device_mesh):
+    def _desired_input(self, module):
         nn = _nn()
         if isinstance(module, nn.Linear):
-            self.desired_input_layouts = (Shard(-1),)
-        elif isinstance(module, nn.Embedding):
-            self.desired_input_layouts = (Replicate(),)
-        else:
-            raise NotImplementedError(f"RowwiseParallel only supports nn.Linear and "
-                                      f"nn.Embedding, not {type(module).__name__}")
-        return super()._apply(module, device_mesh)
+            return Shard(-1)
+        if isinstance(module, nn.Embedding):
+            return Replicate()
+        raise NotImplementedError(f"RowwiseParallel only supports nn.Linear and "
+                                  f"nn.Embedding, not {type(module).__name__}")
 
 
 class SequenceParallel(ParallelStyle):
