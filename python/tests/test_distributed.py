@@ -356,3 +356,26 @@ def test_visualize_sharding():
         visualize_sharding([1])
     with pytest.raises(dtorch.DTorchError):
         visualize_sharding(distribute_tensor(torch.zeros(2, 2, 2), m, [Shard(0)]))
+
+
+@needs8
+def test_the_current_rank_is_this_processs_first_rank(monkeypatch):
+    """In an MPI job a process hosts a block of the ranks: get_rank() and
+    every "current rank" answer follow the one decision in _world (here
+    the runtime's locality is replaced by process 1 of 2's: ranks 4-7)."""
+    from dtorch.distributed import _capi
+    monkeypatch.setattr(_capi, "dt_runtime_rank_is_local", lambda rt, r: r >= N // 2)
+    dist.init_process_group()
+    assert dist.get_rank() == N // 2 and dist.get_world_size() == N
+    m = dtorch.init_device_mesh("cpu", (2, N // 2), mesh_dim_names=("dp", "tp"))
+    assert m.get_rank() == N // 2 and m.get_coordinate() == (1, 0)
+    assert m["tp"].mesh.tolist() == list(range(N // 2, N))
+    assert list(m.get_group("dp").ranks) == [0, N // 2]
+    assert dist.get_rank(m.get_group("dp")) == 1
+    g = torch.arange(float(N))
+    x = distribute_tensor(g, m, [Replicate(), Shard(0)])
+    torch.testing.assert_close(x.to_local(), g[:2])  # rank N/2: tp coordinate 0
+    y = distribute_tensor(g, m, [Shard(0), Replicate()])
+    torch.testing.assert_close(y.to_local(), g[N // 2:])
+    with pytest.raises(ValueError, match=f"rank=0 but this process's first rank is {N // 2}"):
+        dist.destroy_process_group() or dist.init_process_group(rank=0)

@@ -11,7 +11,7 @@ import torch
 
 from ... import _ops
 from ..._tensor import Tensor
-from ...distributed_spec import DeviceMesh, Partial, Placement, Replicate, \
+from ...distributed_spec import DeviceMesh, Placement, Replicate, \
     Shard, current_mesh
 
 

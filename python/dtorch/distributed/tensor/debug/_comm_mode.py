@@ -5,8 +5,6 @@ torch's CommDebugMode counts functional collectives at dispatch."""
 import collections
 import threading
 
-import torch
-
 from ... import _capi
 
 # dtorch's counter -> torch's functional-collective op name
