@@ -248,3 +248,176 @@ def test_repr_matches_torch():
                                                                   nn.SiLU()])),
                                           ("id", nn.Identity()), ("loss", nn.CrossEntropyLoss())]))
     assert repr(build(dnn)) == repr(build(torch.nn))
+
+
+def _copy_from_torch(dmod, tmod):
+    dmod.load_state_dict(tmod.state_dict())
+    return dmod
+
+
+LAYERS = [lambda nn: nn.Linear(6, 4), lambda nn: nn.Linear(6, 4, bias=False),
+          lambda nn: nn.LayerNorm(6), lambda nn: nn.LayerNorm(6, bias=False),
+          lambda nn: nn.LayerNorm([3, 6], eps=1e-3), lambda nn: nn.RMSNorm(6),
+          lambda nn: nn.RMSNorm([3, 6], eps=1e-5, elementwise_affine=False),
+          lambda nn: nn.GELU(), lambda nn: nn.GELU("tanh"), lambda nn: nn.SiLU(),
+          lambda nn: nn.ReLU(), lambda nn: nn.Tanh(), lambda nn: nn.Sigmoid(),
+          lambda nn: nn.Identity(), lambda nn: nn.Dropout(0.3).eval(),
+          lambda nn: nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 2))]
+
+
+@pytest.mark.parametrize("make", LAYERS)
+def test_layers_forward_backward_match_torch(make):
+    torch.manual_seed(0)
+    tmod = make(torch.nn)
+    with torch.no_grad():  # non-trivial affine parameters
+        for p in tmod.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    dmod = _copy_from_torch(make(dnn), tmod)
+    x = torch.randn(2, 3, 6)
+    tx, dx = x.clone().requires_grad_(), dtorch.Tensor(x, requires_grad=True)
+    ty, dy = tmod(tx), dmod(dx)
+    close(dy, ty.detach(), rtol=1e-5)
+    (ty * ty).sum().backward()
+    (dy * dy).sum().backward()
+    close(dx.grad, tx.grad, rtol=1e-5, atol=1e-5)
+    for (n, p), (_, q) in zip(dmod.named_parameters(), tmod.named_parameters()):
+        close(p.grad, q.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_embedding_and_losses_match_torch():
+    torch.manual_seed(0)
+    temb = torch.nn.Embedding(7, 4, padding_idx=2)
+    demb = _copy_from_torch(dnn.Embedding(7, 4, padding_idx=2), temb)
+    idx = torch.tensor([[0, 2, 5], [2, 6, 1]])
+    ty, dy = temb(idx), demb(dtorch.tensor(idx))
+    close(dy, ty.detach())
+    ty.pow(2).sum().backward()
+    dy.pow(2).sum().backward()
+    close(demb.weight.grad, temb.weight.grad)
+    assert demb.weight.grad.to_torch()[2].abs().sum() == 0
+    logits, target = torch.randn(5, 7), torch.tensor([1, -100, 3, 0, 6])
+    w = torch.rand(7) + 0.5
+    for tl, dl in [(torch.nn.CrossEntropyLoss(), dnn.CrossEntropyLoss()),
+                   (torch.nn.CrossEntropyLoss(label_smoothing=0.2, reduction="sum"),
+                    dnn.CrossEntropyLoss(label_smoothing=0.2, reduction="sum")),
+                   (torch.nn.CrossEntropyLoss(weight=w, ignore_index=3),
+                    dnn.CrossEntropyLoss(weight=w, ignore_index=3))]:
+        tgt = target.clamp(min=3) if tl.weight is not None else target
+        close(dl(dtorch.tensor(logits), dtorch.tensor(tgt)), tl(logits, tgt))
+    close(dnn.MSELoss(reduction="sum")(dtorch.tensor(logits), dtorch.zeros(5, 7)),
+          torch.nn.MSELoss(reduction="sum")(logits, torch.zeros(5, 7)))
+
+
+def test_default_init_distributions():
+    """Initialised values follow torch's distributions (the values
+    themselves come from dtorch's stream): bounds, means and spreads."""
+    dtorch.manual_seed(0)
+    lin = dnn.Linear(400, 300)
+    w, b = lin.weight.to_torch(), lin.bias.to_torch()
+    bound = 1 / math.sqrt(400)  # kaiming_uniform_(a=sqrt(5)) on fan_in 400
+    assert w.abs().max() <= bound and w.abs().max() > 0.99 * bound
+    assert abs(w.std().item() - bound / math.sqrt(3)) < 0.01 * bound
+    assert b.abs().max() <= bound and abs(b.mean().item()) < 0.1 * bound
+    emb = dnn.Embedding(500, 200, padding_idx=3).weight.to_torch()
+    assert abs(emb.mean().item()) < 0.01 and abs(emb.std().item() - 1) < 0.01
+    assert emb[3].abs().sum() == 0
+    ln = dnn.LayerNorm(10)
+    assert ln.weight.tolist() == [1.0] * 10 and ln.bias.tolist() == [0.0] * 10
+    t = dtorch.empty(300, 200)
+    for fn, std in [(lambda: dnn.init.kaiming_normal_(t, mode="fan_out", nonlinearity="relu"),
+                     math.sqrt(2 / 300)),
+                    (lambda: dnn.init.xavier_normal_(t, gain=2.0), 2 * math.sqrt(2 / 500)),
+                    (lambda: dnn.init.xavier_uniform_(t), math.sqrt(2 / 500)),
+                    (lambda: dnn.init.kaiming_uniform_(t, a=0.1), math.sqrt(2 / 1.01 / 200)),
+                    (lambda: dnn.init.normal_(t, 1.0, 0.5), 0.5)]:
+        assert fn() is t
+        assert abs(t.to_torch().std().item() - std) < 0.02 * std
+    dnn.init.trunc_normal_(t, std=1.0, a=-1.0, b=1.5)
+    v = t.to_torch()
+    ref = torch.nn.init.trunc_normal_(torch.empty(300, 200), std=1.0, a=-1.0, b=1.5)
+    assert v.min() >= -1.0 and v.max() <= 1.5
+    assert abs(v.mean().item() - ref.mean().item()) < 0.02
+    assert abs(v.std().item() - ref.std().item()) < 0.02
+    dnn.init.trunc_normal_(t, mean=3.0, std=1.0, a=-0.5, b=0.5)  # a narrow interval
+    assert t.to_torch().min() >= -0.5 and t.to_torch().max() <= 0.5
+    dnn.init.constant_(t, 0.25)
+    assert t.to_torch().unique().tolist() == [0.25]
+    with pytest.raises(ValueError, match="Mode fan_avg not supported"):
+        dnn.init.kaiming_uniform_(t, mode="fan_avg")
+    with pytest.raises(ValueError, match="fewer than 2 dimensions"):
+        dnn.init.xavier_uniform_(dtorch.empty(3))
+    with pytest.raises(ValueError, match="generator=.* is not supported"):
+        dnn.init.uniform_(t, generator=torch.Generator())
+
+
+def test_containers_match_torch():
+    for nn in (torch.nn, dnn):
+        seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+        seq.append(nn.Linear(3, 1))
+        assert len(seq) == 3 and isinstance(seq[-1], nn.Linear)
+        assert [type(m).__name__ for m in seq[1:]] == ["ReLU", "Linear"]
+        seq.insert(0, nn.Identity())
+        del seq[1]
+        assert [n for n, _ in seq.named_children()] == ["0", "1", "2"]
+        ml = nn.ModuleList([nn.ReLU()])
+        ml += [nn.SiLU()]
+        ml.extend(nn.ModuleList([nn.Tanh()]))
+        assert len(ml) == 3 and isinstance(ml[-1], nn.Tanh)
+        md = nn.ModuleDict({"a": nn.ReLU()})
+        md["b"] = nn.Linear(1, 1)
+        assert list(md.keys()) == ["a", "b"] and "b" in md and len(md) == 2
+        assert len(list(md.parameters())) == 2
+        with pytest.raises(IndexError, match="out of range"):
+            ml[5]
+    assert repr(dnn.ModuleList([dnn.ReLU()] * 3)) == repr(torch.nn.ModuleList([torch.nn.ReLU()] * 3))
+
+
+def test_zero_grad_requires_grad_and_to():
+    m = dnn.Linear(3, 2)
+    w = m.weight
+    m(dtorch.ones(1, 3)).sum().backward()
+    assert w.grad is not None
+    m.zero_grad()
+    assert w.grad is None
+    m.requires_grad_(False)
+    assert not w.requires_grad and not m(dtorch.ones(1, 3)).requires_grad
+    m.requires_grad_(True)
+    before = w.to_torch()
+    m.to(torch.float64)
+    assert m.weight is w and w.dtype == torch.float64 and w.requires_grad
+    close(w, before.double())
+    assert m(dtorch.ones(1, 3, dtype=torch.float64)).dtype == torch.float64
+    with pytest.raises(TypeError, match="only accepts floating point"):
+        m.to(torch.int32)
+    m.float()
+    assert w.dtype == torch.float32
+
+
+def test_modules_on_dtensors():
+    """Parameters distributed on a mesh (Shard(0) weight: column-parallel
+    as a parallelize plan would make it) run forward and backward through
+    the ops' placement rules; values and gradients are torch's."""
+    mesh = dtorch.init_device_mesh("cpu", (4,))
+    torch.manual_seed(0)
+    tlin = torch.nn.Linear(6, 8)
+    dlin = dnn.Linear(6, 8)
+    sd = {"weight": dtorch.Tensor(tlin.weight.detach(), device_mesh=mesh,
+                                  placements=[dtorch.Shard(0)]),
+          "bias": dtorch.Tensor(tlin.bias.detach(), device_mesh=mesh,
+                                placements=[dtorch.Shard(0)])}
+    dlin.load_state_dict(sd, assign=True)
+    assert dlin.weight.placements == (dtorch.Shard(0),)
+    x = torch.randn(4, 6)
+    dx = dtorch.Tensor(x, device_mesh=mesh, placements=[dtorch.Replicate()])
+    y = dlin(dx)
+    assert y.placements == (dtorch.Shard(1),)
+    close(y, tlin(x).detach(), rtol=1e-5)
+    tlin(x).pow(2).sum().backward()
+    y.pow(2).sum().backward()
+    close(dlin.weight.grad, tlin.weight.grad, rtol=1e-5, atol=1e-5)
+    # load_state_dict from torch tensors lays them out as the parameters are
+    with torch.no_grad():
+        tlin.weight.mul_(2)
+    dlin.load_state_dict(tlin.state_dict())
+    assert dlin.weight.placements == (dtorch.Shard(0),)
+    close(dlin.weight, tlin.weight.detach())

@@ -138,7 +138,7 @@ class Optimizer:
         """Loads a state_dict (of a dtorch or a torch optimiser over the
         same parameter layout): hyperparameters per group, and each state
         tensor as its parameter's dtype, mesh and placements ("step"
-        kept as it is)."""
+        copied as it is)."""
         groups = self.param_groups
         saved_groups = deepcopy(state_dict["param_groups"])
         if len(groups) != len(saved_groups):
@@ -166,7 +166,10 @@ class Optimizer:
 def _state_value(key, value, param):
     """A loaded state entry: "step" as saved; a tensor laid out like its
     parameter (torch's: cast to the parameter's dtype when floating)."""
-    if key == "step" or not isinstance(value, (Tensor, torch.Tensor)):
+    if key == "step":
+        # a copy: the saved step may be another optimiser's live counter
+        return value.clone() if isinstance(value, torch.Tensor) else value
+    if not isinstance(value, (Tensor, torch.Tensor)):
         return value
     if isinstance(value, torch.Tensor):
         value = value.detach()

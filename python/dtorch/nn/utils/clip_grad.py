@@ -5,8 +5,9 @@ norm of those norms, then every gradient multiplied IN PLACE by
 min(max_norm / (total + 1e-6), 1). On DTensors a gradient whose
 placements differ from its parameter's (a Partial(sum) gradient of a
 Replicate weight: data parallelism) is measured after its reduction to
-the parameter's placements, so the norm is the global one; the in-place
-scaling is linear, so it applies to the unreduced gradient as well.
+the parameter's placements, so the norm is the global one, and that
+reduced gradient, scaled, becomes the parameter's .grad (a Partial
+tensor holds no per-rank value to scale in place).
 """
 import math
 
@@ -86,7 +87,8 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     if not pairs:
         return _ops.tensor(0.0)
     with no_grad():
-        parts = [_power_sum(_reduced_grad(p, g), norm_type) for p, g in pairs]
+        reduced = [_reduced_grad(p, g) for p, g in pairs]
+        parts = [_power_sum(r, norm_type) for r in reduced]
         total = _combine(parts, norm_type)
         if error_if_nonfinite:
             t = total.item()
@@ -97,8 +99,12 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
                     "scale the gradients by the non-finite norm anyway, set "
                     "`error_if_nonfinite=False`")
         coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
-        for _, g in pairs:
-            g.mul_(coef if _same_place(coef, g) else coef.item())
+        for (p, g), r in zip(pairs, reduced):
+            c = coef if _same_place(coef, g) else coef.item()
+            if r is g:
+                g.mul_(c)
+            else:
+                p.grad = r * c  # a Partial gradient holds no value to write in place
     return total
 
 
