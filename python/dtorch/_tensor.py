@@ -205,13 +205,24 @@ class Tensor(InplaceMethods, TensorMethods):
             self._h, ctypes.c_void_p(out.data_ptr()), out.numel() * out.element_size()))
         return TensorFuture(f, out, self)
 
-    def to_local(self, rank):
-        """The shard runtime rank `rank` holds, as a new torch.Tensor."""
+    def to_local(self, rank=None):
+        """The shard runtime rank `rank` holds, as a new torch.Tensor;
+        rank None: the current rank's (dtorch.distributed.get_rank())."""
+        if rank is None:
+            from .distributed import _world
+            rank = _world.current_rank()
         shape = _lib.dims_of(_lib.dt_tensor_local_shape(self._h, rank))
         out = torch.empty(shape, dtype=self.dtype)
         _errors.check(_lib.dt_local_to_host(self._h, rank, ctypes.c_void_p(out.data_ptr()),
                                             out.numel() * out.element_size()))
         return out
+
+    def full_tensor(self):
+        """A DTensor's global value as a new torch.Tensor (to_torch())."""
+        if not self.is_dtensor():
+            raise TypeError("full_tensor: a single-device tensor is no DTensor "
+                            "(use to_torch())")
+        return self.to_torch()
 
     def item(self):
         return self.to_torch().item()
@@ -254,9 +265,10 @@ class Tensor(InplaceMethods, TensorMethods):
         return (1, 0)  # kDLCPU: dtorch's ranks are host memory
 
     # ---- placements
-    def redistribute(self, device_mesh=None, placements=None):
+    def redistribute(self, device_mesh=None, placements=None, *, async_op=False):
         """To placements (all Replicate() when None) on device_mesh (this
-        tensor's mesh when None); runs the collectives that needs."""
+        tensor's mesh when None); runs the collectives that needs. They
+        are always issued asynchronously (async_op is torch's flag)."""
         mesh = device_mesh or self.device_mesh
         if mesh is None:
             raise ValueError("redistribute: a single-device tensor needs a device_mesh")

@@ -10,6 +10,7 @@ a runtime not made with device="cuda"): a ``DTorchEmulationWarning`` says
 so once, and ``mesh.device_type`` stays "cuda".
 """
 import ctypes
+import threading
 import warnings
 import weakref
 
@@ -152,6 +153,119 @@ class DeviceMesh:
                                     self.mesh.tolist() == other.mesh.tolist()))
 
     __hash__ = object.__hash__
+
+    # ---- torch.distributed.DeviceMesh's rank queries: "the current rank"
+    # is dtorch.distributed._world's answer (the first rank this process
+    # hosts)
+    def _dim(self, mesh_dim, fn):
+        """mesh_dim (an int, negatives from the end, or a dim name) as an
+        index; None only on a 1-d mesh."""
+        n = self.ndim
+        if mesh_dim is None:
+            if n != 1:
+                raise ValueError(f"DeviceMesh.{fn}: a {n}-d mesh needs mesh_dim "
+                                 f"(an index or one of {self.mesh_dim_names})")
+            return 0
+        if isinstance(mesh_dim, str):
+            names = self.mesh_dim_names or ()
+            if mesh_dim not in names:
+                raise KeyError(f"DeviceMesh.{fn}: mesh dim {mesh_dim!r} is not one "
+                               f"of the mesh's dim names {names}")
+            return names.index(mesh_dim)
+        if not isinstance(mesh_dim, int) or not -n <= mesh_dim < n:
+            raise ValueError(f"DeviceMesh.{fn}: mesh_dim {mesh_dim!r} is out of "
+                             f"range for a {n}-d mesh")
+        return mesh_dim % n
+
+    def get_rank(self):
+        """The current global rank (dtorch.distributed.get_rank())."""
+        from .distributed import _world
+        return _world.current_rank(_capi_runtime(self))
+
+    def get_coordinate(self):
+        """The current rank's coordinates in the mesh; None outside it."""
+        from .distributed import _capi
+        me = self.get_rank()
+        coords = (ctypes.c_int64 * max(1, self.ndim))()
+        if _capi.dt_mesh_coords(self._h, me, coords) != 0:
+            _lib.dt_clear_error()
+            return None
+        return tuple(int(coords[i]) for i in range(self.ndim))
+
+    def get_local_rank(self, mesh_dim=None):
+        """The current rank's coordinate along mesh_dim (its rank in that
+        dim's group)."""
+        d = self._dim(mesh_dim, "get_local_rank")
+        c = self.get_coordinate()
+        if c is None:
+            raise ValueError(f"DeviceMesh.get_local_rank: the current rank "
+                             f"{self.get_rank()} is not in {self!r}")
+        return c[d]
+
+    def get_group(self, mesh_dim=None):
+        """The ProcessGroup of mesh_dim that holds the current rank (a
+        name and its ranks: dtorch needs no communicator object)."""
+        from .distributed import ProcessGroup
+        d = self._dim(mesh_dim, "get_group")
+        c = self.get_coordinate()
+        if c is None:
+            raise ValueError(f"DeviceMesh.get_group: the current rank "
+                             f"{self.get_rank()} is not in {self!r}")
+        mesh = self.mesh.movedim(d, -1)
+        others = [x for i, x in enumerate(c) if i != d]
+        ranks = mesh[tuple(others)].tolist()
+        names = self.mesh_dim_names
+        return ProcessGroup(ranks, names[d] if names and names[d] else f"mesh_dim_{d}")
+
+    def get_all_groups(self):
+        return [self.get_group(d) for d in range(self.ndim)]
+
+    def __getitem__(self, names):
+        """mesh["tp"], mesh["dp", "tp"]: the sub-mesh over those named dims
+        that holds the current rank."""
+        from .distributed import _capi
+        names = (names,) if isinstance(names, str) else tuple(names)
+        have = self.mesh_dim_names or ()
+        for n in names:
+            if not isinstance(n, str) or n not in have:
+                raise KeyError(f"DeviceMesh[{names!r}]: {n!r} is not one of the "
+                               f"mesh's dim names {have}")
+        if len(names) == self.ndim and names == have:
+            return self
+        arr = (ctypes.c_char_p * len(names))(*[n.encode() for n in names])
+        h = _errors.handle(_capi.dt_mesh_sub(self._h, arr, len(names), self.get_rank()))
+        return DeviceMesh(self.device_type, _handle=h)
+
+    def __enter__(self):
+        _mesh_stack().append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _mesh_stack().pop()
+        return False
+
+
+# `with mesh:` makes mesh the default of dtorch.distributed.tensor's
+# factories, distribute_tensor and parallelize_module in this thread
+# (torch's mesh context)
+_mesh_tls = threading.local()
+
+
+def _mesh_stack():
+    if not hasattr(_mesh_tls, "stack"):
+        _mesh_tls.stack = []
+    return _mesh_tls.stack
+
+
+def current_mesh():
+    """The innermost open `with mesh:` block's mesh in this thread, or None."""
+    stack = _mesh_stack()
+    return stack[-1] if stack else None
+
+
+def _capi_runtime(mesh):
+    from .distributed import _capi
+    return _errors.handle(_capi.dt_mesh_runtime(mesh._h))
 
 
 def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
