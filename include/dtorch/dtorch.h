@@ -450,10 +450,28 @@ DT_API dt_tensor *dt_contiguous(dt_tensor *a);  /* copy unless contiguous */
 DT_API dt_tensor *dt_clone(dt_tensor *a);       /* always a copy */
 
 /* --------------------------------------------------------------- pointwise
- * Binary ops broadcast and promote types as PyTorch does. Scalar forms: an
- * integer tensor keeps its dtype when the scalar is integral, and becomes
- * float32 otherwise (the C API has one scalar type; PyTorch decides by the
- * Python type). */
+ * Binary ops broadcast and promote types as PyTorch does. Scalar forms
+ * take the scalar as a double; PyTorch decides the result dtype by the
+ * scalar's Python type, which a double cannot say (1 and 1.0 are the same
+ * double), so each scalar form has a _typed twin that takes the kind too:
+ *   DT_SCALAR_INT    a Python int: an integer tensor keeps its dtype, a
+ *                    bool tensor becomes int64 (int32 + 1 → int32)
+ *   DT_SCALAR_FLOAT  a Python float: an integer or bool tensor becomes
+ *                    float32 (int32 + 1.0 → float32)
+ *   DT_SCALAR_BOOL   a Python bool: every tensor keeps its dtype (bool +
+ *                    True → bool, int32 + True → int32)
+ *   DT_SCALAR_AUTO   (0) the untyped forms' rule: INT when the value is
+ *                    integral (and below 2^63), FLOAT otherwise
+ * A floating tensor keeps its dtype for every kind; true division
+ * (dt_div_scalar*) always gives a floating result. The value must fit the
+ * kind: INT an integer of magnitude below 2^63 (exact up to 2^53, a
+ * double's integers), BOOL 0 or 1; else DT_ERR_INVALID_ARGUMENT, as is a
+ * kind outside the enum. An INT or BOOL scalar meeting a uint8 / int32
+ * result is converted to it modulo 2^8 / 2^32, as PyTorch does (int32 +
+ * 2^32 adds 0, uint8 + -1 adds 255; so int32 // 2^32 is a division by
+ * zero). The kind decides the dtype through the op's checks, which run on
+ * every call, and the sharding cache keys on their result
+ * (docs/sharding.md): int32 + 1 and int32 + 1.0 never share an entry. */
 DT_API dt_tensor *dt_add(dt_tensor *a, dt_tensor *b);
 DT_API dt_tensor *dt_sub(dt_tensor *a, dt_tensor *b);
 DT_API dt_tensor *dt_mul(dt_tensor *a, dt_tensor *b);
@@ -475,6 +493,22 @@ DT_API dt_tensor *dt_floor_divide(dt_tensor *a, dt_tensor *b);
 DT_API dt_tensor *dt_remainder(dt_tensor *a, dt_tensor *b);
 DT_API dt_tensor *dt_floor_divide_scalar(dt_tensor *a, double s);
 DT_API dt_tensor *dt_remainder_scalar(dt_tensor *a, double s);
+typedef enum dt_scalar_kind { DT_SCALAR_AUTO = 0, DT_SCALAR_INT,
+  DT_SCALAR_FLOAT, DT_SCALAR_BOOL } dt_scalar_kind;
+DT_API dt_tensor *dt_add_scalar_typed(dt_tensor *a, double s,
+                                      dt_scalar_kind kind);
+DT_API dt_tensor *dt_sub_scalar_typed(dt_tensor *a, double s,
+                                      dt_scalar_kind kind);
+DT_API dt_tensor *dt_mul_scalar_typed(dt_tensor *a, double s,
+                                      dt_scalar_kind kind);
+DT_API dt_tensor *dt_div_scalar_typed(dt_tensor *a, double s,
+                                      dt_scalar_kind kind);
+DT_API dt_tensor *dt_pow_scalar_typed(dt_tensor *a, double s,
+                                      dt_scalar_kind kind);
+DT_API dt_tensor *dt_floor_divide_scalar_typed(dt_tensor *a, double s,
+                                               dt_scalar_kind kind);
+DT_API dt_tensor *dt_remainder_scalar_typed(dt_tensor *a, double s,
+                                            dt_scalar_kind kind);
 /* Unary: float results for integer inputs where PyTorch gives them
  * (exp, log, sqrt, ... on int → float32); neg/abs/relu keep the dtype. */
 DT_API dt_tensor *dt_neg(dt_tensor *a);
@@ -492,6 +526,16 @@ DT_API dt_tensor *dt_silu(dt_tensor *a);
 DT_API dt_tensor *dt_gelu(dt_tensor *a);        /* exact (erf) form */
 DT_API dt_tensor *dt_gelu_tanh(dt_tensor *a);   /* approximate="tanh" */
 DT_API dt_tensor *dt_clamp(dt_tensor *a, double min, double max);
+/* clamp with each bound's kind (dt_add_scalar_typed): the result dtype
+ * promotes the tensor with both bounds (int32 with min 1.0 → float32,
+ * bool with max 1 → int64; bool with two BOOL bounds fails, as PyTorch
+ * has no bool clamp). ±inf is no bound, whatever its kind. dt_clamp is
+ * dt_clamp_typed with two DT_SCALAR_AUTO kinds. (masked_fill and
+ * full_like keep the tensor's dtype for every kind in PyTorch: they need
+ * no typed form.) */
+DT_API dt_tensor *dt_clamp_typed(dt_tensor *a, double min,
+                                 dt_scalar_kind min_kind, double max,
+                                 dt_scalar_kind max_kind);
 DT_API dt_tensor *dt_where(dt_tensor *cond, dt_tensor *a, dt_tensor *b);
 DT_API dt_tensor *dt_masked_fill(dt_tensor *a, dt_tensor *mask, double value);
 DT_API dt_tensor *dt_eq(dt_tensor *a, dt_tensor *b);   /* → bool */
