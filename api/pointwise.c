@@ -60,9 +60,9 @@ static dt_tensor *clamp(const char *api, dt_tensor *a, double lo,
   core_call_init(&c, CORE_OP_CLAMP, api);
   core_call_tensor(&c, a);
   core_call_double(&c, lo);
-  core_call_int(&c, klo);
+  core_call_int(&c, (int)klo);
   core_call_double(&c, hi);
-  core_call_int(&c, khi);
+  core_call_int(&c, (int)khi);
   return dispatch_run1(&c);
 }
 dt_tensor *dt_clamp(dt_tensor *a, double lo, double hi) {

@@ -318,7 +318,7 @@ dt_tensor *api_call_ts(core_op_id op, const char *api, dt_tensor *a, double s,
   core_call_init(&c, op, api);
   core_call_tensor(&c, a);
   core_call_double(&c, s);
-  core_call_int(&c, kind);
+  core_call_int(&c, (int)kind); /* signed: a bad kind prints as passed */
   return dispatch_run1(&c);
 }
 

@@ -183,9 +183,11 @@ dt_status ops_scalar_infer(dt_op_call *c) {
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: integer tensor (%s) to a negative integer power "
                         "%g is not allowed", c->api, core_dtype_name(a->dtype), s);
-  if (c->op == CORE_OP_SUB_SCALAR && a->dtype == DT_BOOL)
-    return core_error_set(DT_ERR_DTYPE, "%s: subtraction from a bool tensor is "
-                        "not supported", c->api);
+  if (c->op == CORE_OP_SUB_SCALAR && (a->dtype == DT_BOOL || kind == DT_SCALAR_BOOL))
+    return core_error_set(DT_ERR_DTYPE, "%s: subtraction %s is not supported "
+                          "(as in PyTorch); use logical_not to invert a mask",
+                          c->api, a->dtype == DT_BOOL ? "from a bool tensor"
+                                                      : "of a bool scalar");
   bool divides = c->op == CORE_OP_FLOOR_DIVIDE_SCALAR ||
                  c->op == CORE_OP_REMAINDER_SCALAR;
   /* an integer divisor is converted to the result dtype first: int32 //
