@@ -588,6 +588,25 @@ DT_API dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
     const char *const *dim_names, const dt_placement *placements, int n,
     dt_default_placement mode);
 
+/* This thread's redistribution mode, over the runtime's auto_redistribute
+ * option, for the ops this thread issues on DTensors whose placements
+ * need a collective (docs/sharding.md "Strict and auto"):
+ *   DT_REDISTRIBUTE_DEFAULT   (0, every thread's start) the runtime's mode
+ *   DT_REDISTRIBUTE_AUTO      insert the cheapest redistribution, as
+ *                             auto_redistribute does
+ *   DT_REDISTRIBUTE_EXPLICIT  refuse it (DT_ERR_PLACEMENT naming the fix),
+ *                             as strict mode does, even on an auto runtime:
+ *                             PyTorch's ExplicitRedistributionContext
+ * Redistributions needing no collective happen in every mode, and
+ * dt_backward's own ops redistribute whatever the mode (a gradient's
+ * placements are the rules' choice). _set returns DT_ERR_INVALID_ARGUMENT
+ * for a value outside the enum, leaving the mode as it was. Callers that
+ * change it for a scope read it first with _get and set it back. */
+typedef enum dt_redistribute_mode { DT_REDISTRIBUTE_DEFAULT = 0,
+  DT_REDISTRIBUTE_AUTO, DT_REDISTRIBUTE_EXPLICIT } dt_redistribute_mode;
+DT_API dt_status dt_redistribute_mode_set(dt_redistribute_mode mode);
+DT_API dt_redistribute_mode dt_redistribute_mode_get(void);
+
 /* Communication counting on the calling thread (CommDebugMode): one count
  * per logical collective over one mesh dim; bytes = what the participating
  * ranks feed into the collectives, summed. `other` counts cross-mesh
