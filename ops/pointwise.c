@@ -317,6 +317,12 @@ dt_status ops_clamp_infer(dt_op_call *c) {
    * A min above the largest value (+inf included) or a max below the
    * smallest would have to store a value the dtype cannot hold: an error,
    * as PyTorch's clamp(int64_tensor, min=10**19), not a wrap. */
+  /* a floating result converts finite bounds with an overflow check, as
+   * PyTorch (float16 with min 70000 fails; inf and NaN pass) */
+  if (core_dtype_is_float(r) &&
+      ((st = ops_check_scalar_exact(c, "min", lo, r)) != DT_OK ||
+       (st = ops_check_scalar_exact(c, "max", hi, r)) != DT_OK))
+    return st;
   double dlo, dhi;
   if (ops_int_range(r, &dlo, &dhi)) {
     if (lo > dhi) return ops_scalar_overflow(c, "min", lo, r);

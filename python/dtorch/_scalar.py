@@ -55,10 +55,10 @@ def kind_and_value(x, where="dtorch"):
         return BOOL, float(bool(x))
     if isinstance(x, numbers.Integral):
         i = int(x)
+        if not -2**63 <= i < 2**63:
+            raise ValueError(f"{where}: the integer scalar {i} does not fit "
+                             "int64 (PyTorch: Overflow when unpacking long)")
         if float(i) != i:
-            if not -2**63 <= i < 2**63:
-                raise ValueError(f"{where}: the integer scalar {i} does not fit "
-                                 "int64 (PyTorch: Overflow when unpacking long)")
             raise ValueError(f"{where}: the integer scalar {i} is not exactly a "
                              "double (past 2**53); dtorch's C API takes scalars "
                              "as doubles: use a tensor operand")

@@ -98,11 +98,18 @@ def _binary(name, a, b):
     return _wrap(getattr(_lib, "dt_" + name)(a._h, b._h))
 
 
+def _bool_sub(name, a, kind):
+    """PyTorch refuses a subtraction with a bool tensor or a bool scalar."""
+    return name == "sub" and (a.dtype == torch.bool or kind == _scalar.BOOL)
+
+
 def _scalar_op(name, a, o):
     """a <name> scalar o, the dtype decided by o's kind as in PyTorch
     (int32 + 1 is int32, int32 + 1.0 float32, bool + True bool)."""
     kind, v = _scalar.kind_and_value(o, f"dtorch: {name}")
     want = _scalar.result_dtype(a.dtype, o)
+    if _bool_sub(name, a, kind):
+        want = a.dtype  # the C call refuses it, as PyTorch does
     if want != _scalar.kind_dtype(a.dtype, kind):
         # a 0-d tensor of a higher category (int32 + tensor(1.5, float64)):
         # PyTorch computes in its dtype
@@ -110,24 +117,39 @@ def _scalar_op(name, a, o):
     return _wrap(_scalar.typed(name)(a._h, v, kind))
 
 
-def _scalar_pair(a, o):
+def _as_scalar(a, o):
+    """Whether o meets a as a scalar: a Python number, or a 0-d torch
+    tensor meeting a DTensor (a single-device tensor meets a 0-d one as
+    the tensor op, PyTorch's own 0-d rule; a DTensor cannot meet a
+    single-device tensor, so there the 0-d tensor is a scalar of its
+    dtype's kind, computed in PyTorch's result dtype)."""
+    if isinstance(o, torch.Tensor):
+        return o.ndim == 0 and a.device_mesh is not None and _scalar.is_scalar(o)
+    return _scalar.is_scalar(o)
+
+
+def _scalar_pair(a, o, true_div=False):
     """a and the scalar o as two tensors of PyTorch's common dtype (for
     the comparisons and the reflected ops, which have no scalar form in C):
     int32 < 1.5 compares in float32, an int scalar meets an int32 / uint8
     tensor converted as PyTorch converts it."""
     kind, v = _scalar.kind_and_value(o, "dtorch")
     want = _scalar.result_dtype(a.dtype, o)
+    if true_div and not want.is_floating_point:
+        want = torch.float32  # 2**31 / int32 divides in float, unwrapped
     if want != a.dtype:
         a = a.to(want)
-    if kind != _scalar.FLOAT:
+    if kind != _scalar.FLOAT and not want.is_floating_point:
         v = _scalar.wrap_int(v, want)
     return a, _wrap(_lib.dt_full_like(a._h, v))
 
 
 def _rop(name, a, o):
     """o <name> a for a scalar or tensor o (the reflected operators)."""
-    if _scalar.is_scalar(o):
-        a, b = _scalar_pair(a, o)
+    if _as_scalar(a, o):
+        if _bool_sub(name, a, _scalar.kind_and_value(o)[0]):
+            return _scalar_op(name, a, o)  # fails as PyTorch's does
+        a, b = _scalar_pair(a, o, true_div=name == "div")
         return _wrap(getattr(_lib, "dt_" + name)(b._h, a._h))
     b = _as_tensor(o, a)
     if b is NotImplemented:
@@ -137,14 +159,14 @@ def _rop(name, a, o):
 
 def _op(name, a, o):
     """a <name> o: the scalar form for a scalar o, else the tensor op."""
-    if _scalar.is_scalar(o):
+    if _as_scalar(a, o):
         return _scalar_op(name, a, o)
     return _binary(name, a, o)
 
 
 def _cmp(name, a, o):
     """a <name> o -> bool, a scalar o compared in PyTorch's common dtype."""
-    if _scalar.is_scalar(o):
+    if _as_scalar(a, o):
         a, b = _scalar_pair(a, o)
         return _wrap(getattr(_lib, "dt_" + name)(a._h, b._h))
     return _binary(name, a, o)
@@ -482,12 +504,28 @@ class Tensor(InplaceMethods, TensorMethods):
         min=1.0 is float32); a missing bound is no bound."""
         if min is None and max is None:
             raise ValueError("clamp: at least one of min and max must not be None")
+        if self.device_mesh is None and any(isinstance(b, torch.Tensor)
+                                            for b in (min, max)):
+            # tensor bounds: PyTorch's clamp is max then min with them, in
+            # the 0-d tensors' result dtype (bool with min=tensor(True) works)
+            out = self if min is None else _binary("maximum", self, min)
+            return out if max is None else _binary("minimum", out, max)
         klo, lo = _scalar.kind_and_value(min if min is not None else max, "clamp")
         khi, hi = _scalar.kind_and_value(max if max is not None else min, "clamp")
         # a missing bound is +-inf of the other's kind: it changes no dtype
         lo = float("-inf") if min is None else lo
         hi = float("inf") if max is None else hi
-        return _wrap(_scalar.dt_clamp_typed(self._h, lo, klo, hi, khi))
+        a = self
+        want = self.dtype
+        for b in (min, max):
+            if b is not None:
+                want = _scalar.result_dtype(want, b)
+        if isinstance(min, torch.Tensor) or isinstance(max, torch.Tensor):
+            # a 0-d tensor bound of a higher category: PyTorch clamps in its
+            # dtype (int32 with min=tensor(1.5, float64) is float64)
+            if want != self.dtype and want.is_floating_point:
+                a = self.to(want)
+        return _wrap(_scalar.dt_clamp_typed(a._h, lo, klo, hi, khi))
 
     def transpose(self, dim0, dim1):
         return _wrap(_lib.dt_transpose(self._h, dim0, dim1))
