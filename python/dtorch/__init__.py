@@ -22,6 +22,9 @@ from ._ops import empty, zeros, ones, rand, randn, full, arange, tensor, \
     matmul, maximum, minimum, where, transpose, permute, reshape, softmax, \
     log_softmax, clamp, var, cat, stack, live_tensors, synchronize, version  # noqa: F401
 from . import distributed_spec, nn  # noqa: F401
+from ._redistribute_mode import auto_redistribute, explicit_redistribute, \
+    redistribute_mode  # noqa: F401
+from ._serialization import save, load  # noqa: F401
 from .distributed_spec import DeviceMesh, init_device_mesh, Shard, Replicate, \
     Partial, Placement  # noqa: F401
 
