@@ -167,6 +167,10 @@ def load(f, map_location=None, weights_only=True, *, device_mesh=None):
             raise FileNotFoundError(f"dtorch.load: no such file: {name!r}")
         with open(name, "rb") as fh:
             raw = fh.read()
+    if not zipfile.is_zipfile(io.BytesIO(raw)) and not raw.startswith(b"\x80"):
+        # neither torch's zip archive nor its older pickle stream
+        raise ValueError(f"dtorch.load: {name} is not a checkpoint dtorch.save or "
+                         f"torch.save wrote (it starts with {raw[:8]!r})")
     try:
         data = torch.load(io.BytesIO(raw), map_location=map_location,
                           weights_only=weights_only)
