@@ -58,8 +58,9 @@
  *   dt_tensor_grad_fn), a failure is told apart by the last error: call
  *   dt_clear_error first. dt_version, dt_last_error, functions of a value
  *   (dt_dtype_name, dt_dtype_size, dt_status_name: "?" / 0 for a value
- *   outside the enum) and this thread's counters (dt_comm_count_end,
- *   dt_sharding_cache_stats) cannot fail.
+ *   outside the enum) and this thread's counters and mode
+ *   (dt_comm_count_end, dt_sharding_cache_stats, dt_redistribute_mode_get)
+ *   cannot fail.
  * - Structs. dt_shape and dt_placement are fixed value types. Every other
  *   struct ends in `uint64_t reserved[N]`: write it with designated
  *   initialisers or {0} (the reserved words must be zero: a non-zero one
@@ -461,7 +462,8 @@ DT_API dt_tensor *dt_clone(dt_tensor *a);       /* always a copy */
  *   DT_SCALAR_BOOL   a Python bool: every tensor keeps its dtype (bool +
  *                    True → bool, int32 + True → int32)
  *   DT_SCALAR_AUTO   (0) the untyped forms' rule: INT when the value is
- *                    integral (and below 2^63), FLOAT otherwise
+ *                    integral (and below 9.2e18 in magnitude), FLOAT
+ *                    otherwise
  * A floating tensor keeps its dtype for every kind; true division
  * (dt_div_scalar*) always gives a floating result. The value must fit the
  * kind: INT an integer of magnitude below 2^63 (exact up to 2^53, a
@@ -529,8 +531,12 @@ DT_API dt_tensor *dt_clamp(dt_tensor *a, double min, double max);
 /* clamp with each bound's kind (dt_add_scalar_typed): the result dtype
  * promotes the tensor with both bounds (int32 with min 1.0 → float32,
  * bool with max 1 → int64; bool with two BOOL bounds fails, as PyTorch
- * has no bool clamp). ±inf is no bound, whatever its kind. dt_clamp is
- * dt_clamp_typed with two DT_SCALAR_AUTO kinds. (masked_fill and
+ * has no bool clamp). ±inf is no bound; an INT or BOOL bound may be ±inf
+ * (a caller with one bound passes the other as ±inf of the same kind,
+ * which changes no dtype). dt_clamp is dt_clamp_typed with two
+ * DT_SCALAR_AUTO kinds, for which an integral bound of any size or an
+ * infinite one counts as INT. A floating result checks finite bounds for
+ * overflow as PyTorch does (float16 with min 70000 fails). (masked_fill and
  * full_like keep the tensor's dtype for every kind in PyTorch: they need
  * no typed form.) */
 DT_API dt_tensor *dt_clamp_typed(dt_tensor *a, double min,
