@@ -28,7 +28,9 @@ dt_tensor *api_call_tt(core_op_id op, const char *api, dt_tensor *a, dt_tensor *
 /* a tensor and nint static ints (dims, indices) */
 dt_tensor *api_call_ti(core_op_id op, const char *api, dt_tensor *a,
                        int nint, const int64_t *ints);
-dt_tensor *api_call_ts(core_op_id op, const char *api, dt_tensor *a, double s);
+/* a scalar form: the scalar and its kind (schema "Tsk") */
+dt_tensor *api_call_ts(core_op_id op, const char *api, dt_tensor *a, double s,
+                       dt_scalar_kind kind);
 
 /* checks shared by every public entry point: a non-NULL tensor (a NULL
  * from a failed call just before keeps that call's error: core/error.h) */

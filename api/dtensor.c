@@ -65,3 +65,10 @@ dt_cache_stats dt_sharding_cache_stats(void) {
 int64_t dt_sharding_cache_evictions(void) { return dispatch_cache_evictions(); }
 
 void dt_sharding_cache_clear(void) { dispatch_cache_clear(); }
+
+dt_status dt_redistribute_mode_set(dt_redistribute_mode mode) {
+  return dispatch_redistribute_mode_set(mode);
+}
+dt_redistribute_mode dt_redistribute_mode_get(void) {
+  return dispatch_redistribute_mode();
+}

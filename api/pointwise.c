@@ -21,8 +21,13 @@ BIN(dt_ge, CORE_OP_GE)
 BIN(dt_logical_and, CORE_OP_LOGICAL_AND)
 BIN(dt_logical_or, CORE_OP_LOGICAL_OR)
 
-#define SCA(fn, OP) \
-  dt_tensor *fn(dt_tensor *a, double s) { return api_call_ts(OP, #fn, a, s); }
+#define SCA(fn, OP)                                                        \
+  dt_tensor *fn(dt_tensor *a, double s) {                                  \
+    return api_call_ts(OP, #fn, a, s, DT_SCALAR_AUTO);                     \
+  }                                                                        \
+  dt_tensor *fn##_typed(dt_tensor *a, double s, dt_scalar_kind kind) {     \
+    return api_call_ts(OP, #fn "_typed", a, s, kind);                      \
+  }
 SCA(dt_add_scalar, CORE_OP_ADD_SCALAR)
 SCA(dt_sub_scalar, CORE_OP_SUB_SCALAR)
 SCA(dt_mul_scalar, CORE_OP_MUL_SCALAR)
@@ -48,14 +53,24 @@ UN(dt_gelu, CORE_OP_GELU)
 UN(dt_gelu_tanh, CORE_OP_GELU_TANH)
 UN(dt_logical_not, CORE_OP_LOGICAL_NOT)
 
-dt_tensor *dt_clamp(dt_tensor *a, double lo, double hi) {
-  API_CHECK_TENSOR(a, "dt_clamp", "a");
+static dt_tensor *clamp(const char *api, dt_tensor *a, double lo,
+                        dt_scalar_kind klo, double hi, dt_scalar_kind khi) {
+  API_CHECK_TENSOR(a, api, "a");
   dt_op_call c;
-  core_call_init(&c, CORE_OP_CLAMP, "dt_clamp");
+  core_call_init(&c, CORE_OP_CLAMP, api);
   core_call_tensor(&c, a);
   core_call_double(&c, lo);
+  core_call_int(&c, (int)klo);
   core_call_double(&c, hi);
+  core_call_int(&c, (int)khi);
   return dispatch_run1(&c);
+}
+dt_tensor *dt_clamp(dt_tensor *a, double lo, double hi) {
+  return clamp("dt_clamp", a, lo, DT_SCALAR_AUTO, hi, DT_SCALAR_AUTO);
+}
+dt_tensor *dt_clamp_typed(dt_tensor *a, double lo, dt_scalar_kind klo, double hi,
+                          dt_scalar_kind khi) {
+  return clamp("dt_clamp_typed", a, lo, klo, hi, khi);
 }
 
 dt_tensor *dt_where(dt_tensor *cond, dt_tensor *a, dt_tensor *b) {

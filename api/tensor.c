@@ -311,12 +311,14 @@ dt_tensor *api_call_tt(core_op_id op, const char *api, dt_tensor *a, dt_tensor *
   return dispatch_run1(&c);
 }
 
-dt_tensor *api_call_ts(core_op_id op, const char *api, dt_tensor *a, double s) {
+dt_tensor *api_call_ts(core_op_id op, const char *api, dt_tensor *a, double s,
+                       dt_scalar_kind kind) {
   API_CHECK_TENSOR(a, api, "a");
   dt_op_call c;
   core_call_init(&c, op, api);
   core_call_tensor(&c, a);
   core_call_double(&c, s);
+  core_call_int(&c, (int)kind); /* signed: a bad kind prints as passed */
   return dispatch_run1(&c);
 }
 

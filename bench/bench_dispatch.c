@@ -217,6 +217,7 @@ static void bench_lookup(int reps) {
       core_call_init(&c, CORE_OP_ADD_SCALAR, "dt_add_scalar");
       core_call_tensor(&c, a);
       core_call_double(&c, 1 + 0.25 * (i & 63));
+      core_call_int(&c, DT_SCALAR_AUTO);
       dispatch_key_build(&c, &k);
       c.nmeta = 1;
       c.meta[0].alias = -1;

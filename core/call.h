@@ -39,6 +39,7 @@ typedef enum core_op_id {
 /* Schema characters, one per argument:
  *   T tensor      t optional tensor (may be NULL)     L tensor list
  *   s scalar double     d double (eps, p)      n int (seeds, offsets)
+ *   k the kind of the scalar before it (a dt_scalar_kind, in .i)
  *   i int (dims)        b bool (keepdim, train)
  *   I int list (dt_shape: dims or a shape)     D dtype
  *   P host pointer (from_host)
@@ -49,7 +50,9 @@ typedef enum core_op_id {
  * output metadata (dtype, ndim, sizes) enters the key instead of the
  * values (plus a scalar's class where a rule reads it): add_scalar(x, 1)
  * and add_scalar(x, 2) share one entry, add_scalar(int32 x, 1.5) does
- * not, and floor_divide_scalar(int32 x, 0) fails on a hit as on a miss. */
+ * not, and floor_divide_scalar(int32 x, 0) fails on a hit as on a miss.
+ * A `k` reaches the key the same way: through the dtype the infer
+ * decides from it (int32 + INT 1 → int32, + FLOAT 1 → float32). */
 #define CORE_CALL_MAX_ARGS 8
 #define CORE_CALL_MAX_OUTS 4
 

@@ -46,11 +46,20 @@ dt_dtype core_result_type(dt_dtype a, bool a_is_0d, dt_dtype b, bool b_is_0d) {
   return dim;
 }
 
-dt_dtype core_result_type_scalar(dt_dtype t, double s) {
+dt_scalar_kind core_scalar_kind_of(double s, dt_scalar_kind k) {
+  if (k != DT_SCALAR_AUTO) return k;
   bool integral = isfinite(s) && s == nearbyint(s) && fabs(s) < 9.2e18;
-  if (core_dtype_is_float(t)) return t;
-  if (integral) return t == DT_BOOL ? DT_INT64 : t;
-  return DT_FLOAT32;
+  return integral ? DT_SCALAR_INT : DT_SCALAR_FLOAT;
+}
+
+dt_dtype core_result_type_kind(dt_dtype t, dt_scalar_kind k) {
+  if (core_dtype_is_float(t) || k == DT_SCALAR_BOOL) return t;
+  if (k == DT_SCALAR_INT) return t == DT_BOOL ? DT_INT64 : t;
+  return DT_FLOAT32; /* FLOAT (AUTO is resolved by the callers) */
+}
+
+dt_dtype core_result_type_scalar(dt_dtype t, double s) {
+  return core_result_type_kind(t, core_scalar_kind_of(s, DT_SCALAR_AUTO));
 }
 
 size_t core_bool_other(const void *p, size_t n) {

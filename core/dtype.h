@@ -31,8 +31,14 @@ dt_dtype core_promote_types(dt_dtype a, dt_dtype b);
 dt_dtype core_result_type(dt_dtype a, bool a_is_0d, dt_dtype b, bool b_is_0d);
 
 /* result_type(tensor, scalar): integral scalars keep integer tensors,
- * other scalars turn bool/int tensors into float32. */
+ * other scalars turn bool/int tensors into float32 (the AUTO kind). */
 dt_dtype core_result_type_scalar(dt_dtype t, double s);
+/* the kind a scalar of kind k counts as: AUTO is INT for an integral
+ * value below 2^63, FLOAT otherwise; the others are themselves */
+dt_scalar_kind core_scalar_kind_of(double s, dt_scalar_kind k);
+/* result_type(tensor, scalar of kind k) as PyTorch's for a Python int,
+ * float or bool (dtorch.h, dt_add_scalar_typed) */
+dt_dtype core_result_type_kind(dt_dtype t, dt_scalar_kind k);
 
 /* Reads element i of a buffer of dtype d as a double, and writes one. */
 double core_load_double(const void *p, dt_dtype d);

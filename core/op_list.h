@@ -71,19 +71,19 @@ CORE_OP(LOGICAL_AND,  "logical_and",  "TT",    ops_binary_infer,    ops_binary_c
         ops_logical_cuda, "dt_logical_and", 0)
 CORE_OP(LOGICAL_OR,   "logical_or",   "TT",    ops_binary_infer,    ops_binary_cpu, ops_binary_rule, ops_grad_none,
         ops_logical_cuda, "dt_logical_or", 0)
-CORE_OP(ADD_SCALAR,   "add_scalar",   "Ts",    ops_scalar_infer,    ops_scalar_cpu, ops_scalar_rule, ops_pointwise_grad,
+CORE_OP(ADD_SCALAR,   "add_scalar",   "Tsk",    ops_scalar_infer,    ops_scalar_cpu, ops_scalar_rule, ops_pointwise_grad,
         ops_scalar_cuda, "dt_add_scalar", 0)
-CORE_OP(SUB_SCALAR,   "sub_scalar",   "Ts",    ops_scalar_infer,    ops_scalar_cpu, ops_scalar_rule, ops_pointwise_grad,
+CORE_OP(SUB_SCALAR,   "sub_scalar",   "Tsk",    ops_scalar_infer,    ops_scalar_cpu, ops_scalar_rule, ops_pointwise_grad,
         ops_scalar_cuda, "dt_sub_scalar", 0)
-CORE_OP(MUL_SCALAR,   "mul_scalar",   "Ts",    ops_scalar_infer,    ops_scalar_cpu, ops_scalar_rule, ops_pointwise_grad,
+CORE_OP(MUL_SCALAR,   "mul_scalar",   "Tsk",    ops_scalar_infer,    ops_scalar_cpu, ops_scalar_rule, ops_pointwise_grad,
         ops_scalar_cuda, "dt_mul_scalar", 0)
-CORE_OP(DIV_SCALAR,   "div_scalar",   "Ts",    ops_scalar_infer,    ops_scalar_cpu, ops_scalar_rule, ops_pointwise_grad,
+CORE_OP(DIV_SCALAR,   "div_scalar",   "Tsk",    ops_scalar_infer,    ops_scalar_cpu, ops_scalar_rule, ops_pointwise_grad,
         ops_scalar_cuda, "dt_div_scalar", 0)
-CORE_OP(POW_SCALAR,   "pow_scalar",   "Ts",    ops_scalar_infer,    ops_scalar_cpu, ops_scalar_rule, ops_pointwise_grad,
+CORE_OP(POW_SCALAR,   "pow_scalar",   "Tsk",    ops_scalar_infer,    ops_scalar_cpu, ops_scalar_rule, ops_pointwise_grad,
         ops_scalar_cuda, "dt_pow_scalar", 0)
-CORE_OP(FLOOR_DIVIDE_SCALAR, "floor_divide_scalar", "Ts", ops_scalar_infer, ops_scalar_cpu, ops_scalar_rule, ops_grad_none,
+CORE_OP(FLOOR_DIVIDE_SCALAR, "floor_divide_scalar", "Tsk", ops_scalar_infer, ops_scalar_cpu, ops_scalar_rule, ops_grad_none,
         ops_scalar_cuda, "dt_floor_divide_scalar", 0)
-CORE_OP(REMAINDER_SCALAR, "remainder_scalar", "Ts", ops_scalar_infer,    ops_scalar_cpu, ops_scalar_rule, ops_pointwise_grad,
+CORE_OP(REMAINDER_SCALAR, "remainder_scalar", "Tsk", ops_scalar_infer,    ops_scalar_cpu, ops_scalar_rule, ops_pointwise_grad,
         ops_scalar_cuda, "dt_remainder_scalar", 0)
 CORE_OP(NEG,          "neg",          "T",     ops_unary_infer,     ops_unary_cpu, ops_unary_rule, ops_pointwise_grad,
         ops_unary_cuda, "dt_neg", 0)
@@ -115,7 +115,7 @@ CORE_OP(GELU_TANH,    "gelu_tanh",    "T",     ops_unary_infer,     ops_unary_cp
         ops_unary_cuda, "dt_gelu_tanh", 0)
 CORE_OP(LOGICAL_NOT,  "logical_not",  "T",     ops_unary_infer,     ops_unary_cpu, ops_unary_rule, ops_grad_none,
         ops_logical_cuda, "dt_logical_not", 0)
-CORE_OP(CLAMP,        "clamp",        "Tss",   ops_clamp_infer,     ops_clamp_cpu, ops_unary_rule, ops_pointwise_grad,
+CORE_OP(CLAMP,        "clamp",        "Tsksk", ops_clamp_infer,     ops_clamp_cpu, ops_unary_rule, ops_pointwise_grad,
         ops_clamp_cuda, "dt_clamp", 0)
 CORE_OP(WHERE,        "where",        "TTT",   ops_where_infer,     ops_where_cpu, ops_where_rule, ops_pointwise_grad,
         ops_where_cuda, "dt_where", 0)

@@ -7,6 +7,8 @@
  * active for ops the hook itself calls (PyTorch pops the mode likewise). */
 #include "dispatch/intercept.h"
 
+#include <math.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,6 +120,17 @@ static size_t fmt_tensor(char *b, size_t len, const dt_tensor *t) {
     n = n + k_ < len ? n + k_ : (len ? len - 1 : 0);                        \
   } while (0)
 
+/* a scalar as Python writes it for its kind (a `k` after an `s`): True /
+ * False for a bool, a float's integral value with ".0"; AUTO and INT as
+ * %g (what the untyped forms always printed) */
+static size_t fmt_scalar(char *buf, size_t len, double v, int64_t kind) {
+  if (kind == DT_SCALAR_BOOL) return (size_t)snprintf(buf, len, "%s", v != 0 ? "True" : "False");
+  char g[32];
+  snprintf(g, sizeof g, "%g", v);
+  bool bare = kind == DT_SCALAR_FLOAT && isfinite(v) && !strpbrk(g, ".e");
+  return (size_t)snprintf(buf, len, "%s%s", g, bare ? ".0" : "");
+}
+
 int dispatch_op_call_format(const dt_op_call *c, char *buf, size_t len) {
   if (!c || !buf || !len) return -1;
   const char *s = core_op_schema(c->op);
@@ -125,6 +138,7 @@ int dispatch_op_call_format(const dt_op_call *c, char *buf, size_t len) {
   buf[0] = '\0';
   ADV((size_t)snprintf(buf, len, "%s(", core_op_name(c->op)));
   for (int i = 0; s[i]; i++) {
+    if (s[i] == 'k') continue; /* written with its scalar */
     if (i) ADV((size_t)snprintf(buf + n, len - n, ", "));
     const core_value *v = &c->args[i];
     char sh[CORE_SHAPE_STR_LEN];
@@ -138,7 +152,10 @@ int dispatch_op_call_format(const dt_op_call *c, char *buf, size_t len) {
       }
       ADV((size_t)snprintf(buf + n, len - n, "]"));
       break;
-    case 's': case 'd': ADV((size_t)snprintf(buf + n, len - n, "%g", v->d)); break;
+    case 's':
+      ADV(fmt_scalar(buf + n, len - n, v->d, s[i + 1] == 'k' ? v[1].i : DT_SCALAR_AUTO));
+      break;
+    case 'd': ADV((size_t)snprintf(buf + n, len - n, "%g", v->d)); break;
     case 'i': case 'n': ADV((size_t)snprintf(buf + n, len - n, "%lld", (long long)v->i)); break;
     case 'b': ADV((size_t)snprintf(buf + n, len - n, "%s", v->b ? "true" : "false")); break;
     case 'I': ADV((size_t)snprintf(buf + n, len - n, "%s", core_shape_str(v->ints.dims, v->ints.ndim, sh, sizeof sh))); break;

@@ -697,6 +697,24 @@ bool dispatch_dtensor_force_auto(bool on) {
   return was;
 }
 
+static _Thread_local dt_redistribute_mode tls_mode; /* DEFAULT: the runtime's */
+dt_status dispatch_redistribute_mode_set(dt_redistribute_mode mode) {
+  if ((unsigned)mode > DT_REDISTRIBUTE_EXPLICIT)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_redistribute_mode_set: "
+                          "mode %d is not a dt_redistribute_mode (DEFAULT, "
+                          "AUTO or EXPLICIT)", (int)mode);
+  tls_mode = mode;
+  return DT_OK;
+}
+dt_redistribute_mode dispatch_redistribute_mode(void) { return tls_mode; }
+
+/* whether this call may insert collectives: backward's ops always may,
+ * then this thread's mode, then the runtime's option */
+static bool may_redistribute(const dt_mesh *m) {
+  if (tls_force_auto || tls_mode == DT_REDISTRIBUTE_AUTO) return true;
+  return tls_mode == DT_REDISTRIBUTE_DEFAULT && m->rt->auto_redistribute;
+}
+
 dt_status dispatch_dtensor_layer(dt_op_call *c) {
   if (c->nout)
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: op %s was already run "
@@ -731,7 +749,7 @@ dt_status dispatch_dtensor_layer(dt_op_call *c) {
     dispatch_cache_insert(&k, &fresh);
     p = &fresh;
   }
-  if (p->comm && !m->rt->auto_redistribute && !tls_force_auto)
+  if (p->comm && !may_redistribute(m))
     return strict_error(c, m, p);
   st = publish(c, m, p);
   /* a DTensor view is a copy: dt_copy_ must not write it as if it reached

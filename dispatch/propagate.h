@@ -30,6 +30,9 @@ dt_status dispatch_dtensor_layer(dt_op_call *c);
  * placements are the rules' choice, not the user's); returns the previous
  * value. */
 bool dispatch_dtensor_force_auto(bool on);
+/* this thread's dt_redistribute_mode (dtorch.h) */
+dt_status dispatch_redistribute_mode_set(dt_redistribute_mode mode);
+dt_redistribute_mode dispatch_redistribute_mode(void);
 
 /* ---- the per-thread sharding cache (shard_cache.c)
  * The rule: a hit gives exactly what a miss would (dtype, shape,

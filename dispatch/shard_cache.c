@@ -122,6 +122,11 @@ void dispatch_key_build(const dt_op_call *c, dispatch_key *k) {
       if (rule_reads_scalar(c->op))
         k->classes |= (uint32_t)(isnan(v->d) ? 3 : isinf(v->d) ? 2 : v->d == 0) << 2 * i;
       break;
+    case 'k': /* a scalar's kind: it decides the infer's dtype, which
+               * enters (int32 + 1 and + 1.0 differ there); float32 + 1
+               * and + 1.5 keep sharing an entry */
+      k->statics = true;
+      break;
     default: k->statics = true; break; /* d n P: their infer's result enters */
     }
   }

@@ -41,6 +41,7 @@ dt_tensor *ops_g_call(ops_grad_env *e, core_op_id op, const char *sig, ...) {
       break;
     }
     case 's': core_call_double(&c, va_arg(ap, double)); break;
+    case 'k': core_call_int(&c, va_arg(ap, int)); break; /* a dt_scalar_kind */
     case 'i': core_call_int(&c, va_arg(ap, int64_t)); break;
     case 'I': core_call_ints(&c, va_arg(ap, dt_shape)); break;
     case 'b': core_call_bool(&c, va_arg(ap, int) != 0); break;
@@ -65,7 +66,9 @@ dt_tensor *ops_g_ttt(ops_grad_env *e, core_op_id op, dt_tensor *a, dt_tensor *b,
 }
 
 dt_tensor *ops_g_ts(ops_grad_env *e, core_op_id op, dt_tensor *a, double s) {
-  return ops_g_call(e, op, "Ts", a, s);
+  /* AUTO: the kind the untyped dt_*_scalar give (a gradient formula's
+   * constants meet float tensors, whose dtype no kind changes) */
+  return ops_g_call(e, op, "Tsk", a, s, (int)DT_SCALAR_AUTO);
 }
 
 dt_tensor *ops_g_ti(ops_grad_env *e, core_op_id op, dt_tensor *a, int64_t i) {

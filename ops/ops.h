@@ -234,6 +234,14 @@ dt_status ops_scalar_overflow(const dt_op_call *c, const char *arg, double v,
  * values and pow exponents; infinities and NaN pass). */
 dt_status ops_check_scalar_exact(const dt_op_call *c, const char *arg, double v,
                                  dt_dtype d);
+/* A scalar of kind k (dtorch.h, dt_scalar_kind): an error naming c->api
+ * and arg unless k is in the enum and v fits it (INT: an integer in
+ * [-2^63, 2^63), or +-inf where inf_ok; BOOL: 0 or 1). */
+dt_status ops_check_kind(const dt_op_call *c, const char *arg, double v,
+                         int64_t k, bool inf_ok);
+/* v, an integral scalar, as a uint8 / int32 result converts it (modulo
+ * 2^8 / 2^32, as PyTorch); other dtypes: v itself */
+double ops_wrap_int(double v, dt_dtype d);
 dt_status ops_check_scalar(const dt_op_call *c, const char *arg, double v,
                            dt_dtype d);
 

@@ -151,24 +151,48 @@ dt_status ops_binary_cpu(dt_op_call *c) {
 }
 
 /* ---- tensor ⊕ scalar */
+/* the scalar's kind (argument 2), AUTO resolved by its value */
+static dt_scalar_kind scalar_kind(const dt_op_call *c) {
+  return core_scalar_kind_of(c->args[1].d, (dt_scalar_kind)c->args[2].i);
+}
+
+/* the scalar forms' dtype rules beyond promotion: PyTorch has no bool
+ * kernel for these with a bool result (bool + True is bool; sub refuses
+ * any bool tensor below) */
+static dt_status scalar_bool_result(const dt_op_call *c) {
+  switch (c->op) {
+  case CORE_OP_FLOOR_DIVIDE_SCALAR: case CORE_OP_REMAINDER_SCALAR:
+    return core_error_set(DT_ERR_DTYPE, "%s: PyTorch has no kernel for a bool "
+                          "tensor and a bool scalar; cast the tensor first",
+                          c->api);
+  default: return DT_OK;
+  }
+}
+
 dt_status ops_scalar_infer(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t;
   double s = c->args[1].d;
   dt_status st = check_dtype(c, a, "a");
+  if (st == DT_OK) st = ops_check_kind(c, "scalar", s, c->args[2].i, false);
   if (st != DT_OK) return st;
-  dt_dtype r = core_result_type_scalar(a->dtype, s);
+  dt_scalar_kind kind = scalar_kind(c);
+  dt_dtype r = core_result_type_kind(a->dtype, kind);
+  if (r == DT_BOOL && (st = scalar_bool_result(c)) != DT_OK) return st;
   if (c->op == CORE_OP_DIV_SCALAR && !core_dtype_is_float(r)) r = DT_FLOAT32;
   if (c->op == CORE_OP_POW_SCALAR && !core_dtype_is_float(r) && s < 0)
     return core_error_set(DT_ERR_INVALID_ARGUMENT,
                         "%s: integer tensor (%s) to a negative integer power "
                         "%g is not allowed", c->api, core_dtype_name(a->dtype), s);
-  if (c->op == CORE_OP_SUB_SCALAR && a->dtype == DT_BOOL)
-    return core_error_set(DT_ERR_DTYPE, "%s: subtraction from a bool tensor is "
-                        "not supported", c->api);
+  if (c->op == CORE_OP_SUB_SCALAR && (a->dtype == DT_BOOL || kind == DT_SCALAR_BOOL))
+    return core_error_set(DT_ERR_DTYPE, "%s: subtraction %s is not supported "
+                          "(as in PyTorch); use logical_not to invert a mask",
+                          c->api, a->dtype == DT_BOOL ? "from a bool tensor"
+                                                      : "of a bool scalar");
   bool divides = c->op == CORE_OP_FLOOR_DIVIDE_SCALAR ||
                  c->op == CORE_OP_REMAINDER_SCALAR;
-  if (divides && r == DT_BOOL) r = DT_INT64; /* True // 2 is int64 in PyTorch */
-  if (divides && !core_dtype_is_float(r) && s == 0)
+  /* an integer divisor is converted to the result dtype first: int32 //
+   * 2^32 divides by 0 (PyTorch: ZeroDivisionError too) */
+  if (divides && !core_dtype_is_float(r) && ops_wrap_int(s, r) == 0)
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: integer division by "
                           "zero (PyTorch: ZeroDivisionError)", c->api);
   /* PyTorch converts a pow exponent to the result dtype with an overflow
@@ -201,12 +225,13 @@ dt_status ops_scalar_cpu(dt_op_call *c) {
   /* an integral scalar meets a uint8/int32 result in that dtype, wrapped
    * (uint8 // 257 divides by 1, uint8 % -2 by 254), as PyTorch converts
    * it; pow keeps its exponent (checked in infer) */
-  bool narrow_int = vo.dtype == DT_UINT8 || vo.dtype == DT_INT32;
-  if (narrow_int && c->op != CORE_OP_POW_SCALAR) {
-    double w = trunc(s);
-    int64_t i = w >= 9.2233720368547758e18 || w < -9.2233720368547758e18 ? 0 : (int64_t)w;
-    s = vo.dtype == DT_UINT8 ? (double)(uint8_t)(uint64_t)i
-                             : (double)(int32_t)(uint32_t)(uint64_t)i;
+  if (c->op != CORE_OP_POW_SCALAR) s = ops_wrap_int(s, vo.dtype);
+  cpu_binary_op op = scalar_kernel(c->op);
+  if (vo.dtype == DT_BOOL && c->op == CORE_OP_POW_SCALAR) {
+    /* bool ** True is the tensor, bool ** False all true (PyTorch); the
+     * bool compute type has no pow: x and 1, x or 1 */
+    op = s != 0 ? CPU_MUL : CPU_ADD;
+    s = 1;
   }
   if (half && c->op != CORE_OP_MUL_SCALAR && c->op != CORE_OP_DIV_SCALAR &&
       c->op != CORE_OP_FLOOR_DIVIDE_SCALAR) {
@@ -214,8 +239,7 @@ dt_status ops_scalar_cpu(dt_op_call *c) {
     core_store_double(v, vo.dtype, s);
     s = core_load_double(v, vo.dtype);
   }
-  cpu_binary_scalar(scalar_kernel(c->op), cpu_compute_type(vo.dtype), &vo,
-                    &va, s);
+  cpu_binary_scalar(op, cpu_compute_type(vo.dtype), &vo, &va, s);
   return DT_OK;
 }
 
@@ -259,25 +283,46 @@ dt_status ops_unary_cpu(dt_op_call *c) {
 }
 
 /* ---- clamp */
+/* a clamp bound's kind: AUTO is INT for an integral value of any size or
+ * an infinite one (dt_clamp's rule: an infinite bound is no bound, and an
+ * integral one past the dtype's range is checked against it below) */
+static dt_scalar_kind bound_kind(double v, int64_t k) {
+  if (k != DT_SCALAR_AUTO) return (dt_scalar_kind)k;
+  return v == nearbyint(v) ? DT_SCALAR_INT : DT_SCALAR_FLOAT;
+}
+
 dt_status ops_clamp_infer(dt_op_call *c) {
   const dt_tensor *a = c->args[0].t;
-  double lo = c->args[1].d, hi = c->args[2].d;
+  double lo = c->args[1].d, hi = c->args[3].d;
+  dt_status st = ops_check_kind(c, "min", lo, c->args[2].i, true);
+  if (st == DT_OK) st = ops_check_kind(c, "max", hi, c->args[4].i, true);
+  if (st != DT_OK) return st;
   /* PyTorch promotes with the bounds: a float bound (NaN included) makes
-   * an integer or bool tensor float32, integral ones make bool int64; a
-   * NaN bound gives NaN everywhere */
+   * an integer or bool tensor float32, int ones make bool int64, bool
+   * ones keep the dtype; a NaN bound gives NaN everywhere */
   dt_dtype r = a->dtype;
+  dt_scalar_kind klo = bound_kind(lo, c->args[2].i), khi = bound_kind(hi, c->args[4].i);
   if (!core_dtype_is_float(r)) {
-    bool lo_int = isinf(lo) || lo == nearbyint(lo);
-    bool hi_int = isinf(hi) || hi == nearbyint(hi);
-    if (!lo_int || !hi_int) r = DT_FLOAT32;
-    else if (r == DT_BOOL) r = DT_INT64;
+    if (klo == DT_SCALAR_FLOAT || khi == DT_SCALAR_FLOAT) r = DT_FLOAT32;
+    else if (r == DT_BOOL && (klo == DT_SCALAR_INT || khi == DT_SCALAR_INT))
+      r = DT_INT64;
   }
+  if (r == DT_BOOL)
+    return core_error_set(DT_ERR_DTYPE, "%s: PyTorch has no clamp of a bool "
+                          "tensor with bool bounds; cast the tensor first",
+                          c->api);
   /* An integer result keeps integer bounds, compared exactly. A min at or
    * below the dtype's smallest value bounds nothing (min = -inf is the
    * usual way to say "no min"), and so does a max at or above its largest.
    * A min above the largest value (+inf included) or a max below the
    * smallest would have to store a value the dtype cannot hold: an error,
    * as PyTorch's clamp(int64_tensor, min=10**19), not a wrap. */
+  /* a floating result converts finite bounds with an overflow check, as
+   * PyTorch (float16 with min 70000 fails; inf and NaN pass) */
+  if (core_dtype_is_float(r) &&
+      ((st = ops_check_scalar_exact(c, "min", lo, r)) != DT_OK ||
+       (st = ops_check_scalar_exact(c, "max", hi, r)) != DT_OK))
+    return st;
   double dlo, dhi;
   if (ops_int_range(r, &dlo, &dhi)) {
     if (lo > dhi) return ops_scalar_overflow(c, "min", lo, r);
@@ -289,7 +334,7 @@ dt_status ops_clamp_infer(dt_op_call *c) {
 
 dt_status ops_clamp_cpu(dt_op_call *c) {
   cpu_view vo = ops_view_of(c->out[0]), va = ops_view_of(c->args[0].t);
-  cpu_clamp(cpu_compute_type(vo.dtype), &vo, &va, c->args[1].d, c->args[2].d);
+  cpu_clamp(cpu_compute_type(vo.dtype), &vo, &va, c->args[1].d, c->args[3].d);
   return DT_OK;
 }
 
@@ -648,7 +693,7 @@ dt_status ops_pointwise_grad(ops_grad_env *e, const dt_op_call *f,
     break;
   case CORE_OP_CLAMP: { /* passes where lo <= a <= hi (a NaN bound passes all) */
     dt_tensor *out = G2(LOGICAL_OR, G2(LT, a, ops_g_const(e, a, f->args[1].d)),
-                        G2(GT, a, ops_g_const(e, a, f->args[2].d)));
+                        G2(GT, a, ops_g_const(e, a, f->args[3].d)));
     gin[0] = ops_g_masked_fill(e, g, out, 0);
     break;
   }
@@ -777,7 +822,7 @@ dt_status ops_clamp_cuda(dt_op_call *c) {
   cuda_operand oa = ops_cu_operand(a, o);
   return cuda_clamp(ops_cu_stream(o), (int)o->dtype, o->local.ndim,
                     o->local.sizes, core_tensor_data(o), &oa, c->args[1].d,
-                    c->args[2].d)
+                    c->args[3].d)
              ? ops_cu_launch_failed(c) : DT_OK;
 }
 

@@ -119,6 +119,39 @@ dt_status ops_check_scalar_exact(const dt_op_call *c, const char *arg, double v,
   return ops_check_scalar(c, arg, v, d);
 }
 
+dt_status ops_check_kind(const dt_op_call *c, const char *arg, double v,
+                         int64_t k, bool inf_ok) {
+  switch (k) {
+  case DT_SCALAR_AUTO: case DT_SCALAR_FLOAT: return DT_OK;
+  case DT_SCALAR_INT:
+    /* [-2^63, 2^63): PyTorch's int64 scalar */
+    if ((inf_ok && isinf(v)) ||
+        (v == nearbyint(v) && v >= -9223372036854775808.0 &&
+         v < 9223372036854775808.0))
+      return DT_OK;
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: %s %.17g is of kind "
+                          "DT_SCALAR_INT but is not an integer in [-2^63, 2^63)",
+                          c->api, arg, v);
+  case DT_SCALAR_BOOL:
+    if (v == 0 || v == 1 || (inf_ok && isinf(v))) return DT_OK;
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: %s %.17g is of kind "
+                          "DT_SCALAR_BOOL but is not 0 or 1", c->api, arg, v);
+  default:
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: the kind of %s, %lld, "
+                          "is not a dt_scalar_kind (DT_SCALAR_AUTO .. "
+                          "DT_SCALAR_BOOL)", c->api, arg, (long long)k);
+  }
+}
+
+double ops_wrap_int(double v, dt_dtype d) {
+  if (d != DT_UINT8 && d != DT_INT32) return v;
+  double w = trunc(v);
+  int64_t i = w >= 9.2233720368547758e18 || w < -9.2233720368547758e18 || isnan(w)
+                  ? 0 : (int64_t)w;
+  return d == DT_UINT8 ? (double)(uint8_t)(uint64_t)i
+                       : (double)(int32_t)(uint32_t)(uint64_t)i;
+}
+
 dt_status ops_check_scalar(const dt_op_call *c, const char *arg, double v,
                            dt_dtype d) {
   double lo, hi; /* the range of trunc(v), inclusive */

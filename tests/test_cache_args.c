@@ -52,7 +52,16 @@ static const double INF = INFINITY;
 #define SC(f) static dt_tensor *op_##f(dt_tensor **x, const double *a) { return dt_##f(x[0], a[0]); }
 SC(add_scalar) SC(sub_scalar) SC(mul_scalar) SC(div_scalar) SC(pow_scalar)
 SC(floor_divide_scalar) SC(remainder_scalar)
+/* the typed forms: a[0] the scalar, a[1] its dt_scalar_kind */
+#define SK(f) static dt_tensor *op_##f##_k(dt_tensor **x, const double *a) { \
+    return dt_##f##_typed(x[0], a[0], (dt_scalar_kind)a[1]);                 \
+  }
+SK(add_scalar) SK(sub_scalar) SK(mul_scalar) SK(div_scalar) SK(pow_scalar)
+SK(floor_divide_scalar) SK(remainder_scalar)
 static dt_tensor *op_clamp(dt_tensor **x, const double *a) { return dt_clamp(x[0], a[0], a[1]); }
+static dt_tensor *op_clamp_k(dt_tensor **x, const double *a) {
+  return dt_clamp_typed(x[0], a[0], (dt_scalar_kind)a[1], a[2], (dt_scalar_kind)a[3]);
+}
 static dt_tensor *op_masked_fill(dt_tensor **x, const double *a) { return dt_masked_fill(x[0], x[1], a[0]); }
 static dt_tensor *op_cast(dt_tensor **x, const double *a) { return dt_cast(x[0], (dt_dtype)a[0]); }
 static dt_tensor *op_view(dt_tensor **x, const double *a) {
@@ -123,6 +132,21 @@ static dt_tensor *op_adamw_apply(dt_tensor **x, const double *a) {
 #define SCALAR_CASE(f)                                          \
   {#f, op_##f, 1, {F32(5, 4)}, 12, {SCALARS}},                  \
   {#f "/int32", op_##f, 1, {I32(5, 4)}, 12, {SCALARS}}
+/* the same value of each kind, and the boundaries a kind adds: a bool
+ * scalar, an int one that is not integral, a wrap to 0, a bad kind */
+#define I_ DT_SCALAR_INT
+#define F_ DT_SCALAR_FLOAT
+#define B_ DT_SCALAR_BOOL
+#define KINDS {1, I_}, {1, F_}, {1, B_}, {0, B_}, {1, DT_SCALAR_AUTO}, {2, F_}, \
+  {-2, I_}, {1.5, F_}, {1.5, I_}, {4294967296.0, I_}, {0, F_}, {1, 9}
+#define U8(...) {DT_UINT8, DT_SHAPE(__VA_ARGS__), TU_V_INDEX, 200}
+#define KIND_CASE(f)                                            \
+  {#f "_typed", op_##f##_k, 1, {F32(5, 4)}, 12, {KINDS}},       \
+  {#f "_typed/int32", op_##f##_k, 1, {I32(5, 4)}, 12, {KINDS}}, \
+  {#f "_typed/uint8", op_##f##_k, 1, {U8(5, 4)}, 12, {KINDS}},  \
+  {#f "_typed/bool", op_##f##_k, 1, {BOOLS(5, 4)}, 12, {KINDS}}
+#define CLAMP_KINDS {-1, I_, 1, I_}, {-1, F_, 1, I_}, {0, B_, 1, B_}, {-INF, I_, 1, F_}, \
+  {-INF, F_, INF, F_}, {0, I_, 1, B_}, {0.5, I_, 1, I_}, {-1, I_, 2, 7}
 #define EPS {1e-5}, {0}, {-1}, {NAN_}, {INF}, {1e-5}
 #define DIMS2 {1, 0, 0, 0}, {1, 1, 0, 1}, {2, 0, 1, 0}, {1, -1, 0, 1}, {1, 2, 0, 0}, {0, 0, 0, 0}, {1, -3, 0, 0}
 
@@ -198,6 +222,14 @@ static const arg_case cases[] = {
    {{1e-3, 1e-8, 0.99}, {2e-3, 1e-8, 0.99}, {NAN_, 1e-8, 0.99}, {INF, 1e-8, 0.99},
     {1e-3, NAN_, 0.99}, {1e-3, INF, 0.99}, {1e-3, 1e-8, NAN_}, {1e-3, 1e-8, -INF},
     {1e-3, 0, 1}, {-1e-3, -1, 0}}},
+  /* the scalar kinds (last: the cases above keep their seeds) */
+  KIND_CASE(add_scalar), KIND_CASE(sub_scalar), KIND_CASE(mul_scalar),
+  KIND_CASE(div_scalar), KIND_CASE(pow_scalar), KIND_CASE(floor_divide_scalar),
+  KIND_CASE(remainder_scalar),
+  {"clamp_typed", op_clamp_k, 1, {F32(5, 4)}, 8, {CLAMP_KINDS}},
+  {"clamp_typed/int32", op_clamp_k, 1, {I32(5, 4)}, 8, {CLAMP_KINDS}},
+  {"clamp_typed/uint8", op_clamp_k, 1, {U8(5, 4)}, 8, {CLAMP_KINDS}},
+  {"clamp_typed/bool", op_clamp_k, 1, {BOOLS(5, 4)}, 8, {CLAMP_KINDS}},
 };
 #define NCASES (int)(sizeof cases / sizeof *cases)
 

@@ -58,8 +58,9 @@
  *   dt_tensor_grad_fn), a failure is told apart by the last error: call
  *   dt_clear_error first. dt_version, dt_last_error, functions of a value
  *   (dt_dtype_name, dt_dtype_size, dt_status_name: "?" / 0 for a value
- *   outside the enum) and this thread's counters (dt_comm_count_end,
- *   dt_sharding_cache_stats) cannot fail.
+ *   outside the enum) and this thread's counters and mode
+ *   (dt_comm_count_end, dt_sharding_cache_stats, dt_redistribute_mode_get)
+ *   cannot fail.
  * - Structs. dt_shape and dt_placement are fixed value types. Every other
  *   struct ends in `uint64_t reserved[N]`: write it with designated
  *   initialisers or {0} (the reserved words must be zero: a non-zero one
@@ -454,10 +455,29 @@ DT_API dt_tensor *dt_contiguous(dt_tensor *a);  /* copy unless contiguous */
 DT_API dt_tensor *dt_clone(dt_tensor *a);       /* always a copy */
 
 /* --------------------------------------------------------------- pointwise
- * Binary ops broadcast and promote types as PyTorch does. Scalar forms: an
- * integer tensor keeps its dtype when the scalar is integral, and becomes
- * float32 otherwise (the C API has one scalar type; PyTorch decides by the
- * Python type). */
+ * Binary ops broadcast and promote types as PyTorch does. Scalar forms
+ * take the scalar as a double; PyTorch decides the result dtype by the
+ * scalar's Python type, which a double cannot say (1 and 1.0 are the same
+ * double), so each scalar form has a _typed twin that takes the kind too:
+ *   DT_SCALAR_INT    a Python int: an integer tensor keeps its dtype, a
+ *                    bool tensor becomes int64 (int32 + 1 → int32)
+ *   DT_SCALAR_FLOAT  a Python float: an integer or bool tensor becomes
+ *                    float32 (int32 + 1.0 → float32)
+ *   DT_SCALAR_BOOL   a Python bool: every tensor keeps its dtype (bool +
+ *                    True → bool, int32 + True → int32)
+ *   DT_SCALAR_AUTO   (0) the untyped forms' rule: INT when the value is
+ *                    integral (and below 9.2e18 in magnitude), FLOAT
+ *                    otherwise
+ * A floating tensor keeps its dtype for every kind; true division
+ * (dt_div_scalar*) always gives a floating result. The value must fit the
+ * kind: INT an integer of magnitude below 2^63 (exact up to 2^53, a
+ * double's integers), BOOL 0 or 1; else DT_ERR_INVALID_ARGUMENT, as is a
+ * kind outside the enum. An INT or BOOL scalar meeting a uint8 / int32
+ * result is converted to it modulo 2^8 / 2^32, as PyTorch does (int32 +
+ * 2^32 adds 0, uint8 + -1 adds 255; so int32 // 2^32 is a division by
+ * zero). The kind decides the dtype through the op's checks, which run on
+ * every call, and the sharding cache keys on their result
+ * (docs/sharding.md): int32 + 1 and int32 + 1.0 never share an entry. */
 DT_API dt_tensor *dt_add(dt_tensor *a, dt_tensor *b);
 DT_API dt_tensor *dt_sub(dt_tensor *a, dt_tensor *b);
 DT_API dt_tensor *dt_mul(dt_tensor *a, dt_tensor *b);
@@ -479,6 +499,22 @@ DT_API dt_tensor *dt_floor_divide(dt_tensor *a, dt_tensor *b);
 DT_API dt_tensor *dt_remainder(dt_tensor *a, dt_tensor *b);
 DT_API dt_tensor *dt_floor_divide_scalar(dt_tensor *a, double s);
 DT_API dt_tensor *dt_remainder_scalar(dt_tensor *a, double s);
+typedef enum dt_scalar_kind { DT_SCALAR_AUTO = 0, DT_SCALAR_INT,
+  DT_SCALAR_FLOAT, DT_SCALAR_BOOL } dt_scalar_kind;
+DT_API dt_tensor *dt_add_scalar_typed(dt_tensor *a, double s,
+                                      dt_scalar_kind kind);
+DT_API dt_tensor *dt_sub_scalar_typed(dt_tensor *a, double s,
+                                      dt_scalar_kind kind);
+DT_API dt_tensor *dt_mul_scalar_typed(dt_tensor *a, double s,
+                                      dt_scalar_kind kind);
+DT_API dt_tensor *dt_div_scalar_typed(dt_tensor *a, double s,
+                                      dt_scalar_kind kind);
+DT_API dt_tensor *dt_pow_scalar_typed(dt_tensor *a, double s,
+                                      dt_scalar_kind kind);
+DT_API dt_tensor *dt_floor_divide_scalar_typed(dt_tensor *a, double s,
+                                               dt_scalar_kind kind);
+DT_API dt_tensor *dt_remainder_scalar_typed(dt_tensor *a, double s,
+                                            dt_scalar_kind kind);
 /* Unary: float results for integer inputs where PyTorch gives them
  * (exp, log, sqrt, ... on int → float32); neg/abs/relu keep the dtype. */
 DT_API dt_tensor *dt_neg(dt_tensor *a);
@@ -496,6 +532,20 @@ DT_API dt_tensor *dt_silu(dt_tensor *a);
 DT_API dt_tensor *dt_gelu(dt_tensor *a);        /* exact (erf) form */
 DT_API dt_tensor *dt_gelu_tanh(dt_tensor *a);   /* approximate="tanh" */
 DT_API dt_tensor *dt_clamp(dt_tensor *a, double min, double max);
+/* clamp with each bound's kind (dt_add_scalar_typed): the result dtype
+ * promotes the tensor with both bounds (int32 with min 1.0 → float32,
+ * bool with max 1 → int64; bool with two BOOL bounds fails, as PyTorch
+ * has no bool clamp). ±inf is no bound; an INT or BOOL bound may be ±inf
+ * (a caller with one bound passes the other as ±inf of the same kind,
+ * which changes no dtype). dt_clamp is dt_clamp_typed with two
+ * DT_SCALAR_AUTO kinds, for which an integral bound of any size or an
+ * infinite one counts as INT. A floating result checks finite bounds for
+ * overflow as PyTorch does (float16 with min 70000 fails). (masked_fill and
+ * full_like keep the tensor's dtype for every kind in PyTorch: they need
+ * no typed form.) */
+DT_API dt_tensor *dt_clamp_typed(dt_tensor *a, double min,
+                                 dt_scalar_kind min_kind, double max,
+                                 dt_scalar_kind max_kind);
 DT_API dt_tensor *dt_where(dt_tensor *cond, dt_tensor *a, dt_tensor *b);
 DT_API dt_tensor *dt_masked_fill(dt_tensor *a, dt_tensor *mask, double value);
 DT_API dt_tensor *dt_eq(dt_tensor *a, dt_tensor *b);   /* → bool */
@@ -547,6 +597,25 @@ DT_API dt_tensor *dt_redistribute_like(dt_tensor *t, const dt_tensor *like);
 DT_API dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
     const char *const *dim_names, const dt_placement *placements, int n,
     dt_default_placement mode);
+
+/* This thread's redistribution mode, over the runtime's auto_redistribute
+ * option, for the ops this thread issues on DTensors whose placements
+ * need a collective (docs/sharding.md "Strict and auto"):
+ *   DT_REDISTRIBUTE_DEFAULT   (0, every thread's start) the runtime's mode
+ *   DT_REDISTRIBUTE_AUTO      insert the cheapest redistribution, as
+ *                             auto_redistribute does
+ *   DT_REDISTRIBUTE_EXPLICIT  refuse it (DT_ERR_PLACEMENT naming the fix),
+ *                             as strict mode does, even on an auto runtime:
+ *                             PyTorch's ExplicitRedistributionContext
+ * Redistributions needing no collective happen in every mode, and
+ * dt_backward's own ops redistribute whatever the mode (a gradient's
+ * placements are the rules' choice). _set returns DT_ERR_INVALID_ARGUMENT
+ * for a value outside the enum, leaving the mode as it was. Callers that
+ * change it for a scope read it first with _get and set it back. */
+typedef enum dt_redistribute_mode { DT_REDISTRIBUTE_DEFAULT = 0,
+  DT_REDISTRIBUTE_AUTO, DT_REDISTRIBUTE_EXPLICIT } dt_redistribute_mode;
+DT_API dt_status dt_redistribute_mode_set(dt_redistribute_mode mode);
+DT_API dt_redistribute_mode dt_redistribute_mode_get(void);
 
 /* Communication counting on the calling thread (CommDebugMode): one count
  * per logical collective over one mesh dim; bytes = what the participating

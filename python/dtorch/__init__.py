@@ -25,6 +25,9 @@ from ._grad_mode import no_grad, enable_grad, set_grad_enabled, inference_mode, 
     is_grad_enabled, is_inference_mode_enabled  # noqa: F401
 from . import distributed_spec, nn, optim  # noqa: F401
 from . import distributed  # noqa: F401  (torch.distributed; after distributed_spec)
+from ._redistribute_mode import auto_redistribute, explicit_redistribute, \
+    redistribute_mode  # noqa: F401
+from ._serialization import save, load  # noqa: F401
 from .distributed_spec import DeviceMesh, init_device_mesh, Shard, Replicate, \
     Partial, Placement  # noqa: F401
 # the rest of the C API by group (docs/python-api.md lists every name)

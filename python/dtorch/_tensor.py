@@ -5,7 +5,7 @@ import numbers
 
 import torch
 
-from . import _errors, _lib
+from . import _errors, _lib, _scalar
 from ._inplace import InplaceMethods
 from ._methods import TensorMethods
 from .distributed_spec import DeviceMesh, Placement, Replicate, _device, \
@@ -96,6 +96,80 @@ def _binary(name, a, b):
     if b is NotImplemented:
         return NotImplemented
     return _wrap(getattr(_lib, "dt_" + name)(a._h, b._h))
+
+
+def _bool_sub(name, a, kind):
+    """PyTorch refuses a subtraction with a bool tensor or a bool scalar."""
+    return name == "sub" and (a.dtype == torch.bool or kind == _scalar.BOOL)
+
+
+def _scalar_op(name, a, o):
+    """a <name> scalar o, the dtype decided by o's kind as in PyTorch
+    (int32 + 1 is int32, int32 + 1.0 float32, bool + True bool)."""
+    kind, v = _scalar.kind_and_value(o, f"dtorch: {name}")
+    want = _scalar.result_dtype(a.dtype, o)
+    if _bool_sub(name, a, kind):
+        want = a.dtype  # the C call refuses it, as PyTorch does
+    if want != _scalar.kind_dtype(a.dtype, kind):
+        # a 0-d tensor of a higher category (int32 + tensor(1.5, float64)):
+        # PyTorch computes in its dtype
+        a = a.to(want)
+    return _wrap(_scalar.typed(name)(a._h, v, kind))
+
+
+def _as_scalar(a, o):
+    """Whether o meets a as a scalar: a Python number, or a 0-d torch
+    tensor meeting a DTensor (a single-device tensor meets a 0-d one as
+    the tensor op, PyTorch's own 0-d rule; a DTensor cannot meet a
+    single-device tensor, so there the 0-d tensor is a scalar of its
+    dtype's kind, computed in PyTorch's result dtype)."""
+    if isinstance(o, torch.Tensor):
+        return o.ndim == 0 and a.device_mesh is not None and _scalar.is_scalar(o)
+    return _scalar.is_scalar(o)
+
+
+def _scalar_pair(a, o, true_div=False):
+    """a and the scalar o as two tensors of PyTorch's common dtype (for
+    the comparisons and the reflected ops, which have no scalar form in C):
+    int32 < 1.5 compares in float32, an int scalar meets an int32 / uint8
+    tensor converted as PyTorch converts it."""
+    kind, v = _scalar.kind_and_value(o, "dtorch")
+    want = _scalar.result_dtype(a.dtype, o)
+    if true_div and not want.is_floating_point:
+        want = torch.float32  # 2**31 / int32 divides in float, unwrapped
+    if want != a.dtype:
+        a = a.to(want)
+    if kind != _scalar.FLOAT and not want.is_floating_point:
+        v = _scalar.wrap_int(v, want)
+    return a, _wrap(_lib.dt_full_like(a._h, v))
+
+
+def _rop(name, a, o):
+    """o <name> a for a scalar or tensor o (the reflected operators)."""
+    if _as_scalar(a, o):
+        if _bool_sub(name, a, _scalar.kind_and_value(o)[0]):
+            return _scalar_op(name, a, o)  # fails as PyTorch's does
+        a, b = _scalar_pair(a, o, true_div=name == "div")
+        return _wrap(getattr(_lib, "dt_" + name)(b._h, a._h))
+    b = _as_tensor(o, a)
+    if b is NotImplemented:
+        return NotImplemented
+    return _wrap(getattr(_lib, "dt_" + name)(b._h, a._h))
+
+
+def _op(name, a, o):
+    """a <name> o: the scalar form for a scalar o, else the tensor op."""
+    if _as_scalar(a, o):
+        return _scalar_op(name, a, o)
+    return _binary(name, a, o)
+
+
+def _cmp(name, a, o):
+    """a <name> o -> bool, a scalar o compared in PyTorch's common dtype."""
+    if _as_scalar(a, o):
+        a, b = _scalar_pair(a, o)
+        return _wrap(getattr(_lib, "dt_" + name)(a._h, b._h))
+    return _binary(name, a, o)
 
 
 def _dims_arg(dim):
@@ -296,42 +370,46 @@ class Tensor(InplaceMethods, TensorMethods):
             self._h, device_mesh._h if device_mesh else None, names, pl, len(items),
             _MODES[default_placement_mode]))
 
-    # ---- operators
+    # ---- operators (a Python scalar's kind decides the dtype: _scalar.py)
     def __add__(self, o):
-        return _wrap(_lib.dt_add_scalar(self._h, o)) if _scalar_ok(o) else _binary("add", self, o)
+        return _op("add", self, o)
 
     __radd__ = __add__
 
     def __sub__(self, o):
-        return _wrap(_lib.dt_sub_scalar(self._h, o)) if _scalar_ok(o) else _binary("sub", self, o)
+        return _op("sub", self, o)
 
     def __rsub__(self, o):
-        return _binary("sub", _as_tensor(o, self), self)
+        return _rop("sub", self, o)
 
     def __mul__(self, o):
-        return _wrap(_lib.dt_mul_scalar(self._h, o)) if _scalar_ok(o) else _binary("mul", self, o)
+        return _op("mul", self, o)
 
     __rmul__ = __mul__
 
     def __truediv__(self, o):
-        return _wrap(_lib.dt_div_scalar(self._h, o)) if _scalar_ok(o) else _binary("div", self, o)
+        return _op("div", self, o)
 
     def __rtruediv__(self, o):
-        return _binary("div", _as_tensor(o, self), self)
+        return _rop("div", self, o)
 
     def __floordiv__(self, o):
-        if _scalar_ok(o):
-            return _wrap(_lib.dt_floor_divide_scalar(self._h, o))
-        return _binary("floor_divide", self, o)
+        return _op("floor_divide", self, o)
+
+    def __rfloordiv__(self, o):
+        return _rop("floor_divide", self, o)
 
     def __mod__(self, o):
-        return _wrap(_lib.dt_remainder_scalar(self._h, o)) if _scalar_ok(o) else _binary("remainder", self, o)
+        return _op("remainder", self, o)
+
+    def __rmod__(self, o):
+        return _rop("remainder", self, o)
 
     def __pow__(self, o):
-        return _wrap(_lib.dt_pow_scalar(self._h, o)) if _scalar_ok(o) else _binary("pow", self, o)
+        return _op("pow", self, o)
 
     def __rpow__(self, o):
-        return _binary("pow", _as_tensor(o, self), self)
+        return _rop("pow", self, o)
 
     def __matmul__(self, o):
         return _binary("matmul", self, o)
@@ -358,22 +436,22 @@ class Tensor(InplaceMethods, TensorMethods):
         return _binary("logical_or", self, o)
 
     def __eq__(self, o):
-        return _binary("eq", self, o)
+        return _cmp("eq", self, o)
 
     def __ne__(self, o):
-        return _binary("ne", self, o)
+        return _cmp("ne", self, o)
 
     def __lt__(self, o):
-        return _binary("lt", self, o)
+        return _cmp("lt", self, o)
 
     def __le__(self, o):
-        return _binary("le", self, o)
+        return _cmp("le", self, o)
 
     def __gt__(self, o):
-        return _binary("gt", self, o)
+        return _cmp("gt", self, o)
 
     def __ge__(self, o):
-        return _binary("ge", self, o)
+        return _cmp("ge", self, o)
 
     # ---- methods (PyTorch's names)
     def matmul(self, o):
@@ -401,9 +479,32 @@ class Tensor(InplaceMethods, TensorMethods):
         return _wrap(_lib.dt_log_softmax(self._h, dim))
 
     def clamp(self, min=None, max=None):
-        lo = float("-inf") if min is None else min
-        hi = float("inf") if max is None else max
-        return _wrap(_lib.dt_clamp(self._h, lo, hi))
+        """The bounds promote with their kinds as in PyTorch (int32 with
+        min=1.0 is float32); a missing bound is no bound."""
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of min and max must not be None")
+        if self.device_mesh is None and any(isinstance(b, torch.Tensor)
+                                            for b in (min, max)):
+            # tensor bounds: PyTorch's clamp is max then min with them, in
+            # the 0-d tensors' result dtype (bool with min=tensor(True) works)
+            out = self if min is None else _binary("maximum", self, min)
+            return out if max is None else _binary("minimum", out, max)
+        klo, lo = _scalar.kind_and_value(min if min is not None else max, "clamp")
+        khi, hi = _scalar.kind_and_value(max if max is not None else min, "clamp")
+        # a missing bound is +-inf of the other's kind: it changes no dtype
+        lo = float("-inf") if min is None else lo
+        hi = float("inf") if max is None else hi
+        a = self
+        want = self.dtype
+        for b in (min, max):
+            if b is not None:
+                want = _scalar.result_dtype(want, b)
+        if isinstance(min, torch.Tensor) or isinstance(max, torch.Tensor):
+            # a 0-d tensor bound of a higher category: PyTorch clamps in its
+            # dtype (int32 with min=tensor(1.5, float64) is float64)
+            if want != self.dtype and want.is_floating_point:
+                a = self.to(want)
+        return _wrap(_scalar.dt_clamp_typed(a._h, lo, klo, hi, khi))
 
     def transpose(self, dim0, dim1):
         return _wrap(_lib.dt_transpose(self._h, dim0, dim1))
