@@ -42,9 +42,8 @@ from ._debug import comm_count, sharding_cache_stats, sharding_cache_evictions, 
     op_printer  # noqa: F401
 from ._io import load_safetensors, load_safetensors_async, save_safetensors, \
     safetensors_index  # noqa: F401
-from ._autograd import is_grad_enabled, set_grad_enabled, no_grad, enable_grad, \
-    autograd_live_nodes, clip_grad_norm_  # noqa: F401
-from . import _spmd as spmd, optim  # noqa: F401
+from ._autograd import autograd_live_nodes, clip_grad_norm_  # noqa: F401
+from . import _spmd as spmd  # noqa: F401
 
 # the type system is PyTorch's
 dtype = _torch.dtype

@@ -3,73 +3,13 @@ thread, as PyTorch's torch.is_grad_enabled / set_grad_enabled / no_grad /
 enable_grad), backward with a seed and retain_graph, dropping a leaf's
 gradient, the graph's live nodes, and clip_grad_norm_."""
 import ctypes
-import functools
 
 from . import _errors, _lib
 
 
-def is_grad_enabled():
-    """This thread's grad mode (on by default)."""
-    return bool(_lib.dt_grad_enabled())
-
-
-class set_grad_enabled:
-    """set_grad_enabled(mode): sets this thread's grad mode now, and, used
-    as a context manager or decorator, restores the previous one after (as
-    torch.set_grad_enabled)."""
-
-    def __init__(self, mode):
-        if not isinstance(mode, bool):
-            raise TypeError(f"set_grad_enabled: mode must be a bool, got {mode!r}")
-        self.prev = bool(_lib.dt_set_grad_enabled(mode))
-        self.mode = mode
-
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        _lib.dt_set_grad_enabled(self.prev)
-
-    def __call__(self, fn):
-        # as a decorator the mode applies inside fn only: undo the call's
-        _lib.dt_set_grad_enabled(self.prev)
-        mode = self.mode
-
-        @functools.wraps(fn)
-        def wrapper(*a, **k):
-            with set_grad_enabled(mode):
-                return fn(*a, **k)
-        return wrapper
-
-
-class _GradMode:
-    mode = None
-
-    def __enter__(self):
-        self.prev = bool(_lib.dt_set_grad_enabled(self.mode))
-        return None
-
-    def __exit__(self, *exc):
-        _lib.dt_set_grad_enabled(self.prev)
-
-    def __call__(self, fn):
-        mode = self.mode
-
-        @functools.wraps(fn)
-        def wrapper(*a, **k):
-            with set_grad_enabled(mode):
-                return fn(*a, **k)
-        return wrapper
-
-
-class no_grad(_GradMode):
-    """with dtorch.no_grad(): ops record no graph (also a decorator)."""
-    mode = False
-
-
-class enable_grad(_GradMode):
-    """with dtorch.enable_grad(): grad mode on (also a decorator)."""
-    mode = True
+# the grad modes are dtorch._grad_mode's (exported as dtorch.no_grad, ...)
+from ._grad_mode import is_grad_enabled, set_grad_enabled, no_grad, \
+    enable_grad  # noqa: E402,F401
 
 
 def backward(tensor, gradient=None, retain_graph=False):

@@ -12,7 +12,6 @@ leaf that requires grad, with grad mode on). In-place ops that PyTorch
 would record in the autograd graph (self or an argument requiring grad,
 grad mode on) are refused with a clear error: dtorch does not rebase
 graphs."""
-import contextlib
 import ctypes
 import numbers
 
@@ -24,15 +23,7 @@ from . import _errors, _lib
 _L = _lib
 
 
-@contextlib.contextmanager
-def no_grad():
-    """dtorch's grad mode off on this thread for the block (the C
-    dt_set_grad_enabled), as torch.no_grad()."""
-    was = _L.dt_set_grad_enabled(False)
-    try:
-        yield
-    finally:
-        _L.dt_set_grad_enabled(was)
+from ._grad_mode import no_grad  # noqa: E402  (the methods compute with grad off)
 
 
 def _wrap(cls, ptr):
@@ -71,8 +62,8 @@ def _src(self, value, name):
     """value as a dtorch tensor that dt_copy_ can write into self: a
     number as self's shape, device and placements; a torch.Tensor on
     self's mesh and placements (or the current runtime's cpu:0)."""
-    cls = type(self)
-    if isinstance(value, cls):
+    from ._tensor import Tensor as cls  # (imported late: _tensor imports us)
+    if isinstance(value, cls):  # a Parameter's source may be a plain Tensor
         return value
     if isinstance(value, numbers.Number):
         return _wrap(cls, _lib.dt_full_like(self._h, float(value)))

@@ -330,7 +330,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if isinstance(attn_mask, torch.Tensor):
             attn_mask = _constant_like(scores, attn_mask)
         if attn_mask.dtype == torch.bool:
-            scores = _wrap(_lib.dt_masked_fill(scores._h, (~attn_mask)._h, float("-inf")))
+            keep = ~attn_mask  # held: a temporary's handle would be freed before the call
+            scores = _wrap(_lib.dt_masked_fill(scores._h, keep._h, float("-inf")))
         else:
             scores = scores + attn_mask
     weights = scores.softmax(-1)
