@@ -102,40 +102,11 @@ static void count_steps(const dt_mesh *m, const dt_shape *shape, size_t es,
  * counts): a helped member then never waits after
  * its arrival, so members helped on one stack never wait for each other.
  * Several steps could wait in a second round for a member suspended in
- * the first. A group with members in other processes is never one-phase:
- * after the local rendezvous the non-leaders wait in the completion
- * barrier for their leader's exchange over MPI (sim/coll_proc.c), so a
- * helped leader suspended under a helped member deadlocks — unless the
- * mesh has a single rank in this process (local_ranks). */
+ * the first. A group with members in other processes qualifies too: its
+ * round's exchange is done by the local member whose arrival completes
+ * the local rendezvous — on a helping thread the last helped, on top of
+ * the stack — which waits for none of the others (sim/coll_proc.c). */
 #define HELP_MAX_BYTES ((size_t)64 << 10)
-
-/* Whether a group along mesh dim d has members in two processes. Such a
- * round ends in a completion barrier that every local member passes
- * together after the leader's exchange (sim/coll_proc.c): a member helped
- * on the stack of a suspended leader would wait there for it forever, so
- * these collectives are helped only when the mesh has one rank here. */
-static bool dim_spans_processes(const dt_mesh *m, int d) {
-  const dt_runtime *rt = m->rt;
-  if (rt->nprocs == 1) return false;
-  int per = rt->nranks / rt->nprocs;
-  int64_t stride = 1;
-  for (int i = m->ndim - 1; i > d; i--) stride *= m->shape[i];
-  for (int i = 0; i < m->size; i++) {
-    int64_t c = i / stride % m->shape[d]; /* member c of its group */
-    if (m->ranks[i] / per != m->ranks[i - c * stride] / per) return true;
-  }
-  return false;
-}
-
-/* the mesh's ranks in this process. With one, a collective over processes
- * may be helped: the lone local member is its process's leader, whose
- * round waits only for other processes (its exchange has the round's
- * deadline), never for another member helped on the same stack */
-static int local_ranks(const dt_mesh *m) {
-  int c = 0;
-  for (int i = 0; i < m->size; i++) c += runtime_rank_is_local(m->rt, m->ranks[i]);
-  return c;
-}
 
 static sched_help_kind help_kind(const dt_mesh *mesh, const mesh_redist_job *j,
                                  const dt_shape *shape, size_t es) {
@@ -147,11 +118,7 @@ static sched_help_kind help_kind(const dt_mesh *mesh, const mesh_redist_job *j,
   /* all_to_all's entries carry both counts arrays (8 bytes per member) */
   int64_t n = mesh->shape[j->steps[0].mesh_dim];
   size_t need = k == MESH_PLAN_ALL_TO_ALL ? (bytes + 7) / 8 * 8 + 16 * (size_t)n : bytes;
-  if (need > SIM_COLL_ONE_PHASE_BYTES) return SCHED_HELP_NONE;
-  return !dim_spans_processes(mesh, j->steps[0].mesh_dim) ||
-                 local_ranks(mesh) == 1
-             ? SCHED_HELP_ROUND
-             : SCHED_HELP_NONE;
+  return need <= SIM_COLL_ONE_PHASE_BYTES ? SCHED_HELP_ROUND : SCHED_HELP_NONE;
 }
 
 static dt_tensor *same_mesh_redistribute(dt_tensor *t, dt_mesh *mesh,

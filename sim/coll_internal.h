@@ -310,8 +310,11 @@ bool sim_coll_xp_local(const sim_coll_group *g, int j);
 static inline bool sim_coll_here(const sim_coll_group *g, int j) {
   return !g->xp || sim_coll_xp_local(g, j);
 }
-/* the completion barrier of member's round (collectives.c) */
-void sim_coll_depart_barrier(sim_coll_group *g, int member);
+/* a cross-process round's completion (collectives.c): the member that
+ * did the exchange counts every local member's departure without
+ * waiting; each other member waits for it */
+void sim_coll_depart_all(sim_coll_group *g, int member);
+void sim_coll_depart_wait(sim_coll_group *g, int member);
 
 /* validates member's call d against g and fills what the round's entry
  * compares; *bytes: its input's size (-1: must stay in the caller's

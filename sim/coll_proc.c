@@ -4,10 +4,11 @@
  * collective uses).
  *
  * One round of a cross-process group, on each process:
- *  1. the local members meet in the in-process rendezvous (collectives.c)
- *     and the leader (the lowest local member) checks their entries as a
- *     one-process round would;
- *  2. the leader sends every other process of the group a header — the
+ *  1. the local members meet in the in-process rendezvous (collectives.c);
+ *     the member whose arrival completes it — the round's *exchanger*,
+ *     any of them — checks their entries as a one-process round would
+ *     (as the leader, the lowest local member, whose entry names the call);
+ *  2. the exchanger sends every other process of the group a header — the
  *     round's call as its members made it (kind, dtype, op, root, counts'
  *     hash, call site), the group's hash, the round number, and its local
  *     verdict — with the data the receiver needs inline when it is small,
@@ -16,9 +17,14 @@
  *     process that failed locally fails the round everywhere with its
  *     message; processes whose calls differ fail it with DT_ERR_DESYNC
  *     naming every side's ranks, call and call site; nothing moves;
- *  4. the data moves (coll_proc_move.c) and the leader writes every local
- *     member's output; the local members pass the completion barrier and
- *     return the verdict.
+ *  4. the data moves (coll_proc_move.c) and the exchanger writes every
+ *     local member's output, then counts their completions at once
+ *     (sim_coll_depart_all) and returns; the others wait for that count
+ *     and return the verdict. The exchanger waits for no local member,
+ *     so an issuing thread may help sleeping members of such a round
+ *     (sched/help.h): the last of them, on top of its stack, does the
+ *     exchange. A large all_reduce on one node then has every member work
+ *     in a shared window (coll_proc_shm.c).
  * Every MPI wait has the call's deadline: a process that does not answer
  * fails the round with DT_ERR_TIMEOUT naming it and its ranks, and the
  * group stays broken (a late process's messages could otherwise be taken
@@ -28,9 +34,12 @@
  * (sim_coll_xp_abandon), so they fail at once; that group then stays
  * broken everywhere too. The messages of a group travel on the world's
  * collective communicator with the group's tag; a group's rounds are
- * issued in order by one thread per process (its leader; a failure
- * header by the member that reports it, and nothing after it), so MPI's
- * non-overtaking rule keeps them in round order. */
+ * issued in order, one exchanger at a time per process (a failure header
+ * by the member that reports it, and nothing after it): a round's
+ * exchanger posts its messages after the previous round's exchanger
+ * finished (the local rendezvous orders them), so MPI's non-overtaking
+ * rule keeps them in round order even when the two are different
+ * threads. */
 #include "sim/coll_proc.h"
 
 #include <stdarg.h>
@@ -355,10 +364,11 @@ static sim_xp_plan *plan_round(sim_coll_group *g, uint64_t k,
   return NULL;
 }
 
-/* the leader's part of round k; *shm: the members take it through the
- * node-shared window (coll_proc_shm.c) */
-static dt_status lead(sim_coll_group *g, uint64_t k, int64_t deadline,
-                      bool *shm) {
+/* the exchanger's part of round k (`member`: the exchanger, whose own
+ * failure's message is its thread's error); *shm: the members take it
+ * through the node-shared window (coll_proc_shm.c) */
+static dt_status lead(sim_coll_group *g, int member, uint64_t k,
+                      int64_t deadline, bool *shm) {
   sim_coll_xp *x = g->xp;
   *shm = false;
   if (x->broken) return core_error_set(DT_ERR_TIMEOUT, "%s", x->broken);
@@ -367,7 +377,7 @@ static dt_status lead(sim_coll_group *g, uint64_t k, int64_t deadline,
     return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s on group %s: out of host "
                           "memory for the round's headers", kind, g->name);
   const sim_coll_entry *E = g->entries[k & 1];
-  dt_status local = sim_coll_check_round(g, x->leader, k, E);
+  dt_status local = sim_coll_check_round(g, member, k, E);
   char why[SIM_XP_MSG];
   snprintf(why, sizeof why, "%s", local != DT_OK ? core_last_error() : "");
   bool can = local == DT_OK && sim_xp_shm_capable(g, &E[x->leader].d);
@@ -445,16 +455,17 @@ static void tell_others(sim_coll_group *g, uint64_t k, const sim_coll_desc *d,
 }
 
 dt_status sim_coll_xp_round(sim_coll_group *g, int member, uint64_t k,
-                            int64_t deadline) {
+                            int64_t deadline, bool exchanger) {
   sim_coll_xp *x = g->xp;
   int s = (int)(k & 1);
-  if (member == x->leader) {
-    x->st[s] = lead(g, k, deadline, &x->shm_go[s]);
+  if (exchanger) {
+    x->st[s] = lead(g, member, k, deadline, &x->shm_go[s]);
     snprintf(x->msg[s], sizeof x->msg[s], "%s",
              x->st[s] != DT_OK ? core_last_error() : "");
+    sim_coll_depart_all(g, member); /* the verdict and outputs, released */
+  } else {
+    sim_coll_depart_wait(g, member);
   }
-  /* the leader's outputs and verdict, before the others return */
-  sim_coll_depart_barrier(g, member);
   if (x->st[s] != DT_OK) return core_error_set(x->st[s], "%s", x->msg[s]);
   /* every member works; nobody reads another's buffers after its
    * second arrival there, so no completion barrier follows */

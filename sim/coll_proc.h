@@ -71,10 +71,11 @@ void sim_xp_shm_release(sim_coll_xp *x, bool collective);
 int64_t sim_xp_shm_rounds(void);
 /* whether member j of g runs in this process */
 bool sim_coll_xp_local(const struct sim_coll_group *g, int j);
-/* Round k of g after its local rendezvous: the leader's exchange, the
- * completion barrier, the verdict (set as this thread's error). */
+/* Round k of g after its local rendezvous: the exchange (by the member
+ * whose arrival completed the rendezvous, `exchanger`), the completion,
+ * the verdict (set as this thread's error). */
 dt_status sim_coll_xp_round(struct sim_coll_group *g, int member, uint64_t k,
-                            int64_t deadline);
+                            int64_t deadline, bool exchanger);
 
 /* Round k of g failed here before the leader's exchange: in this
  * process's rendezvous (a member left its SPMD function, a deadlock, the

@@ -600,8 +600,9 @@ static char *gone_report(const sim_coll_group *g, sim_coll_kind kind,
 
 /* arrival phase of round k: DT_OK once every member arrived */
 static dt_status rendezvous(sim_coll_group *g, int member, uint64_t k,
-                            sim_coll_kind kind, int64_t deadline) {
+                            sim_coll_kind kind, int64_t deadline, bool *last) {
   _Atomic uint32_t *word = &g->arrive[k & 1].v;
+  *last = false;
   uint32_t target = target_of(g, (uint32_t)(k >> 1) + 1u);
   uint32_t old = arrive_at(g, word, target);
   if (old & WORD_BROKEN) {
@@ -611,7 +612,10 @@ static dt_status rendezvous(sim_coll_group *g, int member, uint64_t k,
       atomic_fetch_and_explicit(word, ~WORD_BROKEN, memory_order_release);
     return fail_broken(g, k);
   }
-  if (reached(old + WORD_ONE, target)) return DT_OK;
+  if (reached(old + WORD_ONE, target)) {
+    *last = true;
+    return DT_OK;
+  }
   wait_result r;
   int gone_seen = 0; /* a departure before our arrival shows as a change */
   sim_coll_probe_state probe = {0};
@@ -619,8 +623,10 @@ static dt_status rendezvous(sim_coll_group *g, int member, uint64_t k,
   /* an issuing thread helping sleeping members (sched/help.h) makes the
    * next one arrive from this wait only in a one-phase round: a helped
    * member of a two-phase round would wait in the completion barrier for
-   * this member, suspended below it on the same stack */
-  bool one_phase = g->entries[k & 1][member].inl;
+   * this member, suspended below it on the same stack. A cross-process
+   * round is one-phase for its local members: the last to arrive does the
+   * exchange and waits for none of them (sim_coll_xp_round) */
+  bool one_phase = g->entries[k & 1][member].inl || g->xp;
   while ((r = wait_count(g, word, target, deadline, &gone_seen, one_phase)) ==
          WAIT_CHECK) {
     int who = gone_missing(g, k);
@@ -640,8 +646,29 @@ static dt_status rendezvous(sim_coll_group *g, int member, uint64_t k,
 
 /* completion phase: returns once every member finished its share */
 static void depart(sim_coll_group *g, sim_coll_member *me);
-void sim_coll_depart_barrier(sim_coll_group *g, int member) {
-  depart(g, &g->members[member]);
+
+/* A cross-process round's completion: its exchanger counts the na local
+ * members' departures at once (it waits for none of them: they may be
+ * suspended below it on a helping thread's stack); the others wait for
+ * that count. Every local member takes one of the two per round, so
+ * their ndepart stay in step. */
+void sim_coll_depart_all(sim_coll_group *g, int member) {
+  ++g->members[member].ndepart;
+  sim_coll_store_fence(); /* our streaming stores, before the release */
+  /* seq_cst: release publishes the exchanger's outputs and verdict to
+   * the waiters' acquire loads (wait_count); seq_cst for the Dekker pair
+   * with wait_count's sleepers increment + re-read */
+  atomic_fetch_add_explicit(&g->depart.v, WORD_ONE * (uint32_t)g->na,
+                            memory_order_seq_cst);
+  /* seq_cst: the other half of that Dekker pair */
+  if (atomic_load_explicit(&g->sleepers.v, memory_order_seq_cst) != 0)
+    sim_coll_futex_wake(&g->depart.v);
+}
+
+void sim_coll_depart_wait(sim_coll_group *g, int member) {
+  uint32_t target = target_of(g, ++g->members[member].ndepart);
+  wait_result r = wait_count(g, &g->depart.v, target, -1, NULL, false);
+  CORE_ASSERT(r == WAIT_DONE); /* only arrival words are ever broken */
 }
 
 static void depart(sim_coll_group *g, sim_coll_member *me) {
@@ -848,7 +875,8 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   }
   /* relaxed: read only by the watchdog's report */
   atomic_store_explicit(&me->arrived, k + 1, memory_order_relaxed);
-  dt_status st = rendezvous(g, member, k, d->kind, deadline);
+  bool last;
+  dt_status st = rendezvous(g, member, k, d->kind, deadline, &last);
   if (st != DT_OK) {
     if (dev) sim_coll_dev_abandon(g, member, k);
     /* the other processes would wait for our header: tell them */
@@ -858,7 +886,7 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   /* relaxed: a benchmark switch */
   if (atomic_load_explicit(&probing, memory_order_relaxed))
     probe_rendezvous_ns = sim_coll_now_ns();
-  if (g->xp) return sim_coll_xp_round(g, member, k, deadline);
+  if (g->xp) return sim_coll_xp_round(g, member, k, deadline, last);
   const sim_coll_entry *E = g->entries[k & 1];
   bool pull = true;
   for (int j = 0; j < g->n; j++) pull = pull && E[j].inl;

@@ -1,20 +1,19 @@
 /* Small redistributes over a mesh dim spanning the processes of an MPI job
  * (run by scripts/mpirun.sh on 2 processes, ctest label mpi), issued while
- * the ranks sleep. The issuing thread must not help the ranks' parts of
- * such a round (mesh/redistribute.c help_kind): after the local
- * rendezvous the non-leaders wait in the completion barrier for their
- * leader's exchange over MPI, so a leader suspended on the helper's stack
- * under a helped member would never run it (that deadlock hung an 8-byte
- * S(0) -> R within its first calls). Each process hosts 4 of the 8 ranks
+ * the ranks sleep, so the issuing thread helps the ranks' parts (runs them
+ * nested on its stack, sched/help.h). Such a round's exchange over MPI is
+ * done by the local member whose arrival completes the local rendezvous
+ * — the last helped, on top of the stack — and it waits for no other
+ * local member (sim/coll_proc.c); when the lowest member did it, with the
+ * others waiting in a completion barrier for it, a member suspended on
+ * the helper's stack above it hung an 8-byte S(0) -> R within its first
+ * calls. The pool's helped count must grow. Each process hosts 4 of the 8 ranks
  * of a 1-D mesh over all of them; the ranks spin 1 us, and every call comes after a
  * 2 ms pause, so they are asleep when it is published. References:
  * hand-computed values (sum of dt_ones' Partial = 1; the gathered tensor
  * is the host array it was made from). A hang fails through the alarm.
- *   --ranks N  a job of N ranks (run with N processes: one rank each).
- *              Then the mesh has a single rank in each process and the
- *              issuing thread does help (its lone member is its
- *              process's leader, whose round waits only for the other
- *              processes): the pool's helped count must grow.
+ *   --ranks N  a job of N ranks (run with N processes: one rank each,
+ *              the lone local member is the exchanger).
  * Built without MPI: skipped (77). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,7 +35,6 @@
 static dt_runtime *rt;
 static dt_mesh *mesh;
 static int nranks;
-static bool one_each; /* one rank per process: the calls are helped */
 
 /* every local rank's shard of y against want(global index) */
 static void check_local(dt_tensor *y, int64_t chunk, bool sharded,
@@ -63,7 +61,7 @@ static void run_calls(dt_tensor *x, dt_placement dst, bool sharded,
     dt_tensor_release(y);
   }
   helped = sched_pool_get_stats(rt->pool).helped - helped;
-  if (one_each) assert_true(helped > 0);
+  assert_true(helped > 0);
 }
 
 static void test_partial_to_replicate(void **state) {
@@ -93,7 +91,6 @@ int main(int argc, char **argv) {
   nranks = 8;
   if (argc > 2 && strcmp(argv[1], "--ranks") == 0) {
     nranks = atoi(argv[2]);
-    one_each = true;
   }
   rt = dt_runtime_create(&(dt_runtime_options){
       .num_ranks = nranks, .launcher = "mpi", .spin_us = 1});
