@@ -21,7 +21,7 @@ from torch.distributed.tensor import (
 import torch.distributed.tensor as dt
 
 
-def run(mesh_size=4, inputs=None):
+def run(mesh_size=4, inputs=None, log=print):
     mesh = init_device_mesh("cpu", (mesh_size,))
     n, me = mesh.size(), mesh.get_rank()
     if inputs is None:
@@ -69,4 +69,6 @@ def run(mesh_size=4, inputs=None):
     ones = dt.ones(4, 4, device_mesh=mesh, placements=[Shard(1)])
     same["ones"] = ones.full_tensor()
     same["ones placements"] = repr(ones.placements[0])
+    if me == 0:
+        log(f"rank {me} of {n}: my shard {tuple(mine.shape)} of {tuple(rows.shape)}")
     return {"inputs": inputs, "same": same, "pairs": pairs}
