@@ -103,4 +103,13 @@ if(DTORCH_BUILD_TESTS AND NOT DTORCH_SANITIZE)
     $<TARGET_FILE:dtorch>)
   set_tests_properties(python_package PROPERTIES LABELS "python;install"
     SKIP_RETURN_CODE 77 TIMEOUT 2400)
+  # the Python examples: each trains on dtorch and compares with real torch
+  foreach(example tp_mlp dp_tp_transformer api_guide)
+    add_test(NAME python_example_${example} COMMAND
+      ${CMAKE_CURRENT_SOURCE_DIR}/scripts/python-example.sh
+      ${CMAKE_CURRENT_BINARY_DIR}/python-venv ${CMAKE_CURRENT_SOURCE_DIR}
+      $<TARGET_FILE:dtorch> ${example}.py)
+    set_tests_properties(python_example_${example} PROPERTIES
+      LABELS "python;example" SKIP_RETURN_CODE 77 TIMEOUT 120)
+  endforeach()
 endif()
