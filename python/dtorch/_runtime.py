@@ -24,7 +24,7 @@ DryRunStats = collections.namedtuple(
 DryRunStats.__doc__ = "What a dry run saw (dt_dry_run_stats; sim.h)."
 
 # dt_fault_kind bits by name
-FAULTS = {"oom": 1, "stall": 2, "rank_fail": 4, "collective_fail": 8, "io": 16}
+FAULTS = {n[len("DT_FAULT_"):].lower(): v for n, v in _lib.FAULT_KINDS.items()}
 
 # the Python object of each runtime handle seen, so Runtime.current() is rt
 _by_handle = weakref.WeakValueDictionary()

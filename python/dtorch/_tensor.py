@@ -11,11 +11,11 @@ from ._methods import TensorMethods
 from .distributed_spec import DeviceMesh, Placement, Replicate, _device, \
     _from_c, _placements_array
 
-# dt_dtype order (dtorch.h) <-> torch dtypes
-DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16,
-          torch.int32, torch.int64, torch.uint8, torch.bool]
+# dt_dtype order <-> torch dtypes: the library's names are torch's
+DTYPES = [getattr(torch, n) for n in _lib.DTYPE_NAMES]
 _DT = {d: i for i, d in enumerate(DTYPES)}
-_MODES = {"raise_error": 0, "replicate": 1, "keep": 2}
+_MODES = {n[len("DT_DEFAULT_"):].lower(): _lib.E[n]
+          for n in _lib.ENUMS["dt_default_placement"]}
 
 
 def dt_dtype(dtype):
@@ -176,7 +176,7 @@ def _dims_arg(dim):
     if dim is None:
         return None, 0
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    return (ctypes.c_int * len(dims))(*dims), len(dims)
+    return _lib.int_array(dims, (_errors.api_frame(2)[0] or "dtorch") + ": dim"), len(dims)
 
 
 class Tensor(InplaceMethods, TensorMethods):
@@ -518,7 +518,8 @@ class Tensor(InplaceMethods, TensorMethods):
 
     def permute(self, *dims):
         dims = _sizes(dims)
-        return _wrap(_lib.dt_permute(self._h, (ctypes.c_int * len(dims))(*dims), len(dims)))
+        return _wrap(_lib.dt_permute(self._h, _lib.int_array(dims, "Tensor.permute: dims"),
+                                     len(dims)))
 
     def view(self, *shape):
         return _wrap(_lib.dt_view(self._h, _lib.shape_of(_sizes(shape))))

@@ -33,7 +33,7 @@ def _device(device_type, call):
     global _warned
     dev = (device_type or "cpu").encode()
     ptr = call(dev)
-    if ptr or not dev.startswith(b"cuda") or _lib.dt_last_status() != 7:
+    if ptr or not dev.startswith(b"cuda") or _lib.dt_last_status() != _lib.E["DT_ERR_DEVICE"]:
         return _errors.handle(ptr)
     _lib.dt_clear_error()
     if not _warned:
@@ -88,7 +88,7 @@ class DeviceMesh:
         else:
             ranks, shape = _flatten([0] if mesh is None else mesh)
             names, _keep = _names_array(mesh_dim_names, len(shape))
-            arr = (ctypes.c_int * len(ranks))(*ranks)
+            arr = _lib.int_array(ranks, "DeviceMesh: mesh")
             self._h = _device(device_type, lambda d: _lib.dt_mesh_create(
                 None, d, _lib.shape_of(shape), arr, names))
         _by_handle[self._h] = self
@@ -134,7 +134,7 @@ class DeviceMesh:
         shape = self.shape
         out = []
         for coords in itertools.product(*[range(s) for s in shape]):
-            c = (ctypes.c_int64 * len(shape))(*coords)
+            c = _lib.int_array(coords, "DeviceMesh: coordinates", ctypes.c_int64)
             out.append(_lib.dt_mesh_rank(self._h, c))
         return torch.tensor(out, dtype=torch.int64).reshape(shape)
 
@@ -299,7 +299,8 @@ class Shard(Placement):
         return dim is None or dim == self.dim
 
     def _c(self):
-        return _lib.Placement(1, self.dim, 0)
+        return _lib.Placement(_lib.E["DT_PLACEMENT_SHARD"],
+                              _lib.check_int(self.dim, ctypes.c_int, "Shard: dim"), 0)
 
     def __eq__(self, other):
         return isinstance(other, Shard) and other.dim == self.dim
@@ -316,7 +317,7 @@ class Replicate(Placement):
         return True
 
     def _c(self):
-        return _lib.Placement(0, 0, 0)
+        return _lib.Placement(_lib.E["DT_PLACEMENT_REPLICATE"], 0, 0)
 
     def __eq__(self, other):
         return isinstance(other, Replicate)
@@ -328,7 +329,9 @@ class Replicate(Placement):
         return "Replicate()"
 
 
-_REDUCE = ["sum", "avg", "max", "min", "product"]
+_REDUCE_C = {"sum": "DT_REDUCE_SUM", "avg": "DT_REDUCE_AVG", "max": "DT_REDUCE_MAX",
+             "min": "DT_REDUCE_MIN", "product": "DT_REDUCE_PROD"}
+_REDUCE = list(_REDUCE_C)
 
 
 class Partial(Placement):
@@ -344,7 +347,8 @@ class Partial(Placement):
         return True
 
     def _c(self):
-        return _lib.Placement(2, 0, _REDUCE.index(self.reduce_op))
+        return _lib.Placement(_lib.E["DT_PLACEMENT_PARTIAL"], 0,
+                              _lib.E[_REDUCE_C[self.reduce_op]])
 
     def __eq__(self, other):
         return isinstance(other, Partial) and other.reduce_op == self.reduce_op
@@ -357,10 +361,10 @@ class Partial(Placement):
 
 
 def _from_c(p):
-    if p.kind == 1:
+    if p.kind == _lib.E["DT_PLACEMENT_SHARD"]:
         return Shard(p.dim)
-    if p.kind == 2:
-        return Partial(_REDUCE[p.reduce])
+    if p.kind == _lib.E["DT_PLACEMENT_PARTIAL"]:
+        return Partial({_lib.E[c]: n for n, c in _REDUCE_C.items()}[p.reduce])
     return Replicate()
 
 
