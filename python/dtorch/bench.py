@@ -8,6 +8,11 @@ synchronize, best of ``--reps``:
   ops run locally; torch.distributed's "fake" backend); goal ratio 0.1;
 - ``add``: a plain 4x4 float32 add, dtorch vs torch; goal ratio 1.0.
 
+``dtorch_issue_us_per_op`` is the loop before its synchronize: what the
+calling thread spends (the binding and the C call's issue); the rest of
+``dtorch_us_per_op`` is the ranks running the ops (8 rank threads, on
+however many cores the machine has).
+
 ``ratio`` is dtorch's time over PyTorch's (lower is better). A case whose
 PyTorch side cannot run (no torch.distributed) prints ``"torch_s": null``.
 """
@@ -22,16 +27,33 @@ GOALS = {"dtensor_add": 0.1, "add": 1.0}
 
 
 def _loop(fn, x, y, n, sync):
+    """(seconds for n ops and the synchronize, seconds for the n ops'
+    issue alone: the Python side and the C call on this thread)"""
     t0 = time.perf_counter()
     for _ in range(n):
         fn(x, y)
+    t1 = time.perf_counter()
     sync()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, t1 - t0
 
 
-def _best(fn, x, y, n, reps, sync):
-    _loop(fn, x, y, min(n, 1000), sync)  # warm: caches, allocator
-    return min(_loop(fn, x, y, n, sync) for _ in range(reps))
+def _no_sync():
+    pass
+
+
+def _side_by_side(ours, theirs, n, reps):
+    """Best of reps for each, the two loops interleaved rep by rep so both
+    see the same phase of a noisy machine."""
+    (x, sync), t = ours, theirs
+    _loop(_add, x, x, min(n, 1000), sync)  # warm: caches, allocator
+    if t is not None:
+        _loop(_add, t, t, min(n, 1000), _no_sync)
+    ds, ts = [], []
+    for _ in range(reps):
+        ds.append(_loop(_add, x, x, n, sync))
+        if t is not None:
+            ts.append(_loop(_add, t, t, n, _no_sync))
+    return min(ds), (min(ts)[0] if ts else None)
 
 
 def _add(a, b):
@@ -70,7 +92,7 @@ def _torch_dtensor():
 def main(argv=None):
     p = argparse.ArgumentParser(prog="dtorch bench python", description=__doc__.split("\n")[0])
     p.add_argument("--ops", type=int, default=20000, help="ops per timed loop")
-    p.add_argument("--reps", type=int, default=3, help="loops per case (best kept)")
+    p.add_argument("--reps", type=int, default=5, help="loops per case (best kept)")
     p.add_argument("--only", choices=sorted(GOALS), help="one case")
     a = p.parse_args(argv)
     import dtorch
@@ -85,14 +107,12 @@ def main(argv=None):
     for case in sorted(GOALS, reverse=True):
         if a.only and case != a.only:
             continue
-        x, sync = ours[case]
-        ds = _best(_add, x, x, a.ops, a.reps, sync)
-        t = theirs[case]
-        ts = None if t is None else _best(_add, t, t, a.ops, a.reps, lambda: None)
+        (ds, issue), ts = _side_by_side(ours[case], theirs[case], a.ops, a.reps)
         print(json.dumps({
             "bench": "python", "case": case, "ops": a.ops, "dtorch_s": round(ds, 6),
             "torch_s": None if ts is None else round(ts, 6),
             "dtorch_us_per_op": round(ds / a.ops * 1e6, 3),
+            "dtorch_issue_us_per_op": round(issue / a.ops * 1e6, 3),
             "torch_us_per_op": None if ts is None else round(ts / a.ops * 1e6, 3),
             "ratio": None if ts is None else round(ds / ts, 3),
             "goal": GOALS[case], "binding": getattr(dtorch._lib, "BINDING", "ctypes")}), flush=True)
