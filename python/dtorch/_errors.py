@@ -4,6 +4,7 @@ values), its leading C function name ("dt_add_scalar_typed: ...")
 replaced by the Python function the program called ("Tensor.__add__:
 ... (dt_add_scalar_typed)"): api_name() finds it on the call stack, only
 when an error is raised."""
+import operator
 import re
 import sys
 
@@ -62,6 +63,19 @@ _GLUE = {"<lambda>", "<listcomp>", "<genexpr>", "<dictcomp>", "__call__",
          "_call_impl", "_wrapped_call_impl", "call", "with_device"}
 
 
+def named(fn, name, qualname=None):
+    """fn (a function made by a factory of functions) under its API name,
+    in its code object too: errors raised inside name it (api_frame reads
+    the code's name)."""
+    qualname = qualname or name
+    fn.__name__, fn.__qualname__ = name, qualname
+    kw = {"co_name": name}
+    if hasattr(fn.__code__, "co_qualname"):
+        kw["co_qualname"] = qualname
+    fn.__code__ = fn.__code__.replace(**kw)
+    return fn
+
+
 def _qualname(f):
     """Class.method of a frame, the class named as the object's own
     (Tensor.copy_, not the mixin InplaceMethods.copy_)."""
@@ -103,20 +117,37 @@ def api_frame(depth=1):
     return _qualname(f), None
 
 
-def api_arg(value, depth=1):
-    """The name of the argument of the API function that holds the int
-    value (itself or in a tuple/list of them), or None."""
-    f = _api(depth)
+def _is_int(v, value):
+    """v is an integer (a Python or numpy one, no bool) equal to value."""
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        return False
+    try:
+        return operator.index(v) == value
+    except TypeError:
+        return False
+
+
+def _find_arg(depth, match):
+    f = _api(depth + 1)
     try:
         for k, v in (f.f_locals.items() if f is not None else ()):
-            if k == "self":
-                continue
-            if (type(v) is int and v == value) or (isinstance(v, (tuple, list)) and any(
-                    type(x) is int and x == value for x in v)):
+            if k != "self" and (match(v) or (isinstance(v, (tuple, list)) and any(
+                    match(x) for x in v))):
                 return k
         return None
     finally:
         del f
+
+
+def api_arg(value, depth=1):
+    """The name of the argument of the API function that holds the int
+    value (itself or in a tuple/list of them), or None."""
+    return _find_arg(depth, lambda v: _is_int(v, value))
+
+
+def api_arg_of(obj, depth=1):
+    """The name of the API function's argument that is obj, or None."""
+    return _find_arg(depth, lambda v: v is obj)
 
 
 _C_PREFIX = re.compile(r"^(dt_[A-Za-z0-9_]+): ")

@@ -292,6 +292,16 @@ def _range_error(cname, i, v, ctype):
                          f"{_type_name(ctype)} it is passed as [{lo}, {hi}]")
 
 
+def _type_error(cname, i, v):
+    """The TypeError for a non-integer argument i of cname (ctypes' own is
+    an ArgumentError "wrong type" naming neither)."""
+    from . import _errors
+    api = _errors.api_frame(3)[0]
+    arg = _errors.api_arg_of(v, 3) if api else None
+    what = f"{api or cname}: {arg or f'argument {i} of {cname}'}"
+    return TypeError(f"{what} must be an integer, got {type(v).__name__} {v!r}")
+
+
 def _checked(name, fn, argtypes):
     """fn with its integer arguments range-checked (a Python int outside
     the C type's range raises OverflowError instead of being truncated)."""
@@ -306,13 +316,15 @@ def _checked(name, fn, argtypes):
                 lo, hi = RANGES[t]
                 if lo <= v <= hi:
                     continue
-            elif hasattr(v, "__index__") and not isinstance(v, bool):
+            elif isinstance(v, (bool, ctypes._SimpleCData)):
+                continue  # ctypes converts these itself
+            elif hasattr(v, "__index__"):
                 v = operator.index(v)
                 if RANGES[t][0] <= v <= RANGES[t][1]:
                     args = args[:i] + (v,) + args[i + 1:]
                     continue
             else:
-                continue  # a ctypes value or a bool: ctypes converts it
+                raise _type_error(name, i, v)
             raise _range_error(name, i, v, t)
         return fn(*args)
     call.__name__ = name

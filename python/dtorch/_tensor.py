@@ -611,7 +611,7 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
 def _add_unary(name):
     def method(self):
         return _wrap(getattr(_lib, "dt_" + name)(self._h))
-    method.__name__ = name
+    _errors.named(method, name, f"Tensor.{name}")
     setattr(Tensor, name, method)
 
 
@@ -626,7 +626,7 @@ def _add_reduce(name):
     def method(self, dim=None, keepdim=False):
         dims, n = _dims_arg(dim)
         return _wrap(getattr(_lib, "dt_" + name)(self._h, dims, n, keepdim))
-    method.__name__ = name
+    _errors.named(method, name, f"Tensor.{name}")
     setattr(Tensor, name, method)
 
 

@@ -27,20 +27,42 @@ class DTorchEmulationWarning(UserWarning):
 _warned = False
 
 
+_SAME_DEVICE = "DTORCH_DTENSOR_IN_SAME_DEVICE"
+
+
+def _emulation_asked():
+    """Whether the environment asks for single-GPU emulation (the values
+    the runtime takes as true: runtime/cuda_map.h)."""
+    import os
+    return os.environ.get(_SAME_DEVICE, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def _device(device_type, call):
-    """Calls call(c_device_type); a CUDA request the library cannot serve
-    (DT_ERR_DEVICE) is emulated on CPU ranks."""
+    """Calls call(c_device_type). A CUDA request the library cannot serve
+    (DT_ERR_DEVICE: no GPU, no CUDA backend) fails naming the device,
+    unless DTORCH_DTENSOR_IN_SAME_DEVICE asks for single-GPU emulation:
+    then it runs on the CPU ranks (a DTorchEmulationWarning says so once)."""
     global _warned
     dev = (device_type or "cpu").encode()
     ptr = call(dev)
-    if ptr or not dev.startswith(b"cuda") or _lib.dt_last_status() != _lib.E["DT_ERR_DEVICE"]:
+    if ptr or not dev.startswith(b"cuda") or \
+            _lib.dt_last_status() != _lib.E["DT_ERR_DEVICE"]:
         return _errors.handle(ptr)
+    if not _emulation_asked():
+        detail = (_lib.dt_last_error() or b"").decode("utf-8", "replace")
+        _lib.dt_clear_error()
+        api = _errors.api_frame(2)[0] or "dtorch"
+        raise _errors.DTorchError(
+            f"{api}: device {device_type!r}: the runtime has no CUDA ranks (no "
+            f"GPU, no CUDA backend or no device=\"cuda\" runtime: {detail}); "
+            f"set {_SAME_DEVICE}=1 to emulate the ranks of a \"cuda\" mesh on "
+            f"the CPU", "DT_ERR_DEVICE")
     _lib.dt_clear_error()
     if not _warned:
         _warned = True
         warnings.warn("dtorch: the runtime has no CUDA ranks (no CUDA "
                       "backend, GPU or device=\"cuda\" runtime); \"cuda\" "
-                      "meshes and devices run on its CPU ranks",
+                      f"meshes and devices run on its CPU ranks ({_SAME_DEVICE})",
                       DTorchEmulationWarning, stacklevel=4)
     return _errors.handle(call(b"cpu" + dev[4:]))
 
