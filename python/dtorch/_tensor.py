@@ -189,7 +189,11 @@ def _load_c():
         raise ImportError(f"dtorch: DTORCH_BINDING={want!r} is not 'c' or 'ctypes'")
     if want == "ctypes":
         return None
+    import importlib.util
     try:
+        if importlib.util.find_spec(__package__ + "._C") is None:
+            raise ImportError("the package has no dtorch._C: it was installed "
+                              "without a C compiler or Python's headers")
         from . import _C
     except ImportError as e:
         if want == "c":
