@@ -1,7 +1,7 @@
 /* The `dtorch` command line: demo, bench, ops. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
