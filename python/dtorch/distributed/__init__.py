@@ -170,7 +170,16 @@ def get_backend(group=None):
 def barrier(group=None, async_op=False, device_ids=None):
     """Waits until every op issued before it has run on every rank (one
     controller issues for all ranks, so this is the runtime's
-    synchronize)."""
+    synchronize). In an MPI job it also meets the other processes: a sum
+    over a mesh of every rank, fetched, completes only when every process
+    has issued it (dt_runtime_synchronize alone is local)."""
     _need("barrier")
     _group_ranks(group, "barrier")
-    _errors.check(_lib.dt_runtime_synchronize(_world.runtime()))
+    rt = _world.runtime()
+    _errors.check(_lib.dt_runtime_synchronize(rt))
+    if _world.num_processes(rt) > 1:
+        from .. import zeros
+        from .device_mesh import DeviceMesh
+        from ..distributed_spec import Partial
+        mesh = DeviceMesh("cpu", list(range(_world.num_ranks(rt))))
+        zeros(1, device_mesh=mesh, placements=[Partial()]).to_torch()
