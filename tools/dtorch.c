@@ -1,6 +1,9 @@
 /* The `dtorch` command line: demo, bench, ops. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench/bench.h"
 #include "bench/bench_collectives.h"
@@ -23,9 +26,31 @@ static int usage(FILE *out) {
           "  bench io         safetensors load/save (warm, O_DIRECT), notify_ring latency\n"
           "  bench ops        single ops (softmax, gelu, matmul, ...) vs their same-run roofline\n"
           "  bench gpu        the CUDA backend: add vs D2D copy, sgemm vs cuBLAS, issue cost\n"
+          "  bench python     the Python binding vs PyTorch: DTensor add, plain add\n"
+          "                   (runs python -m dtorch.bench; DTORCH_PYTHON, else python3)\n"
           "  ops              list the registered ops and their schemas\n"
           "  help             this text\n");
   return out == stdout ? 0 : 2;
+}
+
+/* `bench python`: the package's own benchmark (python/dtorch/bench.py),
+ * run by the interpreter DTORCH_PYTHON names, else python3 on PATH; the
+ * package must be importable there (installed, or PYTHONPATH=python) */
+static int bench_python(int argc, char **argv) {
+  const char *py = getenv("DTORCH_PYTHON");
+  if (!py || !*py) py = "python3";
+  char *args[64];
+  int n = 0;
+  args[n++] = (char *)py;
+  args[n++] = "-m";
+  args[n++] = "dtorch.bench";
+  for (int i = 0; i < argc && n < 63; i++) args[n++] = argv[i];
+  args[n] = NULL;
+  fflush(stdout);
+  execvp(py, args);
+  fprintf(stderr, "dtorch bench python: cannot run %s (set DTORCH_PYTHON to a "
+          "Python with the dtorch package): %s\n", py, strerror(errno));
+  return 2;
 }
 
 int main(int argc, char **argv) {
@@ -47,8 +72,10 @@ int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[2], "io")) return bench_io(argc - 3, argv + 3);
     if (argc >= 3 && !strcmp(argv[2], "ops")) return bench_ops(argc - 3, argv + 3);
     if (argc >= 3 && !strcmp(argv[2], "gpu")) return bench_gpu(argc - 3, argv + 3);
+    if (argc >= 3 && !strcmp(argv[2], "python"))
+      return bench_python(argc - 3, argv + 3);
     fprintf(stderr, "dtorch bench: unknown suite '%s' (available: core, sched, "
-            "collectives, dispatch, demo, io, ops, gpu)\n",
+            "collectives, dispatch, demo, io, ops, gpu, python)\n",
             argc >= 3 ? argv[2] : "");
     return 2;
   }

@@ -3,8 +3,15 @@ __array_interface__ (read-only) and DLPack capsules (torch.from_dlpack,
 numpy.from_dlpack). dt_tensor_local_data waits for the tensor's ops and
 gives the address; the view keeps the dtorch.Tensor alive. DTensors (one
 shard per rank) have no single buffer: numpy copies them through
-__array__, DLPack refuses them."""
+__array__, DLPack refuses them.
+
+A runtime's teardown frees its ranks' memory, which a view would then
+read: while any tensor that lent its memory to a view is alive, a
+Runtime.destroy() is completed later, when the last such tensor is gone
+(lend / defer_destroy below), so a view stays readable after its runtime
+was destroyed."""
 import ctypes
+import weakref
 
 import torch
 
@@ -30,12 +37,44 @@ def _local(t, what):
     return p.value or 0, tuple(t.shape), strides
 
 
+# id(tensor) -> weakref of each tensor whose memory a view reads, and the
+# runtime handles whose dt_runtime_destroy waits for them
+_lent = {}
+_pending = []
+
+
+def _returned(key):
+    _lent.pop(key, None)
+    if not _lent and _pending and _lib is not None:
+        while _pending:
+            _lib.dt_runtime_destroy(_pending.pop())
+            _lib.dt_clear_error()
+
+
+def lend(t):
+    """Notes that a view reads t's memory (until t is gone)."""
+    key = id(t)
+    if key not in _lent:
+        _lent[key] = weakref.ref(t, lambda _r, key=key: _returned(key))
+
+
+def lending():
+    """Whether a view may still read some tensor's memory."""
+    return bool(_lent)
+
+
+def defer_destroy(h):
+    """dt_runtime_destroy(h) once no view reads any tensor's memory."""
+    _pending.append(h)
+
+
 def array_interface(t):
     if t.is_dtensor():  # numpy falls back to __array__ (a copy)
         raise AttributeError("__array_interface__: a DTensor has no single buffer")
     if t.dtype not in _TYPESTR:
         raise AttributeError(f"__array_interface__: numpy has no {t.dtype}")
     ptr, shape, strides = _local(t, "__array_interface__")
+    lend(t)
     es = t.dtype.itemsize
     return {"version": 3, "shape": shape, "typestr": _TYPESTR[t.dtype],
             "data": (ptr, True),  # read-only: dtorch tensors are values
@@ -100,6 +139,7 @@ def dlpack(t, copy=None):
     if copy:
         return t.to_torch().__dlpack__()
     ptr, shape, strides = _local(t, "__dlpack__")
+    lend(t)
     n = len(shape)
     shp = (ctypes.c_int64 * max(1, n))(*shape)
     std = (ctypes.c_int64 * max(1, n))(*strides)

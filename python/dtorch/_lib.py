@@ -12,16 +12,11 @@ Where the library comes from, first match wins:
    ld.so cache (``cmake --install`` to /usr/local, then ``ldconfig``).
 """
 import ctypes
+import operator
 import os
 import pathlib
 
 SONAME = "libdtorch.so.1"
-
-# the DTorch API's number of emulated devices; dtorch always
-# emulates ranks in one process, DTORCH_NUM_RANKS is its own name for it
-_EMU_NUM = "DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE"
-if _EMU_NUM in os.environ and "DTORCH_NUM_RANKS" not in os.environ:
-    os.environ["DTORCH_NUM_RANKS"] = os.environ[_EMU_NUM]
 
 
 def _candidates():
@@ -48,6 +43,47 @@ def _load():
 
 
 lib, path = _load()
+
+
+def _names(fn, bad):
+    """fn(0), fn(1), ... up to the first unknown value (bad)."""
+    fn.restype = ctypes.c_char_p
+    fn.argtypes = [ctypes.c_int]
+    out = []
+    while len(out) < 64:
+        n = fn(len(out))
+        if n is None or n == bad:
+            break
+        out.append(n.decode())
+    return out
+
+
+# dt_status and dt_dtype in the header's order, as the library names them
+# (python/tests/test_layouts.py checks them against include/dtorch)
+STATUS_NAMES = _names(lib.dt_status_name, b"DT_ERR_?")
+DTYPE_NAMES = _names(lib.dt_dtype_name, b"?")
+
+# the enums the package passes by value, that the library has no names
+# for: python/tests/test_layouts.py parses include/dtorch/*.h and checks
+# every value; the modules use these (E["DT_PLACEMENT_SHARD"]), no literal
+ENUMS = {
+    "dt_placement_kind": ("DT_PLACEMENT_REPLICATE", "DT_PLACEMENT_SHARD",
+                          "DT_PLACEMENT_PARTIAL"),
+    "dt_reduce_op": ("DT_REDUCE_SUM", "DT_REDUCE_AVG", "DT_REDUCE_MAX",
+                     "DT_REDUCE_MIN", "DT_REDUCE_PROD"),
+    "dt_scalar_kind": ("DT_SCALAR_AUTO", "DT_SCALAR_INT", "DT_SCALAR_FLOAT",
+                       "DT_SCALAR_BOOL"),
+    "dt_redistribute_mode": ("DT_REDISTRIBUTE_DEFAULT", "DT_REDISTRIBUTE_AUTO",
+                             "DT_REDISTRIBUTE_EXPLICIT"),
+    "dt_default_placement": ("DT_DEFAULT_RAISE_ERROR", "DT_DEFAULT_REPLICATE",
+                             "DT_DEFAULT_KEEP"),
+}
+E = {n: i for names in ENUMS.values() for i, n in enumerate(names)}
+# dt_fault_kind's values are bits
+FAULT_KINDS = {"DT_FAULT_OOM": 1, "DT_FAULT_STALL": 2, "DT_FAULT_RANK_FAIL": 4,
+               "DT_FAULT_COLLECTIVE_FAIL": 8, "DT_FAULT_IO": 16}
+E.update(FAULT_KINDS)
+E.update({n: i for i, n in enumerate(STATUS_NAMES)})
 
 MAX_DIMS = 8
 
@@ -205,11 +241,103 @@ PI = ctypes.POINTER(ctypes.c_int)
 PP = ctypes.POINTER(Placement)
 
 
+# the C integer types' ranges: ctypes truncates an int argument silently
+# (c_int(2**32) is 0), so every declared function whose prototype has an
+# integer argument checks it before the call (_checked)
+RANGES = {}
+for _t in (ctypes.c_int8, ctypes.c_int16, ctypes.c_int32, ctypes.c_int64,
+           ctypes.c_int, ctypes.c_long, ctypes.c_longlong):
+    RANGES[_t] = (-2 ** (8 * ctypes.sizeof(_t) - 1), 2 ** (8 * ctypes.sizeof(_t) - 1) - 1)
+for _t in (ctypes.c_uint8, ctypes.c_uint16, ctypes.c_uint32, ctypes.c_uint64,
+           ctypes.c_uint, ctypes.c_ulong, ctypes.c_size_t):
+    RANGES[_t] = (0, 2 ** (8 * ctypes.sizeof(_t)) - 1)
+
+
+def _type_name(t):
+    lo, hi = RANGES[t]
+    return ("int" if lo < 0 else "uint") + str(8 * ctypes.sizeof(t)) + "_t"
+
+
+def check_int(value, ctype, what):
+    """value (an int, or anything with __index__) as a Python int in the
+    range of the C type ctype, else OverflowError / TypeError naming what
+    ("Tensor.softmax: dim"), the value and the range."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {type(value).__name__} "
+                        f"{value!r}") from None
+    lo, hi = RANGES[ctype]
+    if not lo <= v <= hi:
+        raise OverflowError(f"{what}={v} is out of the range of the C "
+                            f"{_type_name(ctype)} it is passed as [{lo}, {hi}]")
+    return v
+
+
+def int_array(values, what, ctype=ctypes.c_int, min_len=0):
+    """A ctypes array of ctype holding values, each range-checked."""
+    vals = [check_int(v, ctype, what) for v in values]
+    return (ctype * max(min_len, len(vals)))(*vals)
+
+
+def _range_error(cname, i, v, ctype):
+    """The OverflowError for argument i of cname: named after the Python
+    function the program called and its argument holding v."""
+    from . import _errors
+    api = _errors.api_frame(3)[0]
+    arg = _errors.api_arg(v, 3) if api else None
+    what = f"{api or cname}: {arg or f'argument {i} of {cname}'}"
+    lo, hi = RANGES[ctype]
+    return OverflowError(f"{what}={v} is out of the range of the C "
+                         f"{_type_name(ctype)} it is passed as [{lo}, {hi}]")
+
+
+def _type_error(cname, i, v):
+    """The TypeError for a non-integer argument i of cname (ctypes' own is
+    an ArgumentError "wrong type" naming neither)."""
+    from . import _errors
+    api = _errors.api_frame(3)[0]
+    arg = _errors.api_arg_of(v, 3) if api else None
+    what = f"{api or cname}: {arg or f'argument {i} of {cname}'}"
+    return TypeError(f"{what} must be an integer, got {type(v).__name__} {v!r}")
+
+
+def _checked(name, fn, argtypes):
+    """fn with its integer arguments range-checked (a Python int outside
+    the C type's range raises OverflowError instead of being truncated)."""
+    ints = tuple((i, t) for i, t in enumerate(argtypes) if t in RANGES)
+    if not ints:
+        return fn
+
+    def call(*args):
+        for i, t in ints:
+            v = args[i]
+            if v.__class__ is int:
+                lo, hi = RANGES[t]
+                if lo <= v <= hi:
+                    continue
+            elif isinstance(v, (bool, ctypes._SimpleCData)):
+                continue  # ctypes converts these itself
+            elif hasattr(v, "__index__"):
+                v = operator.index(v)
+                if RANGES[t][0] <= v <= RANGES[t][1]:
+                    args = args[:i] + (v,) + args[i + 1:]
+                    continue
+            else:
+                raise _type_error(name, i, v)
+            raise _range_error(name, i, v, t)
+        return fn(*args)
+    call.__name__ = name
+    call.raw = fn  # unchecked, for callers that checked already
+    call.argtypes, call.restype = fn.argtypes, fn.restype
+    return call
+
+
 def _decl(name, restype, *argtypes):
     fn = getattr(lib, name)
     fn.restype = restype
     fn.argtypes = list(argtypes)
-    globals()[name] = fn
+    globals()[name] = _checked(name, fn, argtypes)
 
 
 for _n, _r, _a in [
@@ -406,15 +534,15 @@ for _n in FACTORY:
     _decl("dt_" + _n, P, Shape, ctypes.POINTER(TensorOptions))
 
 
-def shape_of(dims):
-    dims = tuple(int(d) for d in dims)
+def shape_of(dims, what=None):
+    """A dt_shape of dims (each in int64's range: ctypes would truncate)."""
+    if what is None:
+        from . import _errors
+        what = (_errors.api_frame(2)[0] or "dtorch") + ": size"
+    dims = tuple(check_int(d, ctypes.c_int64, what) for d in dims)
     if len(dims) > MAX_DIMS:
-        raise ValueError(f"dtorch: {len(dims)} dims; at most {MAX_DIMS}")
-    s = Shape()
-    s.ndim = len(dims)
-    for i, d in enumerate(dims):
-        s.dims[i] = d
-    return s
+        raise ValueError(f"{what}: {len(dims)} dims; at most {MAX_DIMS}")
+    return Shape(len(dims), (ctypes.c_int64 * MAX_DIMS)(*dims))
 
 
 def dims_of(shape):

@@ -71,7 +71,7 @@ class TensorMethods:
             return _wrap(getattr(_lib, "dt_a" + name)(self._h, None, 0, False))
         if not isinstance(dim, numbers.Integral):
             raise TypeError(f"{name}(): dim must be an int, got {dim!r}")
-        dims = (ctypes.c_int * 1)(int(dim))
+        dims = _lib.int_array([dim], (_errors.api_frame(1)[0] or "dtorch") + ": dim")
         values = _wrap(getattr(_lib, "dt_a" + name)(self._h, dims, 1, keepdim))
         indices = _wrap(getattr(_lib, "dt_arg" + name)(self._h, dims, 1, keepdim))
         return getattr(torch.return_types, name)((values, indices))

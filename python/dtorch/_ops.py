@@ -18,7 +18,7 @@ def _factory(name):
         o = _Options(dtype, device, device_mesh, placements, requires_grad)
         shape = _lib.shape_of(_sizes(size))
         return Tensor._from_handle(o.call(lambda opts: fn(shape, opts)))
-    factory.__name__ = name
+    _errors.named(factory, name)
     factory.__doc__ = (f"dtorch.{name}(*size, dtype=None, device=None, "
                        "device_mesh=None, placements=None, requires_grad=False); "
                        "device and device_mesh are exclusive")
@@ -164,7 +164,7 @@ def stack(tensors, dim=0):
 def _function(name):
     def fn(a, *args, **kwargs):
         return getattr(a, name)(*args, **kwargs)
-    fn.__name__ = name
+    _errors.named(fn, name)
     return fn
 
 

@@ -17,7 +17,7 @@ import contextlib
 from . import _errors, _lib
 
 # dt_redistribute_mode
-DEFAULT, AUTO, EXPLICIT = 0, 1, 2
+DEFAULT, AUTO, EXPLICIT = (_lib.E["DT_REDISTRIBUTE_" + n] for n in ("DEFAULT", "AUTO", "EXPLICIT"))
 _NAMES = {DEFAULT: "default", AUTO: "auto", EXPLICIT: "explicit"}
 
 _lib._decl("dt_redistribute_mode_set", _lib.I, _lib.I)

@@ -12,7 +12,7 @@ import ctypes
 import threading
 import weakref
 
-from . import _errors, _lib
+from . import _errors, _interop, _lib
 from ._future import Future
 
 MemoryStats = collections.namedtuple("MemoryStats", "used peak capacity")
@@ -24,7 +24,7 @@ DryRunStats = collections.namedtuple(
 DryRunStats.__doc__ = "What a dry run saw (dt_dry_run_stats; sim.h)."
 
 # dt_fault_kind bits by name
-FAULTS = {"oom": 1, "stall": 2, "rank_fail": 4, "collective_fail": 8, "io": 16}
+FAULTS = {n[len("DT_FAULT_"):].lower(): v for n, v in _lib.FAULT_KINDS.items()}
 
 # the Python object of each runtime handle seen, so Runtime.current() is rt
 _by_handle = weakref.WeakValueDictionary()
@@ -117,11 +117,19 @@ class Runtime:
         """Waits for the issued work, joins the rank threads and frees the
         devices (dt_runtime_destroy). Tensors still held stay valid
         objects, but ops and fetches on them fail (DT_ERR_DEVICE). The
-        default runtime cannot be destroyed from Python."""
+        default runtime cannot be destroyed from Python. While a numpy or
+        DLPack view may read a tensor's memory, the C destroy waits until
+        the last such view is gone (_interop.py): this object is closed
+        at once, the runtime's ops keep running until then."""
         if not self._owned:
             raise ValueError("Runtime.destroy: the default runtime (or one this "
                              "Runtime object did not create) is not destroyed here")
         h, self._h = self._h, None
+        if h and _interop.lending():
+            # a numpy / DLPack view may read this runtime's memory, which
+            # the teardown frees: it runs when the last such view is gone
+            _interop.defer_destroy(h)
+            return
         if h:
             _lib.dt_clear_error()
             _lib.dt_runtime_destroy(h)
@@ -135,7 +143,10 @@ class Runtime:
     def __del__(self):
         if getattr(self, "_owned", False) and self._h and _lib is not None \
                 and _lib.dt_runtime_destroy is not None:
-            _lib.dt_runtime_destroy(self._h)
+            if _interop is not None and _interop.lending():
+                _interop.defer_destroy(self._h)
+            else:
+                _lib.dt_runtime_destroy(self._h)
 
     def _handle(self):
         if not self._h:
@@ -340,3 +351,28 @@ def process_index():
 
 def rank_is_local(rank):
     return Runtime.current().rank_is_local(rank)
+
+
+# The DTorch API's count of emulated devices, for a program that sets it
+# and not DTORCH_NUM_RANKS (which wins): the package makes a runtime of
+# that many ranks, current on the importing thread (other threads that
+# pick none use the library's default runtime: DTORCH_NUM_RANKS or 8).
+# The environment is read, never written.
+_EMU_NUM = "DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE"
+
+
+def _package_runtime():
+    import os
+    v = os.environ.get(_EMU_NUM, "").strip()
+    if not v or os.environ.get("DTORCH_NUM_RANKS", "").strip():
+        return None
+    try:
+        n = int(v)
+    except ValueError:
+        raise ValueError(f"dtorch: {_EMU_NUM}={v!r} is not a number of ranks") from None
+    rt = Runtime(n)
+    rt.set_current()
+    return rt
+
+
+PACKAGE_RUNTIME = _package_runtime()

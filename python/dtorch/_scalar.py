@@ -11,7 +11,7 @@ import torch
 from . import _lib
 
 # dt_scalar_kind
-AUTO, INT, FLOAT, BOOL = 0, 1, 2, 3
+AUTO, INT, FLOAT, BOOL = (_lib.E["DT_SCALAR_" + n] for n in ("AUTO", "INT", "FLOAT", "BOOL"))
 
 SCALAR_OPS = ["add", "sub", "mul", "div", "pow", "floor_divide", "remainder"]
 for _n in SCALAR_OPS:

@@ -113,7 +113,7 @@ class _Group:
             self.keep = mesh
         elif isinstance(group, (list, tuple, range)):
             ranks = [int(r) for r in group]
-            arr = (ctypes.c_int * max(1, len(ranks)))(*ranks)
+            arr = _lib.int_array(ranks, "dtorch.distributed: ranks", min_len=1)
             g.ranks, g.nranks = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int)), len(ranks)
             self.keep = arr
         else:

@@ -11,11 +11,11 @@ from ._methods import TensorMethods
 from .distributed_spec import DeviceMesh, Placement, Replicate, _device, \
     _from_c, _placements_array
 
-# dt_dtype order (dtorch.h) <-> torch dtypes
-DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16,
-          torch.int32, torch.int64, torch.uint8, torch.bool]
+# dt_dtype order <-> torch dtypes: the library's names are torch's
+DTYPES = [getattr(torch, n) for n in _lib.DTYPE_NAMES]
 _DT = {d: i for i, d in enumerate(DTYPES)}
-_MODES = {"raise_error": 0, "replicate": 1, "keep": 2}
+_MODES = {n[len("DT_DEFAULT_"):].lower(): _lib.E[n]
+          for n in _lib.ENUMS["dt_default_placement"]}
 
 
 def dt_dtype(dtype):
@@ -176,17 +176,48 @@ def _dims_arg(dim):
     if dim is None:
         return None, 0
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    return (ctypes.c_int * len(dims))(*dims), len(dims)
+    return _lib.int_array(dims, (_errors.api_frame(2)[0] or "dtorch") + ": dim"), len(dims)
 
 
-class Tensor(InplaceMethods, TensorMethods):
+def _load_c():
+    """dtorch._C (the C Tensor base type), or None for the ctypes binding:
+    DTORCH_BINDING=ctypes asks for ctypes, =c for the extension (an
+    ImportError if it was not built), unset: the extension if built."""
+    import os
+    want = os.environ.get("DTORCH_BINDING", "")
+    if want not in ("", "c", "ctypes"):
+        raise ImportError(f"dtorch: DTORCH_BINDING={want!r} is not 'c' or 'ctypes'")
+    if want == "ctypes":
+        return None
+    import importlib.util
+    try:
+        if importlib.util.find_spec(__package__ + "._C") is None:
+            raise ImportError("the package has no dtorch._C: it was installed "
+                              "without a C compiler or Python's headers")
+        from . import _C
+    except ImportError as e:
+        if want == "c":
+            raise ImportError(
+                f"dtorch: DTORCH_BINDING=c but the C extension dtorch._C is not "
+                f"built ({e}); reinstall with a C compiler and Python's headers "
+                f"(pip install ./python), or unset DTORCH_BINDING for ctypes") from e
+        return None
+    return _C
+
+
+_C = _load_c()
+_lib.BINDING = "c" if _C else "ctypes"
+
+
+class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
     """dtorch.Tensor(data, *, dtype=None, device=None, device_mesh=None,
     placements=None, requires_grad=False): data is a torch.Tensor (or
     anything torch.as_tensor takes); with device_mesh it becomes a DTensor
     holding data as its global value, laid out by placements (all
     Replicate() when not given)."""
 
-    __slots__ = ("_h", "__weakref__")
+    # the extension's base holds _h in C (and releases it in tp_dealloc)
+    __slots__ = ("__weakref__",) if _C else ("_h", "__weakref__")
     __hash__ = object.__hash__
 
     def __init__(self, data, *, dtype=None, device=None, device_mesh=None,
@@ -518,7 +549,8 @@ class Tensor(InplaceMethods, TensorMethods):
 
     def permute(self, *dims):
         dims = _sizes(dims)
-        return _wrap(_lib.dt_permute(self._h, (ctypes.c_int * len(dims))(*dims), len(dims)))
+        return _wrap(_lib.dt_permute(self._h, _lib.int_array(dims, "Tensor.permute: dims"),
+                                     len(dims)))
 
     def view(self, *shape):
         return _wrap(_lib.dt_view(self._h, _lib.shape_of(_sizes(shape))))
@@ -583,7 +615,7 @@ class Tensor(InplaceMethods, TensorMethods):
 def _add_unary(name):
     def method(self):
         return _wrap(getattr(_lib, "dt_" + name)(self._h))
-    method.__name__ = name
+    _errors.named(method, name, f"Tensor.{name}")
     setattr(Tensor, name, method)
 
 
@@ -598,10 +630,40 @@ def _add_reduce(name):
     def method(self, dim=None, keepdim=False):
         dims, n = _dims_arg(dim)
         return _wrap(getattr(_lib, "dt_" + name)(self._h, dims, n, keepdim))
-    method.__name__ = name
+    _errors.named(method, name, f"Tensor.{name}")
     setattr(Tensor, name, method)
 
 
 for _n in _lib.REDUCE:
     if _n not in vars(TensorMethods):
         _add_reduce(_n)
+
+
+# the operators the C base type answers itself (the fast forms) fall back
+# to these Python ones for the rest; the Python ones leave the class so
+# the C slots are the ones Python calls, and the C base releases handles
+_C_OPS = {"add": ("__add__", "__radd__"), "sub": ("__sub__", "__rsub__"),
+          "mul": ("__mul__", "__rmul__"), "truediv": ("__truediv__", "__rtruediv__"),
+          "floordiv": ("__floordiv__", "__rfloordiv__"), "mod": ("__mod__", "__rmod__"),
+          "pow": ("__pow__", "__rpow__"), "matmul": ("__matmul__", "__rmatmul__")}
+if _C:
+    _fwd = {k: vars(Tensor)[f] for k, (f, _) in _C_OPS.items()}
+    _rev = {k: vars(Tensor)[r] for k, (_, r) in _C_OPS.items()}
+    _addrs = {n: ctypes.cast(getattr(_lib.lib, n), ctypes.c_void_p).value for n in (
+        ["dt_tensor_release", "dt_tensor_dtype", "dt_neg", "dt_abs",
+         "dt_floor_divide", "dt_remainder", "dt_matmul"] +
+        [f"dt_{n}" for n in _lib.SCALAR] + [f"dt_{n}_scalar_typed" for n in _lib.SCALAR])}
+    _C.init(_addrs, Tensor, _fwd, _rev, _errors.raise_last,
+            sum(1 << i for i, d in enumerate(DTYPES) if d.is_floating_point),
+            _scalar.INT, _scalar.FLOAT)
+    for _f in [n for pair in _C_OPS.values() for n in pair] + ["__neg__", "__abs__",
+                                                                "__del__"]:
+        delattr(Tensor, _f)
+
+    def _from_handle(cls, h, _new=_C.from_handle):
+        if cls is Tensor:
+            return _new(h)
+        obj = cls.__new__(cls)
+        obj._h = h
+        return obj
+    Tensor._from_handle = classmethod(_from_handle)

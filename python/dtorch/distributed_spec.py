@@ -27,20 +27,42 @@ class DTorchEmulationWarning(UserWarning):
 _warned = False
 
 
+_SAME_DEVICE = "DTORCH_DTENSOR_IN_SAME_DEVICE"
+
+
+def _emulation_asked():
+    """Whether the environment asks for single-GPU emulation (the values
+    the runtime takes as true: runtime/cuda_map.h)."""
+    import os
+    return os.environ.get(_SAME_DEVICE, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def _device(device_type, call):
-    """Calls call(c_device_type); a CUDA request the library cannot serve
-    (DT_ERR_DEVICE) is emulated on CPU ranks."""
+    """Calls call(c_device_type). A CUDA request the library cannot serve
+    (DT_ERR_DEVICE: no GPU, no CUDA backend) fails naming the device,
+    unless DTORCH_DTENSOR_IN_SAME_DEVICE asks for single-GPU emulation:
+    then it runs on the CPU ranks (a DTorchEmulationWarning says so once)."""
     global _warned
     dev = (device_type or "cpu").encode()
     ptr = call(dev)
-    if ptr or not dev.startswith(b"cuda") or _lib.dt_last_status() != 7:
+    if ptr or not dev.startswith(b"cuda") or \
+            _lib.dt_last_status() != _lib.E["DT_ERR_DEVICE"]:
         return _errors.handle(ptr)
+    if not _emulation_asked():
+        detail = (_lib.dt_last_error() or b"").decode("utf-8", "replace")
+        _lib.dt_clear_error()
+        api = _errors.api_frame(2)[0] or "dtorch"
+        raise _errors.DTorchError(
+            f"{api}: device {device_type!r}: the runtime has no CUDA ranks (no "
+            f"GPU, no CUDA backend or no device=\"cuda\" runtime: {detail}); "
+            f"set {_SAME_DEVICE}=1 to emulate the ranks of a \"cuda\" mesh on "
+            f"the CPU", "DT_ERR_DEVICE")
     _lib.dt_clear_error()
     if not _warned:
         _warned = True
         warnings.warn("dtorch: the runtime has no CUDA ranks (no CUDA "
                       "backend, GPU or device=\"cuda\" runtime); \"cuda\" "
-                      "meshes and devices run on its CPU ranks",
+                      f"meshes and devices run on its CPU ranks ({_SAME_DEVICE})",
                       DTorchEmulationWarning, stacklevel=4)
     return _errors.handle(call(b"cpu" + dev[4:]))
 
@@ -88,7 +110,7 @@ class DeviceMesh:
         else:
             ranks, shape = _flatten([0] if mesh is None else mesh)
             names, _keep = _names_array(mesh_dim_names, len(shape))
-            arr = (ctypes.c_int * len(ranks))(*ranks)
+            arr = _lib.int_array(ranks, "DeviceMesh: mesh")
             self._h = _device(device_type, lambda d: _lib.dt_mesh_create(
                 None, d, _lib.shape_of(shape), arr, names))
         _by_handle[self._h] = self
@@ -134,7 +156,7 @@ class DeviceMesh:
         shape = self.shape
         out = []
         for coords in itertools.product(*[range(s) for s in shape]):
-            c = (ctypes.c_int64 * len(shape))(*coords)
+            c = _lib.int_array(coords, "DeviceMesh: coordinates", ctypes.c_int64)
             out.append(_lib.dt_mesh_rank(self._h, c))
         return torch.tensor(out, dtype=torch.int64).reshape(shape)
 
@@ -299,7 +321,8 @@ class Shard(Placement):
         return dim is None or dim == self.dim
 
     def _c(self):
-        return _lib.Placement(1, self.dim, 0)
+        return _lib.Placement(_lib.E["DT_PLACEMENT_SHARD"],
+                              _lib.check_int(self.dim, ctypes.c_int, "Shard: dim"), 0)
 
     def __eq__(self, other):
         return isinstance(other, Shard) and other.dim == self.dim
@@ -316,7 +339,7 @@ class Replicate(Placement):
         return True
 
     def _c(self):
-        return _lib.Placement(0, 0, 0)
+        return _lib.Placement(_lib.E["DT_PLACEMENT_REPLICATE"], 0, 0)
 
     def __eq__(self, other):
         return isinstance(other, Replicate)
@@ -328,7 +351,9 @@ class Replicate(Placement):
         return "Replicate()"
 
 
-_REDUCE = ["sum", "avg", "max", "min", "product"]
+_REDUCE_C = {"sum": "DT_REDUCE_SUM", "avg": "DT_REDUCE_AVG", "max": "DT_REDUCE_MAX",
+             "min": "DT_REDUCE_MIN", "product": "DT_REDUCE_PROD"}
+_REDUCE = list(_REDUCE_C)
 
 
 class Partial(Placement):
@@ -344,7 +369,8 @@ class Partial(Placement):
         return True
 
     def _c(self):
-        return _lib.Placement(2, 0, _REDUCE.index(self.reduce_op))
+        return _lib.Placement(_lib.E["DT_PLACEMENT_PARTIAL"], 0,
+                              _lib.E[_REDUCE_C[self.reduce_op]])
 
     def __eq__(self, other):
         return isinstance(other, Partial) and other.reduce_op == self.reduce_op
@@ -357,10 +383,10 @@ class Partial(Placement):
 
 
 def _from_c(p):
-    if p.kind == 1:
+    if p.kind == _lib.E["DT_PLACEMENT_SHARD"]:
         return Shard(p.dim)
-    if p.kind == 2:
-        return Partial(_REDUCE[p.reduce])
+    if p.kind == _lib.E["DT_PLACEMENT_PARTIAL"]:
+        return Partial({_lib.E[c]: n for n, c in _REDUCE_C.items()}[p.reduce])
     return Replicate()
 
 

@@ -131,7 +131,7 @@ def test_data_grad_and_version(base):
     t.grad = None
     d.grad = None
     assert d.grad is None and t.grad is None
-    with pytest.raises(dtorch.DTorchError, match=r"dt_set_grad: grad of shape \[3\]"):
+    with pytest.raises(dtorch.DTorchError, match=r"Tensor.grad: grad of shape \[3\]"):
         d.grad = dtorch.zeros(3)
     with pytest.raises(TypeError, match=".grad: expected a dtorch.Tensor"):
         d.grad = 3
@@ -187,7 +187,7 @@ def test_autograd_errors(base):
 
 def test_errors():
     d = dtorch.zeros(2, 3)
-    with pytest.raises(dtorch.DTorchError, match=r"dt_copy_: src of shape \[4\] cannot be broadcast to dst's shape \[2, 3\]"):
+    with pytest.raises(dtorch.DTorchError, match=r"Tensor.copy_: src of shape \[4\] cannot be broadcast to dst's shape \[2, 3\]"):
         d.copy_(dtorch.zeros(4))
     e = dtorch.zeros(3).expand(2, 3)
     with pytest.raises(dtorch.DTorchError, match="more than one element of the written-to tensor"):

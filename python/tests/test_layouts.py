@@ -1,10 +1,18 @@
 """The ctypes mirrors of the C structs have the C header's 1.x layouts
 (the sizes written out from include/dtorch/dtorch.h, as tests/test_abi.c
-pins them), and the library agrees: it zeroes an output struct's reserved
-words and refuses options whose reserved words are not zero."""
+pins them, and every struct's size and offsets from the C compiler
+reading include/dtorch), the enums the package mirrors have the header's
+values (parsed from it), and the library agrees: it zeroes an output
+struct's reserved words and refuses options whose reserved words are not
+zero."""
 import ctypes
+import pathlib
+import re
+import shutil
+import subprocess
 
 import pytest
+import torch
 
 import dtorch
 from dtorch import _lib
@@ -100,3 +108,108 @@ def test_runtime_options_launcher_reaches_the_library():
     assert not _lib.dt_runtime_create(ctypes.byref(o))
     assert b"reserved[0]" in _lib.dt_last_error()
     _lib.dt_clear_error()
+
+
+# ---- against include/dtorch itself: the header's enums parsed, every
+# mirrored struct's size and field offsets from the C compiler
+INCLUDE = pathlib.Path(__file__).resolve().parents[2] / "include" / "dtorch"
+HEADERS = ["dtorch.h", "debug.h", "sim.h", "spmd.h"]
+
+
+def _header_text():
+    text = "\n".join((INCLUDE / h).read_text() for h in HEADERS)
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def header_enums():
+    """{enum name: [(constant, value), ...]} of every typedef enum."""
+    out = {}
+    for name, body in re.findall(r"typedef\s+enum\s+(\w+)\s*\{(.*?)\}", _header_text(), re.S):
+        items, nxt = [], 0
+        for part in body.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "=" in part:
+                k, v = (x.strip() for x in part.split("=", 1))
+                nxt = int(v, 0)
+            else:
+                k = part
+            items.append((k, nxt))
+            nxt += 1
+        out[name] = items
+    return out
+
+
+needs_headers = pytest.mark.skipif(not INCLUDE.is_dir(), reason="no include/dtorch here")
+
+
+@needs_headers
+def test_enums_match_the_header():
+    enums = header_enums()
+    # read from the library at import: checked against the header here
+    assert _lib.STATUS_NAMES == [k for k, _ in enums["dt_status"]]
+    assert [v for _, v in enums["dt_status"]] == list(range(len(_lib.STATUS_NAMES)))
+    dtypes = [(k, v) for k, v in enums["dt_dtype"] if k != "DT_DTYPE_COUNT"]
+    assert _lib.DTYPE_NAMES == [k[3:].lower() for k, _ in dtypes]
+    assert [v for _, v in dtypes] == list(range(len(dtypes)))
+    assert dtorch._tensor.DTYPES == [getattr(torch, n) for n in _lib.DTYPE_NAMES]
+    # the enums the package passes by value: every constant, its value
+    for enum, names in _lib.ENUMS.items():
+        assert [k for k, _ in enums[enum]] == list(names), enum
+        for k, v in enums[enum]:
+            assert _lib.E[k] == v, k
+    assert dict(enums["dt_fault_kind"]) == _lib.FAULT_KINDS
+
+
+def test_modules_use_the_enum_table():
+    from dtorch import _redistribute_mode, _runtime, _scalar, distributed_spec
+    assert (_scalar.AUTO, _scalar.INT, _scalar.FLOAT, _scalar.BOOL) == tuple(
+        _lib.E[n] for n in _lib.ENUMS["dt_scalar_kind"])
+    assert (_redistribute_mode.DEFAULT, _redistribute_mode.AUTO,
+            _redistribute_mode.EXPLICIT) == tuple(
+        _lib.E[n] for n in _lib.ENUMS["dt_redistribute_mode"])
+    assert _runtime.FAULTS["rank_fail"] == _lib.E["DT_FAULT_RANK_FAIL"]
+    assert distributed_spec.Shard(1)._c().kind == _lib.E["DT_PLACEMENT_SHARD"]
+    assert distributed_spec.Partial("max")._c().reduce == _lib.E["DT_REDUCE_MAX"]
+    assert dtorch._tensor._MODES == {"raise_error": 0, "replicate": 1, "keep": 2}
+
+
+def _c_name(cls_name):
+    return "dt_" + re.sub(r"(?<!^)([A-Z])", r"_\1", cls_name).lower()
+
+
+MIRRORED = [n for n, v in vars(_lib).items()
+            if isinstance(v, type) and issubclass(v, ctypes.Structure) and v is not ctypes.Structure]
+
+
+@needs_headers
+def test_every_header_struct_is_mirrored():
+    bodies = set(re.findall(r"typedef\s+struct\s+(\w+)\s*\{", _header_text()))
+    assert bodies == {_c_name(n) for n in MIRRORED}
+
+
+@needs_headers
+@pytest.mark.skipif(not shutil.which("cc"), reason="no C compiler")
+def test_every_struct_layout_matches_the_compiler(tmp_path):
+    lines = ["#include <stddef.h>", "#include <stdio.h>"] + \
+        [f'#include "dtorch/{h}"' for h in HEADERS] + ["int main(void) {"]
+    want = {}
+    for n in MIRRORED:
+        cls, c = getattr(_lib, n), _c_name(n)
+        lines.append(f'  printf("{n} size %zu\\n", sizeof({c}));')
+        want[f"{n} size"] = ctypes.sizeof(cls)
+        for f, *_ in cls._fields_:
+            lines.append(f'  printf("{n}.{f} %zu\\n", offsetof({c}, {f}));')
+            want[f"{n}.{f}"] = getattr(cls, f).offset
+    lines += ["  return 0;", "}"]
+    src = tmp_path / "layouts.c"
+    src.write_text("\n".join(lines) + "\n")
+    exe = tmp_path / "layouts"
+    subprocess.run(["cc", "-std=c11", "-I", str(INCLUDE.parent), str(src), "-o", str(exe)],
+                   check=True)
+    got = dict(line.rsplit(" ", 1) for line in
+               subprocess.run([str(exe)], check=True, capture_output=True,
+                              text=True).stdout.splitlines())
+    assert {k: int(v) for k, v in got.items()} == want

@@ -3,7 +3,7 @@
 would, whatever the placements)."""
 import torch
 
-from ... import _ops
+from ... import _errors, _ops
 from ..._tensor import _sizes
 from ._api import _mesh_or_current, _placements
 
@@ -26,7 +26,7 @@ def _factory(name):
         pl = _placements(placements, mesh, len(shape), name)
         return make(*shape, dtype=dtype, device_mesh=mesh, placements=list(pl),
                     requires_grad=requires_grad)
-    factory.__name__ = name
+    _errors.named(factory, name)
     factory.__doc__ = (f"{name}(*size, requires_grad=False, dtype=None, "
                        "layout=torch.strided, device_mesh=None, placements=None): "
                        "a DTensor on device_mesh (the `with mesh:` one when None), "
