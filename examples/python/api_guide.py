@@ -10,6 +10,11 @@ redistribute / redistribute_like / redistribute_by_dict, to_torch and
 to_torch_async. python/tests/test_api_guide.py tests the same snippets
 and their error messages.
 """
+import os
+
+# the guide's "cuda" meshes on a machine without a GPU: emulated on the CPU
+os.environ.setdefault("DTORCH_DTENSOR_IN_SAME_DEVICE", "1")
+
 import asyncio
 import sys
 import warnings
