@@ -19,7 +19,7 @@ log=$venv.log
 if ! command -v python3 >/dev/null; then
   echo "python test: skipped: no python3"; exit 77
 fi
-if ! "$venv/bin/python" -c "import torch, numpy, pytest, setuptools" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import torch, numpy, pytest, setuptools, safetensors" 2>/dev/null; then
   rm -rf "$venv"
   site=()
   python3 -c "import torch, numpy" 2>/dev/null && site=(--system-site-packages)
@@ -33,7 +33,7 @@ if ! "$venv/bin/python" -c "import torch, numpy, pytest, setuptools" 2>/dev/null
       --index-url https://download.pytorch.org/whl/cpu torch >>"$log" 2>&1 ||
       echo "python test: the CPU-only torch index is unreachable; torch from PyPI" >&2
   fi
-  if ! timeout 1200 "${pip[@]}" torch numpy pytest setuptools >>"$log" 2>&1; then
+  if ! timeout 1200 "${pip[@]}" torch numpy pytest setuptools safetensors >>"$log" 2>&1; then
     echo "python test: skipped: pip install torch numpy pytest failed (no network to PyPI?); see $log"
     rm -rf "$venv"; exit 77
   fi
