@@ -25,7 +25,7 @@ set_target_properties(dtorch PROPERTIES VERSION ${PROJECT_VERSION}
 target_link_options(dtorch PRIVATE
   "LINKER:--version-script=${CMAKE_CURRENT_SOURCE_DIR}/cmake/dtorch.map")
 
-install(FILES include/dtorch/dtorch.h include/dtorch/debug.h
+install(FILES include/dtorch/dtorch.h include/dtorch/autograd.h include/dtorch/debug.h
               include/dtorch/sim.h include/dtorch/spmd.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dtorch)
 install(TARGETS dtorch dtorch_static

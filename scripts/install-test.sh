@@ -22,7 +22,7 @@ cmake --install "$build" --prefix "$prefix" >"$work/install.log"
 
 version=$(sed -n 's/^project(dtorch VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
 fail() { echo "install test: $*"; exit 1; }
-for f in include/dtorch/dtorch.h include/dtorch/debug.h include/dtorch/sim.h \
+for f in include/dtorch/dtorch.h include/dtorch/autograd.h include/dtorch/debug.h include/dtorch/sim.h \
          include/dtorch/spmd.h lib/libdtorch.a \
          lib/libdtorch.so "lib/libdtorch.so.${version%%.*}" "lib/libdtorch.so.$version" \
          lib/pkgconfig/dtorch.pc lib/cmake/dtorch/dtorchConfig.cmake \

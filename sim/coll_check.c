@@ -139,3 +139,29 @@ dt_status sim_coll_prepare(const sim_coll_group *g, int member, sim_coll_desc *d
   *bytes = elems < 0 ? -1 : elems * (int64_t)core_dtype_size(d->dtype);
   return st;
 }
+
+static const char *const op_names[] = {"sum", "avg", "max", "min", "prod"};
+_Static_assert(sizeof op_names / sizeof op_names[0] == DT_REDUCE_PROD + 1,
+               "one name per reduce op");
+
+/* "all_reduce(float32[1024], sum) at train.c:88": the call an entry
+ * describes (counts: the total, " in blocks" when a counts array split it) */
+void sim_coll_describe(char *buf, size_t len, const sim_coll_entry *e) {
+  const sim_coll_desc *d = &e->d;
+  int n;
+  if (d->kind == KIND_BARRIER || d->kind == KIND_ABSTAIN) {
+    n = snprintf(buf, len, "%s()", sim_coll_kind_names[d->kind]);
+  } else {
+    n = snprintf(buf, len, "%s(%s[%lld]%s", sim_coll_kind_names[d->kind],
+                 core_dtype_name(d->dtype), (long long)d->count,
+                 d->sig ? " in blocks" : "");
+    if (sim_coll_is_reducing(d->kind) && n >= 0 && (size_t)n < len)
+      n += snprintf(buf + n, len - (size_t)n, ", %s",
+                    (unsigned)d->op <= DT_REDUCE_PROD ? op_names[d->op] : "?");
+    if (sim_coll_is_rooted(d->kind) && n >= 0 && (size_t)n < len)
+      n += snprintf(buf + n, len - (size_t)n, ", root %d", d->root);
+    if (n >= 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, ")");
+  }
+  if (e->site[0] && n >= 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n, " at %s", e->site);
+}

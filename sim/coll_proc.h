@@ -66,6 +66,9 @@ void sim_coll_xp_free(sim_coll_xp *x);
  * nothing for a broken group's, left to the process's exit); without,
  * only this process's record of it (sim_coll_xp_free) */
 void sim_xp_shm_release(sim_coll_xp *x, bool collective);
+/* every group's window of world w, in one order in every process (by
+ * the rank lists' hashes); sim_coll_world_destroy calls it first */
+void sim_xp_shm_release_all(struct sim_coll_world *w);
 /* how many rounds this process's leaders took through a node-shared
  * window (a count for tests and benchmarks) */
 int64_t sim_xp_shm_rounds(void);

@@ -116,6 +116,27 @@ int64_t sim_xp_shm_rounds(void) {
   return atomic_load_explicit(&shm_rounds, memory_order_relaxed);
 }
 
+static int by_hash(const void *a, const void *b) {
+  uint64_t x = (*(sim_coll_group *const *)a)->xp->hash;
+  uint64_t y = (*(sim_coll_group *const *)b)->xp->hash;
+  return x < y ? -1 : x > y;
+}
+
+/* the groups' node-shared windows, freed in one order in every process
+ * (by their rank lists' hashes: MPI_Win_free is collective) */
+void sim_xp_shm_release_all(sim_coll_world *w) {
+  int n = 0;
+  for (sim_coll_group *g = w->groups; g; g = g->next) n += g->xp && g->xp->shm;
+  sim_coll_group **v = n ? malloc((size_t)n * sizeof *v) : NULL;
+  if (!v) return; /* none, or no memory: the windows are left to the exit */
+  int i = 0;
+  for (sim_coll_group *g = w->groups; g; g = g->next)
+    if (g->xp && g->xp->shm) v[i++] = g;
+  qsort(v, (size_t)n, sizeof *v, by_hash);
+  for (i = 0; i < n; i++) sim_xp_shm_release(v[i]->xp, true);
+  free(v);
+}
+
 #if DTORCH_HAVE_MPI
 #include "sim/mpi_internal.h"
 

@@ -113,9 +113,6 @@ const char *const sim_coll_kind_names[] = {
   "scatter", "gather", "barrier", "abstention"};
 _Static_assert(sizeof sim_coll_kind_names / sizeof sim_coll_kind_names[0] == KIND_COUNT,
                "one name per collective");
-static const char *const op_names[] = {"sum", "avg", "max", "min", "prod"};
-_Static_assert(sizeof op_names / sizeof op_names[0] == DT_REDUCE_PROD + 1,
-               "one name per reduce op");
 
 
 /* the phase probe (sim_coll_probe) */
@@ -191,30 +188,9 @@ static void group_free(sim_coll_group *g) {
   free(g);
 }
 
-static int by_hash(const void *a, const void *b) {
-  uint64_t x = (*(sim_coll_group *const *)a)->xp->hash;
-  uint64_t y = (*(sim_coll_group *const *)b)->xp->hash;
-  return x < y ? -1 : x > y;
-}
-
-/* the groups' node-shared windows, freed in one order in every process
- * (by their rank lists' hashes: MPI_Win_free is collective) */
-static void release_windows(sim_coll_world *w) {
-  int n = 0;
-  for (sim_coll_group *g = w->groups; g; g = g->next) n += g->xp && g->xp->shm;
-  sim_coll_group **v = n ? malloc((size_t)n * sizeof *v) : NULL;
-  if (!v) return; /* none, or no memory: the windows are left to the exit */
-  int i = 0;
-  for (sim_coll_group *g = w->groups; g; g = g->next)
-    if (g->xp && g->xp->shm) v[i++] = g;
-  qsort(v, (size_t)n, sizeof *v, by_hash);
-  for (i = 0; i < n; i++) sim_xp_shm_release(v[i]->xp, true);
-  free(v);
-}
-
 void sim_coll_world_destroy(sim_coll_world *w) {
   if (!w) return;
-  release_windows(w);
+  sim_xp_shm_release_all(w);
   for (sim_coll_group *g = w->groups, *next; g; g = next) {
     next = g->next;
     group_free(g);
@@ -684,27 +660,6 @@ static void depart(sim_coll_group *g, sim_coll_member *me) {
 
 /* ---- the round's verdict: the same on every member (entries only) */
 
-/* "all_reduce(float32[1024], sum) at train.c:88": the call an entry
- * describes (counts: the total, " in blocks" when a counts array split it) */
-void sim_coll_describe(char *buf, size_t len, const sim_coll_entry *e) {
-  const sim_coll_desc *d = &e->d;
-  int n;
-  if (d->kind == KIND_BARRIER || d->kind == KIND_ABSTAIN) {
-    n = snprintf(buf, len, "%s()", sim_coll_kind_names[d->kind]);
-  } else {
-    n = snprintf(buf, len, "%s(%s[%lld]%s", sim_coll_kind_names[d->kind],
-                 core_dtype_name(d->dtype), (long long)d->count,
-                 d->sig ? " in blocks" : "");
-    if (sim_coll_is_reducing(d->kind) && n >= 0 && (size_t)n < len)
-      n += snprintf(buf + n, len - (size_t)n, ", %s",
-                    (unsigned)d->op <= DT_REDUCE_PROD ? op_names[d->op] : "?");
-    if (sim_coll_is_rooted(d->kind) && n >= 0 && (size_t)n < len)
-      n += snprintf(buf + n, len - (size_t)n, ", root %d", d->root);
-    if (n >= 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, ")");
-  }
-  if (e->site[0] && n >= 0 && (size_t)n < len)
-    snprintf(buf + n, len - (size_t)n, " at %s", e->site);
-}
 
 static bool same_call(const sim_coll_desc *a, const sim_coll_desc *b);
 

@@ -1,4 +1,4 @@
-"""Autograd switches and helpers (dtorch.h "autograd"): grad mode (per
+"""Autograd switches and helpers (dtorch/autograd.h): grad mode (per
 thread, as PyTorch's torch.is_grad_enabled / set_grad_enabled / no_grad /
 enable_grad), backward with a seed and retain_graph, dropping a leaf's
 gradient, the graph's live nodes, and clip_grad_norm_."""

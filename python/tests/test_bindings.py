@@ -22,7 +22,7 @@ import dtorch._optim  # noqa: F401  (the C optimisers, under dtorch.optim's clas
 from dtorch import Replicate, Shard, _lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-HEADERS = ["dtorch.h", "debug.h", "sim.h", "spmd.h"]
+HEADERS = ["dtorch.h", "autograd.h", "debug.h", "sim.h", "spmd.h"]
 
 # Declared in the headers and deliberately not in _lib.py, each with why
 # (none today).

@@ -113,7 +113,7 @@ def test_runtime_options_launcher_reaches_the_library():
 # ---- against include/dtorch itself: the header's enums parsed, every
 # mirrored struct's size and field offsets from the C compiler
 INCLUDE = pathlib.Path(__file__).resolve().parents[2] / "include" / "dtorch"
-HEADERS = ["dtorch.h", "debug.h", "sim.h", "spmd.h"]
+HEADERS = ["dtorch.h", "autograd.h", "debug.h", "sim.h", "spmd.h"]
 
 
 def _header_text():
