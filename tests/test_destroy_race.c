@@ -63,6 +63,30 @@ static bool one_round(dt_tensor *a, dt_tensor *b, dt_runtime *rt, float *out) {
     }
     dt_tensor_release(c);
   }
+  /* the calls added for Python: a typed scalar op, a detached alias and
+   * its version, an in-place write into a fresh tensor */
+  dt_tensor *s = dt_add_scalar_typed(a, 1.0, DT_SCALAR_FLOAT);
+  dt_tensor *d = dt_detach(a);
+  if (!s) check_status(dt_last_status(), "dt_add_scalar_typed");
+  if (!d) check_status(dt_last_status(), "dt_detach");
+  if (d) TU_CHECK(dt_tensor_version(d) == 0, "version %lld",
+                  (long long)dt_tensor_version(d));
+  dt_tensor *w = s ? dt_full_like(s, 0.0) : NULL;
+  if (s && !w) check_status(dt_last_status(), "dt_full_like");
+  if (s && w) {
+    dt_status cs = dt_copy_(w, s);
+    check_status(cs, "dt_copy_");
+    dt_status fs = dt_to_host(w, out, sizeof(float) * N);
+    check_status(fs, "dt_to_host (copy_)");
+    /* a write that ran holds a + 1.0 = 2 */
+    if (cs == DT_OK && fs == DT_OK)
+      TU_CHECK(out[0] == 2.0f, "copy_ of a + 1.0: %g", out[0]);
+    ok &= cs == DT_OK && fs == DT_OK;
+  }
+  ok &= s && d;
+  dt_tensor_release(w);
+  dt_tensor_release(d);
+  dt_tensor_release(s);
   dt_status st = dt_runtime_synchronize(rt);
   check_status(st, "dt_runtime_synchronize");
   ok &= st == DT_OK;
