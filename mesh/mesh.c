@@ -201,6 +201,13 @@ static dt_mesh *mesh_build(dt_runtime *rt, const char *fn, dt_shape shape,
   m->pos = malloc((size_t)m->rt_ranks * sizeof *m->pos);
   if (!m->ranks || !m->pos) goto oom;
   if (fill_ranks(m, fn, ranks) != DT_OK) goto fail;
+  if (!(m->coords = malloc((size_t)m->size * (size_t)m->ndim * sizeof *m->coords)))
+    goto oom;
+  for (int i = 0; i < m->size; i++)
+    for (int d = m->ndim - 1, rest = i; d >= 0; d--) {
+      m->coords[(size_t)i * (size_t)m->ndim + (size_t)d] = rest % (int)m->shape[d];
+      rest /= (int)m->shape[d];
+    }
   for (int d = 0; names && d < m->ndim; d++)
     if (!(m->names[d] = strdup(names[d]))) goto oom;
   m->id = atomic_fetch_add_explicit(&next_mesh_id, 1, memory_order_relaxed);
@@ -251,6 +258,7 @@ void mesh_release(dt_mesh *m) {
   }
   free(m->ranks);
   free(m->pos);
+  free(m->coords);
   if (m->rt) runtime_unref(m->rt);
   free(m);
 }
@@ -520,10 +528,8 @@ int mesh_format(const dt_mesh *m, char *buf, size_t len) {
 
 void mesh_index_coords(const dt_mesh *m, int index, int64_t *coords) {
   CORE_ASSERT(index >= 0 && index < m->size);
-  for (int d = m->ndim - 1; d >= 0; d--) {
-    coords[d] = index % m->shape[d];
-    index /= (int)m->shape[d];
-  }
+  const int32_t *c = m->coords + (size_t)index * (size_t)m->ndim;
+  for (int d = 0; d < m->ndim; d++) coords[d] = c[d];
 }
 
 int mesh_dim_group(const dt_mesh *m, int dim, int index, int *ranks,

@@ -27,6 +27,9 @@ struct dt_mesh {
   char *names[DT_MAX_DIMS];      /* NULL when unnamed */
   int *pos;                      /* runtime rank -> index in ranks, or -1 */
   int rt_ranks;                  /* entries of pos */
+  /* size x ndim: the coordinates of every mesh index, row-major, made
+   * once at creation (ranks read them on every op: no division there) */
+  int32_t *coords;
   uint64_t id;                   /* process-unique */
   /* per mesh dim: the collective group of every mesh index (size
    * entries), made by mesh_dim_groups on an issuing thread */

@@ -28,12 +28,18 @@ typedef struct runtime_rank_slot {
   _Atomic bool in_spmd;
   /* a sticky device fault (runtime_rank_fault): a heap message, set once */
   _Atomic(char *) fault;
+  /* the live storages of this rank (runtime/storage.c): while > 0 they
+   * hold one reference on the runtime between them, so making and
+   * freeing a shard touches this rank's line, not the shared refcount */
+  _Alignas(64) _Atomic int64_t storages;
   void *dev_ctx;      /* the backend's per-rank state (CUDA: a cuda_rank) */
   int gpu;            /* CUDA: the rank's GPU */
 } runtime_rank_slot;
 
 struct dt_runtime {
-  _Atomic int64_t refcount;   /* the creator + every live storage */
+  /* the creator, meshes, threads' current-runtime references, and one for
+   * each rank with live storages (runtime_rank_slot.storages) */
+  _Atomic int64_t refcount;
   _Atomic bool dead;          /* destroyed: no new work */
   int nranks;                 /* the job's ranks (every process's) */
   /* multi-process jobs (docs/multiprocess.md): nprocs processes, this one

@@ -24,6 +24,38 @@
 
 static void last_release(core_storage *s);
 
+/* The storages of rank r share one reference on the runtime, taken when
+ * its count goes 0 -> 1 and dropped when it goes 1 -> 0: every transition
+ * is paired with one ref or unref, so the runtime's count is the number
+ * of ranks holding storages plus its other holders. The two halves of a
+ * 1 -> 0 and a following 0 -> 1 can run in either order on two threads:
+ * the count still never reaches 0 early, because a thread making a
+ * storage holds a reference of its own (a runtime_ref precondition: the
+ * runtime is live while its ranks or callers make storages).
+ * relaxed add: the caller's reference keeps rt alive; acq_rel sub: every
+ * use of this rank's storages happens-before the unref, which orders the
+ * free of rt after them (its acq_rel). Out-of-range ranks (none today)
+ * take the shared count directly. */
+static void storages_add(dt_runtime *rt, int rank) {
+  if (rank < 0 || rank >= rt->nranks) {
+    runtime_ref(rt);
+    return;
+  }
+  if (atomic_fetch_add_explicit(&rt->ranks[rank].storages, 1,
+                                memory_order_relaxed) == 0)
+    runtime_ref(rt);
+}
+
+static void storages_sub(dt_runtime *rt, int rank) {
+  if (rank < 0 || rank >= rt->nranks) {
+    runtime_unref(rt);
+    return;
+  }
+  if (atomic_fetch_sub_explicit(&rt->ranks[rank].storages, 1,
+                                memory_order_acq_rel) == 1)
+    runtime_unref(rt);
+}
+
 core_storage *runtime_storage_new(dt_runtime *rt, int rank, size_t nbytes,
                            const char *fn) {
   if (nbytes > (size_t)INT64_MAX / 2) {
@@ -46,7 +78,7 @@ core_storage *runtime_storage_new(dt_runtime *rt, int rank, size_t nbytes,
   s->key = (int)rt->backend->key;
   s->next_free = NULL;
   s->on_last_release = last_release;
-  runtime_ref(rt);
+  storages_add(rt, rank);
   atomic_fetch_add_explicit(&core_stat_mine()->bytes, (int64_t)nbytes,
                             memory_order_relaxed);
   if (rt->dry_run) runtime_dry_memory(rt, rank, (int64_t)nbytes);
@@ -59,8 +91,9 @@ static void free_struct(core_storage *s) {
   atomic_fetch_sub_explicit(&core_stat_mine()->bytes, (int64_t)s->nbytes,
                             memory_order_relaxed);
   dt_runtime *rt = s->rt;
+  int rank = s->rank;
   free(s);
-  runtime_unref(rt);
+  storages_sub(rt, rank);
 }
 
 void runtime_storage_destroy_on_rank(core_storage *s, dt_runtime *rt, int rank) {
