@@ -26,7 +26,8 @@ static int usage(FILE *out) {
           "  bench io         safetensors load/save (warm, O_DIRECT), notify_ring latency\n"
           "  bench ops        single ops (softmax, gelu, matmul, ...) vs their same-run roofline\n"
           "  bench gpu        the CUDA backend: add vs D2D copy, sgemm vs cuBLAS, issue cost\n"
-          "  bench python     the Python binding vs PyTorch: DTensor add, plain add\n"
+          "  bench python     the Python binding vs PyTorch: DTensor add, plain add;\n"
+          "                   the MLP step in Python vs this CLI's bench demo\n"
           "                   (runs python -m dtorch.bench; DTORCH_PYTHON, else python3)\n"
           "  ops              list the registered ops and their schemas\n"
           "  help             this text\n");
@@ -46,6 +47,13 @@ static int bench_python(int argc, char **argv) {
   args[n++] = "dtorch.bench";
   for (int i = 0; i < argc && n < 63; i++) args[n++] = argv[i];
   args[n] = NULL;
+  /* mlp_step's C side is this CLI's `bench demo` (unless the caller chose) */
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len > 0 && !getenv("DTORCH_CLI")) {
+    self[len] = '\0';
+    setenv("DTORCH_CLI", self, 0);
+  }
   fflush(stdout);
   execvp(py, args);
   fprintf(stderr, "dtorch bench python: cannot run %s (set DTORCH_PYTHON to a "

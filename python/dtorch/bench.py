@@ -6,7 +6,15 @@ synchronize, best of ``--reps``:
 - ``dtensor_add``: a 4x4 float32 DTensor add on a 2x4 mesh, dtorch vs
   PyTorch's DTensor on its fake process group (world size 8, rank 0: the
   ops run locally; torch.distributed's "fake" backend); goal ratio 0.1;
-- ``add``: a plain 4x4 float32 add, dtorch vs torch; goal ratio 1.0.
+- ``add``: a plain 4x4 float32 add, dtorch vs torch; goal ratio 1.0;
+- ``mlp_step``: the DP2xTP4 MLP training step of ``dtorch bench demo``
+  (hidden 1024, batch 64, GELU, MSE, AdamW lr 3e-3 weight decay 0.01)
+  written in Python with ``dtorch.nn`` + ``parallelize_module`` +
+  ``dtorch.optim.AdamW``, against the same step written in C: the CLI's
+  ``bench demo --only mlp`` (``--cli``, else ``DTORCH_CLI``, else a
+  ``dtorch`` next to the loaded library or on PATH), run in the same
+  invocation, before and after the Python steps; ``ratio`` = the Python
+  step's median over the C step's (the better of its two runs); goal 1.1.
 
 ``dtorch_issue_us_per_op`` is the loop before its synchronize: what the
 calling thread spends (the binding and the C call's issue); the rest of
@@ -23,7 +31,8 @@ import time
 
 import torch
 
-GOALS = {"dtensor_add": 0.1, "add": 1.0}
+GOALS = {"dtensor_add": 0.1, "add": 1.0, "mlp_step": 1.1}
+MICRO = ("dtensor_add", "add")
 
 
 def _loop(fn, x, y, n, sync):
@@ -89,12 +98,128 @@ def _torch_dtensor():
     return distribute_tensor(torch.randn(4, 4), mesh, [Shard(0), Replicate()])
 
 
+class _MLP:
+    """The demo's MLP: Linear(h, 4h) -> GELU -> Linear(4h, h), made as a
+    dtorch.nn.Module subclass at first use (the import is the package's)."""
+
+    @staticmethod
+    def make(hidden):
+        from dtorch import nn
+        import dtorch.nn.functional as F
+
+        class MLP(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w1 = nn.Linear(hidden, 4 * hidden)
+                self.w2 = nn.Linear(4 * hidden, hidden)
+
+            def forward(self, x):
+                return self.w2(F.gelu(self.w1(x)))
+        return MLP()
+
+
+def _python_mlp_steps(steps, hidden=1024, batch=64):
+    """Median and best ms of `steps` Python training steps (after 2 warm-up
+    steps), each until every rank is done."""
+    import dtorch
+    import dtorch.nn.functional as F
+    from dtorch.distributed.device_mesh import init_device_mesh
+    from dtorch.distributed.tensor import Replicate, Shard, distribute_tensor
+    from dtorch.distributed.tensor.parallel import (
+        ColwiseParallel, RowwiseParallel, parallelize_module)
+    rt = dtorch.Runtime(8)
+    with rt:
+        mesh = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"))
+        model = parallelize_module(_MLP.make(hidden), mesh,
+                                   {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+        opt = dtorch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+        g = torch.Generator().manual_seed(0)
+        x = distribute_tensor(torch.randn(batch, hidden, generator=g), mesh,
+                              [Shard(0), Replicate()])
+        t = distribute_tensor(torch.randn(batch, hidden, generator=g), mesh,
+                              [Shard(0), Replicate()])
+        times = []
+        for i in range(steps + 2):
+            t0 = time.perf_counter()
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), t)
+            loss.backward()
+            opt.step()
+            rt.synchronize()
+            if i >= 2:
+                times.append((time.perf_counter() - t0) * 1e3)
+            del loss
+    times.sort()
+    return times[len(times) // 2], times[0]
+
+
+def _find_cli(given):
+    import os
+    import shutil
+    if given:
+        return given
+    if os.environ.get("DTORCH_CLI"):
+        return os.environ["DTORCH_CLI"]
+    from dtorch import _lib
+    lib = _lib.path or ""
+    near = os.path.join(os.path.dirname(lib), "dtorch")
+    if lib and os.access(near, os.X_OK):
+        return near
+    return shutil.which("dtorch")
+
+
+def _c_mlp_step(cli, steps):
+    """The C step's median ms from `cli bench demo --only mlp`, or None."""
+    import subprocess
+    try:
+        out = subprocess.run([cli, "bench", "demo", "--only", "mlp", "--reps", str(steps)],
+                             capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"dtorch bench python: {cli} bench demo: {e}", file=sys.stderr)
+        return None
+    for line in out.stdout.splitlines():
+        if line.startswith("{") and '"model":"mlp"' in line:
+            return json.loads(line)["ms"]
+    print(f"dtorch bench python: {cli} bench demo printed no mlp line: "
+          f"{out.stderr.strip()[-300:]}", file=sys.stderr)
+    return None
+
+
+def _binding():
+    from dtorch import _lib
+    return getattr(_lib, "BINDING", "ctypes")
+
+
+def _mlp_case(a):
+    cli = _find_cli(a.cli)
+    c1 = _c_mlp_step(cli, a.steps) if cli else None
+    py_ms, py_best = _python_mlp_steps(a.steps)
+    c2 = _c_mlp_step(cli, a.steps) if cli else None
+    cs = [c for c in (c1, c2) if c is not None]
+    c_ms = min(cs) if cs else None
+    print(json.dumps({
+        "bench": "python", "case": "mlp_step", "dp": 2, "tp": 4, "hidden": 1024,
+        "batch": 64, "steps": a.steps, "python_ms": round(py_ms, 3),
+        "python_best_ms": round(py_best, 3),
+        "c_ms": None if c_ms is None else round(c_ms, 3),
+        "c_runs_ms": [round(c, 3) for c in cs],
+        "ratio": None if c_ms is None else round(py_ms / c_ms, 3),
+        "goal": GOALS["mlp_step"], "binding": _binding(),
+        "cli": cli}), flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="dtorch bench python", description=__doc__.split("\n")[0])
     p.add_argument("--ops", type=int, default=20000, help="ops per timed loop")
     p.add_argument("--reps", type=int, default=5, help="loops per case (best kept)")
     p.add_argument("--only", choices=sorted(GOALS), help="one case")
+    p.add_argument("--steps", type=int, default=7,
+                   help="mlp_step: timed training steps per side (median kept)")
+    p.add_argument("--cli", help="mlp_step: the dtorch CLI whose bench demo is the C step")
     a = p.parse_args(argv)
+    if a.only == "mlp_step":
+        _mlp_case(a)
+        return 0
     import dtorch
     torch.set_num_threads(1)
     ours, rt = _dtorch_cases()
@@ -104,7 +229,7 @@ def main(argv=None):
         print(f"dtorch bench python: PyTorch DTensor unavailable: {e}", file=sys.stderr)
         theirs = {"dtensor_add": None}
     theirs["add"] = torch.randn(4, 4)
-    for case in sorted(GOALS, reverse=True):
+    for case in MICRO:
         if a.only and case != a.only:
             continue
         (ds, issue), ts = _side_by_side(ours[case], theirs[case], a.ops, a.reps)
@@ -118,6 +243,8 @@ def main(argv=None):
             "goal": GOALS[case], "binding": getattr(dtorch._lib, "BINDING", "ctypes")}), flush=True)
     del ours
     rt.__exit__(None, None, None)
+    if not a.only:
+        _mlp_case(a)
     return 0
 
 
