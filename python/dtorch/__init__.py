@@ -17,7 +17,7 @@ from ._errors import DTorchError, InvalidArgumentError, PlacementError, \
 from ._tensor import Tensor  # noqa: F401
 from ._future import TensorFuture  # noqa: F401
 from ._ops import *  # noqa: F401,F403
-from ._ops import empty, zeros, ones, rand, randn, full, arange, tensor, \
+from ._ops import empty, zeros, ones, rand, randn, randint, full, arange, tensor, \
     zeros_like, ones_like, full_like, manual_seed, add, sub, mul, div, pow, \
     matmul, maximum, minimum, where, transpose, permute, reshape, softmax, \
     log_softmax, clamp, var, cat, stack, live_tensors, synchronize, version  # noqa: F401

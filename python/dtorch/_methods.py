@@ -239,6 +239,25 @@ class TensorMethods:
     def expand_as(self, other):
         return self.expand(*other.shape)
 
+    def repeat(self, *sizes):
+        """torch's repeat: the tensor tiled sizes[i] times along dim i
+        (leading sizes add dims): viewed as [1, s0, 1, s1, ...], expanded
+        to [r0, s0, r1, s1, ...], reshaped to [r0*s0, r1*s1, ...]."""
+        if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+            sizes = tuple(sizes[0])
+        if len(sizes) < self.dim():
+            raise RuntimeError(f"Tensor.repeat: the number of repeat dims ({len(sizes)}) "
+                               f"can not be smaller than the tensor's dims ({self.dim()})")
+        for i, r in enumerate(sizes):
+            if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+                raise RuntimeError(f"Tensor.repeat: sizes[{i}] = {r!r} is not a "
+                                   "non-negative int")
+        shape = (1,) * (len(sizes) - self.dim()) + tuple(self.shape)
+        pairs = [v for s in shape for v in (1, s)]
+        tiled = [v for r, s in zip(sizes, shape) for v in (r, s)]
+        out = [r * s for r, s in zip(sizes, shape)]
+        return self.reshape(*pairs).expand(*tiled).reshape(*out)
+
     def type_as(self, other):
         return self.to(other.dtype)
 

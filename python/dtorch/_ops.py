@@ -32,6 +32,37 @@ rand = _factory("rand")
 randn = _factory("randn")
 
 
+def randint(*args, dtype=None, device=None, device_mesh=None, placements=None,
+            requires_grad=False):
+    """dtorch.randint([low=0,] high, size, ...): integers uniform in [low,
+    high), int64 unless dtype says; drawn from dtorch's stream as
+    floor(u * (high - low)) + low with u float64 uniform in [0, 1) (exact
+    below 2**53; the top is clamped so rounding never yields high)."""
+    if len(args) == 2:
+        (high, size), low = args, 0
+    elif len(args) == 3:
+        low, high, size = args
+    else:
+        raise TypeError(f"randint: takes (high, size) or (low, high, size), got "
+                        f"{len(args)} positional arguments")
+    for name, v in (("low", low), ("high", high)):
+        if not isinstance(v, numbers.Integral):
+            raise TypeError(f"randint: {name} must be an int, got {type(v).__name__} {v!r}")
+    if high <= low:
+        raise ValueError(f"randint: low={low} must be less than high={high}")
+    if high - low > 2**53:
+        raise ValueError(f"randint: high - low = {high - low} is more than 2**53, "
+                         "the range a float64 draw covers exactly")
+    if requires_grad:
+        raise RuntimeError("randint: only floating tensors can require gradients")
+    u = rand(*(_sizes((size,) if isinstance(size, int) else (tuple(size),))),
+             dtype=torch.float64, device=device, device_mesh=device_mesh,
+             placements=placements)
+    n = high - low
+    v = ((u * float(n)) // 1.0).clamp(max=float(n - 1)) + float(low)
+    return v.to(dtype if dtype is not None else torch.int64)
+
+
 def full(size, fill_value, *, dtype=None, device=None, device_mesh=None,
          placements=None, requires_grad=False):
     if dtype is None and isinstance(fill_value, bool):

@@ -333,6 +333,9 @@ class Shard(Placement):
     def __repr__(self):
         return f"Shard(dim={self.dim})"
 
+    def __str__(self):  # torch's short form
+        return f"S({self.dim})"
+
 
 class Replicate(Placement):
     def is_replicate(self):
@@ -349,6 +352,9 @@ class Replicate(Placement):
 
     def __repr__(self):
         return "Replicate()"
+
+    def __str__(self):
+        return "R"
 
 
 _REDUCE_C = {"sum": "DT_REDUCE_SUM", "avg": "DT_REDUCE_AVG", "max": "DT_REDUCE_MAX",
@@ -380,6 +386,9 @@ class Partial(Placement):
 
     def __repr__(self):
         return f"Partial({self.reduce_op})"
+
+    def __str__(self):
+        return f"P({self.reduce_op})"
 
 
 def _from_c(p):

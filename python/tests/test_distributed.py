@@ -379,3 +379,14 @@ def test_the_current_rank_is_this_processs_first_rank(monkeypatch):
     torch.testing.assert_close(y.to_local(), g[N // 2:])
     with pytest.raises(ValueError, match=f"rank=0 but this process's first rank is {N // 2}"):
         dist.destroy_process_group() or dist.init_process_group(rank=0)
+
+
+def test_placement_str_and_repr_are_torchs():
+    import torch.distributed.tensor as tdt
+    from dtorch.distributed.tensor import Partial, Replicate, Shard
+    for ours, theirs in [(Shard(0), tdt.Shard(0)), (Shard(2), tdt.Shard(2)),
+                         (Replicate(), tdt.Replicate()), (Partial(), tdt.Partial()),
+                         (Partial("max"), tdt.Partial("max")),
+                         (Partial("avg"), tdt.Partial("avg"))]:
+        assert str(ours) == str(theirs) and repr(ours) == repr(theirs)
+        assert f"{ours}" == f"{theirs}"

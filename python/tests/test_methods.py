@@ -336,3 +336,56 @@ def test_backward_grad_fn_is_leaf(make):
     seed = torch.full(A.shape, 0.5)
     z.backward(make(seed))
     same(v.grad, torch.full(A.shape, 1.5))
+
+
+@pytest.mark.parametrize("shape,sizes", [((2, 3), (2, 1)), ((2, 3), (1, 3)),
+                                         ((3,), (2, 2)), ((2, 1, 2), (1, 3, 1, 2)),
+                                         ((2, 2), (0, 2)), ((4,), (3,))])
+def test_repeat_matches_torch(shape, sizes):
+    src = torch.arange(float(torch.Size(shape).numel())).reshape(shape)
+    got = dtorch.tensor(src).repeat(*sizes)
+    want = src.repeat(*sizes)
+    assert tuple(got.shape) == tuple(want.shape)
+    assert torch.equal(torch.from_numpy(got.numpy()), want)
+    assert torch.equal(torch.from_numpy(dtorch.tensor(src).repeat(list(sizes)).numpy()), want)
+
+
+def test_repeat_of_a_dtensor_matches_torch():
+    from dtorch.distributed_spec import DeviceMesh, Replicate, Shard
+    n = dtorch._lib.dt_runtime_num_ranks(dtorch._lib.dt_runtime_default())
+    mesh = DeviceMesh("cpu", list(range(min(n, 2))))
+    src = torch.randn(4, 3)
+    d = dtorch.Tensor(src, device_mesh=mesh, placements=[Shard(0)])
+    got = d.repeat(2, 2).full_tensor()
+    assert torch.equal(torch.from_numpy(got.numpy()), src.repeat(2, 2))
+
+
+def test_repeat_rejects_bad_sizes():
+    x = dtorch.zeros(2, 3)
+    with pytest.raises(RuntimeError, match="can not be smaller"):
+        x.repeat(2)
+    with pytest.raises(RuntimeError, match=r"sizes\[1\] = -1"):
+        x.repeat(2, -1)
+
+
+def test_randint_range_dtype_and_spread():
+    dtorch.manual_seed(7)
+    v = torch.from_numpy(dtorch.randint(-3, 5, (20000,)).numpy())
+    assert v.dtype == torch.int64 and v.min().item() == -3 and v.max().item() == 4
+    counts = torch.bincount(v + 3, minlength=8).double()
+    # each of the 8 values: 2500 expected, sd ~46; 6 sd apart fails
+    assert (counts - 2500).abs().max().item() < 6 * (20000 * (1 / 8) * (7 / 8)) ** 0.5
+    w = dtorch.randint(10, (3, 4), dtype=torch.int32)
+    assert w.dtype == torch.int32 and tuple(w.shape) == (3, 4)
+    a = torch.from_numpy(w.numpy())
+    assert a.min().item() >= 0 and a.max().item() <= 9
+    assert torch.from_numpy(dtorch.randint(2**40, 2**40 + 1, (5,)).numpy()).eq(2**40).all()
+
+
+def test_randint_errors_name_the_arguments():
+    with pytest.raises(ValueError, match="low=5 must be less than high=5"):
+        dtorch.randint(5, 5, (2,))
+    with pytest.raises(TypeError, match="high must be an int"):
+        dtorch.randint(0, 2.5, (2,))
+    with pytest.raises(TypeError, match="takes"):
+        dtorch.randint(3)
