@@ -3,7 +3,10 @@
  * test's thread: the backward kernels, the fused optimiser kernels, AdamW
  * and clipping, dt_backward_ex, shadow comparison, the communication
  * report and labels; dt_version, dt_runtime_queue_depth and
- * dt_tensor_local_data (the embedding API). */
+ * dt_tensor_local_data (the embedding API); dt_clamp_typed on an int
+ * tensor with a float bound (the kind decides the dtype), and this
+ * thread's redistribution mode (dt_redistribute_mode_set / _get): a mixed
+ * Shard(0) + Shard(1) add refused on the strict runtime, run under AUTO. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,9 +16,49 @@
 #include "testutil.h"
 #include "threads.h"
 
-enum { NV = 11 };
+enum { NV = 13 };
 static dt_runtime *rt;
 static dt_mesh *mesh;
+
+static double sum_of(dt_tensor *t) {
+  dt_tensor *s = t ? dt_sum(t, NULL, 0, false) : NULL;
+  dt_tensor *c = s ? dt_cast(s, DT_FLOAT64) : NULL;
+  double v = NAN;
+  if (!c || dt_to_host(c, &v, sizeof v) != DT_OK) v = NAN;
+  TU_RELEASE(s, c);
+  return v;
+}
+
+/* x (Shard(0)) + x as Shard(1): refused under DEFAULT on this strict
+ * runtime, run under AUTO; the mode is this thread's and comes back */
+static double typed_and_mode(dt_tensor *x) {
+  dt_tensor *x1 = dt_redistribute(x, mesh, DT_PLACEMENTS(DT_SHARD(1)));
+  if (!x1 || dt_redistribute_mode_get() != DT_REDISTRIBUTE_DEFAULT) return NAN;
+  dt_tensor *no = dt_add(x, x1);
+  bool refused = !no && dt_last_status() == DT_ERR_PLACEMENT;
+  dt_tensor_release(no);
+  if (dt_redistribute_mode_set(DT_REDISTRIBUTE_AUTO) != DT_OK) return NAN;
+  dt_tensor *yes = dt_add(x, x1);
+  bool back = dt_redistribute_mode_get() == DT_REDISTRIBUTE_AUTO &&
+              dt_redistribute_mode_set(DT_REDISTRIBUTE_DEFAULT) == DT_OK &&
+              dt_redistribute_mode_get() == DT_REDISTRIBUTE_DEFAULT;
+  double v = refused && back ? sum_of(yes) : NAN;
+  TU_RELEASE(yes, x1);
+  return v;
+}
+
+/* an int32 tensor clamped with a FLOAT max is float32, with an INT max
+ * int32: 1000 * dtype-check + the clamped sum */
+static double clamp_typed(void) {
+  int32_t v[6] = {-7, -2, 0, 3, 5, 9};
+  dt_tensor *a = dt_from_host(v, DT_SHAPE(6), &(dt_tensor_options){.dtype = DT_INT32, .mesh = mesh});
+  dt_tensor *f = a ? dt_clamp_typed(a, -3, DT_SCALAR_INT, 4.5, DT_SCALAR_FLOAT) : NULL;
+  dt_tensor *i = a ? dt_clamp_typed(a, -3, DT_SCALAR_INT, 4, DT_SCALAR_INT) : NULL;
+  bool kinds = f && i && dt_tensor_dtype(f) == DT_FLOAT32 && dt_tensor_dtype(i) == DT_INT32;
+  double r = kinds ? 1000 + sum_of(f) + 100 * sum_of(i) : NAN;
+  TU_RELEASE(a, f, i);
+  return r;
+}
 
 /* one run: the values it ends with, NV of them (NaN when a call failed) */
 static void run(double *out) {
@@ -82,6 +125,8 @@ static void run(double *out) {
   out[10] = !strcmp(dt_version(), ver) && dt_runtime_queue_depth(rt, 0) >= 0 &&
             dt_runtime_queue_depth(rt, 1) >= 0 ? 1 : NAN;
   TU_RELEASE(h, h2);
+  out[11] = typed_and_mode(x);
+  out[12] = clamp_typed();
   dt_optimizer_release(opt);
   TU_RELEASE(ps, p[0], y, l, x, idx, t, one, xt, ax);
   for (int k = 0; k < 6; k++) dt_tensor_release(r[k]);
@@ -121,6 +166,12 @@ static void test_threads_and_callback(void **state) {
   run(want);
   for (int k = 0; k < NV; k++)
     if (want[k] != want[k]) fail_msg("value %d failed on the test thread: %s", k, dt_last_error());
+  /* the two added values against their hand-computed sums: 2x's sum, and
+   * the clamp to [-3, 4.5] (-3 -2 0 3 4.5 4.5 = 7) and to [-3, 4] (6) */
+  double xs = 0;
+  for (int i = 0; i < 12; i++) xs += 2 * (0.3 * i - 1.5);
+  if (!(fabs(want[11] - xs) <= 1e-12)) fail_msg("mixed add: %.17g, want %.17g", want[11], xs);
+  if (want[12] != 1000 + 7 + 100 * 6) fail_msg("typed clamps: %.17g, want 1607", want[12]);
   tu_run_threads(4, body, NULL);
   TU_ASSERT_NO_THREAD_FAILURES();
   dt_tensor *a = dt_ones(DT_SHAPE(4), NULL);

@@ -83,7 +83,16 @@ static bool one_round(dt_tensor *a, dt_tensor *b, dt_runtime *rt, float *out) {
       TU_CHECK(out[0] == 2.0f, "copy_ of a + 1.0: %g", out[0]);
     ok &= cs == DT_OK && fs == DT_OK;
   }
-  ok &= s && d;
+  /* a typed clamp: a is ones (float32), a FLOAT bound keeps float32 */
+  dt_tensor *cl = dt_clamp_typed(a, 0, DT_SCALAR_INT, 0.5, DT_SCALAR_FLOAT);
+  if (!cl) check_status(dt_last_status(), "dt_clamp_typed");
+  else {
+    dt_status cst = dt_to_host(cl, out, sizeof(float) * N);
+    check_status(cst, "dt_to_host (clamp_typed)");
+    if (cst == DT_OK) TU_CHECK(out[0] == 0.5f, "clamp_typed of ones to 0.5: %g", out[0]);
+  }
+  dt_tensor_release(cl);
+  ok &= s && d && cl;
   dt_tensor_release(w);
   dt_tensor_release(d);
   dt_tensor_release(s);
