@@ -57,6 +57,55 @@ static dt_tensor *reduced_grad(dt_tensor *p, const char *fn, dt_status *st) {
   return r;
 }
 
+/* ---- the data-parallel step sharded over the replicas (ZeRO stage 1)
+ *
+ * A parameter Replicate on a mesh dim whose gradient is Partial there
+ * (data parallelism: every replica holds its batch's term) is stepped one
+ * shard per replica: the gradient is reduce-scattered over that dim
+ * instead of all-reduced, each replica updates its 1/n of the parameter
+ * with its 1/n of the optimizer state, and the updated shards are
+ * all-gathered back into the parameter's placements. The bytes moved are
+ * an all-reduce's (reduce-scatter + all-gather), the optimizer's work and
+ * state per rank are 1/n of the replicated step's, and the values are the
+ * same bit for bit: element e of a reduce-scatter is the root of the same
+ * pairwise tree as element e of the all-reduce (docs/collectives.md), and
+ * the update is elementwise. The shard dim is the largest tensor dim no
+ * mesh dim shards, so the replica's shard is a narrowing of the rank's
+ * local shard (no data moves to make it); a parameter without one (a
+ * bias split by tp) takes the replicated step. The state buffers keep the
+ * sharded placements from step to step. DTORCH_SHARDED_OPTIMIZER=0 turns
+ * it off (the replicated step: every replica updates the whole shard). */
+static bool zero_off(void) { /* DTORCH_SHARDED_OPTIMIZER=0: the replicated step */
+  const char *e = getenv("DTORCH_SHARDED_OPTIMIZER");
+  return e && !strcmp(e, "0");
+}
+
+static bool zero_layout(const dt_tensor *p, const dt_tensor *g, dt_placement *q) {
+  if (zero_off() || !p->spec || !g->spec || p->spec->mesh != g->spec->mesh) return false;
+  int nd = dt_mesh_ndim(p->spec->mesh), ndim = p->spec->shape.ndim;
+  dt_shape ms = dt_mesh_shape(p->spec->mesh);
+  bool sharded[DT_MAX_DIMS] = {false}, any = false;
+  for (int d = 0; d < nd; d++)
+    if (p->spec->placements[d].kind == DT_PLACEMENT_SHARD)
+      sharded[p->spec->placements[d].dim] = true;
+  int k = -1;
+  for (int t = 0; t < ndim; t++)
+    if (!sharded[t] && (k < 0 || p->spec->shape.dims[t] > p->spec->shape.dims[k])) k = t;
+  /* the dims where p is Replicate and g Partial(sum|avg) shard over k;
+   * the others keep p's placement (g moves to it, as the replicated step's) */
+  for (int d = 0; d < nd; d++) {
+    dt_placement x = p->spec->placements[d], y = g->spec->placements[d];
+    q[d] = x;
+    if (x.kind == DT_PLACEMENT_REPLICATE && y.kind == DT_PLACEMENT_PARTIAL &&
+        (y.reduce == DT_REDUCE_SUM || y.reduce == DT_REDUCE_AVG)) {
+      if (k < 0 || p->spec->shape.dims[k] < ms.dims[d]) return false;
+      q[d] = DT_SHARD(k);
+      any = true;
+    }
+  }
+  return any;
+}
+
 /* ---- creation */
 static dt_status check_params(dt_tensor **params, int n, const char *fn) {
   if (!params || n < 1)
@@ -237,16 +286,56 @@ static dt_tensor *adamw_update(dt_optimizer *o, int i, dt_tensor *p, dt_tensor *
                         1 - a->lr * a->weight_decay);
 }
 
+/* a state buffer laid out as g (a step that took the other path before,
+ * or state placed by the caller); NULL + error if it cannot move */
+static bool align(dt_tensor **buf, const dt_tensor *g) {
+  if (!*buf || same_placements(*buf, g)) return true;
+  dt_tensor *r = dt_redistribute(*buf, NULL, g->spec->placements);
+  if (!r) return false;
+  dt_tensor_release(*buf);
+  *buf = r;
+  return true;
+}
+
+static dt_tensor *update(dt_optimizer *o, int i, dt_tensor *p, dt_tensor *g) {
+  if (g->spec && (!align(&o->buf1[i], g) || (o->buf2 && !align(&o->buf2[i], g))))
+    return NULL;
+  return o->kind == OPT_SGD ? sgd_update(o, i, p, g) : adamw_update(o, i, p, g);
+}
+
+/* p's new value by the sharded step (zero_layout gave q), or NULL with
+ * *st set (p's gradient is left as it was: the slot gets a fresh leaf) */
+static dt_tensor *sharded_step(dt_optimizer *o, int i, dt_tensor *p, dt_tensor *g,
+                               const dt_placement *q, dt_status *st) {
+  dt_tensor *gq = dt_redistribute(g, NULL, q);
+  dt_tensor *pq = gq ? dt_redistribute(p, NULL, q) : NULL;
+  dt_tensor *nq = pq ? update(o, i, pq, gq) : NULL;
+  dt_tensor *np = nq ? dt_redistribute(nq, NULL, p->spec->placements) : NULL;
+  if (!np) *st = dt_last_status();
+  dt_tensor_release(gq);
+  dt_tensor_release(pq);
+  dt_tensor_release(nq);
+  return np;
+}
+
 dt_status dt_optimizer_step(dt_optimizer *o) {
   if (!o) return core_error_set(DT_ERR_INVALID_ARGUMENT, "dt_optimizer_step: opt is NULL");
   bool was = dt_set_grad_enabled(false);
   dt_status st = DT_OK;
   for (int i = 0; i < o->n && st == DT_OK; i++) {
-    dt_tensor *p = o->params[i];
-    dt_tensor *g = reduced_grad(p, "dt_optimizer_step", &st);
-    if (!g) continue;
-    dt_tensor *np = o->kind == OPT_SGD ? sgd_update(o, i, p, g) : adamw_update(o, i, p, g);
-    dt_tensor_release(g);
+    dt_tensor *p = o->params[i], *np;
+    dt_placement q[DT_MAX_DIMS];
+    dt_tensor *g = dispatch_grad(p);
+    if (g && zero_layout(p, g, q)) {
+      np = sharded_step(o, i, p, g, q, &st);
+      dt_tensor_release(g);
+      if (!np) break;
+    } else {
+      dt_tensor_release(g);
+      if (!(g = reduced_grad(p, "dt_optimizer_step", &st))) continue;
+      np = update(o, i, p, g);
+      dt_tensor_release(g);
+    }
     if (!np || (st = dispatch_set_requires_grad(np, true, "dt_optimizer_step")) != DT_OK) {
       if (!np) st = dt_last_status();
       dt_tensor_release(np);

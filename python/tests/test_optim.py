@@ -312,3 +312,65 @@ def test_training_loop_data_parallel_on_a_mesh():
     for p, q in zip(dmodel.parameters(), tmodel.parameters()):
         assert p.placements == (dtorch.Replicate(),)
         close(p, q, rtol=1e-4, atol=1e-5)
+
+
+def _dp_tp_steps(opt_cls, kwargs, sharded, monkeypatch, steps=3):
+    """A [8, 6] weight [Replicate, Shard(0)] and a [6] bias [Replicate,
+    Replicate] on a dp 2 x tp 2 mesh, trained on batches Shard(0) on dp:
+    (final values, the collectives of the last step, the loss values)."""
+    from dtorch.distributed.tensor.debug import CommDebugMode
+    monkeypatch.setenv("DTORCH_SHARDED_OPTIMIZER", "1" if sharded else "0")
+    mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    g = torch.Generator().manual_seed(3)
+    w0, b0 = torch.randn(8, 6, generator=g), torch.randn(6, generator=g)
+    w = dtorch.nn.Parameter(dtorch.Tensor(w0, device_mesh=mesh,
+                                          placements=[dtorch.Replicate(), dtorch.Shard(0)]))
+    b = dtorch.nn.Parameter(dtorch.Tensor(b0, device_mesh=mesh,
+                                          placements=[dtorch.Replicate(), dtorch.Replicate()]))
+    opt = opt_cls([w, b], **kwargs)
+    losses = []
+    for k in range(steps):
+        x = torch.randn(4, 8, generator=g)
+        dx = dtorch.Tensor(x, device_mesh=mesh, placements=[dtorch.Shard(0), dtorch.Replicate()])
+        opt.zero_grad()
+        y = (dx @ w).redistribute(mesh, [dtorch.Shard(0), dtorch.Replicate()])  # the tp all-reduce
+        loss = ((y + b) ** 2).mean()
+        loss.backward()
+        with CommDebugMode() as comm:
+            opt.step()
+        losses.append(loss.item())
+    return (torch.from_numpy(w.full_tensor().numpy()), torch.from_numpy(b.full_tensor().numpy()),
+            {str(k).split(".")[-1]: v for k, v in comm.get_comm_counts().items()}, losses,
+            (w0, b0), opt)
+
+
+@pytest.mark.parametrize("name,kwargs", [("AdamW", dict(lr=0.05)),
+                                         ("SGD", dict(lr=0.05, momentum=0.9, weight_decay=0.01))])
+def test_data_parallel_step_sharded_over_replicas(name, kwargs, monkeypatch):
+    """The sharded step (ZeRO-1: reduce-scatter, 1/dp of the update per
+    replica, all-gather) is bitwise the replicated one; its collectives are
+    a reduce-scatter and an all-gather per parameter (the weight shards its
+    dim 1 over dp, the bias its dim 0) where the replicated step all-reduces;
+    the state is sharded over dp; it trains as torch does on one device."""
+    cls = getattr(dtorch.optim, name)
+    ws, bs, comm_s, ls, (w0, b0), opt = _dp_tp_steps(cls, kwargs, True, monkeypatch)
+    wr, br, comm_r, lr_, _, _ = _dp_tp_steps(cls, kwargs, False, monkeypatch)
+    assert torch.equal(ws, wr) and torch.equal(bs, br) and ls == lr_
+    assert comm_s.get("reduce_scatter_tensor", 0) == 2 and comm_s.get("all_gather_into_tensor", 0) == 2
+    assert comm_s.get("all_reduce", 0) == 0
+    assert comm_r.get("all_reduce", 0) == 2 and comm_r.get("reduce_scatter_tensor", 0) == 0
+    # the state is sharded over dp: each buffer is Shard on the dp dim
+    bufs = [v for st in opt.state.values() for k, v in st.items() if k != "step"]
+    assert bufs and all(isinstance(t.placements[0], dtorch.Shard) for t in bufs)
+    # torch on one device from the same values and batches
+    g = torch.Generator().manual_seed(3)
+    torch.randn(8, 6, generator=g), torch.randn(6, generator=g)
+    tw, tb = torch.nn.Parameter(w0.clone()), torch.nn.Parameter(b0.clone())
+    topt = getattr(torch.optim, name)([tw, tb], **kwargs)
+    for k in range(3):
+        x = torch.randn(4, 8, generator=g)
+        topt.zero_grad()
+        ((x @ tw + tb) ** 2).mean().backward()
+        topt.step()
+    torch.testing.assert_close(ws, tw.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(bs, tb.detach(), rtol=1e-5, atol=1e-6)

@@ -13,8 +13,8 @@ import torch
 
 from .. import _lib, _ops
 from .._tensor import _wrap
-from ..nn.parameter import _copy_into
-from .optimizer import Optimizer, _check, _grad_like
+from ._sharded import Step
+from .optimizer import Optimizer, _check
 
 
 def _moment(buf, x, beta, squared):
@@ -49,19 +49,23 @@ class Adam(Optimizer):
         beta1, beta2 = group["betas"]
         lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
         decoupled = group["decoupled_weight_decay"]
-        for p in group["params"]:
-            grad = _grad_like(p)
+        for param in group["params"]:
+            s = Step(param)  # sharded over the dp replicas where it applies
+            grad, p = s.grad, s.param
             if grad is None:
                 continue
             if group["maximize"]:
                 grad = -grad
-            state = self.state[p]
+            state = self.state[param]
             if len(state) == 0:
                 state["step"] = torch.tensor(0.0)
                 state["exp_avg"] = _ops.zeros_like(p)
                 state["exp_avg_sq"] = _ops.zeros_like(p)
                 if group["amsgrad"]:
                     state["max_exp_avg_sq"] = _ops.zeros_like(p)
+            for key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
+                if key in state:
+                    state[key] = s.align(state[key])
             state["step"] += 1
             step = state["step"].item()
             if wd != 0 and not decoupled:
@@ -73,7 +77,7 @@ class Adam(Optimizer):
             bc1 = 1 - beta1 ** step
             sbc2 = math.sqrt(1 - beta2 ** step)
             decay = 1 - lr * wd if decoupled else 1.0
-            _copy_into(p, _apply(p, m, v, lr * sbc2 / bc1, eps * sbc2, decay))
+            s.write(_apply(p, m, v, lr * sbc2 / bc1, eps * sbc2, decay))
 
 
 class AdamW(Adam):

@@ -1,8 +1,8 @@
 """optim.SGD: torch's single-tensor SGD (momentum, dampening, nesterov,
 L2 weight_decay, maximize), each parameter written in place."""
 from .. import _ops
-from ..nn.parameter import _copy_into
-from .optimizer import Optimizer, _check, _grad_like
+from ._sharded import Step
+from .optimizer import Optimizer, _check
 
 
 class SGD(Optimizer):
@@ -25,8 +25,9 @@ class SGD(Optimizer):
     def _step_group(self, group):
         lr, momentum = group["lr"], group["momentum"]
         dampening, wd = group["dampening"], group["weight_decay"]
-        for p in group["params"]:
-            grad = _grad_like(p)
+        for param in group["params"]:
+            s = Step(param)  # sharded over the dp replicas where it applies
+            grad, p = s.grad, s.param
             if grad is None:
                 continue
             if group["maximize"]:
@@ -34,12 +35,12 @@ class SGD(Optimizer):
             if wd != 0:
                 grad = grad + p * wd
             if momentum != 0:
-                state = self.state[p]
-                buf = state.get("momentum_buffer")
+                state = self.state[param]
+                buf = s.align(state.get("momentum_buffer"))
                 if buf is None:
                     buf = _ops.clone(grad)
                 else:
                     buf = buf * momentum + (grad if dampening == 0 else grad * (1 - dampening))
                 state["momentum_buffer"] = buf
                 grad = grad + buf * momentum if group["nesterov"] else buf
-            _copy_into(p, p - grad * lr)
+            s.write(p - grad * lr)
