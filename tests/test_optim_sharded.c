@@ -9,7 +9,9 @@
  *   all-reduce; the bias (no unsharded dim) takes the all-reduce;
  * - the slots hold fresh leaves with the parameters' placements;
  * - switching the path between steps keeps the state (the buffers move
- *   to the other layout). */
+ *   to the other layout);
+ * - the size threshold (32 KiB per replica's shard by default,
+ *   DTORCH_SHARDED_OPTIMIZER = 0 / 1 / bytes). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +47,7 @@ static void ref_sgd(ref *r, int n, int k, const dt_sgd_options *o) {
 }
 
 typedef struct job { dt_runtime *rt; dt_mesh *m; } job;
+typedef struct dt_counts_pair { int64_t ar, rs; } dt_counts_pair;
 
 static dt_tensor *param(job *j, dt_shape s, ref *r) {
   int64_t n = 1;
@@ -89,10 +92,8 @@ static void check(dt_tensor *p, const ref *r, int n, const char *what, int k) {
   free(v);
 }
 
-static void set_sharded(bool on) {
-  if (on) unsetenv("DTORCH_SHARDED_OPTIMIZER");
-  else setenv("DTORCH_SHARDED_OPTIMIZER", "0", 1);
-}
+/* on: always (the test's shards are far below the default 32 KiB) */
+static void set_sharded(bool on) { setenv("DTORCH_SHARDED_OPTIMIZER", on ? "1" : "0", 1); }
 
 /* STEPS steps of AdamW (or SGD) on the weight and the bias; out: the
  * final values; path[k]: the step's layout (true = sharded) */
@@ -150,7 +151,7 @@ static void run(job *j, bool adamw, const bool *path, double *out, bool count) {
   free(b);
   dt_optimizer_release(opt);
   TU_RELEASE(slots[0], slots[1]);
-  set_sharded(true);
+  unsetenv("DTORCH_SHARDED_OPTIMIZER");
   TU_ASSERT_NO_THREAD_FAILURES();
 }
 
@@ -181,6 +182,46 @@ static void test_switching_path_keeps_state(void **state) {
   }
 }
 
+/* by default only shards of 32 KiB or more per replica take the sharded
+ * step: a [256, 64] float64 weight (64 KiB per replica on dp 2 x tp 2)
+ * does, a [64, 32] one (4 KiB) all-reduces; a threshold in bytes moves it */
+static dt_counts_pair step_counts(job *j, int64_t rows, int64_t cols) {
+  double *v = calloc((size_t)(rows * cols * 2), sizeof *v);
+  assert_non_null(v);
+  dt_tensor *w = dt_from_host(v, DT_SHAPE(rows, cols), &(dt_tensor_options){
+      .dtype = DT_FLOAT64, .mesh = j->m, .requires_grad = true,
+      .placements = DT_PLACEMENTS(DT_REPLICATE, DT_SHARD(0))});
+  dt_tensor *x = dt_from_host(v, DT_SHAPE(2, rows, cols), &(dt_tensor_options){
+      .dtype = DT_FLOAT64, .mesh = j->m,
+      .placements = DT_PLACEMENTS(DT_SHARD(0), DT_SHARD(1))});
+  dt_tensor *y = dt_mul(x, w), *l = dt_sum(y, NULL, 0, false);
+  assert_int_equal(dt_backward(l), DT_OK);
+  dt_tensor *slots[1] = {w};
+  dt_optimizer *opt = dt_sgd_create(slots, 1, &(dt_sgd_options){.lr = 0.1});
+  dt_comm_count_begin();
+  assert_int_equal(dt_optimizer_step(opt), DT_OK);
+  dt_comm_counts c = dt_comm_count_end();
+  dt_optimizer_release(opt);
+  TU_RELEASE(slots[0], x, y, l);
+  free(v);
+  return (dt_counts_pair){c.all_reduce, c.reduce_scatter};
+}
+
+static void test_threshold(void **state) {
+  job *j = *state;
+  unsetenv("DTORCH_SHARDED_OPTIMIZER");
+  dt_counts_pair big = step_counts(j, 256, 64), small = step_counts(j, 64, 32);
+  assert_true(big.ar == 0 && big.rs == 1);
+  assert_true(small.ar == 1 && small.rs == 0);
+  setenv("DTORCH_SHARDED_OPTIMIZER", "4096", 1); /* 4 KiB: the small one now */
+  small = step_counts(j, 64, 32);
+  assert_true(small.ar == 0 && small.rs == 1);
+  setenv("DTORCH_SHARDED_OPTIMIZER", "0", 1); /* off: the big one all-reduces */
+  big = step_counts(j, 256, 64);
+  assert_true(big.ar == 1 && big.rs == 0);
+  unsetenv("DTORCH_SHARDED_OPTIMIZER");
+}
+
 static int setup(void **state) {
   static job j;
   j.rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = 4});
@@ -200,6 +241,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_sharded_equals_replicated_and_reference),
     cmocka_unit_test(test_switching_path_keeps_state),
+    cmocka_unit_test(test_threshold),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -319,7 +319,10 @@ def _dp_tp_steps(opt_cls, kwargs, sharded, monkeypatch, steps=3):
     Replicate] on a dp 2 x tp 2 mesh, trained on batches Shard(0) on dp:
     (final values, the collectives of the last step, the loss values)."""
     from dtorch.distributed.tensor.debug import CommDebugMode
-    monkeypatch.setenv("DTORCH_SHARDED_OPTIMIZER", "1" if sharded else "0")
+    if sharded is None:  # the default: shards under 32 KiB all-reduce
+        monkeypatch.delenv("DTORCH_SHARDED_OPTIMIZER", raising=False)
+    else:
+        monkeypatch.setenv("DTORCH_SHARDED_OPTIMIZER", "1" if sharded else "0")  # 1: any size
     mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     g = torch.Generator().manual_seed(3)
     w0, b0 = torch.randn(8, 6, generator=g), torch.randn(6, generator=g)
@@ -374,3 +377,14 @@ def test_data_parallel_step_sharded_over_replicas(name, kwargs, monkeypatch):
         topt.step()
     torch.testing.assert_close(ws, tw.detach(), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(bs, tb.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_sharded_step_threshold(monkeypatch):
+    """By default a replica's shard under 32 KiB takes the replicated step
+    (the [8, 6] float32 weight here: 48 B), as the C optimisers decide."""
+    *_, comm, _, _, _ = _dp_tp_steps(dtorch.optim.AdamW, dict(lr=0.05), None, monkeypatch,
+                                     steps=1)
+    assert comm.get("all_reduce", 0) == 2 and comm.get("reduce_scatter_tensor", 0) == 0
+    monkeypatch.setenv("DTORCH_SHARDED_OPTIMIZER", "16")  # bytes: the weight's 48 B shards
+    from dtorch.optim._sharded import _min_bytes
+    assert _min_bytes() == 16

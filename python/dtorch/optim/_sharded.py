@@ -9,8 +9,9 @@ optimiser's work and state per rank are 1/n, and the values are bitwise
 the replicated step's (a reduce-scatter's element is the root of the
 all-reduce's pairwise tree; the update is elementwise). The shard dim is
 the largest tensor dim no mesh dim shards (so a replica's shard is a
-narrowing of the rank's local shard); without one, or with
-DTORCH_SHARDED_OPTIMIZER=0, the replicated step. The state buffers keep
+narrowing of the rank's local shard); without one, or for a replica's
+shard under 32 KiB (DTORCH_SHARDED_OPTIMIZER: 0 off, 1 always, or the
+bytes), the replicated step. The state buffers keep
 the sharded layout (a loaded state, laid out like its parameter, moves to
 it at the next step; full_tensor() reads either)."""
 import os
@@ -20,10 +21,24 @@ from ..nn.parameter import _copy_into
 from .optimizer import _grad_like
 
 
+_MIN_BYTES = 32768  # api/optim.c's ZERO_MIN_BYTES
+
+
+def _min_bytes():
+    """The smallest replica's shard worth the sharded step (C's rule):
+    DTORCH_SHARDED_OPTIMIZER 0 off, 1 always, else bytes; 32 KiB unset."""
+    e = os.environ.get("DTORCH_SHARDED_OPTIMIZER", "")
+    try:
+        v = float(e) if e else _MIN_BYTES
+    except ValueError:
+        return _MIN_BYTES
+    if v < 0:
+        return _MIN_BYTES
+    return float("inf") if v == 0 else 0 if v == 1 else v
+
+
 def _layout(p, g):
     """The sharded placements for p given its gradient g, or None."""
-    if os.environ.get("DTORCH_SHARDED_OPTIMIZER") == "0":
-        return None
     mesh = p.device_mesh
     if mesh is None or g.device_mesh is None:
         return None
@@ -32,15 +47,20 @@ def _layout(p, g):
     free = [d for d in range(p.dim()) if d not in used]
     k = max(free, key=lambda d: (p.shape[d], -d)) if free else None
     q, any_dp = [], False
+    shard_bytes = float(p.element_size() * p.numel())
+    for md, x in enumerate(pls):
+        if isinstance(x, Shard):
+            shard_bytes /= mesh.size(md)
     for md, (x, y) in enumerate(zip(pls, gls)):
         if isinstance(x, Replicate) and isinstance(y, Partial) and y.reduce_op in ("sum", "avg"):
             if k is None or p.shape[k] < mesh.size(md):
                 return None
             q.append(Shard(k))
+            shard_bytes /= mesh.size(md)
             any_dp = True
         else:  # other dims keep the parameter's placement (the gradient moves to it)
             q.append(x)
-    return q if any_dp else None
+    return q if any_dp and shard_bytes >= _min_bytes() else None
 
 
 class Step:
