@@ -147,11 +147,23 @@ static int plain_kind(const char *kind) {
 }
 
 /* best of reps seconds to move c's bytes the plain way; 0 for kinds
- * without a plain form (barrier, broadcast) or no bytes */
+ * without a plain form (barrier, broadcast) or no bytes. A pass moving
+ * less than PLAIN_MIN_TRAFFIC bytes is timed scaled up to it and the time
+ * scaled back: a thread start (~0.1 ms, more on a loaded machine) is no
+ * part of moving a few hundred KiB. */
+#define PLAIN_MIN_TRAFFIC ((int64_t)64 << 20)
 static double plain_seconds(const bd_coll *c, int reps) {
   int k = plain_kind(c->kind), n = c->group;
   int64_t len = c->nccl_bytes / 4;
   if (k < 0 || len < 1 || n > BENCH_PLAIN_MAX) return 0;
+  /* the pass's reads and writes in S (bench/bench_stream.h) */
+  static const int per_s[4][2] = {{1, 1}, {0, 1}, {1, 0}, {1, 1}};
+  int64_t traffic = 4 * len * (per_s[k][0] * n + per_s[k][1] * n +
+                               (k == 1 || k == 2));
+  int64_t run = traffic < PLAIN_MIN_TRAFFIC
+      ? (int64_t)ceil((double)len * (double)PLAIN_MIN_TRAFFIC / (double)traffic) : len;
+  double scale = (double)run / (double)len;
+  len = run;
   float **in = calloc((size_t)n, sizeof *in), **out = calloc((size_t)n, sizeof *out);
   bool ok = in && out;
   size_t bytes = ((size_t)len * sizeof(float) + 63) / 64 * 64;
@@ -163,7 +175,8 @@ static double plain_seconds(const bd_coll *c, int reps) {
     if (ok) memset(out[j], 0, bytes);
   }
   if (!ok) die("memory for the plain loop");
-  double t = bench_plain_best((bench_coll)k, n, (const float *const *)in, out, len, reps);
+  double t = bench_plain_best((bench_coll)k, n, (const float *const *)in, out, len, reps) /
+             scale;
   for (int j = 0; j < n; j++) {
     free(in[j]);
     free(out[j]);

@@ -35,7 +35,7 @@
 #define ISSUER_TID_BASE SCHED_TRACE_ISSUER_TID
 
 _Atomic(struct sched_pool *) sched_trace_pool;
-_Atomic bool sched_trace_cpu_on;
+_Atomic bool sched_trace_fine_on;
 _Thread_local bool sched_trace_tls_record;
 
 typedef struct chunk {
@@ -297,7 +297,7 @@ static dt_status start(struct sched_pool *p, int nranks, const char *path,
     session_ranks = nranks;
     visiting = visit;
     /* relaxed: published to the emitters by the switch's store below */
-    atomic_store_explicit(&sched_trace_cpu_on, visit, memory_order_relaxed);
+    atomic_store_explicit(&sched_trace_fine_on, visit, memory_order_relaxed);
     part_proc = proc;
     part_base = base;
     /* seq_cst: after the session's state (and the stop's take of every
@@ -465,7 +465,7 @@ dt_status sched_trace_stop_visit(struct sched_pool *p, const char *fn,
   switch_off();
   *dropped = drain_nodes(visit_event, &(visit_ctx){visit, ctx});
   visiting = false;
-  atomic_store_explicit(&sched_trace_cpu_on, false, memory_order_relaxed);
+  atomic_store_explicit(&sched_trace_fine_on, false, memory_order_relaxed);
   free(out_path);
   out_path = NULL;
   pthread_mutex_unlock(&lock);

@@ -65,15 +65,21 @@ typedef struct sched_trace_event {
  * ns, see trace_recorder.c); differences of two are durations in ticks; both become
  * ns when the file is written */
 int64_t sched_trace_now(void);
-/* This thread's CPU ns (CLOCK_THREAD_CPUTIME_ID) while the session is an
- * in-process one, else -1: a slice's CPU is the difference of two (a
- * system call each, ~0.3 µs, so files do without). */
-extern _Atomic bool sched_trace_cpu_on;
+/* Whether the session is an in-process one (sched_trace_start_visit):
+ * then slices carry their CPU and allocations are slices too
+ * (sim/device.c), details a file does without (each costs a system call
+ * or an event). */
+extern _Atomic bool sched_trace_fine_on;
+static inline bool sched_trace_fine(void) {
+  /* relaxed: a switch, set before the session's start publishes it */
+  return atomic_load_explicit(&sched_trace_fine_on, memory_order_relaxed);
+}
+/* This thread's CPU ns (CLOCK_THREAD_CPUTIME_ID, ~0.3 µs a read), and the
+ * same only in an in-process session, else -1: a slice's CPU is the
+ * difference of two. */
 int64_t sched_trace_thread_cpu(void);
 static inline int64_t sched_trace_cpu(void) {
-  /* relaxed: a switch, set before the session's start publishes it */
-  return atomic_load_explicit(&sched_trace_cpu_on, memory_order_relaxed)
-             ? sched_trace_thread_cpu() : -1;
+  return sched_trace_fine() ? sched_trace_thread_cpu() : -1;
 }
 /* e's CPU from cpu0 (sched_trace_cpu at its start; < 0: none) */
 static inline void sched_trace_set_cpu(sched_trace_event *e, int64_t cpu0) {

@@ -1,8 +1,9 @@
 /* Simulated device memory: a per-rank caching allocator with a capacity.
- * Inside a traced record (docs/trace.md) each allocation and free is a
- * slice of its own (`device_alloc`, `device_free`), so a breakdown of a
- * rank's time can tell allocation from the op around it; off, the cost
- * is one thread-local load and a branch. */
+ * Inside a record traced in process (`dtorch bench demo --breakdown`,
+ * sched/trace_recorder.h) each allocation and free is a slice of its own
+ * (`device_alloc`, `device_free`), so a rank's time can tell allocation
+ * from the op around it; otherwise the cost is one thread-local load and
+ * a branch. */
 #include "sim/device.h"
 
 #include "core/dtype.h"
@@ -94,7 +95,8 @@ static void *device_alloc(sim_device *d, size_t n, const char **err);
 static void device_free(sim_device *d, void *p);
 
 void *sim_device_alloc(sim_device *d, size_t n, const char **err) {
-  if (__builtin_expect(!sched_trace_in_record(), 1)) return device_alloc(d, n, err);
+  if (__builtin_expect(!sched_trace_in_record(), 1) || !sched_trace_fine())
+    return device_alloc(d, n, err);
   int64_t cpu0 = sched_trace_cpu(), t0 = sched_trace_now();
   void *p = device_alloc(d, n, err);
   sched_trace_slice(sched_current_pool(), "device_alloc", "memory", t0, cpu0, NULL);
@@ -103,7 +105,7 @@ void *sim_device_alloc(sim_device *d, size_t n, const char **err) {
 
 void sim_device_free(sim_device *d, void *p) {
   if (!p) return;
-  if (__builtin_expect(!sched_trace_in_record(), 1)) {
+  if (__builtin_expect(!sched_trace_in_record(), 1) || !sched_trace_fine()) {
     device_free(d, p);
     return;
   }
