@@ -90,7 +90,7 @@ typedef struct bd_ev {
 
 typedef struct track { bd_ev *v; int n, cap; int *top, ntop; } track;
 
-typedef struct cache_slot { const char *name, *cat, *parent; int cat_idx; } cache_slot;
+typedef struct cache_slot { const char *name, *cat, *parent; int cat_idx, op; } cache_slot;
 
 typedef struct coll_acc { const char *kind; int group; int64_t events, bytes; } coll_acc;
 
@@ -113,6 +113,9 @@ struct bd_phase {
   cache_slot cache[CACHE_SLOTS];
   double *self;                    /* [rank][MAX_CATS] ns over the steps */
   double *self_cpu;                /* the same, CPU ns */
+  int64_t count[MAX_CATS];         /* slices over the ranks and steps */
+  double op_ns[CORE_OP_COUNT], op_cpu[CORE_OP_COUNT]; /* compute.* by op */
+  int64_t op_count[CORE_OP_COUNT];
   double *other, *unacc;           /* per rank, ns */
   double publish_ns;
   int64_t publishes;
@@ -302,8 +305,9 @@ static int cat_index(bd_phase *p, const char *name) {
 /* the category of a record or slice named name in cat (parent: the slice
  * it nests in, for a rendezvous) */
 static void category_name(const char *name, const char *cat, const char *parent,
-                          char *out, size_t n) {
+                          char *out, size_t n, int *op_out) {
   int op;
+  *op_out = -1;
   if (!strcmp(cat, "collective")) snprintf(out, n, "collective.%s", name);
   else if (!strcmp(cat, "wait")) snprintf(out, n, "rendezvous.%s", parent ? parent : "other");
   else if (!strcmp(cat, "memory"))
@@ -318,6 +322,7 @@ static void category_name(const char *name, const char *cat, const char *parent,
   else if (!strncmp(name, "redistribute", 12)) snprintf(out, n, "redistribute");
   else if ((op = op_named(name)) >= 0) {
     char fam[CAT_LEN];
+    *op_out = op;
     family_of(op, fam, sizeof fam);
     snprintf(out, n, "compute.%s", fam);
   } else {
@@ -325,28 +330,30 @@ static void category_name(const char *name, const char *cat, const char *parent,
   }
 }
 
-/* cached by the (static) strings' addresses */
+/* cached by the (static) strings' addresses; *op the op (or -1) */
 static int classify_named(bd_phase *p, const char *name, const char *cat,
-                          const char *parent) {
+                          const char *parent, int *op) {
   if (strcmp(cat, "wait")) parent = NULL;
   uintptr_t h = ((uintptr_t)name * 31 + (uintptr_t)cat) * 31 + (uintptr_t)parent;
+  char buf[CAT_LEN + 16];
   for (unsigned i = 0; i < CACHE_SLOTS; i++) {
     cache_slot *c = &p->cache[(h + i) % CACHE_SLOTS];
-    if (c->name == name && c->cat == cat && c->parent == parent) return c->cat_idx;
+    if (c->name == name && c->cat == cat && c->parent == parent) {
+      *op = c->op;
+      return c->cat_idx;
+    }
     if (!c->name) {
-      char buf[CAT_LEN + 16];
-      category_name(name, cat, parent, buf, sizeof buf);
-      *c = (cache_slot){name, cat, parent, cat_index(p, buf)};
+      category_name(name, cat, parent, buf, sizeof buf, op);
+      *c = (cache_slot){name, cat, parent, cat_index(p, buf), *op};
       return c->cat_idx;
     }
   }
-  char buf[CAT_LEN + 16];
-  category_name(name, cat, parent, buf, sizeof buf);
+  category_name(name, cat, parent, buf, sizeof buf, op);
   return cat_index(p, buf);
 }
 
 /* a stolen chunk: the family of the victim's op running at time s */
-static int classify_steal(bd_phase *p, const bd_ev *v) {
+static int classify_steal(bd_phase *p, const bd_ev *v, int *op) {
   const track *t = v->arg >= 0 && v->arg < p->nranks ? &p->tracks[v->arg] : NULL;
   int lo = 0, hi = t ? t->ntop : 0;
   while (lo < hi) { /* the last top-level slice starting at or before s */
@@ -355,21 +362,25 @@ static int classify_steal(bd_phase *p, const bd_ev *v) {
     else hi = mid;
   }
   const bd_ev *r = lo > 0 ? &t->v[t->top[lo - 1]] : NULL;
-  if (r && r->e > v->s && op_named(r->name) >= 0)
-    return classify_named(p, r->name, r->cat, NULL);
+  if (r && r->e > v->s) {
+    int c = classify_named(p, r->name, r->cat, NULL, op);
+    if (*op >= 0) return c;
+  }
+  *op = -1;
   return cat_index(p, "steal.other");
 }
 
-static int classify(bd_phase *p, const bd_ev *v, const bd_ev *parent) {
-  if (!strcmp(v->cat, "sched") && !strcmp(v->name, "steal")) return classify_steal(p, v);
-  return classify_named(p, v->name, v->cat, parent ? parent->name : NULL);
+static int classify(bd_phase *p, const bd_ev *v, const bd_ev *parent, int *op) {
+  if (!strcmp(v->cat, "sched") && !strcmp(v->name, "steal"))
+    return classify_steal(p, v, op);
+  return classify_named(p, v->name, v->cat, parent ? parent->name : NULL, op);
 }
 
 /* ---- one rank's step */
 typedef struct open_ev {
   int64_t s, e;
   double self, self_cpu;   /* self_cpu < 0: not sampled */
-  int cat;
+  int cat, op;
   const bd_ev *v;
 } open_ev;
 
@@ -424,6 +435,12 @@ static bool sweep_rank(bd_phase *p, int k, int64_t t0, int64_t t1, open_ev *st) 
       sp--;
       self[st[sp].cat] += st[sp].self;
       if (st[sp].self_cpu > 0) self_cpu[st[sp].cat] += st[sp].self_cpu;
+      p->count[st[sp].cat]++;
+      if (st[sp].op >= 0) {
+        p->op_ns[st[sp].op] += st[sp].self;
+        p->op_cpu[st[sp].op] += st[sp].self_cpu > 0 ? st[sp].self_cpu : 0;
+        p->op_count[st[sp].op]++;
+      }
       sum += st[sp].self;
     }
     if (!v) break;
@@ -434,8 +451,8 @@ static bool sweep_rank(bd_phase *p, int k, int64_t t0, int64_t t1, open_ev *st) 
     if (parent) parent->self -= (double)(e - s);
     if (parent && parent->self_cpu >= 0 && cpu >= 0) parent->self_cpu -= cpu;
     if (!strcmp(v->cat, "collective") && v->s >= t0) count_coll(p, v);
-    st[sp++] = (open_ev){s, e, (double)(e - s), cpu,
-                         classify(p, v, parent ? parent->v : NULL), v};
+    int op, c = classify(p, v, parent ? parent->v : NULL, &op);
+    st[sp++] = (open_ev){s, e, (double)(e - s), cpu, c, op, v};
   }
   double covered = (double)union_ns(t, t0, t1);
   p->other[k] += (double)(t1 - t0) - covered;
@@ -603,6 +620,27 @@ static void print_top(const bd_phase *p, const char *key, bool cpu) {
   printf("]");
 }
 
+/* the ops with the most CPU over the ranks (stolen chunks included) */
+static void print_top_ops(const bd_phase *p) {
+  enum { TOP = 10 };
+  int idx[CORE_OP_COUNT];
+  for (int i = 0; i < CORE_OP_COUNT; i++) idx[i] = i;
+  for (int i = 0; i < TOP; i++)
+    for (int j = i + 1; j < CORE_OP_COUNT; j++)
+      if (p->op_cpu[idx[j]] > p->op_cpu[idx[i]]) {
+        int t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+      }
+  double steps = p->nsteps ? p->nsteps : 1;
+  printf(",\"top_ops\":[");
+  for (int i = 0, n = 0; i < TOP && p->op_count[idx[i]]; i++, n++)
+    printf("%s{\"op\":\"%s\",\"cpu_ms\":%.4f,\"ms\":%.4f,\"slices\":%.1f}",
+           n ? "," : "", core_op_name((core_op_id)idx[i]), p->op_cpu[idx[i]] / steps / 1e6,
+           p->op_ns[idx[i]] / steps / 1e6, (double)p->op_count[idx[i]] / steps);
+  printf("]");
+}
+
 static void print_issuer(const bd_phase *p) {
   double steps = p->nsteps ? p->nsteps : 1;
   printf(",\"issuer\":{\"issue_ms\":%.4f,\"sync_ms\":%.4f,\"publish_ms\":%.4f,"
@@ -627,12 +665,14 @@ void bd_phase_print(const bd_phase *p, const char *model, const char *copy,
   printf(",\"ms\":{");
   for (int c = 0; c <= p->ncats; c++) {
     stat4 s = across(p, c);
-    printf("%s\"%s\":{\"min\":%.4f,\"mean\":%.4f,\"max\":%.4f,\"cpu_sum\":%.4f}",
-           c ? "," : "", cat_name(p, c), s.min, s.mean, s.max, s.cpu_sum);
+    printf("%s\"%s\":{\"min\":%.4f,\"mean\":%.4f,\"max\":%.4f,\"cpu_sum\":%.4f,"
+           "\"slices\":%.1f}", c ? "," : "", cat_name(p, c), s.min, s.mean, s.max,
+           s.cpu_sum, c < p->ncats ? (double)p->count[c] / steps : 0.0);
   }
   printf("}");
   print_top(p, "top", false);
   print_top(p, "top_cpu", true);
+  print_top_ops(p);
   printf("}\n");
   fflush(stdout);
 }

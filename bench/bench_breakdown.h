@@ -70,7 +70,12 @@ int bd_phase_colls(const bd_phase *p, bd_coll *out, int max);
  *    "compute_total_ms":..,"ms":{category:{"min","mean","max"},...},
  *    "top":[{"name":..,"mean_ms":..},...]}
  * ms are means per step; untraced_ms the same copy's step without the
- * trace (measured by the caller), for the trace's own cost. */
+ * trace (measured by the caller), for the trace's own cost. In the
+ * summary each category has its min / mean / max over the ranks, its
+ * CPU summed over them (cpu_sum) and its slices per step over them
+ * (slices: records for compute.*, calls for collective.*); top_ops the
+ * ten ops with the most CPU over the ranks, their wall ms summed over
+ * the ranks and their slices (stolen chunks count under the op). */
 void bd_phase_print(const bd_phase *p, const char *model, const char *copy,
                     double untraced_ms, bool per_rank);
 
