@@ -148,6 +148,24 @@ static void note_tid(void *arg, dt_runtime *rt, int rank) {
   ((pid_t *)arg)[rank] = (pid_t)syscall(SYS_gettid);
 }
 
+bool bd_rank_tids(dt_runtime *rt, pid_t *tids) {
+  if (runtime_publish_named_call(rt, -1, "bench_tid", note_tid, NULL, tids) == DT_OK &&
+      dt_runtime_synchronize(rt) == DT_OK)
+    return true;
+  fprintf(stderr, "bench demo: the rank threads' ids: %s\n", dt_last_error());
+  return false;
+}
+
+int64_t bd_threads_cpu(const pid_t *tids, int n, bool self_last) {
+  int64_t sum = 0, run, wait;
+  for (int i = 0; i <= n; i++) {
+    int k = self_last ? i : i - 1; /* k == n or -1: this thread */
+    if (!schedstat(k >= 0 && k < n ? tids[k] : 0, &run, &wait)) return -1;
+    sum += run;
+  }
+  return sum;
+}
+
 static bool alloc_all(bd_phase *p, int n, int steps) {
   p->tids = calloc((size_t)n, sizeof *p->tids);
   p->t0 = calloc((size_t)steps, sizeof *p->t0);
@@ -179,9 +197,11 @@ bd_phase *bd_phase_begin(dt_runtime *rt, int steps) {
   p->nranks = n;
   p->cap_steps = steps;
   /* each rank thread's kernel id, for its schedstat */
-  if (runtime_publish_named_call(rt, -1, "bench_tid", note_tid, NULL, p->tids) != DT_OK ||
-      dt_runtime_synchronize(rt) != DT_OK ||
-      runtime_trace_begin_visit(rt, "bench demo --breakdown") != DT_OK) {
+  if (!bd_rank_tids(rt, p->tids)) {
+    bd_phase_free(p);
+    return NULL;
+  }
+  if (runtime_trace_begin_visit(rt, "bench demo --breakdown") != DT_OK) {
     fprintf(stderr, "bench demo --breakdown: %s\n", dt_last_error());
     bd_phase_free(p);
     return NULL;

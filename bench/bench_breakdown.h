@@ -30,7 +30,18 @@
 
 #include "dtorch/dtorch.h"
 
+#include <sys/types.h>
+
 typedef struct bd_phase bd_phase;
+
+/* The kernel thread ids of rt's rank threads, into tids (one per rank);
+ * false after printing why on stderr. */
+bool bd_rank_tids(dt_runtime *rt, pid_t *tids);
+/* The CPU ns threads tids[0..n) and the calling thread have run
+ * (/proc/self/task/TID/schedstat), summed; -1 where the kernel does not
+ * say. The calling thread is read last at a start (self_last), first at
+ * an end, so its reads of the others' files fall outside the interval. */
+int64_t bd_threads_cpu(const pid_t *tids, int n, bool self_last);
 
 /* Starts tracing rt in process for up to `steps` steps; NULL after
  * printing why on stderr (another trace is on, no memory). */

@@ -20,8 +20,12 @@
  *    "hidden":1024,"batch":64,"ms":M,"single_ms":S,"ratio":M/S,
  *    "plain_ms":P,"floor_ms":S+P,"over_floor":M/(S+P),"comm_bytes":B,
  *    "coll_bytes":B',"best_ms":..,"best_single_ms":..,"steps":N,
- *    "max_rel_diff":..}
- * ms and single_ms are medians over the timed steps. The floor is what
+ *    "max_rel_diff":..,"cpu_ms":C,"single_cpu_ms":SC,"cpu_ratio":C/SC}
+ * ms and single_ms are medians over the timed steps; cpu_ms and
+ * single_cpu_ms the medians of the CPU time the runtime's rank threads
+ * and the issuing thread ran in the step (the kernel's schedstat): on a
+ * machine with fewer cores than ranks, the work the step costs whatever
+ * the waits. The floor is what
  * the step cannot go below on this machine: the single-device step plus
  * the time a plain all-core loop takes, in the same run, to move the
  * step's collective bytes (bench collectives' accounting: an all_reduce
@@ -61,6 +65,7 @@ typedef struct train_bench {
   dt_runtime *rt, *rt1;
   dt_mesh *mesh;
   demo_model dist, single;
+  pid_t *tids, *tids1;   /* the rank threads of rt, rt1 (their CPU times) */
   int step;              /* the next batch */
   double worst_rel;      /* of the losses so far */
 } train_bench;
@@ -84,6 +89,10 @@ static void setup(train_bench *b) {
   if (!demo_model_create(&b->dist, &b->cfg, b->mesh, &init)) die("distributed model");
   if (!demo_model_create(&b->single, &b->cfg, NULL, &init)) die("single-device model");
   demo_init_free(&init);
+  b->tids = calloc((size_t)n, sizeof *b->tids);
+  b->tids1 = calloc((size_t)n, sizeof *b->tids1);
+  if (!b->tids || !b->tids1) die("calloc");
+  if (!bd_rank_tids(b->rt, b->tids) || !bd_rank_tids(b->rt1, b->tids1)) exit(1);
 }
 
 static void teardown(train_bench *b) {
@@ -93,18 +102,31 @@ static void teardown(train_bench *b) {
   dt_runtime_set_current(NULL);
   dt_runtime_destroy(b->rt);
   dt_runtime_destroy(b->rt1);
+  free(b->tids);
+  free(b->tids1);
 }
 
-/* one step of m, seconds until rt is done; *loss its value; ph (may be
+/* CPU seconds the rank threads tids[0..n) and this one ran since c0
+ * (bd_threads_cpu); -1 where the kernel does not say */
+static double cpu_since(const pid_t *tids, int n, int64_t c0) {
+  int64_t c = bd_threads_cpu(tids, n, false);
+  return c >= 0 && c0 >= 0 ? (double)(c - c0) * 1e-9 : -1;
+}
+
+/* one step of m, seconds until rt is done; *cpu the CPU seconds of rt's
+ * rank threads (tids, n) and this one in it; *loss its value; ph (may be
  * NULL) stamps it */
-static double timed_step(demo_model *m, dt_runtime *rt, const demo_batch *batch,
-                         double *loss, bd_phase *ph) {
+static double timed_step(demo_model *m, dt_runtime *rt, const pid_t *tids, int n,
+                         const demo_batch *batch, double *cpu, double *loss,
+                         bd_phase *ph) {
   if (ph) bd_phase_step_begin(ph);
+  int64_t c = bd_threads_cpu(tids, n, true);
   double t0 = bench_now();
   dt_tensor *l = demo_train_step(m, batch);
   if (ph) bd_phase_step_issued(ph);
   if (!l || dt_runtime_synchronize(rt) != DT_OK) die("train step");
   double t = bench_now() - t0;
+  *cpu = cpu_since(tids, n, c);
   if (ph) bd_phase_step_end(ph);
   float v;
   if (dt_to_host(l, &v, sizeof v) != DT_OK) die("dt_to_host(loss)");
@@ -113,19 +135,25 @@ static double timed_step(demo_model *m, dt_runtime *rt, const demo_batch *batch,
   return t;
 }
 
-/* the next step of both copies (ph, may be NULL, traces one of them);
- * seconds of each into *td, *ts; the distributed step's counts into *comm */
-static void step_both(train_bench *b, double *td, double *ts, bd_phase *pd,
-                      bd_phase *ps, dt_comm_counts *comm) {
+/* one step's seconds and CPU seconds of both copies */
+typedef struct step_times { double td, ts, cd, cs; } step_times;
+
+/* the next step of both copies (pd or ps, may be NULL, traces one of
+ * them); the distributed step's counts into *comm */
+static step_times step_both(train_bench *b, bd_phase *pd, bd_phase *ps,
+                            dt_comm_counts *comm) {
   demo_batch batch;
   if (!demo_batch_make(&b->cfg, b->step++, &batch)) die("batch");
   double ld, ls;
+  int n = b->cfg.dp * b->cfg.tp;
+  step_times r;
   dt_comm_count_begin();
-  *td = timed_step(&b->dist, b->rt, &batch, &ld, pd);
+  r.td = timed_step(&b->dist, b->rt, b->tids, n, &batch, &r.cd, &ld, pd);
   *comm = dt_comm_count_end();
-  *ts = timed_step(&b->single, b->rt1, &batch, &ls, ps);
+  r.ts = timed_step(&b->single, b->rt1, b->tids1, n, &batch, &r.cs, &ls, ps);
   demo_batch_free(&batch);
   b->worst_rel = fmax(b->worst_rel, fabs(ld - ls) / fmax(fabs(ls), 1e-30));
+  return r;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -215,7 +243,7 @@ static double print_colls(const demo_config *cfg, const bd_phase *ph, int reps,
 
 /* ---- one model */
 typedef struct timed {
-  double ms, sms, best, sbest;
+  double ms, sms, best, sbest, cpu, scpu; /* cpu < 0: not known */
   int n;
   dt_comm_counts comm;
 } timed;
@@ -223,18 +251,21 @@ typedef struct timed {
 static timed run_timed(train_bench *b, int reps) {
   enum { WARMUP = 2 };
   timed r = {.best = 1e300, .sbest = 1e300, .n = reps < 3 ? 3 : reps};
-  double ms[r.n], sms[r.n];
+  double ms[r.n], sms[r.n], cpu[r.n], scpu[r.n];
   for (int i = 0; i < WARMUP + r.n; i++) {
-    double t, st;
-    step_both(b, &t, &st, NULL, NULL, &r.comm);
+    step_times t = step_both(b, NULL, NULL, &r.comm);
     if (i < WARMUP) continue;
-    ms[i - WARMUP] = t * 1e3;
-    sms[i - WARMUP] = st * 1e3;
-    r.best = fmin(r.best, t * 1e3);
-    r.sbest = fmin(r.sbest, st * 1e3);
+    ms[i - WARMUP] = t.td * 1e3;
+    sms[i - WARMUP] = t.ts * 1e3;
+    cpu[i - WARMUP] = t.cd * 1e3;
+    scpu[i - WARMUP] = t.cs * 1e3;
+    r.best = fmin(r.best, t.td * 1e3);
+    r.sbest = fmin(r.sbest, t.ts * 1e3);
   }
   r.ms = median(ms, r.n);
   r.sms = median(sms, r.n);
+  r.cpu = median(cpu, r.n);
+  r.scpu = median(scpu, r.n);
   return r;
 }
 
@@ -244,10 +275,7 @@ static bd_phase *run_traced(train_bench *b, int steps, bool dist) {
   bd_phase *ph = bd_phase_begin(dist ? b->rt : b->rt1, steps);
   if (!ph) exit(1);
   dt_comm_counts comm;
-  for (int i = 0; i < steps; i++) {
-    double t, st;
-    step_both(b, &t, &st, dist ? ph : NULL, dist ? NULL : ph, &comm);
-  }
+  for (int i = 0; i < steps; i++) step_both(b, dist ? ph : NULL, dist ? NULL : ph, &comm);
   if (!bd_phase_end(ph)) exit(1);
   return ph;
 }
@@ -264,10 +292,15 @@ static void print_train(const demo_config *cfg, const timed *r, double plain,
   printf("\"ms\":%.3f,\"single_ms\":%.3f,\"ratio\":%.3f,\"plain_ms\":%.3f,"
          "\"floor_ms\":%.3f,\"over_floor\":%.3f,\"comm_bytes\":%lld,"
          "\"coll_bytes\":%lld,\"best_ms\":%.3f,\"best_single_ms\":%.3f,"
-         "\"steps\":%d,\"max_rel_diff\":%.3g}\n",
+         "\"steps\":%d,\"max_rel_diff\":%.3g,",
          r->ms, r->sms, r->ms / r->sms, plain * 1e3, floor_ms, r->ms / floor_ms,
          (long long)r->comm.bytes, (long long)coll_bytes, r->best, r->sbest,
          r->n, worst_rel);
+  if (r->cpu >= 0 && r->scpu > 0)
+    printf("\"cpu_ms\":%.3f,\"single_cpu_ms\":%.3f,\"cpu_ratio\":%.3f}\n", r->cpu,
+           r->scpu, r->cpu / r->scpu);
+  else
+    printf("\"cpu_ms\":null,\"single_cpu_ms\":null,\"cpu_ratio\":null}\n");
   fflush(stdout);
 }
 

@@ -67,7 +67,8 @@ if not colls:
 # ---- train_step: ratio, floor, over_floor (3 decimals printed)
 ts = by["train_step"][0]
 need(ts, ("ms", "single_ms", "ratio", "plain_ms", "floor_ms", "over_floor",
-          "comm_bytes", "coll_bytes", "max_rel_diff", "dp", "tp", "ranks"), "train_step")
+          "comm_bytes", "coll_bytes", "max_rel_diff", "dp", "tp", "ranks", "cpu_ms",
+          "single_cpu_ms", "cpu_ratio"), "train_step")
 if (ts["dp"], ts["tp"], ts["ranks"]) != (a.dp, a.tp, ranks):
     fail("train_step mesh %r" % ((ts["dp"], ts["tp"], ts["ranks"]),))
 close(ts["ratio"], ts["ms"] / ts["single_ms"], 5e-3, 2e-3, "ratio")
@@ -75,6 +76,10 @@ close(ts["floor_ms"], ts["single_ms"] + ts["plain_ms"], 0, 2e-3, "floor_ms")
 close(ts["over_floor"], ts["ms"] / ts["floor_ms"], 5e-3, 2e-3, "over_floor")
 close(ts["plain_ms"], sum(c["plain_ms"] or 0 for c in colls), 0,
       1e-3 + 1e-4 * len(colls), "plain_ms vs the collective lines")
+if ts["cpu_ms"] is not None:
+    close(ts["cpu_ratio"], ts["cpu_ms"] / ts["single_cpu_ms"], 5e-3, 2e-3, "cpu_ratio")
+    if ts["cpu_ms"] <= 0 or ts["single_cpu_ms"] <= 0:
+        fail("no CPU time: %r, %r" % (ts["cpu_ms"], ts["single_cpu_ms"]))
 if not ts["max_rel_diff"] <= 1e-4:
     fail("losses differ by %g" % ts["max_rel_diff"])
 if ts["plain_ms"] <= 0 or ts["floor_ms"] < ts["single_ms"]:
