@@ -155,8 +155,12 @@ double bench_stream_mix(const bench_mix *tasks, int ntasks) {
 
 double bench_plain_best(bench_coll k, int n, const float *const *ins,
                         float *const *outs, int64_t len, int reps) {
-  bench_mix t[8];
+  bench_mix t[BENCH_PLAIN_MAX];
   int nt = 1;
+  if (n < 1 || n > BENCH_PLAIN_MAX) {
+    fprintf(stderr, "bench_plain_best: n %d is not in 1..%d\n", n, BENCH_PLAIN_MAX);
+    exit(1);
+  }
   switch (k) {
   case BENCH_ALL_REDUCE: t[0] = (bench_mix){ins, n, outs, n, len}; break;
   case BENCH_ALL_GATHER: t[0] = (bench_mix){ins, 1, outs, n, len}; break;

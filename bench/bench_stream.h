@@ -46,10 +46,11 @@ typedef enum bench_coll {
   BENCH_ALL_REDUCE, BENCH_ALL_GATHER, BENCH_REDUCE_SCATTER, BENCH_ALL_TO_ALL
 } bench_coll;
 /* Best of reps seconds of collective k's minimum traffic over n ranks'
- * buffers ins/outs (n <= 8, len floats each): all_reduce reads the n
+ * buffers ins/outs (n <= BENCH_PLAIN_MAX, len floats each): all_reduce reads the n
  * inputs and writes the n outputs, all_gather reads one and writes n,
  * reduce_scatter reads n and writes one, all_to_all copies each input to
  * its output. */
+#define BENCH_PLAIN_MAX 256
 double bench_plain_best(bench_coll k, int n, const float *const *ins,
                         float *const *outs, int64_t len, int reps);
 

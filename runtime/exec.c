@@ -418,9 +418,11 @@ static void traced_exec(dt_runtime *rt, exec_record *r, int rank) {
   if (flow && r->flow_all) flow = li < RUNTIME_TRACE_FLOWS ? flow + (uint64_t)li : 0;
   op_args(r, e.args, sizeof e.args);
   sched_trace_record_enter();
+  int64_t cpu0 = sched_trace_cpu();
   e.ts = sched_trace_now();
   exec_any(rt, r, rank); /* r may be reused once this returns: read before */
   e.dur = sched_trace_now() - e.ts;
+  sched_trace_set_cpu(&e, cpu0);
   char inner[SCHED_TRACE_ARGS];
   sched_trace_record_leave(inner);
   if (inner[0]) memcpy(e.args, inner, sizeof e.args);
@@ -461,6 +463,7 @@ static void traced_commit(dt_runtime *rt, const sched_claim *q, exec_record *r) 
   e.ph = 'X';
   e.pub_rank = q->rank; /* formatted when the file is written */
   e.pub_kind = rec_cat(r);
+  e.has_cpu = false;
   e.args[0] = '\0';
   e.ts = sched_trace_now();
   sched_pool_commit(rt->pool, q); /* r may run and be reused from here */

@@ -32,6 +32,18 @@ dt_status runtime_trace_begin(dt_runtime *rt, const char *path, const char *fn) 
   return st;
 }
 
+dt_status runtime_trace_begin_visit(dt_runtime *rt, const char *fn) {
+  if (!rt) return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rt is NULL", fn);
+  if (rt->mpi)
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: an in-process trace "
+                          "covers one process (this runtime spans %d)", fn,
+                          rt->nprocs);
+  if (!runtime_gate_enter(rt, fn)) return DT_ERR_DEVICE;
+  dt_status st = sched_trace_start_visit(rt->pool, rt->nranks, fn);
+  runtime_gate_leave(rt);
+  return st;
+}
+
 /* process 0 writes every process's events as one trace */
 static dt_status write_merged(const char *path, const char *all, size_t len,
                               int64_t dropped, const char *fn) {
@@ -74,7 +86,21 @@ static dt_status end_part(dt_runtime *rt, const char *path, const char *fn) {
   return st;
 }
 
-static dt_status trace_end_inside(dt_runtime *rt, const char *fn);
+static dt_status trace_end_inside(dt_runtime *rt, const char *fn,
+                                  sched_trace_visit_fn visit, void *ctx,
+                                  int64_t *dropped);
+
+dt_status runtime_trace_end_visit(dt_runtime *rt, sched_trace_visit_fn visit,
+                                  void *ctx, int64_t *dropped, const char *fn) {
+  *dropped = 0;
+  if (!rt) return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rt is NULL", fn);
+  if (!runtime_gate_enter(rt, NULL))
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: this runtime is not "
+                          "being traced (it was destroyed)", fn);
+  dt_status st = trace_end_inside(rt, fn, visit, ctx, dropped);
+  runtime_gate_leave(rt);
+  return st;
+}
 
 dt_status runtime_trace_end(dt_runtime *rt, const char *fn) {
   if (!rt) return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: rt is NULL", fn);
@@ -82,12 +108,15 @@ dt_status runtime_trace_end(dt_runtime *rt, const char *fn) {
   if (!runtime_gate_enter(rt, NULL))
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: this runtime is not "
                           "being traced (it was destroyed)", fn);
-  dt_status st = trace_end_inside(rt, fn);
+  dt_status st = trace_end_inside(rt, fn, NULL, NULL, NULL);
   runtime_gate_leave(rt);
   return st;
 }
 
-static dt_status trace_end_inside(dt_runtime *rt, const char *fn) {
+/* dropped NULL: a file session (dt_trace_end), else an in-process one */
+static dt_status trace_end_inside(dt_runtime *rt, const char *fn,
+                                  sched_trace_visit_fn visit, void *ctx,
+                                  int64_t *dropped) {
   if (!sched_trace_is_traced(rt->pool))
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: this runtime is not "
                           "being traced (call dt_trace_begin first)", fn);
@@ -101,6 +130,7 @@ static dt_status trace_end_inside(dt_runtime *rt, const char *fn) {
      * may then be missing) */
     sched_pool_try_drain(rt->pool, 1000000000);
   }
+  if (dropped) return sched_trace_stop_visit(rt->pool, fn, visit, ctx, dropped);
   if (!rt->mpi) return sched_trace_stop(rt->pool, fn);
   char *path = strdup(sched_trace_path());
   if (!path) return core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host "
@@ -121,7 +151,12 @@ void runtime_trace_from_env(dt_runtime *rt) {
 
 void runtime_trace_at_destroy(dt_runtime *rt) {
   if (!sched_trace_is_traced(rt->pool)) return;
-  if (runtime_trace_end(rt, "dt_runtime_destroy") != DT_OK) {
+  int64_t dropped;
+  /* an in-process trace nobody ended: its events go */
+  dt_status st = sched_trace_in_process()
+      ? runtime_trace_end_visit(rt, NULL, NULL, &dropped, "dt_runtime_destroy")
+      : runtime_trace_end(rt, "dt_runtime_destroy");
+  if (st != DT_OK) {
     fprintf(stderr, "dtorch: %s\n", core_last_error());
     core_error_succeeded();
   }

@@ -326,6 +326,10 @@ static void park(rank_state *rs, bool spin) {
     spin = false;
   }
   int64_t start = sched_now_ns(), until = start + (spin ? p->cfg.spin_ns : 0);
+  /* the spin as a slice of the timeline (docs/trace.md) */
+  bool spin_tr = spin && sched_trace_on(p);
+  int64_t spun_cpu = spin_tr ? sched_trace_cpu() : -1;
+  int64_t spun = spin_tr ? sched_trace_now() : 0;
   bool yielding = false;
   for (int i = 0;; i++) {
     if (sched_rank_has_work(rs)) break;
@@ -339,6 +343,7 @@ static void park(rank_state *rs, bool spin) {
     else sched_cpu_relax();
   }
   if (spin) atomic_fetch_sub_explicit(&p->spinning, 1, memory_order_relaxed);
+  if (spin_tr) sched_trace_slice(p, "spin", "sched", spun, spun_cpu, NULL);
   if (sched_rank_has_work(rs)) return;
   uint32_t v = ck_ec32_value(&rs->ec);
   uint64_t bit = 1ull << (rs->id % 64);
@@ -355,13 +360,13 @@ static void park(rank_state *rs, bool spin) {
   if (!sched_rank_has_work(rs)) {
     atomic_fetch_add_explicit(&rs->parks, 1, memory_order_relaxed);
     bool tr = sched_trace_on(p);
-    int64_t t0 = tr ? sched_trace_now() : 0;
+    int64_t cpu0 = tr ? sched_trace_cpu() : -1, t0 = tr ? sched_trace_now() : 0;
     /* release: this thread's runs (bnext, its queue, its device) before a
      * helper's acquire of the token (sched/help.c) */
     atomic_store_explicit(&rs->tok, RANK_ASLEEP, memory_order_release);
     ck_ec32_wait(&rs->ec, &ec_mode, v, NULL);
     slept = true;
-    if (tr) sched_trace_slice(p, "park", "sched", t0, NULL);
+    if (tr) sched_trace_slice(p, "park", "sched", t0, cpu0, NULL);
   }
   /* relaxed: a hint; a waker that still finds the bit makes one spurious
    * claim (harmless, see wake_caught_up) */

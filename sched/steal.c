@@ -132,24 +132,24 @@ static bool run_steps(rank_state *rs, chunk_task *t) {
 }
 
 /* a stolen chunk [begin, end) as a slice on the thief's track */
-static void trace_steal(sched_pool *p, int64_t t0, int victim, int64_t begin,
-                        int64_t end) {
+static void trace_steal(sched_pool *p, int64_t t0, int64_t cpu0, int victim,
+                        int64_t begin, int64_t end) {
   char args[64];
   snprintf(args, sizeof args, "\"victim\":%d,\"begin\":%lld,\"end\":%lld",
            victim, (long long)begin, (long long)end);
-  sched_trace_slice(p, "steal", "sched", t0, args);
+  sched_trace_slice(p, "steal", "sched", t0, cpu0, args);
 }
 
 /* runs chunk t taken from rank v's deque */
 static void run_taken(rank_state *rs, chunk_task *t, int v, bool top) {
   sched_pool *p = rs->pool;
   bool tr = sched_trace_on(p);
-  int64_t t0 = tr ? sched_trace_now() : 0;
+  int64_t cpu0 = tr ? sched_trace_cpu() : -1, t0 = tr ? sched_trace_now() : 0;
   /* read before it runs: the chunk may be freed once it has */
   int64_t begin = t->begin, end = t->end;
   if (top && t->steps) run_steps(rs, t);
   else run_chunk(p, t);
-  if (tr) trace_steal(p, t0, v, begin, end);
+  if (tr) trace_steal(p, t0, cpu0, v, begin, end);
   if (v != rs->id)
     atomic_fetch_add_explicit(&rs->chunks_stolen, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&rs->chunks_run, 1, memory_order_relaxed);

@@ -32,9 +32,10 @@
 #include "sched/pool.h"
 
 #define CHUNK_EVENTS 512
-#define ISSUER_TID_BASE 100000
+#define ISSUER_TID_BASE SCHED_TRACE_ISSUER_TID
 
 _Atomic(struct sched_pool *) sched_trace_pool;
+_Atomic bool sched_trace_fine_on;
 _Thread_local bool sched_trace_tls_record;
 
 typedef struct chunk {
@@ -71,6 +72,9 @@ static int part_proc = -1, part_base;
 static char *part_mem;
 static size_t part_len;
 static int64_t part_dropped;
+/* an in-process session (sched_trace_start_visit): no file, out stays
+ * NULL, the stop hands the events to a visitor */
+static bool visiting;
 static int64_t t_start;
 static int session_ranks;
 
@@ -215,10 +219,18 @@ void sched_trace_emit(const struct sched_pool *p, const sched_trace_event *e) {
   atomic_store_explicit(&n->busy, 0, memory_order_release);
 }
 
+int64_t sched_trace_thread_cpu(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 void sched_trace_slice(const struct sched_pool *p, const char *name,
-                       const char *cat, int64_t t0, const char *args) {
+                       const char *cat, int64_t t0, int64_t cpu0,
+                       const char *args) {
   sched_trace_event e = {.ts = t0, .dur = sched_trace_now() - t0,
                          .name = name, .cat = cat, .ph = 'X'};
+  sched_trace_set_cpu(&e, cpu0);
   snprintf(e.args, sizeof e.args, "%s", args ? args : "");
   sched_trace_emit(p, &e);
 }
@@ -244,30 +256,34 @@ void sched_trace_record_leave(char *buf) {
 
 /* ---- start and stop */
 static dt_status start(struct sched_pool *p, int nranks, const char *path,
-                       const char *fn, int proc, int base);
+                       const char *fn, int proc, int base, bool visit);
 
 dt_status sched_trace_start(struct sched_pool *p, int nranks, const char *path,
                             const char *fn) {
-  return start(p, nranks, path, fn, -1, 0);
+  return start(p, nranks, path, fn, -1, 0, false);
 }
 
 dt_status sched_trace_start_part(struct sched_pool *p, int nranks, int rank_base,
                                  int proc, const char *path, const char *fn) {
-  return start(p, nranks, path, fn, proc, rank_base);
+  return start(p, nranks, path, fn, proc, rank_base, false);
+}
+
+dt_status sched_trace_start_visit(struct sched_pool *p, int nranks, const char *fn) {
+  return start(p, nranks, "(in process)", fn, -1, 0, true);
 }
 
 static dt_status start(struct sched_pool *p, int nranks, const char *path,
-                       const char *fn, int proc, int base) {
+                       const char *fn, int proc, int base, bool visit) {
   pthread_mutex_lock(&lock);
   dt_status st = DT_OK;
-  if (out) {
+  if (out || visiting) {
     st = core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: already tracing a "
                         "runtime to \"%s\" (one runtime at a time: call "
                         "dt_trace_end first)", fn, out_path);
   } else if (!(out_path = strdup(path))) {
     st = core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  } else if (!(out = proc >= 0 ? open_memstream(&part_mem, &part_len)
-                                : fopen(path, "w"))) {
+  } else if (!visit && !(out = proc >= 0 ? open_memstream(&part_mem, &part_len)
+                                          : fopen(path, "w"))) {
     st = core_error_set(DT_ERR_IO, "%s: cannot open \"%s\" for writing: %s",
                         fn, path, strerror(errno));
     free(out_path);
@@ -279,6 +295,9 @@ static dt_status start(struct sched_pool *p, int nranks, const char *path,
       calib_ns = mono_ns();
     }
     session_ranks = nranks;
+    visiting = visit;
+    /* relaxed: published to the emitters by the switch's store below */
+    atomic_store_explicit(&sched_trace_fine_on, visit, memory_order_relaxed);
     part_proc = proc;
     part_base = base;
     /* seq_cst: after the session's state (and the stop's take of every
@@ -287,6 +306,13 @@ static dt_status start(struct sched_pool *p, int nranks, const char *path,
   }
   pthread_mutex_unlock(&lock);
   return st;
+}
+
+bool sched_trace_in_process(void) {
+  pthread_mutex_lock(&lock);
+  bool v = visiting;
+  pthread_mutex_unlock(&lock);
+  return v;
 }
 
 const char *sched_trace_path(void) {
@@ -338,27 +364,17 @@ static void write_name(FILE *f, int pid, int tid, const char *what, int k) {
           "\"tid\":%d,\"args\":{\"sort_index\":%d}}", pid, tid, tid);
 }
 
-/* writes and frees every node's events (under lock, switch off, no
- * thread busy) */
-static void write_all(FILE *f) {
-  int pid = part_proc >= 0 ? part_proc : (int)getpid();
+/* hands every node's events to fn (e NULL first: the node's events
+ * begin), frees them and the nodes of exited threads; returns the events
+ * dropped (under lock, switch off, no thread busy) */
+typedef void (*node_fn)(void *ctx, int tid, const sched_trace_event *e);
+static int64_t drain_nodes(node_fn fn, void *ctx) {
   int64_t dropped = 0;
-  if (part_proc < 0)
-    fprintf(f, "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\","
-            "\"pid\":%d,\"args\":{\"name\":\"dtorch runtime (%d ranks)\"}}",
-            pid, session_ranks);
-  else /* a part: every event after a comma (the merge strips the first) */
-    fprintf(f, ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
-            "\"args\":{\"name\":\"dtorch process %d (ranks %d..%d)\"}}", pid,
-            part_proc, part_base, part_base + session_ranks - 1);
-  for (int r = 0; r < session_ranks; r++)
-    write_name(f, pid, part_base + r, "rank", part_base + r);
   for (node **pp = &nodes; *pp;) {
     node *n = *pp;
-    if (n->head && n->tid >= ISSUER_TID_BASE)
-      write_name(f, pid, n->tid, "issuer", n->tid - ISSUER_TID_BASE);
+    if (n->head) fn(ctx, n->tid, NULL);
     for (chunk *c = n->head; c; c = c->next)
-      for (int i = 0; i < c->n; i++) write_event(f, pid, n->tid, &c->ev[i]);
+      for (int i = 0; i < c->n; i++) fn(ctx, n->tid, &c->ev[i]);
     free_chunks(n->head);
     n->head = n->tail = NULL;
     dropped += n->dropped;
@@ -370,6 +386,33 @@ static void write_all(FILE *f) {
       pp = &n->next;
     }
   }
+  return dropped;
+}
+
+typedef struct file_ctx { FILE *f; int pid; } file_ctx;
+
+static void file_event(void *ctx, int tid, const sched_trace_event *e) {
+  const file_ctx *w = ctx;
+  if (e) write_event(w->f, w->pid, tid, e);
+  else if (tid >= ISSUER_TID_BASE)
+    write_name(w->f, w->pid, tid, "issuer", tid - ISSUER_TID_BASE);
+}
+
+/* writes and frees every node's events (under lock, switch off, no
+ * thread busy) */
+static void write_all(FILE *f) {
+  int pid = part_proc >= 0 ? part_proc : (int)getpid();
+  if (part_proc < 0)
+    fprintf(f, "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\","
+            "\"pid\":%d,\"args\":{\"name\":\"dtorch runtime (%d ranks)\"}}",
+            pid, session_ranks);
+  else /* a part: every event after a comma (the merge strips the first) */
+    fprintf(f, ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
+            "\"args\":{\"name\":\"dtorch process %d (ranks %d..%d)\"}}", pid,
+            part_proc, part_base, part_base + session_ranks - 1);
+  for (int r = 0; r < session_ranks; r++)
+    write_name(f, pid, part_base + r, "rank", part_base + r);
+  int64_t dropped = drain_nodes(file_event, &(file_ctx){f, pid});
   part_dropped = dropped;
   if (part_proc < 0)
     fprintf(f, "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped_events\""
@@ -386,6 +429,48 @@ static void wait_not_busy(void) {
 
 static dt_status stop(struct sched_pool *p, const char *fn, char **mem,
                       size_t *len, int64_t *dropped);
+
+/* an in-process session's events, their ticks turned into ns on the
+ * session's line (as the file's are) */
+typedef struct visit_ctx { sched_trace_visit_fn fn; void *ctx; } visit_ctx;
+
+static void visit_event(void *ctx, int tid, const sched_trace_event *e) {
+  const visit_ctx *v = ctx;
+  if (!e || !v->fn) return;
+  sched_trace_event c = *e;
+  c.ts = calib_ns + (int64_t)((double)(e->ts - calib_ticks) * ns_per_tick);
+  c.dur = (int64_t)((double)e->dur * ns_per_tick);
+  v->fn(v->ctx, tid, &c);
+}
+
+/* the switch off, every emitter out (T2): under lock, p traced */
+static void switch_off(void) {
+  /* seq_cst: the switch off before the loads of busy (T2) */
+  atomic_store_explicit(&sched_trace_pool, NULL, memory_order_seq_cst);
+  wait_not_busy();
+  calibrate_end();
+}
+
+dt_status sched_trace_stop_visit(struct sched_pool *p, const char *fn,
+                                 sched_trace_visit_fn visit, void *ctx,
+                                 int64_t *dropped) {
+  *dropped = 0;
+  pthread_mutex_lock(&lock);
+  if (!visiting || atomic_load_explicit(&sched_trace_pool, memory_order_relaxed) != p) {
+    pthread_mutex_unlock(&lock);
+    return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: this runtime is not "
+                          "being traced in process (call "
+                          "sched_trace_start_visit first)", fn);
+  }
+  switch_off();
+  *dropped = drain_nodes(visit_event, &(visit_ctx){visit, ctx});
+  visiting = false;
+  atomic_store_explicit(&sched_trace_fine_on, false, memory_order_relaxed);
+  free(out_path);
+  out_path = NULL;
+  pthread_mutex_unlock(&lock);
+  return DT_OK;
+}
 
 dt_status sched_trace_stop(struct sched_pool *p, const char *fn) {
   char *mem = NULL;
@@ -412,10 +497,7 @@ static dt_status stop(struct sched_pool *p, const char *fn, char **mem,
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: this runtime is not "
                           "being traced (call dt_trace_begin first)", fn);
   }
-  /* seq_cst: the switch off before the loads of busy (T2) */
-  atomic_store_explicit(&sched_trace_pool, NULL, memory_order_seq_cst);
-  wait_not_busy();
-  calibrate_end();
+  switch_off();
   write_all(out);
   int werr = ferror(out) ? errno : 0;
   if (fclose(out) != 0 && !werr) werr = errno ? errno : EIO;

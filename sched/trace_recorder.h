@@ -54,6 +54,10 @@ typedef struct sched_trace_event {
    * on the issuing thread): used when pub_kind is set, else args */
   int32_t pub_rank;
   const char *pub_kind;
+  /* the emitting thread's CPU ns in the slice, where has_cpu: sampled
+   * only by an in-process session (sched_trace_cpu) */
+  bool has_cpu;
+  int64_t cpu;
   char args[SCHED_TRACE_ARGS];
 } sched_trace_event;
 
@@ -61,15 +65,39 @@ typedef struct sched_trace_event {
  * ns, see trace_recorder.c); differences of two are durations in ticks; both become
  * ns when the file is written */
 int64_t sched_trace_now(void);
+/* Whether the session is an in-process one (sched_trace_start_visit):
+ * then slices carry their CPU and allocations are slices too
+ * (sim/device.c), details a file does without (each costs a system call
+ * or an event). */
+extern _Atomic bool sched_trace_fine_on;
+static inline bool sched_trace_fine(void) {
+  /* relaxed: a switch, set before the session's start publishes it */
+  return atomic_load_explicit(&sched_trace_fine_on, memory_order_relaxed);
+}
+/* This thread's CPU ns (CLOCK_THREAD_CPUTIME_ID, ~0.3 µs a read), and the
+ * same only in an in-process session, else -1: a slice's CPU is the
+ * difference of two. */
+int64_t sched_trace_thread_cpu(void);
+static inline int64_t sched_trace_cpu(void) {
+  return sched_trace_fine() ? sched_trace_thread_cpu() : -1;
+}
+/* e's CPU from cpu0 (sched_trace_cpu at its start; < 0: none) */
+static inline void sched_trace_set_cpu(sched_trace_event *e, int64_t cpu0) {
+  if (cpu0 < 0) return;
+  e->has_cpu = true;
+  e->cpu = sched_trace_thread_cpu() - cpu0;
+}
 /* Formats e->args (printf); on truncation leaves "\"truncated\":true"
  * instead, so the file stays valid JSON. */
 void sched_trace_args(sched_trace_event *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Appends e to this thread's buffer if pool p is (still) traced. */
 void sched_trace_emit(const struct sched_pool *p, const sched_trace_event *e);
-/* A slice [t0, now) on this thread. */
+/* A slice [t0, now) on this thread; cpu0 sched_trace_cpu() read just
+ * before t0 (its CPU), or -1. */
 void sched_trace_slice(const struct sched_pool *p, const char *name,
-                       const char *cat, int64_t t0, const char *args);
+                       const char *cat, int64_t t0, int64_t cpu0,
+                       const char *args);
 
 /* Reserves n consecutive flow ids (never 0). */
 uint64_t sched_trace_flow_ids(int n);
@@ -92,6 +120,23 @@ dt_status sched_trace_start(struct sched_pool *p, int nranks, const char *path,
  * process's events (pid `proc`, ranks numbered from rank_base). */
 dt_status sched_trace_start_part(struct sched_pool *p, int nranks, int rank_base,
                                  int proc, const char *path, const char *fn);
+/* An in-process session: the same recording with no file; its stop hands
+ * every event to a visitor instead (sched_trace_stop_visit). The same
+ * errors as sched_trace_start but for the file. */
+dt_status sched_trace_start_visit(struct sched_pool *p, int nranks, const char *fn);
+/* The visitor of an in-process session: tid the rank, or
+ * SCHED_TRACE_ISSUER_TID + n for the n-th issuing thread; e a copy whose
+ * ts and dur are CLOCK_MONOTONIC ns (the file's clock). */
+#define SCHED_TRACE_ISSUER_TID 100000
+typedef void (*sched_trace_visit_fn)(void *ctx, int tid, const sched_trace_event *e);
+/* The stop of an in-process session: visit (NULL: drop them) gets every
+ * thread's events in its own order, then they are freed; *dropped the
+ * events not recorded. Errors as sched_trace_stop's. */
+dt_status sched_trace_stop_visit(struct sched_pool *p, const char *fn,
+                                 sched_trace_visit_fn visit, void *ctx,
+                                 int64_t *dropped);
+/* whether the session (if any) is an in-process one */
+bool sched_trace_in_process(void);
 /* the traced session's path ("" when none): valid until its stop */
 const char *sched_trace_path(void);
 /* Whether p is the traced pool (any thread). */

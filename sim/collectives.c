@@ -118,6 +118,9 @@ _Static_assert(sizeof sim_coll_kind_names / sizeof sim_coll_kind_names[0] == KIN
 /* the phase probe (sim_coll_probe) */
 static _Atomic bool probing;
 static _Thread_local int64_t probe_rendezvous_ns;
+/* in a traced record: when this thread's round found every member
+ * arrived (trace ticks; 0 if it did not) */
+static _Thread_local int64_t trace_met, trace_met_cpu;
 /* the call site of this thread's next collective (sim_coll_set_site) */
 static _Thread_local const char *tls_site;
 
@@ -841,6 +844,10 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
   /* relaxed: a benchmark switch */
   if (atomic_load_explicit(&probing, memory_order_relaxed))
     probe_rendezvous_ns = sim_coll_now_ns();
+  if (sched_trace_in_record()) {
+    trace_met = sched_trace_now();
+    trace_met_cpu = sched_trace_cpu();
+  }
   if (g->xp) return sim_coll_xp_round(g, member, k, deadline, last);
   const sim_coll_entry *E = g->entries[k & 1];
   bool pull = true;
@@ -877,11 +884,19 @@ static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
 }
 
 /* a round as a slice on the rank's track (inside its record): kind,
- * group, bytes (elements × dtype size: the count, or the sum of counts) */
+ * group, bytes (elements × dtype size: the count, or the sum of counts);
+ * inside it, the wait for the other members' arrival (`rendezvous`) */
 static void trace_round(const sim_coll_group *g, int member, const sim_coll_desc *d,
-                        uint64_t seq, int64_t t0, dt_status st) {
+                        uint64_t seq, int64_t t0, int64_t cpu0, dt_status st) {
+  if (trace_met > t0) {
+    sched_trace_event w = {.ts = t0, .dur = trace_met - t0, .name = "rendezvous",
+                           .cat = "wait", .ph = 'X', .has_cpu = cpu0 >= 0,
+                           .cpu = trace_met_cpu - cpu0};
+    sched_trace_emit(sched_current_pool(), &w);
+  }
   sched_trace_event e = {.ts = t0, .dur = sched_trace_now() - t0,
                          .name = sim_coll_kind_names[d->kind], .cat = "collective", .ph = 'X'};
+  sched_trace_set_cpu(&e, cpu0);
   sched_trace_args(&e, "\"group_size\":%d,\"bytes\":%lld,\"member\":%d,"
                    "\"seq\":%llu,\"status\":\"%s\",\"group\":\"%s\"", g->n,
                    (long long)(d->count * (int64_t)core_dtype_size(d->dtype)),
@@ -903,10 +918,11 @@ static dt_status sim_coll_run(sim_coll_group *g, int member, sim_coll_desc *d,
     d->kind = KIND_ABSTAIN;
   }
   if (!sched_trace_in_record()) return run_round(g, member, d, why_st, why);
-  int64_t t0 = sched_trace_now();
+  int64_t cpu0 = sched_trace_cpu(), t0 = sched_trace_now();
   uint64_t seq = g->members[member].seq;
+  trace_met = 0;
   dt_status st = run_round(g, member, d, why_st, why);
-  trace_round(g, member, d, seq, t0, st);
+  trace_round(g, member, d, seq, t0, cpu0, st);
   return st;
 }
 

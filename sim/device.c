@@ -1,9 +1,16 @@
-/* Simulated device memory: a per-rank caching allocator with a capacity. */
+/* Simulated device memory: a per-rank caching allocator with a capacity.
+ * Inside a record traced in process (`dtorch bench demo --breakdown`,
+ * sched/trace_recorder.h) each allocation and free is a slice of its own
+ * (`device_alloc`, `device_free`), so a rank's time can tell allocation
+ * from the op around it; otherwise the cost is one thread-local load and
+ * a branch. */
 #include "sim/device.h"
 
 #include "core/dtype.h"
 #include "core/host_alloc.h"
 #include "sched/fault_table.h"
+#include "sched/pool.h"
+#include "sched/trace_recorder.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -84,7 +91,30 @@ static sim_block *block_alloc(size_t cap) {
   return b;
 }
 
+static void *device_alloc(sim_device *d, size_t n, const char **err);
+static void device_free(sim_device *d, void *p);
+
 void *sim_device_alloc(sim_device *d, size_t n, const char **err) {
+  if (__builtin_expect(!sched_trace_in_record(), 1) || !sched_trace_fine())
+    return device_alloc(d, n, err);
+  int64_t cpu0 = sched_trace_cpu(), t0 = sched_trace_now();
+  void *p = device_alloc(d, n, err);
+  sched_trace_slice(sched_current_pool(), "device_alloc", "memory", t0, cpu0, NULL);
+  return p;
+}
+
+void sim_device_free(sim_device *d, void *p) {
+  if (!p) return;
+  if (__builtin_expect(!sched_trace_in_record(), 1) || !sched_trace_fine()) {
+    device_free(d, p);
+    return;
+  }
+  int64_t cpu0 = sched_trace_cpu(), t0 = sched_trace_now();
+  device_free(d, p);
+  sched_trace_slice(sched_current_pool(), "device_free", "memory", t0, cpu0, NULL);
+}
+
+static void *device_alloc(sim_device *d, size_t n, const char **err) {
   *err = NULL;
   char why[128];
   if (d->faults && __builtin_expect(sched_faults_armed(d->faults), 0) &&
@@ -143,7 +173,7 @@ void *sim_device_alloc(sim_device *d, size_t n, const char **err) {
   return b + 1;
 }
 
-void sim_device_free(sim_device *d, void *p) {
+static void device_free(sim_device *d, void *p) {
   if (!p) return;
   sim_block *b = (sim_block *)p - 1;
   live_remove(d, b);
