@@ -238,3 +238,63 @@ def test_c_operators_match_torch_and_release():
         pow(x, 2, 3)
     with pytest.raises(ValueError, match="mul: the integer scalar 18446744073709551616"):
         x * 2**64
+
+
+# ---- copies of tensors: each its own handle (never the same one twice)
+def test_copy_deepcopy_and_pickle_as_torch():
+    """copy.deepcopy / copy.copy / pickle of a dtorch tensor behave as
+    torch's: deepcopy a leaf with its own values (and requires_grad and
+    grad), copy a leaf sharing the storage, pickle the values; each result
+    owns a handle of its own (a copied handle would be released twice)."""
+    import copy
+    import pickle
+    ref = torch.tensor([[1.5, -2.0], [3.0, 4.0]])
+    gc.collect()
+    base = dtorch.live_tensors()
+    t = dtorch.Tensor(ref, requires_grad=True)
+    t.grad = dtorch.Tensor(torch.full((2, 2), 0.5))
+    tt = ref.clone().requires_grad_()
+    tt.grad = torch.full((2, 2), 0.5)
+    d, td = copy.deepcopy(t), copy.deepcopy(tt)
+    assert (type(d), d.requires_grad, d.is_leaf) == (dtorch.Tensor, td.requires_grad, td.is_leaf)
+    assert torch.equal(d.to_torch(), td.detach()) and torch.equal(d.grad.to_torch(), td.grad)
+    with dtorch.no_grad():
+        d.mul_(2)  # its own storage
+    assert torch.equal(t.to_torch(), ref)
+    c, tc = copy.copy(t), copy.copy(tt)
+    assert (c.requires_grad, c.is_leaf, c.grad is None) == \
+        (tc.requires_grad, tc.is_leaf, tc.grad is None)
+    with dtorch.no_grad():
+        c.add_(1)  # the same storage as t, as torch's copy.copy
+    with torch.no_grad():
+        tc.add_(1)
+    assert torch.equal(t.to_torch(), tt.detach()) and torch.equal(tt.detach(), ref + 1)
+    p = pickle.loads(pickle.dumps(t))
+    tp = pickle.loads(pickle.dumps(tt))
+    assert (p.requires_grad, torch.equal(p.to_torch(), tp.detach())) == (tp.requires_grad, True)
+    sd = copy.deepcopy(dnn_linear_state(dtorch))  # a module's state_dict, the usual case
+    assert all(isinstance(v, dtorch.Tensor) for v in sd.values())
+    with pytest.raises(RuntimeError, match="graph leaves"):  # torch's refusal
+        copy.deepcopy(t * 2)
+    del t, d, c, p, sd
+    gc.collect()
+    assert dtorch.live_tensors() == base  # every copy released once
+
+
+def test_deepcopy_keeps_a_dtensor_laid_out_and_pickle_refuses_it():
+    import copy
+    import pickle
+    mesh = init_device_mesh("cpu", (2,))
+    x = dtorch.Tensor(torch.arange(4.0), device_mesh=mesh, placements=[Shard(0)])
+    d = copy.deepcopy(x)
+    assert d.placements == (Shard(0),) and torch.equal(d.to_torch(), torch.arange(4.0))
+    for t in (x, dtorch.nn.Parameter(x)):
+        with pytest.raises(TypeError, match="DTensor.*dtorch.save"):
+            pickle.dumps(t)
+
+
+def dnn_linear_state(ns):
+    m = ns.nn.Module()
+    m.weight = ns.nn.Parameter(ns.tensor([[1.0, 2.0]]))
+    m.register_buffer("count", ns.tensor([3]))
+    return m.state_dict()

@@ -9,7 +9,7 @@ as it was. A DTensor stays a DTensor with its mesh and placements.
 import torch
 
 from .. import _errors, _inplace, _lib  # noqa: F401  (_inplace declares dt_detach)
-from .._tensor import Tensor
+from .._tensor import Tensor, _picklable
 
 
 def _leaf_alias(data, requires_grad):
@@ -63,6 +63,7 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
     def __reduce_ex__(self, proto):
+        _picklable(self)
         return (Parameter, (self.to_torch(), self.requires_grad))
 
     def __deepcopy__(self, memo):
