@@ -30,6 +30,13 @@ def _wrap(cls, ptr):
     return cls._from_handle(_errors.handle(ptr))
 
 
+def _plain():
+    """dtorch.Tensor, the class of the tensors ops make (a Parameter's
+    results are no Parameters, as in torch)."""
+    from ._tensor import Tensor  # (imported late: _tensor imports us)
+    return Tensor
+
+
 def _needs_grad(x):
     return getattr(x, "requires_grad", False) is True
 
@@ -128,9 +135,8 @@ class InplaceMethods:
         return self._write("clamp_", lambda: self.clamp(min, max))
 
     def masked_fill_(self, mask, value):
-        cls = type(self)
         return self._write("masked_fill_", lambda: _wrap(
-            cls, _lib.dt_masked_fill(self._h, mask._h, float(value))), mask)
+            _plain(), _lib.dt_masked_fill(self._h, mask._h, float(value))), mask)
 
     def addcmul_(self, tensor1, tensor2, value=1):
         return self._write("addcmul_", lambda: self + tensor1 * tensor2 * value
@@ -166,7 +172,7 @@ class InplaceMethods:
             pl = _placements_array(self.placements, mesh.ndim)
             o.placements = pl
         shape = _lib.shape_of(self.shape)
-        return _wrap(type(self), factory(shape, ctypes.byref(o)))
+        return _wrap(_plain(), factory(shape, ctypes.byref(o)))
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
         """Fills self with samples of N(mean, std^2) from dtorch's stream
@@ -211,8 +217,9 @@ class InplaceMethods:
         return self
 
     def detach(self):
-        """A new tensor on self's storage that requires no grad."""
-        return _wrap(type(self), _L.dt_detach(self._h))
+        """A new tensor on self's storage that requires no grad (a plain
+        Tensor, a Parameter's too, as torch's)."""
+        return _wrap(_plain(), _L.dt_detach(self._h))
 
     @property
     def grad_fn(self):

@@ -250,7 +250,9 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
 
     @classmethod
     def _from_handle(cls, h):
-        obj = cls.__new__(cls)
+        # Tensor's __new__, not a subclass's: Parameter.__new__ makes a
+        # handle of its own, which h would replace (and leak)
+        obj = Tensor.__new__(cls)
         obj._h = h
         return obj
 
@@ -711,7 +713,7 @@ if _C:
     def _from_handle(cls, h, _new=_C.from_handle):
         if cls is Tensor:
             return _new(h)
-        obj = cls.__new__(cls)
+        obj = Tensor.__new__(cls)
         obj._h = h
         return obj
     Tensor._from_handle = classmethod(_from_handle)

@@ -298,3 +298,32 @@ def dnn_linear_state(ns):
     m.weight = ns.nn.Parameter(ns.tensor([[1.0, 2.0]]))
     m.register_buffer("count", ns.tensor([3]))
     return m.state_dict()
+
+
+def test_a_parameters_results_are_tensors_and_leak_no_handle():
+    """p.detach() and p.data are plain tensors, as torch's; a Parameter's
+    in-place initialisers (through results of its own class before) and
+    the layers made with them leave no handle behind."""
+    import copy
+    tp = torch.nn.Parameter(torch.ones(3))
+    gc.collect()
+    base = dtorch.live_tensors()
+    p = dtorch.nn.Parameter(dtorch.ones(3))
+    assert type(p.detach()).__name__ == type(tp.detach()).__name__ == "Tensor"
+    assert type(p.data) is dtorch.Tensor and type(tp.data) is torch.Tensor
+    c, tc = copy.copy(p), copy.copy(tp)
+    assert (type(c).__name__, c.requires_grad) == (type(tc).__name__, tc.requires_grad)
+    with dtorch.no_grad():
+        c.fill_(2.0)
+    assert p.tolist() == [2.0, 2.0, 2.0]  # the same storage, as torch's copy.copy
+    for _ in range(5):
+        p.detach()
+        dtorch.nn.init.normal_(p)
+        dtorch.nn.init.uniform_(p)
+        with dtorch.no_grad():
+            p.masked_fill_(dtorch.tensor([True, False, True]), 0.0)
+        dtorch.nn.Linear(4, 4)
+        dtorch.nn.Embedding(5, 2, padding_idx=0)
+    del p, c
+    gc.collect()
+    assert dtorch.live_tensors() == base

@@ -62,6 +62,10 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
+    def __copy__(self):
+        # torch's copy.copy: a Parameter on the same storage
+        return Parameter(self, self.requires_grad)
+
     def __reduce_ex__(self, proto):
         _picklable(self)
         return (Parameter, (self.to_torch(), self.requires_grad))
