@@ -156,6 +156,42 @@ def test_scheduler_sequences_equal_torch(name, kwargs):
         {k: v for k, v in tsd.items() if k not in skip}
 
 
+
+@pytest.mark.parametrize("name,kwargs", SCHEDULERS + [
+    ("MultiplicativeLR", dict(lr_lambda=lambda e: 0.95))])
+def test_scheduler_resume_epoch_steps_and_state_equal_torch(name, kwargs):
+    """A scheduler made with last_epoch (resuming), stepped with explicit
+    epochs (the closed forms, epoch 0 included), and one loaded from a
+    state_dict: the same rates as torch's."""
+    seqs = []
+    for ns in (torch, dtorch):
+        def make(last_epoch=-1):
+            opt = ns.optim.SGD([{"params": [ns.nn.Parameter(ns.ones(1))]},
+                                {"params": [ns.nn.Parameter(ns.ones(1))], "lr": 0.3}],
+                               lr=0.1)
+            if last_epoch >= 0:
+                for g in opt.param_groups:
+                    g["initial_lr"] = g["lr"]
+            return opt, getattr(ns.optim.lr_scheduler, name)(opt, last_epoch=last_epoch,
+                                                              **kwargs)
+        opt, sched = make(last_epoch=5)
+        seq = [sched.get_last_lr(), sched.last_epoch]
+        for _ in range(4):
+            opt.step()
+            sched.step()
+            seq.append(sched.get_last_lr())
+        with pytest.warns(UserWarning, match="epoch parameter"):
+            for epoch in (3, 0, 8, 1):
+                sched.step(epoch)
+                seq.append(sched.get_last_lr())
+        opt2, sched2 = make()
+        sched2.load_state_dict(sched.state_dict())
+        opt2.step()
+        sched2.step()
+        seq += [sched2.get_last_lr(), sched2.last_epoch]
+        seqs.append(seq)
+    assert seqs[1] == seqs[0]
+
 def test_scheduler_warns_when_stepped_first():
     opt = dtorch.optim.SGD([dtorch.nn.Parameter(dtorch.ones(1))], lr=0.1)
     sched = dtorch.optim.lr_scheduler.StepLR(opt, 2)
