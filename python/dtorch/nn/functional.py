@@ -13,7 +13,7 @@ import warnings
 
 import torch
 
-from .. import _lib
+from .. import _errors, _lib
 from .._tensor import Tensor, _wrap
 from .parameter import _leaf_alias
 
@@ -23,6 +23,11 @@ _REDUCTIONS = {"mean": 0, "sum": 1, "none": 2}  # dt_reduction
 def _unsupported(fn, arg, value, why=""):
     raise ValueError(f"dtorch.nn.functional.{fn}: {arg}={value!r} is not supported"
                      + (f" ({why})" if why else ""))
+
+
+def _invalid(fn, what):
+    raise _errors.InvalidArgumentError(f"dtorch.nn.functional.{fn}: {what}",
+                                       "DT_ERR_INVALID_ARGUMENT")
 
 
 def _reduction(fn, reduction, size_average=None, reduce=None):
@@ -206,13 +211,48 @@ def one_hot(tensor, num_classes=-1):
     if tensor.dtype not in (torch.int64, torch.int32):
         raise TypeError("dtorch.nn.functional.one_hot: tensor must be an index tensor "
                         f"(int64 or int32), got {tensor.dtype}")
+    empty = tensor.numel() == 0
     if num_classes == -1:
+        if empty:
+            _invalid("one_hot", "num_classes=-1 cannot be inferred from an empty tensor")
         num_classes = int(tensor.amax().item()) + 1
     if num_classes < 1:
         raise ValueError(f"dtorch.nn.functional.one_hot: num_classes={num_classes} "
                          "must be positive (or -1)")
+    # an index outside [0, num_classes) would make a row of zeros
+    if not empty and int(tensor.amin().item()) < 0:
+        _invalid("one_hot", f"Class values must be non-negative (got "
+                 f"{int(tensor.amin().item())})")
+    if not empty and int(tensor.amax().item()) >= num_classes:
+        _invalid("one_hot", f"Class values must be smaller than num_classes "
+                 f"({int(tensor.amax().item())} >= {num_classes})")
     classes = _constant_like(tensor, torch.arange(num_classes))
     return (tensor.unsqueeze(-1) == classes).long()
+
+
+def _check_class_targets(fn, input, target, weight, num_classes, ignore_index):
+    """torch's checks of class-index targets (a composed loss would turn a
+    bad one into a silent number): an index dtype, the input's shape
+    without its class dim, one weight per class, and each target in
+    [0, C) or ignore_index (read back: the call waits for the target)."""
+    if target.dtype not in (torch.int64, torch.int32, torch.uint8):
+        _invalid(fn, f"target must be class indices (int64, int32 or uint8), got "
+                 f"{target.dtype}")
+    shape = list(input.shape)
+    expected = shape[:1] + shape[2:] if len(shape) >= 2 else []
+    if list(target.shape) != expected:
+        _invalid(fn, f"target shape {list(target.shape)} does not match input {shape} "
+                 f"(expected {expected}: the input's shape without its class dim)")
+    if weight is not None and list(weight.shape) != [num_classes]:
+        _invalid(fn, f"weight shape {list(weight.shape)} is not [{num_classes}] "
+                 "(one weight per class)")
+    t = target.to_torch().long().flatten()
+    bad = ((t < 0) | (t >= num_classes)) & (t != ignore_index)
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0])
+        _invalid(fn, f"target {int(t[i])} (position {i}) is out of range for "
+                 f"{num_classes} classes (expected [0, {num_classes}) or ignore_index "
+                 f"{ignore_index})")
 
 
 def _index_mask(target, num_classes, ignore_index):
@@ -231,6 +271,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,
     if input.dim() < 1:
         raise ValueError("dtorch.nn.functional.nll_loss: input must have a class dim")
     num_classes = input.shape[1] if input.dim() >= 2 else input.shape[0]
+    _check_class_targets("nll_loss", input, target, weight, num_classes, ignore_index)
     x = _class_last(input)
     hot, valid = _index_mask(target, num_classes, ignore_index)
     if weight is not None:
@@ -264,12 +305,17 @@ def _weighted_cross_entropy(input, target, weight, ignore_index, reduction, eps)
     num_classes = input.shape[1] if input.dim() >= 2 else input.shape[0]
     logp = _class_last(input.log_softmax(1 if input.dim() >= 2 else 0))
     if target.dtype.is_floating_point:  # class probabilities
+        if tuple(target.shape) != tuple(input.shape) or tuple(weight.shape) != (num_classes,):
+            _invalid("cross_entropy", f"probability target {list(target.shape)} and "
+                     f"weight {list(weight.shape)} must have the input's shape "
+                     f"{list(input.shape)} and [{num_classes}]")
         if eps > 0:
             target = target * (1 - eps) + eps / num_classes
         loss = -(logp * _class_last(target) * weight).sum(-1)
         if reduction == "mean":
             return loss.sum() / loss.numel()  # positions, not weights
         return _reduce(loss, reduction)
+    _check_class_targets("cross_entropy", input, target, weight, num_classes, ignore_index)
     hot, valid = _index_mask(target, num_classes, ignore_index)
     whot = hot * weight
     nll = -(logp * whot).sum(-1)
