@@ -178,17 +178,21 @@ def var(a, dim=None, unbiased=True, keepdim=False):
 
 
 def _seq(tensors):
+    """(the list of tensors, their handles, the count): the caller holds
+    the list until the C call returns (a generator's tensors have no
+    other holder; their handles would dangle)."""
     tensors = list(tensors)
-    return (ctypes.c_void_p * max(1, len(tensors)))(*[t._h for t in tensors]), len(tensors)
+    arr = (ctypes.c_void_p * max(1, len(tensors)))(*[t._h for t in tensors])
+    return tensors, arr, len(tensors)
 
 
 def cat(tensors, dim=0):
-    arr, n = _seq(tensors)
+    held, arr, n = _seq(tensors)
     return _wrap(_lib.dt_cat(arr, n, dim))
 
 
 def stack(tensors, dim=0):
-    arr, n = _seq(tensors)
+    held, arr, n = _seq(tensors)
     return _wrap(_lib.dt_stack(arr, n, dim))
 
 

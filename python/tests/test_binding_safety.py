@@ -6,7 +6,6 @@ passed (`(a * b)._h`), and the C extension and the ctypes path alike."""
 import gc
 import os
 import pathlib
-import re
 import subprocess
 import sys
 
@@ -193,13 +192,47 @@ def test_runtime_destroyed_without_views_at_once():
 # ---- handles of temporaries, and the C base type
 def test_no_handle_of_a_temporary_is_passed():
     """`f((a * b)._h)` frees a * b before f runs (its handle dangles): the
-    package never takes the handle of an expression's result."""
+    package never takes the handle of an expression's result. Every
+    module is parsed (calls, subscripts, operators, conditionals, and
+    attributes, which may be properties making a new tensor such as
+    .grad or .data, over any number of lines): `._h` is read from a name
+    only, one that holds its tensor while the call runs."""
+    import ast
+    modules = sorted(PKG.rglob("*.py"))
+    assert {"_tensor.py", "functional.py", "optimizer.py", "_C.c"} <= \
+        {p.name for p in PKG.rglob("*")}  # the whole package is walked
     bad = []
-    for p in PKG.rglob("*.py"):
-        for i, line in enumerate(p.read_text().splitlines(), 1):
-            if re.search(r"[)\]]\._h\b", line):
-                bad.append(f"{p.relative_to(PKG)}:{i}: {line.strip()}")
+    for p in modules:
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, ast.Attribute) and node.attr == "_h" and \
+                    not isinstance(node.value, ast.Name):
+                bad.append(f"{p.relative_to(PKG)}:{node.lineno}: {ast.unparse(node)}")
     assert bad == []
+    # the checker sees the forms it is for
+    for code in ("f((a * b)._h)", "f(g(x)\n  ._h)", "f(x.grad._h)", "f(x[0]._h)"):
+        tree = ast.parse(code)
+        assert any(isinstance(n, ast.Attribute) and n.attr == "_h" and
+                   not isinstance(n.value, ast.Name) for n in ast.walk(tree))
+
+
+@pytest.mark.parametrize("fn", ["cat", "stack"])
+def test_a_generator_of_temporaries_lives_through_the_call(fn, monkeypatch):
+    """cat / stack of a generator: the tensors it makes are alive when the
+    C function reads their handles (the list holding them was dropped
+    before the call)."""
+    xs = [dtorch.Tensor(torch.full((3,), float(i))) for i in range(4)]
+    gc.collect()
+    base = dtorch.live_tensors()
+    live_at_call = []
+    real = getattr(_lib, f"dt_{fn}")
+
+    def spy(arr, n, dim):
+        live_at_call.append(dtorch.live_tensors() - base)
+        return real(arr, n, dim)
+    monkeypatch.setattr(_lib, f"dt_{fn}", spy)
+    out = getattr(dtorch, fn)(x * 2 for x in xs)
+    assert live_at_call == [4]
+    assert torch.equal(out.to_torch(), getattr(torch, fn)([x.to_torch() * 2 for x in xs]))
 
 
 def test_binding_is_reported_and_both_work():
