@@ -102,6 +102,30 @@ def test_load_state_dict_from_torch_continues_the_same():
         fresh.load_state_dict({"state": {}, "param_groups": []})
 
 
+
+@pytest.mark.parametrize("name,kwargs", CASES)
+def test_state_dict_into_a_fresh_optimizer_continues_as_torch(name, kwargs):
+    """dtorch's own state_dict loaded into a new optimiser, then more steps:
+    the parameters torch reaches doing the same; state kept for an index
+    with no parameter (torch keeps it) comes back in the next state_dict."""
+    out = []
+    for ns in (torch, dtorch):
+        (w, b), opt = run_steps(ns, name, kwargs, steps=3, groups=True)
+        sd = opt.state_dict()
+        sd["state"][7] = {"note": 1}
+        fresh = getattr(ns.optim, name)([{"params": [w]}, {"params": [b]}], **kwargs)
+        fresh.load_state_dict(sd)
+        x, y = torch.ones(6, 4), torch.full((6, 3), 0.5)
+        for _ in range(2):
+            fresh.zero_grad()
+            ((ns.tensor(x) @ w + b - ns.tensor(y)) ** 2).mean().backward()
+            fresh.step()
+        out.append((w, b, sorted(fresh.state_dict()["state"]), fresh.param_groups[1]["lr"]))
+    (tw, tb, tkeys, tlr), (dw, db, dkeys, dlr) = out
+    close(dw, tw)
+    close(db, tb)
+    assert (dkeys, dlr) == (tkeys, tlr) and 7 in tkeys and tlr == 0.05
+
 def test_optimizer_errors_match_torch():
     p = dtorch.nn.Parameter(dtorch.ones(2))
     tp = torch.nn.Parameter(torch.ones(2))
