@@ -248,3 +248,29 @@ def test_one_hot_refuses_classes_out_of_range_as_torch(values, n, match):
         TF.one_hot(torch.tensor(values), n)
     with pytest.raises(ValueError, match=f"one_hot: .*{match}"):
         F.one_hot(dtorch.Tensor(torch.tensor(values)), n)
+
+
+@pytest.mark.parametrize("fn,call", [
+    ("linear", lambda x: F.linear(x, dtorch.ones(2, 3))),
+    ("linear", lambda x: dtorch.nn.Linear(3, 2)(x)),
+    ("dropout", lambda x: F.dropout(x, 0.5)),
+    ("embedding", lambda x: F.embedding(x.long(), dtorch.ones(4, 2))),
+    ("layer_norm", lambda x: F.layer_norm(x, (3,))),
+    ("rms_norm", lambda x: F.rms_norm(x, (3,))),
+    ("cross_entropy", lambda x: F.cross_entropy(x.reshape(1, 3), dtorch.tensor([1]))),
+    ("nll_loss", lambda x: F.nll_loss(x.reshape(1, 3), dtorch.tensor([1]))),
+    ("one_hot", lambda x: F.one_hot(x.long(), 3)),
+    ("scaled_dot_product_attention",
+     lambda x: F.scaled_dot_product_attention(x.reshape(1, 3), dtorch.ones(1, 3), dtorch.ones(1, 3))),
+    ("cat", lambda x: dtorch.cat([dtorch.ones(3), x])),
+    ("stack", lambda x: dtorch.stack([x, dtorch.ones(3)])),
+])
+def test_a_torch_tensor_where_a_dtorch_one_belongs_is_named(fn, call):
+    """A torch.Tensor (the port's usual slip) or another object given to a
+    function that needs a dtorch.Tensor: a TypeError naming the function
+    and the argument, not an AttributeError about '_h'."""
+    for bad, what in ((torch.ones(3), "torch.Tensor"), ([1.0, 2.0, 3.0], "list")):
+        if not isinstance(bad, torch.Tensor) and fn not in ("cat", "stack", "linear"):
+            continue
+        with pytest.raises(TypeError, match=f"{fn}: .* must be a dtorch.Tensor, got .*{what}"):
+            call(bad)

@@ -25,6 +25,17 @@ def _unsupported(fn, arg, value, why=""):
                      + (f" ({why})" if why else ""))
 
 
+def _need(fn, **args):
+    """Each named argument a dtorch.Tensor (or None): a torch.Tensor given
+    by mistake is named, not met as an AttributeError on '_h'."""
+    for arg, x in args.items():
+        if x is not None and not isinstance(x, Tensor):
+            hint = (" (dtorch.Tensor(x) copies a torch.Tensor onto dtorch)"
+                    if isinstance(x, torch.Tensor) else "")
+            raise TypeError(f"dtorch.nn.functional.{fn}: {arg} must be a dtorch.Tensor, "
+                            f"got {type(x).__module__}.{type(x).__name__}{hint}")
+
+
 def _invalid(fn, what):
     raise _errors.InvalidArgumentError(f"dtorch.nn.functional.{fn}: {what}",
                                        "DT_ERR_INVALID_ARGUMENT")
@@ -122,6 +133,7 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zeroes elements with probability p (dtorch's Philox stream), the
     kept ones scaled by 1/(1-p); a copy when not training."""
+    _need("dropout", input=input)
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if inplace:
@@ -132,6 +144,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
 # ---- linear, embedding, norms
 def linear(input, weight, bias=None):
     """input @ weight.T + bias; weight [out, in]."""
+    _need("linear", input=input, weight=weight, bias=bias)
     return _wrap(_lib.dt_linear(input._h, weight._h, bias._h if bias is not None else None))
 
 
@@ -139,6 +152,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """Rows of weight [num, dim] at input's indices; the row at padding_idx
     gets no gradient (its lookups are detached), as torch's."""
+    _need("embedding", input=input, weight=weight)
     if max_norm is not None:
         _unsupported("embedding", "max_norm", max_norm)
     if scale_grad_by_freq:
@@ -171,6 +185,7 @@ def _flatten_norm(fn, input, normalized_shape):
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Over the last len(normalized_shape) dims (flattened into one for the
     library's op, which normalises the last dim)."""
+    _need("layer_norm", input=input, weight=weight, bias=bias)
     shape, k = _flatten_norm("layer_norm", input, normalized_shape)
     if k == 1:
         return _wrap(_lib.dt_layer_norm(input._h, weight._h if weight is not None else None,
@@ -186,6 +201,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x^2) + eps) * weight over the last dims; eps None is
     the dtype's machine epsilon, as torch's."""
+    _need("rms_norm", input=input, weight=weight)
     shape, k = _flatten_norm("rms_norm", input, normalized_shape)
     if eps is None:
         eps = torch.finfo(input.dtype).eps
@@ -208,6 +224,7 @@ def _class_last(input):
 def one_hot(tensor, num_classes=-1):
     """int64 [..., num_classes]: 1 at each index; num_classes -1 is the
     largest index + 1 (read from the tensor)."""
+    _need("one_hot", tensor=tensor)
     if tensor.dtype not in (torch.int64, torch.int32):
         raise TypeError("dtorch.nn.functional.one_hot: tensor must be an index tensor "
                         f"(int64 or int32), got {tensor.dtype}")
@@ -267,6 +284,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,
              reduce=None, reduction="mean"):
     """-input[n, target[n]] * weight[target[n]]; mean divides by the sum of
     the weights of the targets that are not ignore_index."""
+    _need("nll_loss", input=input, target=target, weight=weight)
     reduction = _reduction("nll_loss", reduction, size_average, reduce)
     if input.dim() < 1:
         raise ValueError("dtorch.nn.functional.nll_loss: input must have a class dim")
@@ -288,6 +306,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduce=None, reduction="mean", label_smoothing=0.0):
     """torch's cross_entropy: class-index or class-probability targets,
     ignore_index, label_smoothing in [0, 1], class weights."""
+    _need("cross_entropy", input=input, target=target, weight=weight)
     reduction = _reduction("cross_entropy", reduction, size_average, reduce)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"dtorch.nn.functional.cross_entropy: label_smoothing="
@@ -362,6 +381,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     scale 1/sqrt(E) when None; is_causal masks j > i (top-left aligned);
     a bool attn_mask keeps True, a float one is added; dropout_p applies
     to the weights (dtorch's stream)."""
+    _need("scaled_dot_product_attention", query=query, key=key, value=value)
     if enable_gqa:
         _unsupported("scaled_dot_product_attention", "enable_gqa", enable_gqa)
     if is_causal and attn_mask is not None:
