@@ -87,8 +87,10 @@ class Parameter(Tensor):
 
 class Buffer(Tensor):
     """Buffer(data, *, persistent=True): assigning one to a Module
-    attribute registers data as a buffer (torch.nn.Buffer). The module
-    holds data itself, not this marker."""
+    attribute registers it as a buffer (torch.nn.Buffer). It holds data's
+    own handle (the same tensor: writes, requires_grad and grad shared);
+    the module holds this object, of class Buffer (torch's holds a plain
+    Tensor, a detached alias of data)."""
 
     def __new__(cls, data=None, *, persistent=True):
         from .._ops import empty
