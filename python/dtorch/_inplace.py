@@ -17,7 +17,7 @@ import numbers
 
 import torch
 
-from . import _errors, _lib
+from . import _errors, _lib, _scalar
 
 # the C functions are declared in _lib.py (in-place writes, grad mode)
 _L = _lib
@@ -28,6 +28,13 @@ from ._grad_mode import no_grad  # noqa: E402  (the methods compute with grad of
 
 def _wrap(cls, ptr):
     return cls._from_handle(_errors.handle(ptr))
+
+
+def _plain():
+    """dtorch.Tensor, the class of the tensors ops make (a Parameter's
+    results are no Parameters, as in torch)."""
+    from ._tensor import Tensor  # (imported late: _tensor imports us)
+    return Tensor
 
 
 def _needs_grad(x):
@@ -66,6 +73,12 @@ def _src(self, value, name):
     if isinstance(value, cls):  # a Parameter's source may be a plain Tensor
         return value
     if isinstance(value, numbers.Number):
+        if not isinstance(value, numbers.Real) and not _scalar._is_bool(value):
+            raise TypeError(f"dtorch: {name}: the complex value {value!r} cannot be "
+                            f"written into a {self.dtype} tensor")
+        if isinstance(value, numbers.Integral) and not self.dtype.is_floating_point:
+            # an integer past 2**53 is no double: refused, never rounded
+            _scalar.kind_and_value(value, f"{type(self).__name__}.{name}")
         return _wrap(cls, _lib.dt_full_like(self._h, float(value)))
     if isinstance(value, torch.Tensor):
         if self.is_dtensor():
@@ -91,11 +104,20 @@ class InplaceMethods:
         _errors.check(_L.dt_copy_(self._h, s._h))
         return self
 
-    def _write(self, name, compute, *others):
-        """self.copy_(compute()) with compute run under grad mode off."""
+    def _write(self, name, compute, *others, cast=False):
+        """self.copy_(compute()) with compute run under grad mode off; the
+        value's dtype must cast to self's as torch's in-place rule says
+        (a float result into an int tensor is refused), unless `cast`
+        (fill_: any value is converted)."""
         _guard(self, name, *others)
         with no_grad():
             value = compute()
+            if not cast and value.dtype != self.dtype and \
+                    not torch.can_cast(value.dtype, self.dtype):
+                raise _errors.InvalidArgumentError(
+                    f"{type(self).__name__}.{name}: result type {value.dtype} can't be "
+                    f"cast to the desired output type {self.dtype} (an in-place op "
+                    f"keeps self's dtype; compute out of place)", "DT_ERR_DTYPE")
             _errors.check(_L.dt_copy_(self._h, value._h))
         return self
 
@@ -104,11 +126,16 @@ class InplaceMethods:
 
     def fill_(self, value):
         if isinstance(value, InplaceMethods):
-            return self._write("fill_", lambda: value, value)
+            if value.dim() != 0:
+                raise _errors.InvalidArgumentError(
+                    f"{type(self).__name__}.fill_: fill_ only supports 0-dimension value "
+                    f"tensor but got tensor with {value.dim()} dimensions",
+                    "DT_ERR_SHAPE")
+            return self._write("fill_", lambda: value, value, cast=True)
         if not isinstance(value, numbers.Number):
             raise TypeError(f"dtorch: fill_: value must be a number or a "
                             f"0-d tensor, got {type(value).__name__}")
-        return self._write("fill_", lambda: _src(self, value, "fill_"))
+        return self._write("fill_", lambda: _src(self, value, "fill_"), cast=True)
 
     def add_(self, other, alpha=1):
         return self._write("add_", lambda: self + other * alpha
@@ -128,9 +155,8 @@ class InplaceMethods:
         return self._write("clamp_", lambda: self.clamp(min, max))
 
     def masked_fill_(self, mask, value):
-        cls = type(self)
         return self._write("masked_fill_", lambda: _wrap(
-            cls, _lib.dt_masked_fill(self._h, mask._h, float(value))), mask)
+            _plain(), _lib.dt_masked_fill(self._h, mask._h, float(value))), mask)
 
     def addcmul_(self, tensor1, tensor2, value=1):
         return self._write("addcmul_", lambda: self + tensor1 * tensor2 * value
@@ -166,7 +192,7 @@ class InplaceMethods:
             pl = _placements_array(self.placements, mesh.ndim)
             o.placements = pl
         shape = _lib.shape_of(self.shape)
-        return _wrap(type(self), factory(shape, ctypes.byref(o)))
+        return _wrap(_plain(), factory(shape, ctypes.byref(o)))
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
         """Fills self with samples of N(mean, std^2) from dtorch's stream
@@ -211,8 +237,9 @@ class InplaceMethods:
         return self
 
     def detach(self):
-        """A new tensor on self's storage that requires no grad."""
-        return _wrap(type(self), _L.dt_detach(self._h))
+        """A new tensor on self's storage that requires no grad (a plain
+        Tensor, a Parameter's too, as torch's)."""
+        return _wrap(_plain(), _L.dt_detach(self._h))
 
     @property
     def grad_fn(self):

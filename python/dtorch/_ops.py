@@ -177,18 +177,26 @@ def var(a, dim=None, unbiased=True, keepdim=False):
     return _wrap(_lib.dt_var(a._h, dims, n, unbiased, keepdim))
 
 
-def _seq(tensors):
+def _seq(tensors, fn):
+    """(the list of tensors, their handles, the count): the caller holds
+    the list until the C call returns (a generator's tensors have no
+    other holder; their handles would dangle)."""
     tensors = list(tensors)
-    return (ctypes.c_void_p * max(1, len(tensors)))(*[t._h for t in tensors]), len(tensors)
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"dtorch.{fn}: tensors[{i}] must be a dtorch.Tensor, got "
+                            f"{type(t).__module__}.{type(t).__name__}")
+    arr = (ctypes.c_void_p * max(1, len(tensors)))(*[t._h for t in tensors])
+    return tensors, arr, len(tensors)
 
 
 def cat(tensors, dim=0):
-    arr, n = _seq(tensors)
+    held, arr, n = _seq(tensors, "cat")
     return _wrap(_lib.dt_cat(arr, n, dim))
 
 
 def stack(tensors, dim=0):
-    arr, n = _seq(tensors)
+    held, arr, n = _seq(tensors, "stack")
     return _wrap(_lib.dt_stack(arr, n, dim))
 
 

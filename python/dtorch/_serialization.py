@@ -69,10 +69,16 @@ def _to_torch(obj, path, layouts):
         return out
     if isinstance(obj, (list, tuple)):
         items = [_to_torch(v, path + [i], layouts) for i, v in enumerate(obj)]
-        if isinstance(obj, list) or type(obj) is tuple:
-            return type(obj)(items)
-        return type(obj)(*items)  # a namedtuple
+        return _same_sequence(obj, items)
     return obj
+
+
+def _same_sequence(obj, items):
+    """items in obj's sequence type: a namedtuple takes them as
+    arguments, a list, tuple or other subclass (torch.Size) as one."""
+    if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
+        return type(obj)(*items)
+    return type(obj)(items)
 
 
 def _check_keys(obj, path):
@@ -140,11 +146,11 @@ def _from_torch(obj, path, layouts, mesh):
         for k, v in obj.items():
             out[k] = _from_torch(v, path + [k], layouts, mesh)
         return out
-    if isinstance(obj, list):
-        return [_from_torch(v, path + [i], layouts, mesh) for i, v in enumerate(obj)]
-    if type(obj) is tuple:
-        return tuple(_from_torch(v, path + [i], layouts, mesh) for i, v in enumerate(obj))
-    return obj
+    if isinstance(obj, list) or type(obj) is tuple or \
+            isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
+        return _same_sequence(obj, [_from_torch(v, path + [i], layouts, mesh)
+                                    for i, v in enumerate(obj)])
+    return obj  # torch.Size and the like hold no tensors
 
 
 def load(f, map_location=None, weights_only=True, *, device_mesh=None):

@@ -77,6 +77,20 @@ def _wrap(ptr):
     return Tensor._from_handle(_errors.handle(ptr))
 
 
+def _picklable(t):
+    """A DTensor's mesh lives in this process only: pickle would drop its
+    layout; dtorch.save records it."""
+    if t.is_dtensor():
+        raise TypeError(f"pickle: a DTensor ({type(t).__name__} on a mesh of shape "
+                        f"{tuple(t.device_mesh.shape)}) cannot be pickled; dtorch.save "
+                        "writes it with its layout (dtorch.load(..., device_mesh=) lays "
+                        "it out again)")
+
+
+def _rebuild(data, requires_grad):
+    return Tensor(data, requires_grad=requires_grad)
+
+
 def _scalar_ok(x):
     return isinstance(x, numbers.Real) and not isinstance(x, Tensor)
 
@@ -236,7 +250,9 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
 
     @classmethod
     def _from_handle(cls, h):
-        obj = cls.__new__(cls)
+        # Tensor's __new__, not a subclass's: Parameter.__new__ makes a
+        # handle of its own, which h would replace (and leak)
+        obj = Tensor.__new__(cls)
         obj._h = h
         return obj
 
@@ -244,6 +260,40 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
         h, self._h = getattr(self, "_h", None), None
         if h and _lib is not None and _lib.dt_tensor_release is not None:
             _lib.dt_tensor_release(h)
+
+    # ---- copies, as torch's; each owns a handle of its own (copying the
+    # handle itself would release it twice)
+    def __copy__(self):
+        """copy.copy: a new leaf on self's storage (writes through one
+        are seen by the other), requiring grad as self does."""
+        c = self.detach()
+        return c.requires_grad_(True) if self.requires_grad else c
+
+    def __deepcopy__(self, memo):
+        """copy.deepcopy: a new leaf holding a copy of self's values (its
+        dtype, mesh and placements), its requires_grad and a deep copy of
+        its grad; a non-leaf is refused, as torch refuses it."""
+        if id(self) in memo:
+            return memo[id(self)]
+        if self.grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment")
+        from ._grad_mode import no_grad
+        from ._ops import clone
+        with no_grad():
+            new = clone(self)
+        if self.requires_grad:
+            new.requires_grad_(True)
+        g = self.grad
+        if g is not None:
+            new.grad = g.__deepcopy__(memo)
+        memo[id(self)] = new
+        return new
+
+    def __reduce_ex__(self, proto):
+        """pickle: the values (to_torch) and requires_grad."""
+        _picklable(self)
+        return (_rebuild, (self.to_torch(), self.requires_grad))
 
     # ---- metadata
     @property
@@ -663,7 +713,7 @@ if _C:
     def _from_handle(cls, h, _new=_C.from_handle):
         if cls is Tensor:
             return _new(h)
-        obj = cls.__new__(cls)
+        obj = Tensor.__new__(cls)
         obj._h = h
         return obj
     Tensor._from_handle = classmethod(_from_handle)

@@ -199,3 +199,78 @@ def test_on_dtensors():
     close(F.cross_entropy(F.linear(dx, dw), dt, label_smoothing=0.1),
           TF.cross_entropy(TF.linear(x, W), target, label_smoothing=0.1))
     close(F.one_hot(dt, 5), TF.one_hot(target, 5))
+
+
+# each bad input torch refuses, refused here too (composed losses used to
+# give a silent number: a one-hot of an out-of-range class is all zeros)
+_X = torch.randn(3, 5)
+_BAD = [
+    ("nll_loss", dict(target=torch.tensor([1, 7, 0])), "target 7 \\(position 1\\).*5 classes"),
+    ("nll_loss", dict(target=torch.tensor([1, -3, 0])), "target -3 \\(position 1\\)"),
+    ("nll_loss", dict(target=torch.tensor([1.0, 2.0, 0.0])), "target.*int64.*float32"),
+    ("nll_loss", dict(target=torch.tensor([1, 2])), "target shape \\[2\\].*expected \\[3\\]"),
+    ("nll_loss", dict(target=torch.tensor([1, 2, 0]), weight=torch.ones(4)),
+     "weight shape \\[4\\].*\\[5\\]"),
+    ("cross_entropy", dict(target=torch.tensor([1, 7, 0]), weight=torch.ones(5)),
+     "target 7 \\(position 1\\)"),
+    ("cross_entropy", dict(target=torch.tensor([[1, 0, 0]]), weight=torch.ones(5)),
+     "target shape \\[1, 3\\]"),
+    ("cross_entropy", dict(target=torch.tensor([1, 2, 0]), weight=torch.ones(5, 1)),
+     "weight shape \\[5, 1\\]"),
+]
+
+
+@pytest.mark.parametrize("fn,kw,match", _BAD)
+def test_loss_targets_torch_refuses_are_refused(fn, kw, match):
+    targs = {k: v for k, v in kw.items()}
+    with pytest.raises((RuntimeError, ValueError, IndexError)):
+        getattr(TF, fn)(_X.log_softmax(1), **targs)
+    dargs = {k: dtorch.Tensor(v) for k, v in kw.items()}
+    with pytest.raises(ValueError, match=f"{fn}: .*{match}"):
+        getattr(F, fn)(dtorch.Tensor(_X.log_softmax(1)), **dargs)
+
+
+def test_ignored_targets_pass_the_range_check():
+    t = torch.tensor([1, -100, 4])
+    w = torch.rand(5)
+    for fn in ("nll_loss", "cross_entropy"):
+        close(getattr(F, fn)(dtorch.Tensor(_X), dtorch.Tensor(t), weight=dtorch.Tensor(w)),
+              getattr(TF, fn)(_X, t, weight=w))
+        close(getattr(F, fn)(dtorch.Tensor(_X), dtorch.Tensor(torch.tensor([1, 9, 4])),
+                             weight=dtorch.Tensor(w), ignore_index=9),
+              getattr(TF, fn)(_X, torch.tensor([1, 9, 4]), weight=w, ignore_index=9))
+
+
+@pytest.mark.parametrize("values,n,match", [([0, -1], -1, "non-negative"),
+                                             ([0, 5], 3, "smaller than num_classes")])
+def test_one_hot_refuses_classes_out_of_range_as_torch(values, n, match):
+    with pytest.raises(RuntimeError, match=match):
+        TF.one_hot(torch.tensor(values), n)
+    with pytest.raises(ValueError, match=f"one_hot: .*{match}"):
+        F.one_hot(dtorch.Tensor(torch.tensor(values)), n)
+
+
+@pytest.mark.parametrize("fn,call", [
+    ("linear", lambda x: F.linear(x, dtorch.ones(2, 3))),
+    ("linear", lambda x: dtorch.nn.Linear(3, 2)(x)),
+    ("dropout", lambda x: F.dropout(x, 0.5)),
+    ("embedding", lambda x: F.embedding(x.long(), dtorch.ones(4, 2))),
+    ("layer_norm", lambda x: F.layer_norm(x, (3,))),
+    ("rms_norm", lambda x: F.rms_norm(x, (3,))),
+    ("cross_entropy", lambda x: F.cross_entropy(x.reshape(1, 3), dtorch.tensor([1]))),
+    ("nll_loss", lambda x: F.nll_loss(x.reshape(1, 3), dtorch.tensor([1]))),
+    ("one_hot", lambda x: F.one_hot(x.long(), 3)),
+    ("scaled_dot_product_attention",
+     lambda x: F.scaled_dot_product_attention(x.reshape(1, 3), dtorch.ones(1, 3), dtorch.ones(1, 3))),
+    ("cat", lambda x: dtorch.cat([dtorch.ones(3), x])),
+    ("stack", lambda x: dtorch.stack([x, dtorch.ones(3)])),
+])
+def test_a_torch_tensor_where_a_dtorch_one_belongs_is_named(fn, call):
+    """A torch.Tensor (the port's usual slip) or another object given to a
+    function that needs a dtorch.Tensor: a TypeError naming the function
+    and the argument, not an AttributeError about '_h'."""
+    for bad, what in ((torch.ones(3), "torch.Tensor"), ([1.0, 2.0, 3.0], "list")):
+        if not isinstance(bad, torch.Tensor) and fn not in ("cat", "stack", "linear"):
+            continue
+        with pytest.raises(TypeError, match=f"{fn}: .* must be a dtorch.Tensor, got .*{what}"):
+            call(bad)

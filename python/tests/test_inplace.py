@@ -198,6 +198,63 @@ def test_errors():
         d.copy_("x")
 
 
+
+_INT = torch.tensor([4, 9])
+_REFUSED = [  # torch refuses each: the value would not fit self's dtype
+    lambda t: t.add_(1.5), lambda t: t.sub_(0.5), lambda t: t.mul_(0.5),
+    lambda t: t.div_(2), lambda t: t.sqrt_(), lambda t: t.exp_(),
+    lambda t: t.clamp_(0.5, 5.5), lambda t: t.__iadd__(1.5),
+    lambda t: t.add_(t.float() if isinstance(t, torch.Tensor) else t.float()),
+    lambda t: t.addcdiv_(t, t),
+]
+
+
+@pytest.mark.parametrize("i", range(len(_REFUSED)))
+def test_a_result_that_does_not_fit_self_is_refused_as_torch(i):
+    """torch's in-place rule: the op's result type must cast to self's
+    dtype without a change of kind (a float result into an int64 tensor
+    is refused, not truncated)."""
+    f = _REFUSED[i]
+    with pytest.raises(RuntimeError):  # "can't be cast ..." (addcdiv: its own words)
+        f(_INT.clone())
+    d = dtorch.Tensor(_INT)
+    with pytest.raises(RuntimeError, match=r"Tensor\.\w+_: result type torch.float32 "
+                                           "can't be cast to the desired output type torch.int64"):
+        f(d)
+    assert d.tolist() == [4, 9]  # left as it was
+    b = dtorch.Tensor(torch.tensor([True, False]))
+    with pytest.raises(RuntimeError, match="torch.int64 can't be cast.*torch.bool"):
+        b.add_(1)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch.tensor([True, False]).add_(1)
+
+
+def test_what_casts_into_self_as_torch():
+    """What torch writes into an integer tensor (a cast of kind it allows:
+    fill_, masked_fill_, copy_, an int result), written here the same."""
+    for f in (lambda t: t.fill_(2.7), lambda t: t.add_(3), lambda t: t.mul_(2),
+              lambda t: t.copy_(t.float() + 0.5 if isinstance(t, torch.Tensor)
+                                else t.float() + 0.5),
+              lambda t: t.masked_fill_(t > 5, 2.5), lambda t: t.clamp_(5, 8)):
+        t, d = _INT.clone(), dtorch.Tensor(_INT)
+        with torch.no_grad():
+            f(t)
+        f(d)
+        assert d.tolist() == t.tolist() and d.dtype == t.dtype
+    t = torch.zeros(1, dtype=torch.int64).fill_(2**60 + 1)
+    d = dtorch.Tensor(torch.zeros(1, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"fill_: the integer scalar 1152921504606846977 is "
+                                         "not exactly a double"):
+        d.fill_(2**60 + 1)  # refused, not rounded: pass a tensor
+    d.fill_(dtorch.Tensor(torch.tensor(2**60 + 1)))
+    assert d.tolist() == t.tolist()
+    with pytest.raises(RuntimeError, match="fill_ only supports 0-dimension value tensor"):
+        torch.zeros(2).fill_(torch.ones(2))
+    with pytest.raises(RuntimeError, match="fill_ only supports 0-dimension value tensor"):
+        dtorch.zeros(2).fill_(dtorch.ones(2))
+    with pytest.raises(TypeError, match="fill_: .*complex"):
+        dtorch.zeros(2).fill_(1j)
+
 def test_dtensor_copy():
     mesh = init_device_mesh("cpu", (4,))
     torch.manual_seed(3)

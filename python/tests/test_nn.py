@@ -393,6 +393,26 @@ def test_zero_grad_requires_grad_and_to():
     assert w.dtype == torch.float32
 
 
+
+@pytest.mark.parametrize("convert", [lambda m: m.double(), lambda m: m.to(torch.float64),
+                                     lambda m: m.half(), lambda m: m.bfloat16()])
+def test_dtype_conversions_convert_gradients_as_torch(convert):
+    """Module.double() etc. cast each parameter's .grad with it, as torch's
+    _apply does (the grad was dropped: a grad of another dtype than its
+    parameter's new one could not stay)."""
+    torch.manual_seed(0)
+    t = torch.nn.Linear(3, 2)
+    d = dnn.Linear(3, 2)
+    d.load_state_dict(t.state_dict())
+    x = torch.randn(4, 3)
+    t(x).pow(2).sum().backward()
+    d(dtorch.tensor(x)).pow(2).sum().backward()
+    convert(t), convert(d)
+    for tp, dp in zip(t.parameters(), d.parameters()):
+        assert dp.grad is not None and dp.grad.dtype == tp.grad.dtype == tp.dtype == dp.dtype
+        tol = 1e-6 if tp.dtype == torch.float64 else 1e-2  # one rounding of near values
+        close(dp.grad, tp.grad, rtol=tol, atol=tol)
+
 def test_modules_on_dtensors():
     """Parameters distributed on a mesh (Shard(0) weight: column-parallel
     as a parallelize plan would make it) run forward and backward through

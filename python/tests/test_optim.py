@@ -102,6 +102,30 @@ def test_load_state_dict_from_torch_continues_the_same():
         fresh.load_state_dict({"state": {}, "param_groups": []})
 
 
+
+@pytest.mark.parametrize("name,kwargs", CASES)
+def test_state_dict_into_a_fresh_optimizer_continues_as_torch(name, kwargs):
+    """dtorch's own state_dict loaded into a new optimiser, then more steps:
+    the parameters torch reaches doing the same; state kept for an index
+    with no parameter (torch keeps it) comes back in the next state_dict."""
+    out = []
+    for ns in (torch, dtorch):
+        (w, b), opt = run_steps(ns, name, kwargs, steps=3, groups=True)
+        sd = opt.state_dict()
+        sd["state"][7] = {"note": 1}
+        fresh = getattr(ns.optim, name)([{"params": [w]}, {"params": [b]}], **kwargs)
+        fresh.load_state_dict(sd)
+        x, y = torch.ones(6, 4), torch.full((6, 3), 0.5)
+        for _ in range(2):
+            fresh.zero_grad()
+            ((ns.tensor(x) @ w + b - ns.tensor(y)) ** 2).mean().backward()
+            fresh.step()
+        out.append((w, b, sorted(fresh.state_dict()["state"]), fresh.param_groups[1]["lr"]))
+    (tw, tb, tkeys, tlr), (dw, db, dkeys, dlr) = out
+    close(dw, tw)
+    close(db, tb)
+    assert (dkeys, dlr) == (tkeys, tlr) and 7 in tkeys and tlr == 0.05
+
 def test_optimizer_errors_match_torch():
     p = dtorch.nn.Parameter(dtorch.ones(2))
     tp = torch.nn.Parameter(torch.ones(2))
@@ -155,6 +179,42 @@ def test_scheduler_sequences_equal_torch(name, kwargs):
     assert {k: v for k, v in dsd.items() if k not in skip} == \
         {k: v for k, v in tsd.items() if k not in skip}
 
+
+
+@pytest.mark.parametrize("name,kwargs", SCHEDULERS + [
+    ("MultiplicativeLR", dict(lr_lambda=lambda e: 0.95))])
+def test_scheduler_resume_epoch_steps_and_state_equal_torch(name, kwargs):
+    """A scheduler made with last_epoch (resuming), stepped with explicit
+    epochs (the closed forms, epoch 0 included), and one loaded from a
+    state_dict: the same rates as torch's."""
+    seqs = []
+    for ns in (torch, dtorch):
+        def make(last_epoch=-1):
+            opt = ns.optim.SGD([{"params": [ns.nn.Parameter(ns.ones(1))]},
+                                {"params": [ns.nn.Parameter(ns.ones(1))], "lr": 0.3}],
+                               lr=0.1)
+            if last_epoch >= 0:
+                for g in opt.param_groups:
+                    g["initial_lr"] = g["lr"]
+            return opt, getattr(ns.optim.lr_scheduler, name)(opt, last_epoch=last_epoch,
+                                                              **kwargs)
+        opt, sched = make(last_epoch=5)
+        seq = [sched.get_last_lr(), sched.last_epoch]
+        for _ in range(4):
+            opt.step()
+            sched.step()
+            seq.append(sched.get_last_lr())
+        with pytest.warns(UserWarning, match="epoch parameter"):
+            for epoch in (3, 0, 8, 1):
+                sched.step(epoch)
+                seq.append(sched.get_last_lr())
+        opt2, sched2 = make()
+        sched2.load_state_dict(sched.state_dict())
+        opt2.step()
+        sched2.step()
+        seq += [sched2.get_last_lr(), sched2.last_epoch]
+        seqs.append(seq)
+    assert seqs[1] == seqs[0]
 
 def test_scheduler_warns_when_stepped_first():
     opt = dtorch.optim.SGD([dtorch.nn.Parameter(dtorch.ones(1))], lr=0.1)

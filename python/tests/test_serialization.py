@@ -170,3 +170,27 @@ def test_weights_only(tmp_path):
 def test_bad_keys(tmp_path):
     with pytest.raises(TypeError, match=r"dtorch.save: key \(1, 2\) at the top"):
         dtorch.save({(1, 2): 3}, tmp_path / "k.pt")
+
+
+_Pair = collections.namedtuple("_Pair", "tensor count")
+
+
+def test_tuple_kinds_round_trip_as_torch(tmp_path, mesh):
+    """A torch.Size (a tuple subclass that is no namedtuple) is saved as
+    torch.save saves it; a namedtuple's tensors come back as dtorch
+    tensors (laid out again), as a plain tuple's do."""
+    sd = {"shape": torch.Size([2, 3]), "pair": _Pair(dtorch.Tensor(torch.arange(4.0),
+                                                                   device_mesh=mesh,
+                                                                   placements=[dtorch.Shard(0)]), 5),
+          "tup": (dtorch.Tensor(torch.ones(2)), 1)}
+    dtorch.save(sd, tmp_path / "s.pt")
+    ref = tmp_path / "r.pt"
+    torch.save({"shape": torch.Size([2, 3])}, ref)
+    assert torch.load(tmp_path / "s.pt", weights_only=False)["shape"] == \
+        torch.load(ref, weights_only=True)["shape"]
+    back = dtorch.load(tmp_path / "s.pt", weights_only=False, device_mesh=mesh)
+    assert type(back["shape"]) is torch.Size and back["shape"] == (2, 3)
+    assert type(back["pair"]) is _Pair and back["pair"].count == 5
+    assert isinstance(back["pair"].tensor, dtorch.Tensor)
+    assert back["pair"].tensor.placements == (dtorch.Shard(0),)
+    assert isinstance(back["tup"][0], dtorch.Tensor)

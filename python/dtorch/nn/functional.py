@@ -13,7 +13,7 @@ import warnings
 
 import torch
 
-from .. import _lib
+from .. import _errors, _lib
 from .._tensor import Tensor, _wrap
 from .parameter import _leaf_alias
 
@@ -23,6 +23,22 @@ _REDUCTIONS = {"mean": 0, "sum": 1, "none": 2}  # dt_reduction
 def _unsupported(fn, arg, value, why=""):
     raise ValueError(f"dtorch.nn.functional.{fn}: {arg}={value!r} is not supported"
                      + (f" ({why})" if why else ""))
+
+
+def _need(fn, **args):
+    """Each named argument a dtorch.Tensor (or None): a torch.Tensor given
+    by mistake is named, not met as an AttributeError on '_h'."""
+    for arg, x in args.items():
+        if x is not None and not isinstance(x, Tensor):
+            hint = (" (dtorch.Tensor(x) copies a torch.Tensor onto dtorch)"
+                    if isinstance(x, torch.Tensor) else "")
+            raise TypeError(f"dtorch.nn.functional.{fn}: {arg} must be a dtorch.Tensor, "
+                            f"got {type(x).__module__}.{type(x).__name__}{hint}")
+
+
+def _invalid(fn, what):
+    raise _errors.InvalidArgumentError(f"dtorch.nn.functional.{fn}: {what}",
+                                       "DT_ERR_INVALID_ARGUMENT")
 
 
 def _reduction(fn, reduction, size_average=None, reduce=None):
@@ -117,6 +133,7 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zeroes elements with probability p (dtorch's Philox stream), the
     kept ones scaled by 1/(1-p); a copy when not training."""
+    _need("dropout", input=input)
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if inplace:
@@ -127,6 +144,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
 # ---- linear, embedding, norms
 def linear(input, weight, bias=None):
     """input @ weight.T + bias; weight [out, in]."""
+    _need("linear", input=input, weight=weight, bias=bias)
     return _wrap(_lib.dt_linear(input._h, weight._h, bias._h if bias is not None else None))
 
 
@@ -134,6 +152,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """Rows of weight [num, dim] at input's indices; the row at padding_idx
     gets no gradient (its lookups are detached), as torch's."""
+    _need("embedding", input=input, weight=weight)
     if max_norm is not None:
         _unsupported("embedding", "max_norm", max_norm)
     if scale_grad_by_freq:
@@ -166,6 +185,7 @@ def _flatten_norm(fn, input, normalized_shape):
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Over the last len(normalized_shape) dims (flattened into one for the
     library's op, which normalises the last dim)."""
+    _need("layer_norm", input=input, weight=weight, bias=bias)
     shape, k = _flatten_norm("layer_norm", input, normalized_shape)
     if k == 1:
         return _wrap(_lib.dt_layer_norm(input._h, weight._h if weight is not None else None,
@@ -181,6 +201,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x^2) + eps) * weight over the last dims; eps None is
     the dtype's machine epsilon, as torch's."""
+    _need("rms_norm", input=input, weight=weight)
     shape, k = _flatten_norm("rms_norm", input, normalized_shape)
     if eps is None:
         eps = torch.finfo(input.dtype).eps
@@ -203,16 +224,52 @@ def _class_last(input):
 def one_hot(tensor, num_classes=-1):
     """int64 [..., num_classes]: 1 at each index; num_classes -1 is the
     largest index + 1 (read from the tensor)."""
+    _need("one_hot", tensor=tensor)
     if tensor.dtype not in (torch.int64, torch.int32):
         raise TypeError("dtorch.nn.functional.one_hot: tensor must be an index tensor "
                         f"(int64 or int32), got {tensor.dtype}")
+    empty = tensor.numel() == 0
     if num_classes == -1:
+        if empty:
+            _invalid("one_hot", "num_classes=-1 cannot be inferred from an empty tensor")
         num_classes = int(tensor.amax().item()) + 1
     if num_classes < 1:
         raise ValueError(f"dtorch.nn.functional.one_hot: num_classes={num_classes} "
                          "must be positive (or -1)")
+    # an index outside [0, num_classes) would make a row of zeros
+    if not empty and int(tensor.amin().item()) < 0:
+        _invalid("one_hot", f"Class values must be non-negative (got "
+                 f"{int(tensor.amin().item())})")
+    if not empty and int(tensor.amax().item()) >= num_classes:
+        _invalid("one_hot", f"Class values must be smaller than num_classes "
+                 f"({int(tensor.amax().item())} >= {num_classes})")
     classes = _constant_like(tensor, torch.arange(num_classes))
     return (tensor.unsqueeze(-1) == classes).long()
+
+
+def _check_class_targets(fn, input, target, weight, num_classes, ignore_index):
+    """torch's checks of class-index targets (a composed loss would turn a
+    bad one into a silent number): an index dtype, the input's shape
+    without its class dim, one weight per class, and each target in
+    [0, C) or ignore_index (read back: the call waits for the target)."""
+    if target.dtype not in (torch.int64, torch.int32, torch.uint8):
+        _invalid(fn, f"target must be class indices (int64, int32 or uint8), got "
+                 f"{target.dtype}")
+    shape = list(input.shape)
+    expected = shape[:1] + shape[2:] if len(shape) >= 2 else []
+    if list(target.shape) != expected:
+        _invalid(fn, f"target shape {list(target.shape)} does not match input {shape} "
+                 f"(expected {expected}: the input's shape without its class dim)")
+    if weight is not None and list(weight.shape) != [num_classes]:
+        _invalid(fn, f"weight shape {list(weight.shape)} is not [{num_classes}] "
+                 "(one weight per class)")
+    t = target.to_torch().long().flatten()
+    bad = ((t < 0) | (t >= num_classes)) & (t != ignore_index)
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0])
+        _invalid(fn, f"target {int(t[i])} (position {i}) is out of range for "
+                 f"{num_classes} classes (expected [0, {num_classes}) or ignore_index "
+                 f"{ignore_index})")
 
 
 def _index_mask(target, num_classes, ignore_index):
@@ -227,10 +284,12 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,
              reduce=None, reduction="mean"):
     """-input[n, target[n]] * weight[target[n]]; mean divides by the sum of
     the weights of the targets that are not ignore_index."""
+    _need("nll_loss", input=input, target=target, weight=weight)
     reduction = _reduction("nll_loss", reduction, size_average, reduce)
     if input.dim() < 1:
         raise ValueError("dtorch.nn.functional.nll_loss: input must have a class dim")
     num_classes = input.shape[1] if input.dim() >= 2 else input.shape[0]
+    _check_class_targets("nll_loss", input, target, weight, num_classes, ignore_index)
     x = _class_last(input)
     hot, valid = _index_mask(target, num_classes, ignore_index)
     if weight is not None:
@@ -247,6 +306,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduce=None, reduction="mean", label_smoothing=0.0):
     """torch's cross_entropy: class-index or class-probability targets,
     ignore_index, label_smoothing in [0, 1], class weights."""
+    _need("cross_entropy", input=input, target=target, weight=weight)
     reduction = _reduction("cross_entropy", reduction, size_average, reduce)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"dtorch.nn.functional.cross_entropy: label_smoothing="
@@ -264,12 +324,17 @@ def _weighted_cross_entropy(input, target, weight, ignore_index, reduction, eps)
     num_classes = input.shape[1] if input.dim() >= 2 else input.shape[0]
     logp = _class_last(input.log_softmax(1 if input.dim() >= 2 else 0))
     if target.dtype.is_floating_point:  # class probabilities
+        if tuple(target.shape) != tuple(input.shape) or tuple(weight.shape) != (num_classes,):
+            _invalid("cross_entropy", f"probability target {list(target.shape)} and "
+                     f"weight {list(weight.shape)} must have the input's shape "
+                     f"{list(input.shape)} and [{num_classes}]")
         if eps > 0:
             target = target * (1 - eps) + eps / num_classes
         loss = -(logp * _class_last(target) * weight).sum(-1)
         if reduction == "mean":
             return loss.sum() / loss.numel()  # positions, not weights
         return _reduce(loss, reduction)
+    _check_class_targets("cross_entropy", input, target, weight, num_classes, ignore_index)
     hot, valid = _index_mask(target, num_classes, ignore_index)
     whot = hot * weight
     nll = -(logp * whot).sum(-1)
@@ -316,6 +381,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     scale 1/sqrt(E) when None; is_causal masks j > i (top-left aligned);
     a bool attn_mask keeps True, a float one is added; dropout_p applies
     to the weights (dtorch's stream)."""
+    _need("scaled_dot_product_attention", query=query, key=key, value=value)
     if enable_gqa:
         _unsupported("scaled_dot_product_attention", "enable_gqa", enable_gqa)
     if is_causal and attn_mask is not None:

@@ -9,7 +9,7 @@ as it was. A DTensor stays a DTensor with its mesh and placements.
 import torch
 
 from .. import _errors, _inplace, _lib  # noqa: F401  (_inplace declares dt_detach)
-from .._tensor import Tensor
+from .._tensor import Tensor, _picklable
 
 
 def _leaf_alias(data, requires_grad):
@@ -62,7 +62,12 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
+    def __copy__(self):
+        # torch's copy.copy: a Parameter on the same storage
+        return Parameter(self, self.requires_grad)
+
     def __reduce_ex__(self, proto):
+        _picklable(self)
         return (Parameter, (self.to_torch(), self.requires_grad))
 
     def __deepcopy__(self, memo):
@@ -82,8 +87,10 @@ class Parameter(Tensor):
 
 class Buffer(Tensor):
     """Buffer(data, *, persistent=True): assigning one to a Module
-    attribute registers data as a buffer (torch.nn.Buffer). The module
-    holds data itself, not this marker."""
+    attribute registers it as a buffer (torch.nn.Buffer). It holds data's
+    own handle (the same tensor: writes, requires_grad and grad shared);
+    the module holds this object, of class Buffer (torch's holds a plain
+    Tensor, a detached alias of data)."""
 
     def __new__(cls, data=None, *, persistent=True):
         from .._ops import empty

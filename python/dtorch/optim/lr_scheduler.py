@@ -155,10 +155,11 @@ class LambdaLR(LRScheduler):
 
 
 class MultiplicativeLR(LambdaLR):
-    """lr *= lr_lambda(epoch) each step after the first."""
+    """lr *= lr_lambda(epoch) each step after the constructor's (whatever
+    last_epoch it resumes from, and at step(0) too, as torch's)."""
 
     def get_lr(self):
-        if self.last_epoch > 0:
+        if not self._is_initial:
             return [group["lr"] * lmbda(self.last_epoch)
                     for lmbda, group in zip(self.lr_lambdas, self.optimizer.param_groups,
                                             strict=True)]

@@ -4,13 +4,18 @@ param_groups is a list of dicts (params plus each hyperparameter, the
 defaults filled in), state a dict per parameter with torch's keys, and
 state_dict() / load_state_dict() use torch's format (state keyed by the
 parameter's index over all groups, each group's "params" the list of its
-indices), so a state_dict moves between torch and dtorch optimisers.
+indices): a torch optimiser's state_dict loads into a dtorch one, and a
+dtorch one's, written by dtorch.save, is read back by torch.load as torch
+tensors for a torch optimiser (whose load_state_dict takes no dtorch
+tensors).
 
 A step runs with grad mode off and writes each parameter IN PLACE
 (Tensor.copy_), so every holder of the Parameter (a module, a state_dict
 entry) sees the new value. The state buffers (exp_avg, momentum_buffer)
 are replaced by new tensors each step instead (one pass fewer per
-buffer): a state_dict() holds the buffers of the step it was taken at.
+buffer). state_dict() holds each parameter's state dict itself, as
+torch's does, so it follows later steps: copy.deepcopy it (or
+dtorch.save it) to keep the state of one step.
 """
 from collections import defaultdict
 from copy import deepcopy
@@ -131,7 +136,9 @@ class Optimizer:
             start += len(packed["params"])
             return packed
         groups = [pack(g) for g in self.param_groups]
-        state = {mapping[id(k)]: v for k, v in self.state.items()}
+        # a key that is no parameter (a loaded state's index with none) as is
+        state = {mapping[id(k)] if isinstance(k, Tensor) else k: v
+                 for k, v in self.state.items()}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):

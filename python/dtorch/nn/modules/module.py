@@ -344,11 +344,12 @@ class Module:
         for key, param in self._parameters.items():
             if param is None:
                 continue
+            # the grad first: new data of another dtype drops it
+            grad = param.grad
             with no_grad():
                 applied = fn(param)
             if applied is not param:
                 param.data = applied
-            grad = param.grad
             if grad is not None:
                 with no_grad():
                     g = fn(grad)
