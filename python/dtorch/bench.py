@@ -178,8 +178,10 @@ def _c_mlp_step(cli, steps):
         print(f"dtorch bench python: {cli} bench demo: {e}", file=sys.stderr)
         return None
     for line in out.stdout.splitlines():
-        if line.startswith("{") and '"model":"mlp"' in line:
-            return json.loads(line)["ms"]
+        if line.startswith("{"):
+            d = json.loads(line)
+            if d.get("bench") == "train_step" and d.get("model") == "mlp":
+                return d["ms"]
     print(f"dtorch bench python: {cli} bench demo printed no mlp line: "
           f"{out.stderr.strip()[-300:]}", file=sys.stderr)
     return None
