@@ -52,10 +52,18 @@ typedef struct {
 
 static PyTypeObject TensorBaseType;
 
+/* the release may wait (the owning rank's queue full, runtime/storage.c):
+ * without the GIL, as the ctypes path does, so no Python thread stalls
+ * behind it and a rank thread of dtorch.run waiting for the GIL can drain
+ * that queue meanwhile (~40 ns an object) */
 static void tb_dealloc(PyObject *self) {
   void *h = ((TensorBase *)self)->h;
   ((TensorBase *)self)->h = NULL;
-  if (h && f_release) f_release(h);
+  if (h && f_release) {
+    Py_BEGIN_ALLOW_THREADS
+    f_release(h);
+    Py_END_ALLOW_THREADS
+  }
   Py_TYPE(self)->tp_free(self);
 }
 
