@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/tensor.h"
+#include "dispatch/autograd.h"
 #include "dispatch/shadow.h"
 #include "mesh/spmd_coll.h"
 #include "runtime/dry.h"
@@ -119,18 +121,36 @@ static dt_tensor *shadowed(dt_tensor *t) {
   return made(t);
 }
 
+/* from / to a local tensor that requires grad is a graph node, as
+ * PyTorch's DTensor.from_local and to_local are differentiable */
+static dt_tensor *recorded(dt_tensor *in, dt_tensor *out, bool from_local,
+                           const char *fn) {
+  if (out && !dispatch_autograd_spmd_local(in, out, from_local)) {
+    core_tensor_release(out);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the "
+                   "autograd graph", fn);
+    return NULL;
+  }
+  return out;
+}
+
 dt_tensor *dt_dtensor_from_local(dt_tensor *local, dt_mesh *mesh,
                                  const dt_placement *placements) {
-  return shadowed(mesh_spmd_from_local(local, mesh, placements, NULL));
+  return shadowed(recorded(local, mesh_spmd_from_local(local, mesh, placements, NULL),
+                           true, "dt_dtensor_from_local"));
 }
 
 dt_tensor *dt_dtensor_from_local_shape(dt_tensor *local, dt_mesh *mesh,
                                        const dt_placement *placements,
                                        dt_shape global_shape) {
-  return shadowed(mesh_spmd_from_local(local, mesh, placements, &global_shape));
+  return shadowed(recorded(local, mesh_spmd_from_local(local, mesh, placements,
+                                                       &global_shape),
+                           true, "dt_dtensor_from_local_shape"));
 }
 
-dt_tensor *dt_dtensor_to_local(dt_tensor *t) { return made(mesh_spmd_to_local(t)); }
+dt_tensor *dt_dtensor_to_local(dt_tensor *t) {
+  return made(recorded(t, mesh_spmd_to_local(t), false, "dt_dtensor_to_local"));
+}
 
 dt_status dt_fault_inject(dt_runtime *rt, const dt_fault *f) {
   if (f && CORE_RESERVED_ZERO("dt_fault_inject", "dt_fault", f) != DT_OK)
