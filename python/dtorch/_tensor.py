@@ -310,9 +310,20 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
             self._h, ctypes.c_void_p(out.data_ptr()), out.numel() * out.element_size()))
         return TensorFuture(f, out, self)
 
-    def to_local(self, rank=None):
+    def to_local(self, rank=None, *, grad_placements=None):
         """The shard runtime rank `rank` holds, as a new torch.Tensor;
-        rank None: the current rank's (dtorch.distributed.get_rank())."""
+        rank None: the current rank's (dtorch.distributed.get_rank()).
+        Inside an SPMD function (each rank holds its own shards), as
+        torch's: this rank's shard as a dtorch.Tensor sharing its storage,
+        differentiable (the gradient flows back as the shard of a DTensor
+        with these placements; grad_placements may only repeat them)."""
+        if rank is None and _lib.dt_spmd_rank() >= 0:
+            if grad_placements is not None and \
+                    tuple(grad_placements) != tuple(self.placements or ()):
+                raise NotImplementedError(
+                    f"to_local: grad_placements {list(grad_placements)}: the "
+                    f"gradient takes the tensor's own {list(self.placements)}")
+            return _wrap(_lib.dt_dtensor_to_local(self._h))
         if rank is None:
             from .distributed import _world
             rank = _world.current_rank()
@@ -322,11 +333,17 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
                                             out.numel() * out.element_size()))
         return out
 
-    def full_tensor(self):
-        """A DTensor's global value as a new torch.Tensor (to_torch())."""
+    def full_tensor(self, *, grad_placements=None):
+        """A DTensor's global value as a new torch.Tensor (to_torch()).
+        Inside an SPMD function, as torch's: a collective (every rank of
+        the mesh calls it) giving this rank a dtorch.Tensor of the whole
+        value, differentiable."""
         if not self.is_dtensor():
             raise TypeError("full_tensor: a single-device tensor is no DTensor "
                             "(use to_torch())")
+        if _lib.dt_spmd_rank() >= 0:
+            full = self.redistribute(self.device_mesh, [Replicate()] * self.device_mesh.ndim)
+            return full.to_local(grad_placements=grad_placements)
         return self.to_torch()
 
     def item(self):
