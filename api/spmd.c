@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/api.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "dispatch/autograd.h"
@@ -13,6 +14,7 @@
 #include "runtime/dry.h"
 #include "runtime/runtime.h"
 #include "runtime/spmd_run.h"
+#include "sim/collectives.h"
 
 /* the next collective's (or run's) call site: set by dt_call_site (the
  * header's macros), taken by that call */
@@ -52,6 +54,17 @@ static const char *take_site(char *buf, size_t len) {
     return buf;
   }
   return dispatch_label_path(buf, len) ? buf : NULL;
+}
+
+const char *api_scope_site_begin(char *buf, size_t len) {
+  if (runtime_spmd_any_rank() < 0) return NULL;
+  const char *site = take_site(buf, len);
+  if (site) sim_coll_set_scope_site(site);
+  return site;
+}
+
+void api_scope_site_end(const char *site) {
+  if (site) sim_coll_set_scope_site(NULL);
 }
 
 /* a maker's success ends error chaining (core/error.h) */

@@ -390,6 +390,42 @@ static void test_desync_kinds(void **state) {
   assert_int_equal(tu_thread_failures_take(), 0);
 }
 
+/* a DTensor redistribute that disagrees: its collectives carry the
+ * caller's site (dt_call_site, as python/dtorch passes the program's
+ * line), and the redistribute itself fails (no poisoned result) */
+static dt_status redist_desync_fn(dt_spmd_ctx *c) {
+  double v[8] = {0};
+  dt_tensor *x = local64(v, DT_SHAPE(2, 4));
+  dt_tensor *d = dt_dtensor_from_local(x, m4, DT_PLACEMENTS(DT_SHARD(0)));
+  dt_tensor *y;
+  if (c->rank == 3) {
+    dt_call_site("train.py", 12);
+    y = dt_redistribute(d, NULL, DT_PLACEMENTS(DT_SHARD(1)));
+  } else {
+    dt_call_site("train.py", 14);
+    y = dt_redistribute(d, NULL, DT_PLACEMENTS(DT_REPLICATE));
+  }
+  st_of[c->rank] = y ? DT_OK : dt_last_status();
+  snprintf(msg_of[c->rank], sizeof msg_of[c->rank], "%s", y ? "" : dt_last_error());
+  dt_tensor *ts[] = {x, d, y};
+  for (size_t i = 0; i < 3; i++) dt_tensor_release(ts[i]);
+  return st_of[c->rank];
+}
+
+static void test_desync_redistribute(void **state) {
+  (void)state;
+  assert_int_equal(dt_spmd_run(rt, redist_desync_fn, NULL), DT_ERR_DESYNC);
+  for (int r = 0; r < N; r++) {
+    assert_int_equal(st_of[r], DT_ERR_DESYNC);
+    expect_in(msg_of[r], "ranks 0, 1, 2 called all_gather(float64[32] in blocks) at "
+                         "train.py:14");
+    expect_in(msg_of[r], "rank 3 called all_to_all(");
+    expect_in(msg_of[r], ") at train.py:12");
+  }
+  assert_int_equal(dt_spmd_run(rt, groups_fn, NULL), DT_OK);
+  assert_int_equal(tu_thread_failures_take(), 0);
+}
+
 /* different groups: rank 3 calls on [2, 3] while 0-2 call on the world;
  * ranks 2 and 3 then wait for each other: a deadlock, named at once */
 static int line_c, line_d;
@@ -701,6 +737,7 @@ int main(void) {
     cmocka_unit_test(test_collectives), cmocka_unit_test(test_groups),
     cmocka_unit_test(test_tp_mlp),      cmocka_unit_test(test_dp_step),
     cmocka_unit_test(test_desync_kinds), cmocka_unit_test(test_desync_group),
+    cmocka_unit_test(test_desync_redistribute),
     cmocka_unit_test(test_watchdog_names_stuck_rank),
     cmocka_unit_test(test_rank_leaves),
     cmocka_unit_test(test_random),      cmocka_unit_test(test_local_grads),

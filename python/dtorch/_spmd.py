@@ -59,6 +59,14 @@ def _call_site(depth=2):
 user_call_site = _call_site
 
 
+def site_in_spmd():
+    """Inside an SPMD function: the program's line becomes the site of the
+    collectives the next DTensor redistribute, fetch or backward makes
+    (they report it in desync messages). Nothing elsewhere."""
+    if _lib.dt_spmd_rank() >= 0:
+        _call_site(2)
+
+
 class SpmdContext:
     """What fn sees: rank (this rank's runtime rank id), world_size, the
     Runtime."""

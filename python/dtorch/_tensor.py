@@ -73,6 +73,11 @@ class _Options:
         return _device(self.device, with_device)
 
 
+def _spmd_site():
+    from ._spmd import site_in_spmd
+    site_in_spmd()
+
+
 def _wrap(ptr):
     return Tensor._from_handle(_errors.handle(ptr))
 
@@ -298,6 +303,8 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
         """The full (global) value as a new torch.Tensor on the CPU (a
         Partial DTensor is reduced); waits for the ops it comes from."""
         out = torch.empty(tuple(self.shape), dtype=self.dtype)
+        if _lib.dt_tensor_mesh(self._h):
+            _spmd_site()
         _errors.check(_lib.dt_to_host(self._h, ctypes.c_void_p(out.data_ptr()),
                                       out.numel() * out.element_size()))
         return out
@@ -396,9 +403,11 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
             raise ValueError("redistribute: a single-device tensor needs a device_mesh")
         pl = [Replicate()] * mesh.ndim if placements is None else placements
         arr = _placements_array(pl, mesh.ndim)
+        _spmd_site()
         return _wrap(_lib.dt_redistribute(self._h, device_mesh._h if device_mesh else None, arr))
 
     def redistribute_like(self, other):
+        _spmd_site()
         return _wrap(_lib.dt_redistribute_like(self._h, other._h))
 
     def redistribute_by_dict(self, device_mesh=None, placements_dict=None,
@@ -414,6 +423,7 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
             if not isinstance(p, Placement):
                 raise TypeError(f"redistribute_by_dict: {p!r} is not a placement")
         pl = (_lib.Placement * max(1, len(items)))(*[p._c() for _, p in items])
+        _spmd_site()
         return _wrap(_lib.dt_redistribute_by_dict(
             self._h, device_mesh._h if device_mesh else None, names, pl, len(items),
             _MODES[default_placement_mode]))

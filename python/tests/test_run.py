@@ -455,6 +455,25 @@ def test_planted_exception_is_reported_once(tmp_path):
     assert "rank 3 at raises.py:8 (in step)" in err
 
 
+def test_a_dtensor_desync_names_each_ranks_python_line(tmp_path):
+    rc, _, err, _ = run_cli(["--nproc-per-node", "4"], """
+        import dtorch as torch
+        import dtorch.distributed as dist
+        from dtorch.distributed.device_mesh import init_device_mesh
+        from dtorch.distributed.tensor import DTensor, Shard
+        mesh = init_device_mesh("cpu", (4,))
+        x = DTensor.from_local(torch.ones(2, 4), mesh, [Shard(0)])
+        if dist.get_rank() == 2:
+            y = x.redistribute(mesh, [Shard(1)])
+        else:
+            y = x.full_tensor()
+        """, tmp_path, "dtd.py")
+    assert rc != 0
+    assert "ranks 0, 1, 3 called all_gather(float32[32] in blocks) at dtd.py:11" in err
+    assert ") at dtd.py:9" in err and "rank 2 at dtd.py:9" in err
+    assert "dtorch.run: ranks 0, 1, 2, 3 failed with:" in err     # each rank's call fails
+
+
 def _spawn_script(text):
     """The script as a function of the rank (its source run by exec)."""
     code = compile(textwrap.dedent(text), "planted.py", "exec")
