@@ -272,7 +272,10 @@ def _child(a, seed, results):
     if a.module:
         cmd.append("-m")
     cmd += [a.script] + list(a.args)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ)
+    env.pop("DTORCH_CHAOS", None)  # the seed is the option's (none: 0)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       env=env)
     try:
         with open(results) as f:
             got = json.load(f)
@@ -339,7 +342,12 @@ def main(argv=None):
     a = _parse(sys.argv[1:] if argv is None else argv)
     if a.stress:
         return _stress(a)
-    run = _run_script(a)
+    try:
+        run = _run_script(a)
+    except KeyboardInterrupt:
+        # the ranks are threads that cannot be stopped: end the process
+        print("dtorch.run: interrupted", file=sys.stderr, flush=True)
+        os._exit(130)
     if run.stuck:
         sys.stderr.flush()
         os._exit(run.exit_code())  # the stuck ranks' threads cannot be joined
