@@ -35,7 +35,7 @@ import sys
 import tempfile
 import types
 
-from . import _rank_env, _runner
+from . import _errors, _rank_env, _runner
 
 __all__ = ["spawn", "stress", "main", "RankFailedError"]
 
@@ -344,6 +344,9 @@ def main(argv=None):
         return _stress(a)
     try:
         run = _run_script(a)
+    except _errors.DTorchError as e:   # the runtime could not be made
+        print(f"dtorch.run: {e}", file=sys.stderr, flush=True)
+        return 1
     except KeyboardInterrupt:
         # the ranks are threads that cannot be stopped: end the process
         print("dtorch.run: interrupted", file=sys.stderr, flush=True)
