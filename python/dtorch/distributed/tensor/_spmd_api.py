@@ -18,7 +18,6 @@ import torch
 
 from ... import _errors, _lib, _spmd
 from ..._tensor import Tensor
-from ...distributed_spec import DeviceMesh
 
 
 def active():
@@ -97,8 +96,3 @@ def distribute_tensor(tensor, mesh, placements, src_data_rank, fn):
         _errors.check(_lib.dt_tensor_set_requires_grad(out._h, True))
     return out
 
-
-def check_mesh(mesh, fn):
-    if not isinstance(mesh, DeviceMesh):
-        raise TypeError(f"{fn}: device_mesh {mesh!r} is not a DeviceMesh")
-    return mesh
