@@ -43,4 +43,16 @@ dt_tensor *api_call_ts(core_op_id op, const char *api, dt_tensor *a, double s,
     }                                                                       \
   } while (0)
 
+/* Inside an SPMD function: makes the thread's call site (dt_call_site's,
+ * else its label path) the site of the collectives a public call makes
+ * while it runs (a DTensor redistribute, fetch or backward), written into
+ * buf; returns it, NULL outside SPMD or with none. api_scope_site_end
+ * ends the scope (api/spmd.c). */
+const char *api_scope_site_begin(char *buf, size_t len);
+void api_scope_site_end(const char *site);
+#define API_SCOPE_SITE                                                      \
+  char scope_buf_[96];                                                      \
+  const char *scope_site_ = api_scope_site_begin(scope_buf_, sizeof scope_buf_)
+#define API_SCOPE_SITE_END() api_scope_site_end(scope_site_)
+
 #endif

@@ -54,7 +54,9 @@ static dt_status backward(dt_tensor *root, const dt_backward_options *o,
     seed = dispatch_ones_like_grad(root);
     if (!seed) return core_last_status();
   }
+  API_SCOPE_SITE; /* an SPMD backward's collectives: the caller's site */
   dt_status st = dispatch_backward(root, seed, o && o->retain_graph, fn);
+  API_SCOPE_SITE_END();
   core_tensor_release(seed);
   return st;
 }

@@ -2,13 +2,17 @@
  * communication counting (mesh/handle.c, mesh/redistribute.c).
  * Each forwards to the layer that implements it; the messages those
  * raise name the public function. */
+#include "api/api.h"
 #include "core/error.h"
 #include "dispatch/autograd.h"
 #include "dispatch/propagate.h"
 #include "mesh/handle.h"
+#include "mesh/spmd_coll.h"
 
-/* a redistribute of a tensor that requires grad is a graph node */
+/* a redistribute of a tensor that requires grad is a graph node; inside
+ * an SPMD function its failure (run inline) is the call's */
 static dt_tensor *recorded(dt_tensor *in, dt_tensor *out, const char *fn) {
+  out = mesh_spmd_checked(out);
   if (out && !dispatch_autograd_redistributed(in, out)) {
     core_tensor_release(out);
     core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the "
@@ -31,21 +35,33 @@ dt_placement dt_tensor_placement(const dt_tensor *t, int mesh_dim) {
   return mesh_tensor_placement(t, mesh_dim);
 }
 
+/* Inside an SPMD function a redistribute's collectives report the
+ * caller's site (dt_call_site: python/dtorch sets the program's line) */
 dt_tensor *dt_redistribute(dt_tensor *t, dt_mesh *mesh,
                            const dt_placement *placements) {
-  return recorded(t, mesh_redistribute(t, mesh, placements), "dt_redistribute");
+  API_SCOPE_SITE;
+  dt_tensor *out = recorded(t, mesh_redistribute(t, mesh, placements), "dt_redistribute");
+  API_SCOPE_SITE_END();
+  return out;
 }
 
 dt_tensor *dt_redistribute_like(dt_tensor *t, const dt_tensor *like) {
-  return recorded(t, mesh_redistribute_like(t, like), "dt_redistribute_like");
+  API_SCOPE_SITE;
+  dt_tensor *out = recorded(t, mesh_redistribute_like(t, like), "dt_redistribute_like");
+  API_SCOPE_SITE_END();
+  return out;
 }
 
 dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
                                    const char *const *dim_names,
                                    const dt_placement *placements, int n,
                                    dt_default_placement mode) {
-  return recorded(t, mesh_redistribute_by_dict(t, mesh, dim_names, placements, n, mode),
-                  "dt_redistribute_by_dict");
+  API_SCOPE_SITE;
+  dt_tensor *out = recorded(t, mesh_redistribute_by_dict(t, mesh, dim_names, placements,
+                                                         n, mode),
+                            "dt_redistribute_by_dict");
+  API_SCOPE_SITE_END();
+  return out;
 }
 
 void dt_comm_count_begin(void) {

@@ -5,12 +5,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/api.h"
 #include "core/error.h"
+#include "core/tensor.h"
+#include "dispatch/autograd.h"
 #include "dispatch/shadow.h"
 #include "mesh/spmd_coll.h"
 #include "runtime/dry.h"
 #include "runtime/runtime.h"
 #include "runtime/spmd_run.h"
+#include "sim/collectives.h"
 
 /* the next collective's (or run's) call site: set by dt_call_site (the
  * header's macros), taken by that call */
@@ -50,6 +54,17 @@ static const char *take_site(char *buf, size_t len) {
     return buf;
   }
   return dispatch_label_path(buf, len) ? buf : NULL;
+}
+
+const char *api_scope_site_begin(char *buf, size_t len) {
+  if (runtime_spmd_any_rank() < 0) return NULL;
+  const char *site = take_site(buf, len);
+  if (site) sim_coll_set_scope_site(site);
+  return site;
+}
+
+void api_scope_site_end(const char *site) {
+  if (site) sim_coll_set_scope_site(NULL);
 }
 
 /* a maker's success ends error chaining (core/error.h) */
@@ -119,18 +134,36 @@ static dt_tensor *shadowed(dt_tensor *t) {
   return made(t);
 }
 
+/* from / to a local tensor that requires grad is a graph node, as
+ * PyTorch's DTensor.from_local and to_local are differentiable */
+static dt_tensor *recorded(dt_tensor *in, dt_tensor *out, bool from_local,
+                           const char *fn) {
+  if (out && !dispatch_autograd_spmd_local(in, out, from_local)) {
+    core_tensor_release(out);
+    core_error_set(DT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the "
+                   "autograd graph", fn);
+    return NULL;
+  }
+  return out;
+}
+
 dt_tensor *dt_dtensor_from_local(dt_tensor *local, dt_mesh *mesh,
                                  const dt_placement *placements) {
-  return shadowed(mesh_spmd_from_local(local, mesh, placements, NULL));
+  return shadowed(recorded(local, mesh_spmd_from_local(local, mesh, placements, NULL),
+                           true, "dt_dtensor_from_local"));
 }
 
 dt_tensor *dt_dtensor_from_local_shape(dt_tensor *local, dt_mesh *mesh,
                                        const dt_placement *placements,
                                        dt_shape global_shape) {
-  return shadowed(mesh_spmd_from_local(local, mesh, placements, &global_shape));
+  return shadowed(recorded(local, mesh_spmd_from_local(local, mesh, placements,
+                                                       &global_shape),
+                           true, "dt_dtensor_from_local_shape"));
 }
 
-dt_tensor *dt_dtensor_to_local(dt_tensor *t) { return made(mesh_spmd_to_local(t)); }
+dt_tensor *dt_dtensor_to_local(dt_tensor *t) {
+  return made(recorded(t, mesh_spmd_to_local(t), false, "dt_dtensor_to_local"));
+}
 
 dt_status dt_fault_inject(dt_runtime *rt, const dt_fault *f) {
   if (f && CORE_RESERVED_ZERO("dt_fault_inject", "dt_fault", f) != DT_OK)

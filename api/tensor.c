@@ -287,7 +287,12 @@ dt_future *dt_to_host_async(dt_tensor *t, void *dst, size_t dst_bytes) {
 dt_status dt_to_host(dt_tensor *t, void *dst, size_t dst_bytes) {
   dt_status st = check_fetch(t, dst, dst_bytes, "dt_to_host");
   if (st != DT_OK) return st;
-  if (t->spec) return mesh_dtensor_to_host(t, dst, dst_bytes, true, NULL, "dt_to_host");
+  if (t->spec) { /* inside an SPMD function a collective: the caller's site */
+    API_SCOPE_SITE;
+    st = mesh_dtensor_to_host(t, dst, dst_bytes, true, NULL, "dt_to_host");
+    API_SCOPE_SITE_END();
+    return st;
+  }
   return runtime_to_host(t, dst, (size_t)core_numel(t) * dt_dtype_size(t->dtype), /* checked */
                          true, NULL, "dt_to_host");
 }

@@ -36,9 +36,12 @@
 #include "dispatch/dispatch.h"
 #include "dispatch/propagate.h"
 #include "mesh/handle.h"
+#include "mesh/spmd_coll.h"
 #include "ops/ops.h"
 
 #define AG_REDISTRIBUTE ((int)CORE_OP_COUNT) /* a node's op: dt_redistribute */
+#define AG_FROM_LOCAL (AG_REDISTRIBUTE + 1)  /* dt_dtensor_from_local */
+#define AG_TO_LOCAL (AG_REDISTRIBUTE + 2)    /* dt_dtensor_to_local */
 #define AG_STRIPES 64
 
 typedef struct ag_node ag_node;
@@ -60,6 +63,7 @@ struct ag_node {
   int64_t *ver;       /* nin entries: each input's version when saved
                          (core_tensor_version; docs/inplace.md) */
   int nout;
+  dt_placement *pl;   /* AG_FROM_LOCAL: the made DTensor's placements */
   bool freed;         /* the saved tensors were released by a backward */
   uint64_t pass;      /* the backward that last collected it */
   dt_tensor *gbuf[CORE_CALL_MAX_OUTS];
@@ -104,6 +108,7 @@ static void node_release(ag_node *n) {
   node_free_saved(n);
   for (int i = 0; i < CORE_CALL_MAX_OUTS; i++) core_tensor_release(n->gbuf[i]);
   free(n->list);
+  free(n->pl);
   free(n->in);
   free(n->ver);
   free(n);
@@ -115,6 +120,8 @@ static int count_inputs(const dt_op_call *c) {
 }
 
 /* a node for call c (its outputs made); NULL when out of host memory */
+static const char *node_name(const ag_node *n);
+
 static ag_node *node_make(const dt_op_call *c, int op, int nin) {
   ag_node *n = calloc(1, sizeof *n);
   dt_tensor **in = calloc((size_t)(nin ? nin : 1), sizeof *in);
@@ -256,6 +263,27 @@ bool dispatch_autograd_redistributed(dt_tensor *in, dt_tensor *out) {
   return ok;
 }
 
+bool dispatch_autograd_spmd_local(dt_tensor *in, dt_tensor *out, bool from_local) {
+  if (tls_no_grad || !in->requires_grad || !out) return true;
+  ag_node *n = node_make(NULL, from_local ? AG_FROM_LOCAL : AG_TO_LOCAL, 1);
+  if (!n) return false;
+  if (from_local) {
+    int nd = out->spec->mesh->ndim;
+    n->pl = malloc(sizeof *n->pl * (size_t)nd);
+    if (!n->pl) {
+      node_release(n);
+      return false;
+    }
+    memcpy(n->pl, out->spec->placements, sizeof *n->pl * (size_t)nd);
+  }
+  n->nout = 1;
+  n->ver[0] = core_tensor_version(in);
+  n->in[0] = core_tensor_retain(in);
+  bool ok = attach(out, n, 0);
+  node_release(n);
+  return ok;
+}
+
 dt_status dispatch_set_requires_grad(dt_tensor *t, bool on, const char *api) {
   if (node_of(t))
     return core_error_set(DT_ERR_INVALID_ARGUMENT, "%s: only a leaf's "
@@ -273,7 +301,7 @@ dt_status dispatch_set_requires_grad(dt_tensor *t, bool on, const char *api) {
 const char *dispatch_grad_fn_name(const dt_tensor *t) {
   ag_node *n = node_of(t);
   if (!n) return NULL;
-  return n->op == AG_REDISTRIBUTE ? "redistribute" : core_op_name((core_op_id)n->op);
+  return node_name(n);
 }
 
 dt_tensor *dispatch_grad(const dt_tensor *t) {
@@ -398,6 +426,37 @@ static dt_status redistribute_back(ag_node *n, ops_grad_env *e, dt_tensor *const
   return gin[0] ? DT_OK : core_last_status();
 }
 
+/* the backward of dt_dtensor_from_local (PyTorch's): the DTensor
+ * gradient back to the made DTensor's placements (Partial made
+ * Replicate), then this rank's shard */
+static dt_status from_local_back(ag_node *n, ops_grad_env *e, dt_tensor *const *gout,
+                                 dt_tensor **gin) {
+  if (!gout[0] || !e->needs[0]) return DT_OK;
+  dt_tensor *g = gout[0];
+  if (!g->spec) return core_error_set(DT_ERR_INTERNAL, "from_local: the "
+                                      "gradient is no DTensor");
+  dt_placement pl[DT_MAX_DIMS];
+  int nd = g->spec->mesh->ndim;
+  for (int d = 0; d < nd; d++)
+    pl[d] = n->pl[d].kind == DT_PLACEMENT_PARTIAL ? DT_REPLICATE : n->pl[d];
+  dt_tensor *r = arena_keep(e->ctx, mesh_redistribute(g, g->spec->mesh, pl));
+  if (!r) return core_last_status();
+  gin[0] = arena_keep(e->ctx, mesh_spmd_to_local(r));
+  return gin[0] ? DT_OK : core_last_status();
+}
+
+/* the backward of dt_dtensor_to_local (PyTorch's): this rank's gradient
+ * as its shard of a DTensor laid out as the input was */
+static dt_status to_local_back(ag_node *n, ops_grad_env *e, dt_tensor *const *gout,
+                               dt_tensor **gin) {
+  const dt_tensor *in = n->in[0];
+  if (!gout[0] || !e->needs[0]) return DT_OK;
+  const core_spec *sp = in->spec;
+  gin[0] = arena_keep(e->ctx, mesh_spmd_from_local(gout[0], sp->mesh,
+                                                   sp->placements, &sp->shape));
+  return gin[0] ? DT_OK : core_last_status();
+}
+
 static bool same_shape(const dt_tensor *a, const dt_tensor *b) {
   if (a->local.ndim != b->local.ndim) return false;
   for (int d = 0; d < a->local.ndim; d++)
@@ -406,7 +465,12 @@ static bool same_shape(const dt_tensor *a, const dt_tensor *b) {
 }
 
 static const char *node_name(const ag_node *n) {
-  return n->op == AG_REDISTRIBUTE ? "redistribute" : core_op_name((core_op_id)n->op);
+  switch (n->op) {
+  case AG_REDISTRIBUTE: return "redistribute";
+  case AG_FROM_LOCAL: return "from_local";
+  case AG_TO_LOCAL: return "to_local";
+  default: return core_op_name((core_op_id)n->op);
+  }
 }
 
 /* g (a new reference, consumed) into `into` (*into may be NULL) */
@@ -460,7 +524,7 @@ static dt_status formula_failed(const ag_node *n, const char *api) {
  * formulas for these ops save no tensor. */
 static bool reads_metadata_only(int op) {
   switch (op) {
-  case AG_REDISTRIBUTE:
+  case AG_REDISTRIBUTE: case AG_FROM_LOCAL: case AG_TO_LOCAL:
   case CORE_OP_ADD: case CORE_OP_SUB: case CORE_OP_NEG:
   case CORE_OP_ADD_SCALAR: case CORE_OP_SUB_SCALAR:
   case CORE_OP_MUL_SCALAR: case CORE_OP_DIV_SCALAR:
@@ -514,9 +578,10 @@ static dt_status run_node(ag_node *n, const char *api) {
   for (int k = 0; k < n->nin; k++) needs[k] = n->in[k] && n->in[k]->requires_grad;
   arena a = {0};
   ops_grad_env e = {.run = env_run, .constant = env_constant, .needs = needs, .ctx = &a};
-  dt_status st = n->op == AG_REDISTRIBUTE
-                     ? redistribute_back(n, &e, n->gbuf, gin)
-                     : ops_defs[n->op].grad(&e, &n->call, n->gbuf, gin);
+  dt_status st = n->op == AG_REDISTRIBUTE ? redistribute_back(n, &e, n->gbuf, gin)
+                 : n->op == AG_FROM_LOCAL ? from_local_back(n, &e, n->gbuf, gin)
+                 : n->op == AG_TO_LOCAL   ? to_local_back(n, &e, n->gbuf, gin)
+                 : ops_defs[n->op].grad(&e, &n->call, n->gbuf, gin);
   if (st != DT_OK) st = formula_failed(n, api);
   for (int k = 0; st == DT_OK && k < n->nin; k++)
     if (gin[k] && needs[k] && !same_shape(gin[k], n->in[k]))

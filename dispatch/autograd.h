@@ -46,6 +46,15 @@ const char *dispatch_grad_fn_name(const dt_tensor *t);
  * placements, Partial made Replicate); false when out of host memory */
 bool dispatch_autograd_redistributed(dt_tensor *in, dt_tensor *out);
 
+/* records out = dt_dtensor_from_local(in) (from_local) or
+ * dt_dtensor_to_local(in) (!from_local), inside an SPMD function, when
+ * grad mode is on and in requires grad. The backwards are PyTorch's: a
+ * from_local's takes the DTensor gradient to the made DTensor's
+ * placements (Partial made Replicate) and then this rank's shard; a
+ * to_local's makes this rank's gradient its shard of a DTensor laid out
+ * as the input was. False when out of host memory. */
+bool dispatch_autograd_spmd_local(dt_tensor *in, dt_tensor *out, bool from_local);
+
 /* live graph nodes (tests: nothing leaks) */
 int64_t dispatch_autograd_live_nodes(void);
 

@@ -594,6 +594,19 @@ dt_tensor *mesh_spmd_to_local(dt_tensor *t) {
   return core_tensor_make(t->dtype, sp->shape.ndim, len, strides, 0, s);
 }
 
+dt_tensor *mesh_spmd_checked(dt_tensor *t) {
+  if (!t || !t->spec || runtime_spmd_any_rank() < 0) return t;
+  const dt_mesh *m = t->spec->mesh;
+  int rank = runtime_spmd_any_rank();
+  int idx = m->rt == runtime_spmd_runtime() && rank < m->rt_ranks ? m->pos[rank] : -1;
+  core_storage *s = idx >= 0 ? mesh_spec_storage(t->spec, idx) : NULL;
+  const core_poison *p = s ? core_storage_poison(s) : NULL;
+  if (!p) return t;
+  core_error_set(p->status, "%s", p->message);
+  core_tensor_release(t);
+  return NULL;
+}
+
 /* dt_to_host of a DTensor inside an SPMD function: only the calling
  * rank's thread runs here, so a gather of every shard by this thread
  * would see its own alone. As DTensor.full_tensor(), the value is made

@@ -27,6 +27,11 @@ dt_tensor *mesh_spmd_recv(int src, dt_shape shape, dt_dtype dtype,
 dt_tensor *mesh_spmd_from_local(dt_tensor *local, dt_mesh *mesh,
                                 const dt_placement *pl, const dt_shape *global);
 dt_tensor *mesh_spmd_to_local(dt_tensor *t);
+/* Inside an SPMD function: t (a DTensor a call just made, run inline)
+ * when this rank's shard of it is not poisoned; else t released and
+ * NULL with the shard's error (the call's error is the op's, not a
+ * poisoned handle: docs/spmd.md). Elsewhere t as it is. */
+dt_tensor *mesh_spmd_checked(dt_tensor *t);
 /* dt_to_host (wait) / dt_to_host_async of DTensor t on an SPMD rank: a
  * collective with the other ranks of t's mesh (Replicate first), then
  * this rank's replica */

@@ -123,8 +123,10 @@ static _Thread_local int64_t probe_rendezvous_ns;
 static _Thread_local int64_t trace_met, trace_met_cpu;
 /* the call site of this thread's next collective (sim_coll_set_site) */
 static _Thread_local const char *tls_site;
+static _Thread_local const char *tls_scope_site; /* sim_coll_set_scope_site */
 
 void sim_coll_set_site(const char *site) { tls_site = site; }
+void sim_coll_set_scope_site(const char *site) { tls_scope_site = site; }
 
 void sim_coll_probe(bool on) {
   atomic_store_explicit(&probing, on, memory_order_relaxed);
@@ -792,7 +794,7 @@ static dt_status fail_if_gone(const sim_coll_group *g, int member,
 static dt_status run_round(sim_coll_group *g, int member, sim_coll_desc *d,
                            dt_status why_st, const char *why) {
   CORE_ASSERT(g != NULL && member >= 0 && member < g->n);
-  const char *site = tls_site;
+  const char *site = tls_site ? tls_site : tls_scope_site;
   tls_site = NULL;
   if (__builtin_expect(any_gone(g), 0)) {
     dt_status st = fail_if_gone(g, member, d->kind, site);

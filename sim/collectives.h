@@ -115,6 +115,12 @@ dt_status sim_coll_abstain(sim_coll_group *g, int member, dt_status st,
  * names where each rank called from. The pointer must stay valid until
  * that call returns; it is consumed (cleared) by the call. */
 void sim_coll_set_site(const char *site);
+/* The call site of every collective this thread makes that has no site
+ * of its own (sim_coll_set_site), until set again (NULL: none): a public
+ * call's while it runs (a DTensor redistribute, fetch or backward inside
+ * an SPMD function makes several). The pointer must stay valid until it
+ * is set again. */
+void sim_coll_set_scope_site(const char *site);
 /* Rank `rank` left its SPMD function (st: how; msg: the error, or NULL):
  * every collective another member waits in, or calls later, on a group
  * with this rank fails at once (DT_ERR_DESYNC) naming it, instead of

@@ -4,7 +4,8 @@
  * runs; DTensors from / to local shards; desyncs of every kind named with
  * both call sites; a rank that fails or returns early fails its peers at
  * once and the runtime stays usable; random factories agree across
- * ranks; bad calls; several issuing threads. */
+ * ranks; gradients through from_local / to_local; bad calls; several
+ * issuing threads. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -389,6 +390,42 @@ static void test_desync_kinds(void **state) {
   assert_int_equal(tu_thread_failures_take(), 0);
 }
 
+/* a DTensor redistribute that disagrees: its collectives carry the
+ * caller's site (dt_call_site, as python/dtorch passes the program's
+ * line), and the redistribute itself fails (no poisoned result) */
+static dt_status redist_desync_fn(dt_spmd_ctx *c) {
+  double v[8] = {0};
+  dt_tensor *x = local64(v, DT_SHAPE(2, 4));
+  dt_tensor *d = dt_dtensor_from_local(x, m4, DT_PLACEMENTS(DT_SHARD(0)));
+  dt_tensor *y;
+  if (c->rank == 3) {
+    dt_call_site("train.py", 12);
+    y = dt_redistribute(d, NULL, DT_PLACEMENTS(DT_SHARD(1)));
+  } else {
+    dt_call_site("train.py", 14);
+    y = dt_redistribute(d, NULL, DT_PLACEMENTS(DT_REPLICATE));
+  }
+  st_of[c->rank] = y ? DT_OK : dt_last_status();
+  snprintf(msg_of[c->rank], sizeof msg_of[c->rank], "%s", y ? "" : dt_last_error());
+  dt_tensor *ts[] = {x, d, y};
+  for (size_t i = 0; i < 3; i++) dt_tensor_release(ts[i]);
+  return st_of[c->rank];
+}
+
+static void test_desync_redistribute(void **state) {
+  (void)state;
+  assert_int_equal(dt_spmd_run(rt, redist_desync_fn, NULL), DT_ERR_DESYNC);
+  for (int r = 0; r < N; r++) {
+    assert_int_equal(st_of[r], DT_ERR_DESYNC);
+    expect_in(msg_of[r], "ranks 0, 1, 2 called all_gather(float64[32] in blocks) at "
+                         "train.py:14");
+    expect_in(msg_of[r], "rank 3 called all_to_all(");
+    expect_in(msg_of[r], ") at train.py:12");
+  }
+  assert_int_equal(dt_spmd_run(rt, groups_fn, NULL), DT_OK);
+  assert_int_equal(tu_thread_failures_take(), 0);
+}
+
 /* different groups: rank 3 calls on [2, 3] while 0-2 call on the world;
  * ranks 2 and 3 then wait for each other: a deadlock, named at once */
 static int line_c, line_d;
@@ -553,6 +590,56 @@ static void test_random(void **state) {
   dt_tensor_release(t2);
 }
 
+/* ---- autograd through from_local / to_local (PyTorch's backwards): each
+ * rank's rows x_r of X, made a Shard(0) DTensor, gathered to Replicate,
+ * taken back as the full local L; loss = sum(L * L * c) on every rank,
+ * so d loss / d x_r = 2 * c * x_r on rank r's rows */
+#define GR 2
+static double grad_x[N][GR * 3];
+static char grad_fns[N][2][16];
+
+static double gx(int i) { return sin(i * 0.37) + 0.5; }
+static double gc(int i) { return cos(i * 0.21); }
+
+static dt_status local_grad_fn(dt_spmd_ctx *c) {
+  int r = c->rank;
+  double xv[GR * 3], cv[N * GR * 3];
+  for (int i = 0; i < GR * 3; i++) xv[i] = gx(r * GR * 3 + i);
+  for (int i = 0; i < N * GR * 3; i++) cv[i] = gc(i);
+  dt_tensor *x = dt_from_host(xv, DT_SHAPE(GR, 3), &(dt_tensor_options){
+      .dtype = DT_FLOAT64, .requires_grad = true});
+  dt_tensor *k = local64(cv, DT_SHAPE(N * GR, 3));
+  dt_tensor *d = dt_dtensor_from_local(x, m4, DT_PLACEMENTS(DT_SHARD(0)));
+  dt_tensor *rep = dt_redistribute(d, NULL, DT_PLACEMENTS(DT_REPLICATE));
+  dt_tensor *l = dt_dtensor_to_local(rep);
+  TU_CHECK(l != NULL, "%s", dt_last_error());
+  snprintf(grad_fns[r][0], 16, "%s", d ? dt_tensor_grad_fn(d) : "?");
+  snprintf(grad_fns[r][1], 16, "%s", l ? dt_tensor_grad_fn(l) : "?");
+  dt_tensor *sq = dt_mul(l, l), *w = dt_mul(sq, k);
+  dt_tensor *loss = dt_sum(w, NULL, 0, false);
+  TU_CHECK(dt_backward(loss) == DT_OK, "%s", dt_last_error());
+  fetch(dt_grad(x), grad_x[r], GR * 3);
+  dt_tensor *ts[] = {x, k, d, rep, l, sq, w, loss};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) dt_tensor_release(ts[i]);
+  return DT_OK;
+}
+
+static void test_local_grads(void **state) {
+  (void)state;
+  int64_t live = dt_autograd_live_nodes();
+  assert_int_equal(dt_spmd_run(rt, local_grad_fn, NULL), DT_OK);
+  assert_int_equal(tu_thread_failures_take(), 0);
+  for (int r = 0; r < N; r++) {
+    assert_string_equal(grad_fns[r][0], "from_local");
+    assert_string_equal(grad_fns[r][1], "to_local");
+    for (int i = 0; i < GR * 3; i++) {
+      int g = r * GR * 3 + i;
+      assert_true(fabs(grad_x[r][i] - 2 * gc(g) * gx(g)) < 1e-12);
+    }
+  }
+  assert_int_equal(dt_autograd_live_nodes(), live); /* nothing leaks */
+}
+
 /* ---- bad calls */
 static dt_status misuse_fn(dt_spmd_ctx *c) {
   double v[6] = {0};
@@ -650,9 +737,11 @@ int main(void) {
     cmocka_unit_test(test_collectives), cmocka_unit_test(test_groups),
     cmocka_unit_test(test_tp_mlp),      cmocka_unit_test(test_dp_step),
     cmocka_unit_test(test_desync_kinds), cmocka_unit_test(test_desync_group),
+    cmocka_unit_test(test_desync_redistribute),
     cmocka_unit_test(test_watchdog_names_stuck_rank),
     cmocka_unit_test(test_rank_leaves),
-    cmocka_unit_test(test_random),      cmocka_unit_test(test_misuse),
+    cmocka_unit_test(test_random),      cmocka_unit_test(test_local_grads),
+    cmocka_unit_test(test_misuse),
     cmocka_unit_test(test_threads),     cmocka_unit_test(test_from_callback),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

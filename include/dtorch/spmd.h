@@ -112,7 +112,11 @@ DT_API void       dt_call_site(const char *file, int line);
  * Replicate claims). Errors: outside SPMD, local on another rank, local's
  * shape not this rank's shard of the global shape (DT_ERR_SHAPE). Ops on
  * the result run this rank's part; their collectives meet the other
- * ranks' calls of the same op. */
+ * ranks' calls of the same op. Differentiable, as PyTorch's: from a local
+ * that requires grad (grad mode on) the backward takes the DTensor
+ * gradient to these placements (Partial made Replicate) and then this
+ * rank's shard; dt_dtensor_to_local's backward makes this rank's gradient
+ * its shard of a DTensor laid out as t. */
 DT_API dt_tensor *dt_dtensor_from_local(dt_tensor *local, dt_mesh *mesh,
                                         const dt_placement *placements);
 DT_API dt_tensor *dt_dtensor_from_local_shape(dt_tensor *local, dt_mesh *mesh,

@@ -27,6 +27,8 @@ def backward(tensor, gradient=None, retain_graph=False):
                             f"{type(gradient).__name__}")
         o.grad = gradient._h
     o.retain_graph = bool(retain_graph)
+    from ._spmd import site_in_spmd
+    site_in_spmd()
     _errors.check(_lib.dt_backward_ex(tensor._h, ctypes.byref(o)))
 
 

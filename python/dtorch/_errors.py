@@ -166,11 +166,19 @@ def rename(message, api):
     return f"{api}: {message}"
 
 
+# message_hook(message) -> message, when set: what a runner adds to the
+# library's messages (python -m dtorch.run: the Python traceback of a rank
+# that left, where a stuck rank is)
+message_hook = None
+
+
 def error(status, message=None, api=None):
     """The exception for a status (an int) and this thread's last message,
     named after api (the Python function; found on the stack when None)."""
     if message is None:
         message = (_lib.dt_last_error() or b"").decode("utf-8", "replace")
+    if message_hook is not None:
+        message = message_hook(message)
     name = STATUS_NAMES[status] if 0 <= status < len(STATUS_NAMES) else str(status)
     _lib.dt_clear_error()
     if api is None:

@@ -26,14 +26,45 @@ _files = {}
 _files_lock = threading.Lock()
 
 
-def _call_site(depth=2):
-    f = sys._getframe(depth)
+def _set_site(f):
     name = f.f_code.co_filename
     with _files_lock:
         b = _files.get(name)
         if b is None:
             b = _files[name] = name.encode("utf-8", "replace")
     _lib.dt_call_site(b, f.f_lineno)
+
+
+_PKG = __file__.rsplit("/", 1)[0] + "/"
+
+
+def user_frame(depth=1):
+    """The innermost frame on the stack outside the dtorch package (the
+    program's line that called into dtorch), or None."""
+    f = sys._getframe(depth + 1)
+    while f is not None and f.f_code.co_filename.startswith(_PKG):
+        f = f.f_back
+    return f
+
+
+def _call_site(depth=2):
+    """Makes the program's line (the innermost frame outside dtorch, so
+    dtorch.distributed's wrappers name their caller's) the call site of
+    this thread's next collective (desync messages) or run."""
+    f = user_frame(depth)
+    if f is not None:
+        _set_site(f)
+
+
+user_call_site = _call_site
+
+
+def site_in_spmd():
+    """Inside an SPMD function: the program's line becomes the site of the
+    collectives the next DTensor redistribute, fetch or backward makes
+    (they report it in desync messages). Nothing elsewhere."""
+    if _lib.dt_spmd_rank() >= 0:
+        _call_site(2)
 
 
 class SpmdContext:
@@ -56,23 +87,8 @@ def spmd_run(fn, *args, runtime=None):
     __cause__ when dtorch failed it). Not from inside fn (no nesting)."""
     from ._runtime import Runtime
     rt = runtime or Runtime.current()
-    results, raised = {}, {}
-
-    def body(ctxp):
-        c = ctxp.contents
-        ctx = SpmdContext(c.rank, c.world_size, rt)
-        try:
-            results[c.rank] = fn(ctx, *args)
-            return 0
-        except _errors.DTorchError as e:
-            raised[c.rank] = e
-            return _errors.STATUS_NAMES.index(e.status) if e.status in _errors.STATUS_NAMES else 13
-        except BaseException as e:  # noqa: B902 (re-raised by the caller)
-            raised[c.rank] = e
-            return 13  # DT_ERR_INTERNAL
-    cb = _lib.SpmdFn(body)  # alive until dt_spmd_run returns
     _call_site()
-    st = _lib.dt_spmd_run(rt._handle(), cb, None)
+    st, results, raised = run_ranks(lambda ctx: fn(ctx, *args), rt)
     if st != 0:
         err = _errors.error(st)
         if raised:
@@ -81,6 +97,38 @@ def spmd_run(fn, *args, runtime=None):
                 raise first from err
         raise err
     return [results[r] for r in sorted(results)]
+
+
+def status_of(e):
+    """The dt_status a rank's function returns for exception e: a dtorch
+    error's own, DT_ERR_INTERNAL for any other."""
+    if isinstance(e, _errors.DTorchError) and e.status in _errors.STATUS_NAMES:
+        return _errors.STATUS_NAMES.index(e.status)
+    return 13  # DT_ERR_INTERNAL
+
+
+def run_ranks(fn, rt, on_raise=None):
+    """dt_spmd_run of fn(ctx) on every rank of rt: (status, {rank:
+    result}, {rank: exception}). on_raise(rank, exc), when given, runs on
+    the failing rank's thread before the rank leaves its function (its
+    peers' errors may then name what it raised). The caller sets the call
+    site."""
+    results, raised = {}, {}
+
+    def body(ctxp):
+        c = ctxp.contents
+        ctx = SpmdContext(c.rank, c.world_size, rt)
+        try:
+            results[c.rank] = fn(ctx)
+            return 0
+        except BaseException as e:  # noqa: B902 (handed to the caller)
+            raised[c.rank] = e
+            if on_raise is not None:
+                on_raise(c.rank, e)
+            return status_of(e)
+    cb = _lib.SpmdFn(body)  # alive until dt_spmd_run returns
+    st = _lib.dt_spmd_run(rt._handle(), cb, None)
+    return st, results, raised
 
 
 def spmd_rank():

@@ -73,6 +73,11 @@ class _Options:
         return _device(self.device, with_device)
 
 
+def _spmd_site():
+    from ._spmd import site_in_spmd
+    site_in_spmd()
+
+
 def _wrap(ptr):
     return Tensor._from_handle(_errors.handle(ptr))
 
@@ -348,6 +353,8 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
         """The full (global) value as a new torch.Tensor on the CPU (a
         Partial DTensor is reduced); waits for the ops it comes from."""
         out = torch.empty(tuple(self.shape), dtype=self.dtype)
+        if _lib.dt_tensor_mesh(self._h):
+            _spmd_site()
         _errors.check(_lib.dt_to_host(self._h, ctypes.c_void_p(out.data_ptr()),
                                       out.numel() * out.element_size()))
         return out
@@ -360,9 +367,20 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
             self._h, ctypes.c_void_p(out.data_ptr()), out.numel() * out.element_size()))
         return TensorFuture(f, out, self)
 
-    def to_local(self, rank=None):
+    def to_local(self, rank=None, *, grad_placements=None):
         """The shard runtime rank `rank` holds, as a new torch.Tensor;
-        rank None: the current rank's (dtorch.distributed.get_rank())."""
+        rank None: the current rank's (dtorch.distributed.get_rank()).
+        Inside an SPMD function (each rank holds its own shards), as
+        torch's: this rank's shard as a dtorch.Tensor sharing its storage,
+        differentiable (the gradient flows back as the shard of a DTensor
+        with these placements; grad_placements may only repeat them)."""
+        if rank is None and _lib.dt_spmd_rank() >= 0:
+            if grad_placements is not None and \
+                    tuple(grad_placements) != tuple(self.placements or ()):
+                raise NotImplementedError(
+                    f"to_local: grad_placements {list(grad_placements)}: the "
+                    f"gradient takes the tensor's own {list(self.placements)}")
+            return _wrap(_lib.dt_dtensor_to_local(self._h))
         if rank is None:
             from .distributed import _world
             rank = _world.current_rank()
@@ -372,11 +390,17 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
                                             out.numel() * out.element_size()))
         return out
 
-    def full_tensor(self):
-        """A DTensor's global value as a new torch.Tensor (to_torch())."""
+    def full_tensor(self, *, grad_placements=None):
+        """A DTensor's global value as a new torch.Tensor (to_torch()).
+        Inside an SPMD function, as torch's: a collective (every rank of
+        the mesh calls it) giving this rank a dtorch.Tensor of the whole
+        value, differentiable."""
         if not self.is_dtensor():
             raise TypeError("full_tensor: a single-device tensor is no DTensor "
                             "(use to_torch())")
+        if _lib.dt_spmd_rank() >= 0:
+            full = self.redistribute(self.device_mesh, [Replicate()] * self.device_mesh.ndim)
+            return full.to_local(grad_placements=grad_placements)
         return self.to_torch()
 
     def item(self):
@@ -429,9 +453,11 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
             raise ValueError("redistribute: a single-device tensor needs a device_mesh")
         pl = [Replicate()] * mesh.ndim if placements is None else placements
         arr = _placements_array(pl, mesh.ndim)
+        _spmd_site()
         return _wrap(_lib.dt_redistribute(self._h, device_mesh._h if device_mesh else None, arr))
 
     def redistribute_like(self, other):
+        _spmd_site()
         return _wrap(_lib.dt_redistribute_like(self._h, other._h))
 
     def redistribute_by_dict(self, device_mesh=None, placements_dict=None,
@@ -447,6 +473,7 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
             if not isinstance(p, Placement):
                 raise TypeError(f"redistribute_by_dict: {p!r} is not a placement")
         pl = (_lib.Placement * max(1, len(items)))(*[p._c() for _, p in items])
+        _spmd_site()
         return _wrap(_lib.dt_redistribute_by_dict(
             self._h, device_mesh._h if device_mesh else None, names, pl, len(items),
             _MODES[default_placement_mode]))

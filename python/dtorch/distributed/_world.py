@@ -7,15 +7,41 @@ One controller (this Python program) drives every rank of the runtime,
 so there is no per-rank caller: the answer is the first rank this
 process hosts — 0 in a one-process job; in an MPI job (several
 processes, each hosting a block of the ranks) the first global rank of
-this process's block. A later runner that runs a torchrun-style SPMD
-program once per rank thread would answer per rank: it replaces
-current_rank() below (e.g. with the rank of the calling rank thread),
-and everything else follows.
+this process's block.
+
+Inside an SPMD function (dtorch.spmd.spmd_run, python -m dtorch.run:
+the program runs once per rank, each on its rank's own thread) the
+answer is per rank: the calling rank thread's rank (dt_spmd_rank), and
+the process group's state (initialised, backend) is that rank's own
+(pg_state()), as each torchrun process has its own.
 """
 import os
+import threading
 
 from .. import _errors, _lib
 from . import _capi
+
+# the controller's process-group state; a rank thread's is in _tls
+_controller_state = {"initialized": False, "backend": None}
+_tls = threading.local()
+
+
+def spmd_rank():
+    """The calling thread's SPMD rank, -1 outside an SPMD function."""
+    return _lib.dt_spmd_rank()
+
+
+def pg_state():
+    """The default process group's state ({"initialized", "backend"}) of
+    the caller: the controller's, or inside an SPMD function the calling
+    rank's (a thread-local, fresh for every run: a rank's Python thread
+    state lives as long as its function)."""
+    if _lib.dt_spmd_rank() < 0:
+        return _controller_state
+    st = getattr(_tls, "pg", None)
+    if st is None:
+        st = _tls.pg = {"initialized": False, "backend": None}
+    return st
 
 
 def runtime():
@@ -30,7 +56,11 @@ def num_ranks(rt=None):
 
 
 def current_rank(rt=None):
-    """The rank this process answers as: its first local rank."""
+    """The rank the caller answers as: inside an SPMD function the
+    calling rank's; else this process's first local rank."""
+    me = _lib.dt_spmd_rank()
+    if me >= 0:
+        return me
     rt = rt or runtime()
     n = _lib.dt_runtime_num_ranks(rt)
     for r in range(n):

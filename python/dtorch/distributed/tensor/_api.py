@@ -11,6 +11,7 @@ import torch
 
 from ... import _ops
 from ..._tensor import Tensor
+from . import _spmd_api
 from ...distributed_spec import DeviceMesh, Placement, Replicate, \
     Shard, current_mesh
 
@@ -99,6 +100,8 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *,
     only checked (an int rank of the mesh, or None)."""
     fn = "distribute_tensor"
     mesh = _mesh_or_current(device_mesh, fn)
+    if _spmd_api.active():
+        return _spmd_api.distribute_tensor(tensor, mesh, placements, src_data_rank, fn)
     if src_data_rank is not None and not (
             isinstance(src_data_rank, numbers.Integral) and
             0 <= src_data_rank < mesh.size()):
@@ -161,7 +164,9 @@ def _global_value(locals_, shape, placements, run_check):
 
 def from_local(local_tensor, device_mesh=None, placements=None, *,
                run_check=False, shape=None, stride=None):
-    """A DTensor from per-rank locals. The controller holds every rank, so
+    """A DTensor from per-rank locals. Inside an SPMD function (python -m
+    dtorch.run) local_tensor is the calling rank's own shard, as in torch
+    (_spmd_api.py). The controller holds every rank, so
     local_tensor is either one tensor, meaning every rank of the mesh holds
     that same local (as SPMD code running once per rank passes its own),
     or a list with one local per rank of the mesh in mesh order (row-major
@@ -176,6 +181,9 @@ def from_local(local_tensor, device_mesh=None, placements=None, *,
     uneven locals other than that split are refused)."""
     fn = "DTensor.from_local"
     mesh = _mesh_or_current(device_mesh, fn)
+    if _spmd_api.active():
+        return _spmd_api.from_local(local_tensor, mesh, placements, run_check,
+                                    shape, stride, fn)
     n = mesh.size()
     if isinstance(local_tensor, (list, tuple)):
         if len(local_tensor) != n:
@@ -266,25 +274,32 @@ def distribute_module(module, device_mesh=None, partition_fn=None,
     return module
 
 
-def distribute_param(module, name, mesh, placements):
+def distribute_param(module, name, mesh, placements, src_data_rank=0):
     """Replaces parameter `name` of module (its own, not a child's) with a
     leaf DTensor of the same value laid out by placements, keeping
-    requires_grad (torch's nn.Parameter(distribute_tensor(p.data, ...)))."""
+    requires_grad (torch's nn.Parameter(distribute_tensor(p.data, ...))).
+    Inside an SPMD function the value is rank src_data_rank's (None: each
+    rank's own), as torch's parallelize_module takes it."""
     from ... import nn
     p = module._parameters[name]
     if p is None or isinstance(p, DTensor):
         return
-    value = p.to_torch() if isinstance(p, Tensor) else torch.as_tensor(p).detach()
-    d = Tensor(value, device_mesh=mesh, placements=list(_placements(
-        placements, mesh, value.ndim, "distribute_param")))
+    if _spmd_api.active():
+        d = distribute_tensor(p.detach() if isinstance(p, Tensor) else p, mesh,
+                              placements, src_data_rank=src_data_rank)
+    else:
+        value = p.to_torch() if isinstance(p, Tensor) else torch.as_tensor(p).detach()
+        d = Tensor(value, device_mesh=mesh, placements=list(_placements(
+            placements, mesh, value.ndim, "distribute_param")))
     module.register_parameter(name, nn.Parameter(d, requires_grad=p.requires_grad))
 
 
-def replicate_module_params(module, mesh):
+def replicate_module_params(module, mesh, src_data_rank=0):
     """Every own parameter not yet a DTensor becomes Replicate() on mesh
     (torch's default partition); buffers likewise."""
     for name in list(module._parameters):
-        distribute_param(module, name, mesh, None)
+        distribute_param(module, name, mesh, None, src_data_rank)
     for name, b in list(getattr(module, "_buffers", {}).items()):
         if b is not None and not isinstance(b, DTensor):
-            module._buffers[name] = distribute_tensor(b, mesh, None)
+            module._buffers[name] = distribute_tensor(b, mesh, None,
+                                                      src_data_rank=src_data_rank)

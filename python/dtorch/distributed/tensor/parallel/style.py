@@ -23,6 +23,7 @@ import torch
 from ...._tensor import Tensor
 from ....distributed_spec import DeviceMesh, Placement, Replicate, Shard
 from .._api import DTensor, distribute_module, distribute_param, from_local
+from .._spmd_api import active as _spmd_active
 
 __all__ = ["ParallelStyle", "ColwiseParallel", "RowwiseParallel",
            "SequenceParallel", "PrepareModuleInput", "PrepareModuleOutput",
@@ -83,6 +84,15 @@ def _to_dtensor(x, mesh, layout, who):
     return from_local(x, mesh, _on_tp(mesh, layout), run_check=False)
 
 
+def _local_output(x, use_local_output):
+    """torch's use_local_output: inside an SPMD function (each rank its own
+    shards) a style's DTensor output becomes the rank's local tensor
+    (differentiable); one controller keeps the DTensor (module doc)."""
+    if use_local_output and _spmd_active() and isinstance(x, DTensor):
+        return x.to_local()
+    return x
+
+
 def _redistribute_tp(x, mesh, desired):
     """x with `desired` on the tp dim (the other dims kept)."""
     d = tp_dim(mesh)
@@ -109,7 +119,8 @@ def _partition(style, want, module, mesh):
         if isinstance(module, getattr(nn, cls)):
             for name, p in layout.items():
                 if module._parameters.get(name) is not None:
-                    distribute_param(module, name, mesh, _on_tp(mesh, p))
+                    distribute_param(module, name, mesh, _on_tp(mesh, p),
+                                     style.src_data_rank)
             return
     raise NotImplementedError(f"{type(style).__name__} only supports nn.Linear and "
                               f"nn.Embedding, not {type(module).__name__}")
@@ -137,7 +148,8 @@ class ColwiseParallel(ParallelStyle):
         return (_redistribute_tp(x, mesh, desired),) + tuple(inputs[1:])
 
     def _output_fn(self, mod, outputs, mesh):
-        return _redistribute_tp(outputs, mesh, self.output_layouts[0])
+        return _local_output(_redistribute_tp(outputs, mesh, self.output_layouts[0]),
+                             self.use_local_output)
 
     def _desired_input(self, module):
         return self.desired_input_layouts[0]
@@ -205,9 +217,13 @@ class SequenceParallel(ParallelStyle):
         x = _to_dtensor(x, mesh, self.sequence_sharding[0], "SequenceParallel")
         return (_redistribute_tp(x, mesh, self.sequence_sharding[0]),) + tuple(inputs[1:])
 
+    def _output_fn(self, mod, outputs, mesh):
+        return _local_output(outputs, self.use_local_output)
+
     def _apply(self, module, device_mesh):
         _need_mesh(device_mesh, self)
-        return distribute_module(module, device_mesh, None, self._input_fn, None)
+        return distribute_module(module, device_mesh, None, self._input_fn,
+                                 self._output_fn)
 
     def __repr__(self):
         return (f"SequenceParallel(sequence_dim={self.sequence_sharding[0].dim}, "
@@ -251,7 +267,8 @@ class PrepareModuleInput(ParallelStyle):
         if layout is None:
             return x
         x = _to_dtensor(x, mesh, layout, type(self).__name__)
-        return x if desired is None else _redistribute_tp(x, mesh, desired)
+        x = x if desired is None else _redistribute_tp(x, mesh, desired)
+        return _local_output(x, self.use_local_output)
 
     def _args(self, inputs, mesh):
         if self.input_layouts is None:
@@ -314,6 +331,7 @@ class PrepareModuleOutput(ParallelStyle):
             if p is not None:
                 x = _to_dtensor(x, mesh, p, "PrepareModuleOutput")
                 x = x if d is None else _redistribute_tp(x, mesh, d)
+                x = _local_output(x, self.use_local_output)
             done.append(x)
         return done[0] if len(done) == 1 else tuple(done)
 
