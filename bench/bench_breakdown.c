@@ -318,7 +318,9 @@ static int cat_index(bd_phase *p, const char *name) {
   for (int i = 0; i < p->ncats; i++)
     if (!strcmp(p->cats[i], name)) return i;
   if (p->ncats == MAX_CATS) return MAX_CATS - 1; /* the last one collects */
-  snprintf(p->cats[p->ncats], CAT_LEN, "%s", name);
+  size_t l = strnlen(name, CAT_LEN - 1); /* a longer name is cut */
+  memcpy(p->cats[p->ncats], name, l);
+  p->cats[p->ncats][l] = '\0';
   return p->ncats++;
 }
 
