@@ -12,6 +12,11 @@ Dev-side, not CI:
                                        [--rounds 3] [--threads 2] [--only OP]
                                        [--by-suite]
 
+To time what a CPU without AVX-512 runs on one that has it, cap both
+sides: dtorch built with -DDTORCH_SIMD_MAX=avx2 (bench ops' "simd" field
+says what its kernels ran at) and ATEN_CPU_CAPABILITY=avx2 in the
+environment for PyTorch; the header names both levels.
+
 Prints a Markdown table: op, shape, dtorch ms, PyTorch ms, dtorch/PyTorch
 (lower is better; <= 1.0 is dtorch at least as fast), dtorch's ratio to
 the STREAM (or GEMM) baseline from the same run, and for ops bound by a
@@ -139,7 +144,9 @@ def main():
             for o, j in run_dtorch(a.dtorch, a.reps, op).items():
                 keep(o, j)
             torch_once(op)
-    print(f"torch {torch.__version__}, {a.threads} threads; best of "
+    simd = sorted({j.get("simd", "?") for j in lines.values()})
+    print(f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()}), "
+          f"dtorch kernels {'/'.join(simd)}, {a.threads} threads; best of "
           f"{a.reps} x {a.rounds} rounds\n")
     print("| op | shape | dtorch ms | PyTorch ms | dtorch/PyTorch | "
           "ratio to STREAM / GEMM | ratio to roofline (with libmvec) |")

@@ -298,11 +298,11 @@ typedef void (*sqdev4_fn)(const float *, int64_t, int64_t, const double *,
                           double *);
 CPU_RESOLVER static sum4_fn resolve_sum4(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") ? sum4_f32_512 : lanes_sum4_f32_any;
+  return CPU_HAS_AVX512F() ? sum4_f32_512 : lanes_sum4_f32_any;
 }
 CPU_RESOLVER static sqdev4_fn resolve_sqdev4(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") ? sqdev4_f32_512 : lanes_sqdev4_f32_any;
+  return CPU_HAS_AVX512F() ? sqdev4_f32_512 : lanes_sqdev4_f32_any;
 }
 void cpu_lanes_sum4_f32(const float *x, int64_t gap, int64_t n, double *lanes)
     __attribute__((ifunc("resolve_sum4")));

@@ -43,7 +43,7 @@ typedef void (*stream_fn)(void *, const void *, size_t);
 /* the ifunc resolver: runs once, at relocation */
 CPU_RESOLVER static stream_fn resolve_lines(void) {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return stream64;
+  if (CPU_HAS_AVX512F()) return stream64;
   if (__builtin_cpu_supports("avx")) return stream32;
   return stream16;
 }

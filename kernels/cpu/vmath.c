@@ -195,3 +195,19 @@ CPU_CLONES float cpu_vmax_f32(const float *x, int64_t n) {
   }
   return vm_float(pos >= 0 ? (uint32_t)pos : neg);
 }
+
+/* the level the loader picks for CPU_CLONES kernels on this machine (a
+ * target_clones "arch=x86-64-v4" clone runs where the CPU has all of
+ * x86-64-v4's features; the hand-written forms need AVX-512F or AVX2 +
+ * FMA, which those levels include) */
+const char *cpu_simd_level(void) {
+#if CPU_HAVE_CLONES
+  __builtin_cpu_init();
+  if (DTORCH_SIMD_MAX_LEVEL >= 2 && __builtin_cpu_supports("x86-64-v4"))
+    return "avx512";
+  if (__builtin_cpu_supports("x86-64-v3")) return "avx2";
+  return "sse2";
+#else
+  return "generic";
+#endif
+}

@@ -139,8 +139,8 @@ typedef void (*vblk_fn)(float *, const float *, int64_t);
 typedef void (*vexp_max_fn)(float *, const float *, float, int64_t);
 CPU_RESOLVER static vblk_fn resolve_vgelu_grad(void) {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return vgelu_grad_512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  if (CPU_HAS_AVX512F()) return vgelu_grad_512;
+  if (CPU_HAS_AVX2_FMA())
     return cpu_vgelu_grad_f32_avx2;
   return cpu_vgelu_grad_f32_generic;
 }
@@ -148,14 +148,14 @@ void cpu_vgelu_grad_f32(float *g, const float *x, int64_t n)
     __attribute__((ifunc("resolve_vgelu_grad")));
 CPU_RESOLVER static vexp_max_fn resolve_vexp_max(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") ? vexp_max_512 : cpu_vexp_max_f32_generic;
+  return CPU_HAS_AVX512F() ? vexp_max_512 : cpu_vexp_max_f32_generic;
 }
 void cpu_vexp_max_f32(float *y, const float *x, float m, int64_t n)
     __attribute__((ifunc("resolve_vexp_max")));
 CPU_RESOLVER static vblk_fn resolve_vgelu(void) {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return vgelu_512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  if (CPU_HAS_AVX512F()) return vgelu_512;
+  if (CPU_HAS_AVX2_FMA())
     return cpu_vgelu_f32_avx2;
   return cpu_vgelu_f32_generic;
 }
