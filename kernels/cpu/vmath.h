@@ -427,8 +427,9 @@ void cpu_vsin_f32(float *y, const float *x, int64_t n);
 void cpu_vcos_f32(float *y, const float *x, int64_t n);
 void cpu_vgelu_f32(float *y, const float *x, int64_t n);      /* erf form */
 /* gelu's R(a) = erfcx(a / sqrt 2) / 2 on [0, 14.85]: row k holds the
- * coefficient of u^k, u = a - i, of interval i = round(a) (vmath.c) */
-extern const float cpu_gelu_tab[8][16];
+ * coefficient of u^k, u = a - 2i, of interval i = round(a / 2) (vmath.c) */
+#define CPU_GELU_DEG 9
+extern const float cpu_gelu_tab[CPU_GELU_DEG + 1][8];
 /* the generic clones of it (cpu_vgelu_f32 is vmath512.c's AVX-512 form
  * where the CPU has it: the same bits) */
 void cpu_vgelu_f32_generic(float *y, const float *x, int64_t n);
