@@ -108,10 +108,11 @@ void cpu_iter_run_parallel(const cpu_iter *it, cpu_inner_fn fn, void *ctx);
  * v has size 1 and sizes does not. */
 cpu_view cpu_view_broadcast(const cpu_view *v, int ndim, const int64_t *sizes);
 
-/* The instruction set the cloned kernels run at here: "avx512", "avx2",
- * "sse2" (baseline x86-64), or "generic" where nothing is cloned (not
- * x86-64 ELF, clang, ThreadSanitizer, DTORCH_SIMD_MAX=baseline). Capped by
- * the build's DTORCH_SIMD_MAX (kernels/cpu/vmath.h). */
+/* The instruction set the cloned kernels run at here: "avx512", "avx2" or
+ * "sse2" (baseline x86-64), capped by the build's DTORCH_SIMD_MAX
+ * (kernels/cpu/vmath.h); where nothing is cloned (clang, ThreadSanitizer,
+ * DTORCH_SIMD_MAX=baseline) the level the compiler flags allow, "generic"
+ * off x86. */
 const char *cpu_simd_level(void);
 
 /* ---- conversions between storage dtypes and compute types */

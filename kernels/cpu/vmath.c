@@ -219,6 +219,12 @@ const char *cpu_simd_level(void) {
     return "avx512";
   if (__builtin_cpu_supports("x86-64-v3")) return "avx2";
   return "sse2";
+#elif defined(__AVX512F__) /* no clones: what the build's flags allow */
+  return "avx512";
+#elif defined(__AVX2__)
+  return "avx2";
+#elif defined(__SSE2__)
+  return "sse2";
 #else
   return "generic";
 #endif
