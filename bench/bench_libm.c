@@ -18,8 +18,14 @@
 #endif
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && \
     !defined(__SANITIZE_THREAD__) && !defined(__clang__)
+#if !defined(DTORCH_SIMD_MAX_LEVEL) || DTORCH_SIMD_MAX_LEVEL >= 2
 #define LIBM_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#elif DTORCH_SIMD_MAX_LEVEL == 1 /* the kernels' cap (CMake's DTORCH_SIMD_MAX) */
+#define LIBM_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define LIBM_CLONES
+#endif
 #else
 #define LIBM_CLONES
 #endif

@@ -29,6 +29,9 @@
  *               cores with OpenBLAS's own threads — a baseline too: the
  *               chunked grid of single-threaded calls beats it (1.03-1.11
  *               on 2 CPUs)
+ *   simd        the instruction set the CPU kernels ran at (avx512,
+ *               avx2, sse2, generic: cpu_simd_level; CMake's
+ *               DTORCH_SIMD_MAX caps it, e.g. avx2 on an AVX-512 machine)
  * Ops run on rank 0 of the default runtime. `--only NAME` runs one op. */
 #include <cblas.h>
 #include <stdbool.h>
@@ -41,6 +44,7 @@
 #include "bench/bench_libm.h"
 #include "bench/bench_stream.h"
 #include "dtorch/dtorch.h"
+#include "kernels/cpu/cpu.h"
 
 static void die(const char *what) {
   fprintf(stderr, "bench ops %s: %s\n", what, dt_last_error());
@@ -290,8 +294,8 @@ int bench_ops(int argc, char **argv) {
              "\"roofline_ms\":%.3f,\"ratio_roofline\":%.3f,",
              what, csec * 1e3, roof * 1e3, roof / t);
     }
-    printf("\"ratio\":%.3f,\"ranks\":%d}\n", ratio,
-           dt_runtime_num_ranks(dt_runtime_default()));
+    printf("\"ratio\":%.3f,\"ranks\":%d,\"simd\":\"%s\"}\n", ratio,
+           dt_runtime_num_ranks(dt_runtime_default()), cpu_simd_level());
     fflush(stdout);
   }
   return 0;

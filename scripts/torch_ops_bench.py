@@ -12,6 +12,15 @@ Dev-side, not CI:
                                        [--rounds 3] [--threads 2] [--only OP]
                                        [--by-suite]
 
+To time what a CPU without AVX-512 runs on one that has it, cap both
+sides: dtorch built with -DDTORCH_SIMD_MAX=avx2 (bench ops' "simd" field
+says what its kernels ran at) and --cap avx2, which reruns the script
+with ATEN_CPU_CAPABILITY=avx2 and MKL_ENABLE_INSTRUCTIONS=AVX2 (PyTorch's
+kernels and its BLAS) and OPENBLAS_CORETYPE=Haswell (dtorch's BLAS) in
+the environment; the header names both sides' levels and BLAS kernels.
+
+    python3 scripts/torch_ops_bench.py --dtorch build-avx2/dtorch --cap avx2
+
 Prints a Markdown table: op, shape, dtorch ms, PyTorch ms, dtorch/PyTorch
 (lower is better; <= 1.0 is dtorch at least as fast), dtorch's ratio to
 the STREAM (or GEMM) baseline from the same run, and for ops bound by a
@@ -21,10 +30,20 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import time
 
-import torch
-import torch.nn.functional as F
+# --cap: the environment must be set before PyTorch (and MKL) load
+CAP_ENV = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+                    "OPENBLAS_CORETYPE": "Haswell"}}
+if "--cap" in sys.argv[1:-1]:
+    _want = CAP_ENV.get(sys.argv[sys.argv.index("--cap") + 1])
+    if _want and any(os.environ.get(k) != v for k, v in _want.items()):
+        os.environ.update(_want)
+        os.execv(sys.executable, [sys.executable] + sys.argv)
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 def torch_cases():
@@ -111,6 +130,9 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--only")
     ap.add_argument("--by-suite", action="store_true")
+    ap.add_argument("--cap", choices=sorted(CAP_ENV),
+                    help="cap both sides' SIMD level (dtorch: build with "
+                         "-DDTORCH_SIMD_MAX to match)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     cases = torch_cases()
@@ -139,7 +161,15 @@ def main():
             for o, j in run_dtorch(a.dtorch, a.reps, op).items():
                 keep(o, j)
             torch_once(op)
-    print(f"torch {torch.__version__}, {a.threads} threads; best of "
+    simd = sorted({j.get("simd", "?") for j in lines.values()})
+    blas = sorted({j["blas_core"] for j in lines.values() if "blas_core" in j})
+    if a.cap and simd != [a.cap]:
+        print(f"warning: --cap {a.cap}, but dtorch's kernels ran at "
+              f"{'/'.join(simd)} (build it with -DDTORCH_SIMD_MAX={a.cap})")
+    mkl = os.environ.get("MKL_ENABLE_INSTRUCTIONS", "MKL's own choice")
+    print(f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()}, "
+          f"MKL {mkl}), dtorch kernels {'/'.join(simd)} (OpenBLAS "
+          f"{'/'.join(blas) or '-'}), {a.threads} threads; best of "
           f"{a.reps} x {a.rounds} rounds\n")
     print("| op | shape | dtorch ms | PyTorch ms | dtorch/PyTorch | "
           "ratio to STREAM / GEMM | ratio to roofline (with libmvec) |")

@@ -324,6 +324,32 @@ static void test_rand_split_invariance(void **state) {
   tu_leaks_end();
 }
 
+/* cpu_rand_fill's blocks (the AVX-512, AVX2 or generic Philox form this
+ * machine picks: 16 or 8 counters a vector) give every element the words
+ * of its own counter: float64 uniforms and normals bit for bit against
+ * the element computed alone, at offsets where the counter's low word
+ * wraps inside a vector (the high word must carry in those lanes only)
+ * and at the top of the 64-bit counter space */
+static void test_rand_counter_carry(void **state) {
+  (void)state;
+  static const uint64_t firsts[] = {0, 5, 0xffffffffull - 37, 0xffffffffull - 8,
+                                    0x2ffffffffull - 3, 0xffffffffffffff00ull};
+  enum { N = 300 };
+  double got[N];
+  for (size_t f = 0; f < sizeof firsts / sizeof *firsts; f++)
+    for (int normal = 0; normal < 2; normal++) {
+      cpu_rand_fill(got, DT_FLOAT64, N, 0x9e3779b97f4a7c15ull, firsts[f], normal);
+      for (int i = 0; i < N; i++) {
+        uint64_t ix = firsts[f] + (uint64_t)i;
+        double want = normal ? cpu_philox_normal(0x9e3779b97f4a7c15ull, ix)
+                             : cpu_philox_uniform(0x9e3779b97f4a7c15ull, ix);
+        if (memcmp(&got[i], &want, sizeof want))
+          fail_msg("%s at counter %#llx: %.17g, alone %.17g",
+                   normal ? "normal" : "uniform", (unsigned long long)ix, got[i], want);
+      }
+    }
+}
+
 /* float32 rand (its own vectorised path) stores exactly what the double
  * stream gives, rounded to float and kept below 1; 100,003 elements so
  * that the chunks and blocks end unevenly, after an offset of 17 */
@@ -431,6 +457,7 @@ int main(void) {
       cmocka_unit_test(test_bool_bytes_from_host),
       cmocka_unit_test(test_philox_kat),
       cmocka_unit_test(test_rand_split_invariance),
+      cmocka_unit_test(test_rand_counter_carry),
       cmocka_unit_test(test_rand_float32_bits),
       cmocka_unit_test(test_randn_float32_close),
       cmocka_unit_test(test_rand_distribution),

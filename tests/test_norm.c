@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu.h"
 #include "support/testutil.h"
 
 /* ----------------------------------------------------------- references */
@@ -423,9 +424,11 @@ static void test_chunked_rows_same_bits(void **state) {
   free(v);
 }
 
-/* outputs of CPU_STREAM_MIN_BYTES and more are written with streaming
+/* outputs of cpu_stream_min_bytes() and more are written with streaming
  * stores (layer_norm; log_softmax): the same bits as the plain stores of
- * a small output, row for row. [2112, 1024] float32 is 8.25 MiB; 64-row
+ * a small output, row for row. The threshold is set to 8 MiB here (the
+ * machine's may be higher: an eighth of its L3, kernels/cpu/stream.c)
+ * and [2112, 1024] float32 is 8.25 MiB; 64-row
  * copies of its first, middle and last rows (and, with an odd
  * row length in a second shape, whose rows are not 64-byte aligned) go
  * the plain way. float64 [1056, 1024] too. */
@@ -474,9 +477,12 @@ static void check_streamed(dt_dtype d, int64_t rows, int64_t cols) {
 static void test_streamed_outputs(void **state) {
   (void)state;
   tu_leaks_begin();
+  cpu_stream_set_min_bytes(CPU_STREAM_MIN_BYTES);
+  assert_int_equal(cpu_stream_min_bytes(), (int64_t)8 << 20);
   check_streamed(DT_FLOAT32, 2112, 1024);
   check_streamed(DT_FLOAT32, 2100, 1027); /* rows not 64-byte aligned */
   check_streamed(DT_FLOAT64, 1056, 1024);
+  cpu_stream_set_min_bytes(0);
   tu_leaks_end();
 }
 

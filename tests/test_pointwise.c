@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu.h"
 #include "testutil.h"
 
 typedef dt_tensor *(*bin_fn)(dt_tensor *, dt_tensor *);
@@ -337,7 +338,8 @@ static void test_pow_bool(void **state) {
  * round to nearest even, ties and overflow included; NaN stays NaN), bit
  * for bit: float32 bit patterns from an LCG (every class: denormals,
  * infinities, NaNs) plus bfloat16 ties, small and large — an output of
- * 8 MiB or more is written with streamed stores (kernels/cpu/pointwise.c)
+ * cpu_stream_min_bytes() or more is written with streamed stores
+ * (kernels/cpu/pointwise.c; set to 8 MiB here, the machine's may be more)
  * and every element of it is checked — and back from bfloat16 (exact) */
 static uint32_t cast_bits(uint64_t *s) {
   *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -394,6 +396,7 @@ static void test_float_casts(void **state) {
                                   0x7f800000u, 0xff800000u, 0x7fc00001u};
   const int64_t sizes[] = {1000, (int64_t)4200000}; /* 8.4 MB of bfloat16 */
   uint64_t s = 99;
+  cpu_stream_set_min_bytes(CPU_STREAM_MIN_BYTES);
   for (int k = 0; k < 2; k++) {
     int64_t n = sizes[k];
     float *x = malloc(sizeof *x * (size_t)n);
@@ -409,6 +412,7 @@ static void test_float_casts(void **state) {
     }
     free(x);
   }
+  cpu_stream_set_min_bytes(0);
   tu_leaks_end();
 }
 

@@ -395,6 +395,70 @@ static void test_lane_sums4(void **state) {
   }
 }
 
+/* the lane order written out one element at a time: lanes[j % 8] += x[j]
+ * (or (x[j] - c)^2) in order of j, in double */
+static void lanes_reference(const double *x, int64_t n, bool sq, double c,
+                            double *lanes) {
+  for (int64_t j = 0; j < n; j++) {
+    double d = sq ? x[j] - c : x[j];
+    lanes[j % 8] += sq ? d * d : d;
+  }
+}
+
+/* every lane kernel the build picked here (the AVX-512 forms, or the v3 /
+ * baseline clones in a DTORCH_SIMD_MAX=avx2 / baseline build) against the
+ * order written out, bit for bit: lengths around a vector and its tail,
+ * values of mixed magnitude and sign (so any other order of adds would
+ * round differently), lanes carried in */
+static void test_lane_sums_order(void **state) {
+  (void)state;
+  static const int64_t ns[] = {1, 7, 8, 9, 31, 64, 1000, 4099};
+  uint64_t s = 4242;
+  for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+    int64_t n = ns[k], gap = n + 13, total = 3 * gap + n;
+    float *xf = malloc(sizeof *xf * (size_t)total);
+    double *xd = malloc(sizeof *xd * (size_t)total);
+    double *xr = malloc(sizeof *xr * (size_t)total);
+    assert_non_null(xf);
+    assert_non_null(xd);
+    assert_non_null(xr);
+    for (int64_t i = 0; i < total; i++) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      double m = ldexp(1.0, (int)(s >> 59) * 3 - 24); /* 2^-24 .. 2^69 */
+      xd[i] = ((double)(s >> 11 & 0xffffff) / 16777216.0 - 0.5) * m;
+      xf[i] = (float)xd[i];
+    }
+    const double c[4] = {0.375, -1e3, 3e9, -7.25};
+    for (int sq = 0; sq < 2; sq++)
+      for (int isf = 0; isf < 2; isf++) {
+        for (int64_t i = 0; i < total; i++) xr[i] = isf ? (double)xf[i] : xd[i];
+        double got[32], want[32];
+        for (int l = 0; l < 32; l++) got[l] = want[l] = l * 0.125 - 1; /* carried in */
+        for (int q = 0; q < 4; q++) lanes_reference(xr + q * gap, n, sq, c[q], want + 8 * q);
+        if (isf && sq) cpu_lanes_sqdev_f32(xf, n, c[0], got);
+        else if (isf) cpu_lanes_sum_f32(xf, n, got);
+        else if (sq) cpu_lanes_sqdev_f64(xd, n, c[0], got);
+        else cpu_lanes_sum_f64(xd, n, got);
+        if (memcmp(got, want, 8 * sizeof *got))
+          fail_msg("lanes %s %s n=%lld: not the order written out",
+                   sq ? "sqdev" : "sum", isf ? "f32" : "f64", (long long)n);
+        if (n % 8) continue; /* the four-segment forms take whole vectors */
+        for (int l = 0; l < 32; l++) got[l] = l * 0.125 - 1;
+        if (isf && sq) cpu_lanes_sqdev4_f32(xf, gap, n, c, got);
+        else if (isf) cpu_lanes_sum4_f32(xf, gap, n, got);
+        else if (sq) cpu_lanes_sqdev4_f64(xd, gap, n, c, got);
+        else cpu_lanes_sum4_f64(xd, gap, n, got);
+        if (memcmp(got, want, sizeof got))
+          fail_msg("lanes4 %s %s n=%lld: not the order written out",
+                   sq ? "sqdev" : "sum", isf ? "f32" : "f64", (long long)n);
+      }
+    free(xf);
+    free(xd);
+    free(xr);
+  }
+  print_message("lane sums at %s: the order written out\n", cpu_simd_level());
+}
+
 /* vmath512.c's AVX-512 blocks (and vmath256.c's AVX2 gelu and gelu' where
  * the CPU has AVX2 and FMA) against the generic clones, bit for bit,
  * on sweep_points() bit patterns spread evenly (both signs, denormals,
@@ -555,6 +619,7 @@ int main(void) {
       cmocka_unit_test(test_gelu),
       cmocka_unit_test(test_gelu_grad),
       cmocka_unit_test(test_lane_sums4),
+      cmocka_unit_test(test_lane_sums_order),
       cmocka_unit_test(test_avx512_forms),
       cmocka_unit_test(test_lse_term),
       cmocka_unit_test(test_lse_sum),

@@ -67,14 +67,19 @@ static inline void cpu_prefetch_l2(const char *p, int64_t bytes) {
  * lines go to memory around the caches, so the read-for-ownership of every
  * output line (a third of a row norm's traffic) is saved, and the output
  * does not evict the inputs. Worth it when the output no longer fits the
- * caches of the cores that read it next: CPU_STREAM_MIN_BYTES and up
+ * caches of the cores that read it next: cpu_stream_min_bytes() and up
  * (layer_norm [4096, 1024] float32, 16 MB out: 1.3-1.7 -> 0.8-0.9 ms on
- * two CPUs). cpu_stream_copy writes [dst, dst + bytes) from src with
- * non-temporal stores, as wide as the machine has (kernels/cpu/stream.c),
- * or memcpy where dst is not aligned for them (nor bytes a multiple of
- * 16). The stores are weakly ordered: a kernel calls cpu_stream_fence
- * before its chunk can be seen as done. */
+ * two Zen 4 CPUs with 32 MB of L3). cpu_stream_copy writes [dst, dst +
+ * bytes) from src with non-temporal stores, as wide as the machine has
+ * (kernels/cpu/stream.c), or memcpy where dst is not aligned for them (nor
+ * bytes a multiple of 16). The stores are weakly ordered: a kernel calls
+ * cpu_stream_fence before its chunk can be seen as done. */
 #define CPU_STREAM_MIN_BYTES ((int64_t)8 << 20)
+/* The output size from which kernels stream: CPU_STREAM_MIN_BYTES, or an
+ * eighth of the last-level cache where that is more (stream.c) */
+int64_t cpu_stream_min_bytes(void);
+/* tests: stream from `bytes` on (0: the machine's value again) */
+void cpu_stream_set_min_bytes(int64_t bytes);
 void cpu_stream_copy(void *dst, const void *src, size_t bytes);
 void cpu_stream_fence(void);
 
@@ -102,6 +107,13 @@ void cpu_iter_run_parallel(const cpu_iter *it, cpu_inner_fn fn, void *ctx);
 /* Broadcast view: v with its dims right-aligned to ndim/sizes, stride 0 where
  * v has size 1 and sizes does not. */
 cpu_view cpu_view_broadcast(const cpu_view *v, int ndim, const int64_t *sizes);
+
+/* The instruction set the cloned kernels run at here: "avx512", "avx2" or
+ * "sse2" (baseline x86-64), capped by the build's DTORCH_SIMD_MAX
+ * (kernels/cpu/vmath.h); where nothing is cloned (clang, ThreadSanitizer,
+ * DTORCH_SIMD_MAX=baseline) the level the compiler flags allow, "generic"
+ * off x86. */
+const char *cpu_simd_level(void);
 
 /* ---- conversions between storage dtypes and compute types */
 /* compute type used for a storage dtype: f32 for float32/16/bf16, f64, i64

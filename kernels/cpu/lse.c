@@ -173,7 +173,7 @@ typedef void (*lse_sum_fn)(const float *, int64_t, int, int64_t,
                            const float *, double *);
 CPU_RESOLVER static lse_sum_fn resolve_lse_sum(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") ? lse_sum_512 : lse_sum_any;
+  return CPU_HAS_AVX512F() ? lse_sum_512 : lse_sum_any;
 }
 void cpu_lse_sum_f32(const float *x, int64_t gap, int rows, int64_t n,
                      const float *m, double *lanes)

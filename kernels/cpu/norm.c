@@ -40,6 +40,8 @@ typedef struct row_io {
 } row_io;
 
 #define MIN_BLOCK(len, j) ((len) - (j) < BLOCK ? (len) - (j) : BLOCK)
+/* norm_rows4's column blocks between prefetches (a multiple of LANES) */
+#define NORM_PF_BLOCK 256
 
 /* ---- block functions and row drivers for one compute type */
 #define NORM_KERNELS(S, T, CT, EXPBLK, MAXBLK, LANES_SUM, LANES_SQDEV,      \
@@ -157,22 +159,14 @@ typedef struct row_io {
       }                                                                     \
     }                                                                       \
   }                                                                         \
-  /* y = (x - shift) * scale [* w] [+ b], 64 elements at a time; pf (or  \
-   * NULL): a row to come, its lines fetched into L2 as this row's are     \
-   * written, so the memory keeps streaming while rows compute from cache \
-   * (layer_norm, the row two four-row groups on: one rank 2.8-3.1 ->      \
-   * 2.3-2.5 ms, eight ranks on two CPUs 1.6-1.8 -> 1.3-1.6 ms; one group  \
-   * on, or into L1, gained half that) */                                  \
+  /* y = (x - shift) * scale [* w] [+ b], 64 elements at a time */       \
   CPU_CLONES static void affine_##S(const T *restrict x, T *restrict y,     \
                                     int64_t n, T shift, T scale,           \
-                                    const T *w, const T *b, const char *pf, \
-                                    bool nt) {                             \
+                                    const T *w, const T *b, bool nt) {     \
     const int64_t step = 64;                                                \
     T tile[64];                                                             \
     for (int64_t i0 = 0; i0 < n; i0 += step) {                              \
       int64_t i1 = i0 + step < n ? i0 + step : n;                           \
-      if (pf) cpu_prefetch_l2(pf + i0 * (int64_t)sizeof(T),                 \
-                              (i1 - i0) * (int64_t)sizeof(T));              \
       /* streaming: the tile is made in L1, then written around the caches */ \
       T *d = nt ? tile : y + i0;                                            \
       const T *xs = x + i0;                                                 \
@@ -230,28 +224,49 @@ typedef struct row_io {
     finish_stats_##S(mean, lanes, len, a, shift, scale);                    \
   }                                                                         \
   static void apply_##S(const row_io *io, const norm_args *a, T shift,    \
-                        T scale, const char *pf);                           \
+                        T scale);                                           \
   static void norm_row_##S(const row_io *io, const norm_args *a) {          \
     T shift, scale;                                                         \
     stats_##S(io, a, &shift, &scale);                                       \
-    apply_##S(io, a, shift, scale, NULL);                                   \
+    apply_##S(io, a, shift, scale);                                         \
   }                                                                         \
   /* four dense rows gin (in) and gout (out) elements apart: their sums    \
    * and then their squared deviations read as four streams at once       \
    * (LANES_SUM4, LANES_SQDEV4: the same lane bits as one row at a time,   \
    * the tails added after as LANES_SUM does), the statistics as          \
-   * scale_of computes them, then each row's output from cache */         \
+   * scale_of computes them, then each row's output from cache. Both      \
+   * passes go NORM_PF_BLOCK columns at a time (the lanes carry over: the \
+   * same bits), and after each block the same columns of two of the rows \
+   * two groups on are fetched into L2 (rows 8, 9 in the sums, 10, 11 in  \
+   * the deviations), so memory keeps streaming while rows compute from   \
+   * cache. Until 2026-12 all four were fetched in the output pass, a row \
+   * at a time, and that pass waited on the fill buffers, which its       \
+   * stores need too. layer_norm [4096, 1024] on two CPUs of a VM that    \
+   * reports 480 MiB of L3 (eight runs alternating with the old build):   \
+   * 0.91-0.95 -> 0.74-0.79 ms with this and plain stores for its 16 MiB  \
+   * output (stream.c's threshold), at avx512 and avx2 alike; this alone  \
+   * 0.85-0.93, plain stores alone 1.03-1.05. */                          \
   static void norm_rows4_##S(const row_io *io, int64_t gin, int64_t gout,   \
                              const norm_args *a) {                          \
     int64_t len = io->r->rowlen, len8 = len / LANES * LANES;                \
     const T *x = (const T *)io->in;                                         \
     double lanes[4 * LANES] = {0}, dev[4 * LANES] = {0}, mean[4];           \
-    LANES_SUM4(x, gin, len8, lanes);                                        \
+    for (int64_t j = 0; j < len8; j += NORM_PF_BLOCK) {                     \
+      int64_t k = len8 - j < NORM_PF_BLOCK ? len8 - j : NORM_PF_BLOCK;      \
+      LANES_SUM4(x + j, gin, k, lanes);                                     \
+      for (int q = 8; q < 10; q++)                                          \
+        cpu_prefetch_l2((const char *)(x + q * gin + j), k * (int64_t)sizeof(T)); \
+    }                                                                       \
     for (int q = 0; q < 4; q++) {                                           \
       LANES_SUM(x + q * gin + len8, len - len8, lanes + q * LANES);         \
       mean[q] = cpu_lanes_total(lanes + q * LANES) / (double)len;           \
     }                                                                       \
-    LANES_SQDEV4(x, gin, len8, mean, dev);                                  \
+    for (int64_t j = 0; j < len8; j += NORM_PF_BLOCK) {                     \
+      int64_t k = len8 - j < NORM_PF_BLOCK ? len8 - j : NORM_PF_BLOCK;      \
+      LANES_SQDEV4(x + j, gin, k, mean, dev);                               \
+      for (int q = 10; q < 12; q++)                                         \
+        cpu_prefetch_l2((const char *)(x + q * gin + j), k * (int64_t)sizeof(T)); \
+    }                                                                       \
     for (int q = 0; q < 4; q++) {                                           \
       LANES_SQDEV(x + q * gin + len8, len - len8, mean[q], dev + q * LANES); \
       T shift, scale;                                                       \
@@ -259,18 +274,17 @@ typedef struct row_io {
       row_io r1 = *io;                                                      \
       r1.in = (const char *)(x + q * gin);                                  \
       r1.out = (char *)((T *)io->out + q * gout);                           \
-      apply_##S(&r1, a, shift, scale,                                       \
-                (const char *)(x + (q + 8) * gin)); /* two groups on */     \
+      apply_##S(&r1, a, shift, scale);                                      \
     }                                                                       \
   }                                                                         \
   static void apply_##S(const row_io *io, const norm_args *a, T shift,    \
-                        T scale, const char *pf) {                          \
+                        T scale) {                                          \
     int64_t len = io->r->rowlen;                                            \
     T buf[BLOCK], wb[BLOCK], bb[BLOCK], y[BLOCK];                           \
     if (io->dense) {                                                        \
       affine_##S((const T *)io->in, (T *)io->out, len, shift, scale,        \
                  a->w ? (const T *)a->w->data : NULL,                       \
-                 a->b ? (const T *)a->b->data : NULL, pf, io->stream);      \
+                 a->b ? (const T *)a->b->data : NULL, io->stream);          \
       return;                                                               \
     }                                                                       \
     for (int64_t j = 0; j < len; j += BLOCK) {                              \
@@ -281,7 +295,7 @@ typedef struct row_io {
       if (a->b) cpu_load(bb, CT, a->b->data + j * a->bs, a->b->dtype,       \
                          a->bs, n);                                         \
       affine_##S(buf, y, n, shift, scale, a->w ? wb : NULL,                 \
-                 a->b ? bb : NULL, NULL, false);                            \
+                 a->b ? bb : NULL, false);                                  \
       cpu_store(io->out + j * io->os, io->od, io->os, y, CT, n);            \
     }                                                                       \
   }
@@ -508,7 +522,7 @@ static void run_rows(const cpu_view *out, const cpu_view *in, uint32_t mask,
                dense_view(out, &j.ro);
   j.io.stream = j.io.dense && stream_ok &&
                 j.ri.nrows * j.ri.rowlen * (int64_t)cpu_dtype_size(out->dtype) >=
-                    CPU_STREAM_MIN_BYTES;
+                    cpu_stream_min_bytes();
   j.tiled = tfn && !j.io.dense && tiles_apply(&j.ri, &j.ro);
   int64_t grain = CPU_GRAIN / j.ri.rowlen;
   if (grain < 1) grain = 1;

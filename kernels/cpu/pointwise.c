@@ -354,7 +354,7 @@ static void un_contig(cpu_unary_op op, dt_dtype ct, int64_t n, void *o,
 typedef struct un_ctx {
   cpu_unary_op op;
   dt_dtype ct, dt[2];
-  bool stream; /* the output is >= CPU_STREAM_MIN_BYTES: dense runs of it
+  bool stream; /* the output is >= cpu_stream_min_bytes(): dense runs of it
                 * are written with non-temporal stores */
 } un_ctx;
 
@@ -429,7 +429,7 @@ void cpu_unary(cpu_unary_op op, dt_dtype ct, const cpu_view *out,
                const cpu_view *a) {
   int64_t bytes = (int64_t)cpu_dtype_size(out->dtype);
   for (int d = 0; d < out->ndim; d++) bytes *= out->sizes[d];
-  un_ctx c = {op, ct, {out->dtype, a->dtype}, bytes >= CPU_STREAM_MIN_BYTES};
+  un_ctx c = {op, ct, {out->dtype, a->dtype}, bytes >= cpu_stream_min_bytes()};
   cpu_view ops[2] = {*out, *a};
   cpu_iter it;
   cpu_iter_init(&it, ops, 2);

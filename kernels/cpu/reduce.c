@@ -116,28 +116,47 @@ void cpu_rows_load(const cpu_rows *r, const char *base, int64_t j0, int64_t n,
 }
 
 /* ------------------------------------------------------------- lane sums */
-/* The eight lanes are one vector of 8 doubles (GCC/clang vector
- * extensions: one AVX-512 register in the v4 clone, two AVX2 ones in v3,
- * four SSE2 ones in baseline code), and 8 elements are loaded as one vector
- * and converted at once. Written as `for l < 8: acc[l] += x[i + l]`, GCC 12
- * built each 8-float vector from eight scalar loads and inserts (0.22 ns
- * per element per core for four rows at once, 0.18 for one row); the lane
- * arithmetic is the same, so are the bits. */
-typedef double lanes_v __attribute__((vector_size(8 * sizeof(double))));
-typedef float lanes_vf __attribute__((vector_size(8 * sizeof(float))));
+/* The eight lanes are two vectors of 4 doubles, lanes 0-3 and 4-7 (GCC/
+ * clang vector extensions: two AVX2 or AVX-512VL registers in the v3 and
+ * v4 clones, four SSE2 ones in baseline code), and 8 elements are loaded
+ * as two vectors and converted at once. Written as `for l < 8: acc[l] +=
+ * x[i + l]`, GCC 12 built each 8-float vector from eight scalar loads and
+ * inserts (0.22 ns per element per core for four rows at once, 0.18 for
+ * one row); as one vector of 8 doubles, the v3 (AVX2) clone kept every
+ * accumulator on the stack, moved through general registers each step
+ * (a 64 MB float sum 3.1-4.1 ms where the AVX-512 clone took 1.3-1.5).
+ * The lane arithmetic is the same in every form, so are the bits. */
+typedef double lanes_h __attribute__((vector_size(4 * sizeof(double))));
+typedef struct lanes_v { lanes_h lo, hi; } lanes_v;
 
-/* through pointers: a 64-byte vector passed by value changes the ABI
- * between the clones (-Wpsabi); inlined, these are a load each */
+/* through pointers (a 32-byte vector passed by value changes the ABI
+ * between the clones: -Wpsabi); inlined, these are a load each */
 static inline void lanes_load_float(lanes_v *v, const float *p) {
-  lanes_vf f;
-  memcpy(&f, p, sizeof f);
-  *v = __builtin_convertvector(f, lanes_v);
+  /* element by element: GCC 12 makes this one vcvtps2pd from memory per
+   * half, where __builtin_convertvector of a 4-float vector became two
+   * 2-wide converts, a bounce through the stack and an insert */
+  v->lo = (lanes_h){p[0], p[1], p[2], p[3]};
+  v->hi = (lanes_h){p[4], p[5], p[6], p[7]};
 }
 static inline void lanes_load_double(lanes_v *v, const double *p) {
-  memcpy(v, p, sizeof *v);
+  memcpy(&v->lo, p, sizeof v->lo);
+  memcpy(&v->hi, p + 4, sizeof v->hi);
 }
-#define LANES_GET(v, lanes) memcpy(&(v), (lanes), sizeof(v))
-#define LANES_PUT(lanes, v) memcpy((lanes), &(v), sizeof(v))
+#define LANES_GET(v, lanes)                                                 \
+  do {                                                                      \
+    memcpy(&(v).lo, (lanes), sizeof(v).lo);                                 \
+    memcpy(&(v).hi, (lanes) + 4, sizeof(v).hi);                             \
+  } while (0)
+#define LANES_PUT(lanes, v)                                                 \
+  do {                                                                      \
+    memcpy((lanes), &(v).lo, sizeof(v).lo);                                 \
+    memcpy((lanes) + 4, &(v).hi, sizeof(v).hi);                             \
+  } while (0)
+/* acc += v; acc += (v - c)^2 (c broadcast; no fused multiply-add) */
+#define LANES_ADD(acc, v) ((acc).lo += (v).lo, (acc).hi += (v).hi)
+#define LANES_ADD_SQDEV(acc, v, c)                                          \
+  ((v).lo -= (c), (v).hi -= (c), (acc).lo += (v).lo * (v).lo,               \
+   (acc).hi += (v).hi * (v).hi)
 
 #define LANES_SUM(NAME, T)                                                  \
   CPU_CLONES void NAME(const T *restrict x, int64_t n, double *restrict lanes) { \
@@ -146,7 +165,7 @@ static inline void lanes_load_double(lanes_v *v, const double *p) {
     int64_t i = 0;                                                          \
     for (; i + LANES <= n; i += LANES) {                                    \
       lanes_load_##T(&v, x + i);                                            \
-      acc += v;                                                             \
+      LANES_ADD(acc, v);                                                    \
     }                                                                       \
     LANES_PUT(lanes, acc);                                                  \
     for (int l = 0; i < n; i++, l++) lanes[l] += (double)x[i];              \
@@ -175,10 +194,10 @@ LANES_SUM(cpu_lanes_sum_f64, double)
       lanes_load_##T(&v1, x + gap + i);                                     \
       lanes_load_##T(&v2, x + 2 * gap + i);                                 \
       lanes_load_##T(&v3, x + 3 * gap + i);                                 \
-      a += v0;                                                              \
-      b += v1;                                                              \
-      c += v2;                                                              \
-      d += v3;                                                              \
+      LANES_ADD(a, v0);                                                     \
+      LANES_ADD(b, v1);                                                     \
+      LANES_ADD(c, v2);                                                     \
+      LANES_ADD(d, v3);                                                     \
     }                                                                       \
     LANES_PUT(lanes, a);                                                    \
     LANES_PUT(lanes + LANES, b);                                            \
@@ -197,8 +216,7 @@ LANES_SUM4(, cpu_lanes_sum4_f64, double)
     int64_t i = 0;                                                          \
     for (; i + LANES <= n; i += LANES) {                                    \
       lanes_load_##T(&d, x + i);                                            \
-      d -= c;                                                               \
-      acc += d * d;                                                         \
+      LANES_ADD_SQDEV(acc, d, c);                                           \
     }                                                                       \
     LANES_PUT(lanes, acc);                                                  \
     for (int l = 0; i < n; i++, l++) {                                      \
@@ -216,6 +234,7 @@ LANES_SQDEV(cpu_lanes_sqdev_f64, double)
   CPU_CLONES SC void NAME(const T *restrict x, int64_t gap, int64_t n,      \
                        const double *restrict c, double *restrict lanes) {  \
     lanes_v a, b, e, f, d0, d1, d2, d3;                                     \
+    double c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3];                      \
     LANES_GET(a, lanes);                                                    \
     LANES_GET(b, lanes + LANES);                                            \
     LANES_GET(e, lanes + 2 * LANES);                                        \
@@ -225,14 +244,10 @@ LANES_SQDEV(cpu_lanes_sqdev_f64, double)
       lanes_load_##T(&d1, x + gap + i);                                     \
       lanes_load_##T(&d2, x + 2 * gap + i);                                 \
       lanes_load_##T(&d3, x + 3 * gap + i);                                 \
-      d0 -= c[0];                                                           \
-      d1 -= c[1];                                                           \
-      d2 -= c[2];                                                           \
-      d3 -= c[3];                                                           \
-      a += d0 * d0;                                                         \
-      b += d1 * d1;                                                         \
-      e += d2 * d2;                                                         \
-      f += d3 * d3;                                                         \
+      LANES_ADD_SQDEV(a, d0, c0);                                           \
+      LANES_ADD_SQDEV(b, d1, c1);                                           \
+      LANES_ADD_SQDEV(e, d2, c2);                                           \
+      LANES_ADD_SQDEV(f, d3, c3);                                           \
     }                                                                       \
     LANES_PUT(lanes, a);                                                    \
     LANES_PUT(lanes + LANES, b);                                            \
@@ -298,11 +313,11 @@ typedef void (*sqdev4_fn)(const float *, int64_t, int64_t, const double *,
                           double *);
 CPU_RESOLVER static sum4_fn resolve_sum4(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") ? sum4_f32_512 : lanes_sum4_f32_any;
+  return CPU_HAS_AVX512F() ? sum4_f32_512 : lanes_sum4_f32_any;
 }
 CPU_RESOLVER static sqdev4_fn resolve_sqdev4(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") ? sqdev4_f32_512 : lanes_sqdev4_f32_any;
+  return CPU_HAS_AVX512F() ? sqdev4_f32_512 : lanes_sqdev4_f32_any;
 }
 void cpu_lanes_sum4_f32(const float *x, int64_t gap, int64_t n, double *lanes)
     __attribute__((ifunc("resolve_sum4")));

@@ -47,6 +47,16 @@
  * is not cloned should call the blocks, not the inline scalar forms: a
  * fmaf call per operation is slow there. DTORCH_NO_CLONES turns the
  * clones off. */
+/* DTORCH_SIMD_MAX_LEVEL (CMake's DTORCH_SIMD_MAX): the widest code the
+ * loader may pick, so that an AVX-512 machine can run (and time) what a
+ * CPU without AVX-512 runs: 2 (avx512, the default) every form; 1 (avx2)
+ * no AVX-512 clone or form; 0 (baseline) no clones at all. */
+#ifndef DTORCH_SIMD_MAX_LEVEL
+#define DTORCH_SIMD_MAX_LEVEL 2
+#endif
+#if DTORCH_SIMD_MAX_LEVEL < 1 && !defined(DTORCH_NO_CLONES)
+#define DTORCH_NO_CLONES 1
+#endif
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
 #define DTORCH_NO_CLONES 1 /* clang's spelling of __SANITIZE_THREAD__ */
@@ -57,9 +67,18 @@
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && \
     !defined(DTORCH_NO_CLONES) && !defined(__SANITIZE_THREAD__) && \
     !defined(__clang__) /* clang: no arch= clones; the default code only */
+#if DTORCH_SIMD_MAX_LEVEL >= 2
 #define CPU_CLONES                                                      \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
 #define CPU_HAVE_CLONES 1 /* ifunc resolvers may run (kernels/cpu/stream.c) */
+/* what the hand-written forms' resolvers test (after __builtin_cpu_init) */
+#define CPU_HAS_AVX512F()                                               \
+  (DTORCH_SIMD_MAX_LEVEL >= 2 && __builtin_cpu_supports("avx512f"))
+#define CPU_HAS_AVX2_FMA()                                              \
+  (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
 /* an ifunc resolver runs during relocation, before the sanitizers' runtimes
  * are up: no instrumentation in it (GCC's own clone resolvers have none) */
 #if defined(__clang__)
@@ -408,8 +427,9 @@ void cpu_vsin_f32(float *y, const float *x, int64_t n);
 void cpu_vcos_f32(float *y, const float *x, int64_t n);
 void cpu_vgelu_f32(float *y, const float *x, int64_t n);      /* erf form */
 /* gelu's R(a) = erfcx(a / sqrt 2) / 2 on [0, 14.85]: row k holds the
- * coefficient of u^k, u = a - i, of interval i = round(a) (vmath.c) */
-extern const float cpu_gelu_tab[8][16];
+ * coefficient of u^k, u = a - 2i, of interval i = round(a / 2) (vmath.c) */
+#define CPU_GELU_DEG 9
+extern const float cpu_gelu_tab[CPU_GELU_DEG + 1][8];
 /* the generic clones of it (cpu_vgelu_f32 is vmath512.c's AVX-512 form
  * where the CPU has it: the same bits) */
 void cpu_vgelu_f32_generic(float *y, const float *x, int64_t n);

@@ -1,7 +1,7 @@
 /* AVX2 + FMA forms of gelu and gelu' (vmath.c), for CPUs without AVX-512:
- * their table lookup is two 8-entry vpermps and a blend on the index's bit
- * 3, where the generic clone gathers (vgatherdps: 1.9 ns per element per
- * core in the AVX-512 clone, against 0.5 for vpermps on 16 entries). The
+ * their table lookup is one 8-entry vpermps per coefficient, where the
+ * generic clone gathers (vgatherdps: 1.9 ns per element per core in the
+ * AVX-512 clone, against 0.5 for vpermps). The
  * same operations in the same order as vmath.c, exp's 2^n as its two
  * float factors: the same bits (test_vmath compares the forms on the
  * machines that have them). */
@@ -41,22 +41,18 @@ V256 static inline __m256 w_min_bits(__m256 a, float b) {
                                               _mm256_set1_epi32((int)vm_bits(b))));
 }
 
-/* coefficient k of interval i (0..15): entries i & 7 of both halves of the
- * row, the upper half where i & 8 */
-V256 static inline __m256 w_coef(__m256i i, __m256i hi8, int k) {
-  __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(cpu_gelu_tab[k]), i);
-  __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(cpu_gelu_tab[k] + 8), i);
-  return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(hi8));
+/* coefficient k of interval i (0..7: vpermps reads the low 3 bits) */
+V256 static inline __m256 w_coef(__m256i i, int k) {
+  return _mm256_permutevar8x32_ps(_mm256_loadu_ps(cpu_gelu_tab[k]), i);
 }
 
 /* vmath.c's gelu_r and gelu_e on 8 lanes */
 V256 static inline __m256 w_gelu_r(__m256 ax) {
-  __m256 tm = _mm256_add_ps(ax, WS(VM_ROUND_MAGIC));
-  __m256 u = _mm256_sub_ps(ax, _mm256_sub_ps(tm, WS(VM_ROUND_MAGIC)));
+  __m256 tm = WF(ax, WS(0.5f), WS(VM_ROUND_MAGIC));
+  __m256 u = WF(_mm256_sub_ps(tm, WS(VM_ROUND_MAGIC)), WS(-2.0f), ax);
   __m256i i = _mm256_castps_si256(tm);
-  __m256i hi8 = _mm256_slli_epi32(i, 28); /* bit 3 to the sign: blendv's */
-  __m256 p = WF(w_coef(i, hi8, 7), u, w_coef(i, hi8, 6));
-  for (int k = 5; k >= 0; k--) p = WF(p, u, w_coef(i, hi8, k));
+  __m256 p = WF(w_coef(i, 9), u, w_coef(i, 8));
+  for (int k = 7; k >= 0; k--) p = WF(p, u, w_coef(i, k));
   return p;
 }
 V256 static inline __m256 w_gelu_e(__m256 ax) {

@@ -21,6 +21,11 @@
 #define V512 __attribute__((target("avx512f")))
 #define VS(x) _mm512_set1_ps(x)
 #define VF(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define GELU_NC (CPU_GELU_DEG + 1)
+/* the table's rows in the low 8 lanes (the upper ones zero: never read) */
+#define GELU_TAB_LOAD(tab)                                                  \
+  for (int k = 0; k < GELU_NC; k++)                                         \
+    (tab)[k] = _mm512_maskz_loadu_ps((__mmask16)0x00ff, cpu_gelu_tab[k])
 
 /* exp(r) times 2^n, the end of vm_exp_core */
 V512 static inline __m512 v_exp_tail(__m512 r, __m512 n) {
@@ -62,12 +67,12 @@ V512 static inline __m512 v_abs_min_bits(__m512 x, float c) {
 
 /* vmath.c's gelu_r and gelu_e on 16 lanes: R(a) from the table's rows
  * (tab, vectors) indexed by vpermps with tm's low bits, E = exp(-a^2/2) */
-V512 static inline __m512 v_gelu_r(__m512 ax, const __m512 tab[8]) {
-  __m512 tm = _mm512_add_ps(ax, VS(VM_ROUND_MAGIC));
-  __m512 u = _mm512_sub_ps(ax, _mm512_sub_ps(tm, VS(VM_ROUND_MAGIC)));
-  __m512i i = _mm512_castps_si512(tm);
-  __m512 p = VF(_mm512_permutexvar_ps(i, tab[7]), u, _mm512_permutexvar_ps(i, tab[6]));
-  for (int k = 5; k >= 0; k--) p = VF(p, u, _mm512_permutexvar_ps(i, tab[k]));
+V512 static inline __m512 v_gelu_r(__m512 ax, const __m512 tab[GELU_NC]) {
+  __m512 tm = VF(ax, VS(0.5f), VS(VM_ROUND_MAGIC));
+  __m512 u = VF(_mm512_sub_ps(tm, VS(VM_ROUND_MAGIC)), VS(-2.0f), ax);
+  __m512i i = _mm512_castps_si512(tm); /* 0..7 in the low 4 bits vpermps reads */
+  __m512 p = VF(_mm512_permutexvar_ps(i, tab[9]), u, _mm512_permutexvar_ps(i, tab[8]));
+  for (int k = 7; k >= 0; k--) p = VF(p, u, _mm512_permutexvar_ps(i, tab[k]));
   return p;
 }
 V512 static inline __m512 v_gelu_e(__m512 ax) {
@@ -77,7 +82,7 @@ V512 static inline __m512 v_gelu_e(__m512 ax) {
 }
 
 /* vmath.c's gelu_one on 16 lanes (its comment says why each step) */
-V512 static inline __m512 v_gelu(__m512 x, const __m512 tab[8]) {
+V512 static inline __m512 v_gelu(__m512 x, const __m512 tab[GELU_NC]) {
   __m512 ax = v_abs_min_bits(x, 14.85f);
   __m512 xm = _mm512_castsi512_ps(_mm512_min_epi32(
       _mm512_castps_si512(x), _mm512_set1_epi32((int)vm_bits(20.0f))));
@@ -87,7 +92,7 @@ V512 static inline __m512 v_gelu(__m512 x, const __m512 tab[8]) {
 }
 
 /* vmath.c's cpu_vgelu_grad_f32 loop body on 16 lanes: g gelu'(v) */
-V512 static inline __m512 v_gelu_grad(__m512 g, __m512 v, const __m512 tab[8]) {
+V512 static inline __m512 v_gelu_grad(__m512 g, __m512 v, const __m512 tab[GELU_NC]) {
   __m512 ac = v_abs_min_bits(v, 14.85f);
   __m512 e = v_gelu_e(ac);
   __m512 h = _mm512_mul_ps(e, v_gelu_r(ac, tab));
@@ -97,8 +102,8 @@ V512 static inline __m512 v_gelu_grad(__m512 g, __m512 v, const __m512 tab[8]) {
 }
 
 V512 static void vgelu_grad_512(float *g, const float *x, int64_t n) {
-  __m512 tab[8];
-  for (int k = 0; k < 8; k++) tab[k] = _mm512_loadu_ps(cpu_gelu_tab[k]);
+  __m512 tab[GELU_NC];
+  GELU_TAB_LOAD(tab);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(g + i, v_gelu_grad(_mm512_loadu_ps(g + i), _mm512_loadu_ps(x + i), tab));
@@ -111,8 +116,8 @@ V512 static void vgelu_grad_512(float *g, const float *x, int64_t n) {
 }
 
 V512 static void vgelu_512(float *y, const float *x, int64_t n) {
-  __m512 tab[8];
-  for (int k = 0; k < 8; k++) tab[k] = _mm512_loadu_ps(cpu_gelu_tab[k]);
+  __m512 tab[GELU_NC];
+  GELU_TAB_LOAD(tab);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(y + i, v_gelu(_mm512_loadu_ps(x + i), tab));
@@ -139,8 +144,8 @@ typedef void (*vblk_fn)(float *, const float *, int64_t);
 typedef void (*vexp_max_fn)(float *, const float *, float, int64_t);
 CPU_RESOLVER static vblk_fn resolve_vgelu_grad(void) {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return vgelu_grad_512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  if (CPU_HAS_AVX512F()) return vgelu_grad_512;
+  if (CPU_HAS_AVX2_FMA())
     return cpu_vgelu_grad_f32_avx2;
   return cpu_vgelu_grad_f32_generic;
 }
@@ -148,14 +153,14 @@ void cpu_vgelu_grad_f32(float *g, const float *x, int64_t n)
     __attribute__((ifunc("resolve_vgelu_grad")));
 CPU_RESOLVER static vexp_max_fn resolve_vexp_max(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") ? vexp_max_512 : cpu_vexp_max_f32_generic;
+  return CPU_HAS_AVX512F() ? vexp_max_512 : cpu_vexp_max_f32_generic;
 }
 void cpu_vexp_max_f32(float *y, const float *x, float m, int64_t n)
     __attribute__((ifunc("resolve_vexp_max")));
 CPU_RESOLVER static vblk_fn resolve_vgelu(void) {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return vgelu_512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  if (CPU_HAS_AVX512F()) return vgelu_512;
+  if (CPU_HAS_AVX2_FMA())
     return cpu_vgelu_f32_avx2;
   return cpu_vgelu_f32_generic;
 }
