@@ -437,12 +437,12 @@ int bench_demo(int argc, char **argv) {
     }
     return 0;
   }
-  demo_config todo[2];
+  demo_config runs[2];
   int n = 0;
-  if ((!f.only || !strcmp(f.only, "mlp")) && !config_of(&f, DEMO_MLP, &todo[n++])) return 2;
+  if ((!f.only || !strcmp(f.only, "mlp")) && !config_of(&f, DEMO_MLP, &runs[n++])) return 2;
   if ((!f.only || !strcmp(f.only, "transformer")) &&
-      !config_of(&f, DEMO_TRANSFORMER, &todo[n++]))
+      !config_of(&f, DEMO_TRANSFORMER, &runs[n++]))
     return 2;
-  for (int i = 0; i < n; i++) run_train(todo[i], f.reps, f.breakdown);
+  for (int i = 0; i < n; i++) run_train(runs[i], f.reps, f.breakdown);
   return 0;
 }
