@@ -45,6 +45,11 @@ dt_tensor *dt_redistribute(dt_tensor *t, dt_mesh *mesh,
   return out;
 }
 
+dt_tensor *dt_view_shards(dt_tensor *t, dt_shape shape,
+                          const dt_placement *placements) {
+  return mesh_spmd_checked(mesh_view_shards(t, shape, placements, false));
+}
+
 dt_tensor *dt_redistribute_like(dt_tensor *t, const dt_tensor *like) {
   API_SCOPE_SITE;
   dt_tensor *out = recorded(t, mesh_redistribute_like(t, like), "dt_redistribute_like");

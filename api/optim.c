@@ -10,6 +10,8 @@
 
 #include "api/api.h"
 #include "dispatch/autograd.h"
+#include "mesh/handle.h"
+#include "mesh/spmd_coll.h"
 
 enum { OPT_SGD, OPT_ADAMW };
 
@@ -89,35 +91,96 @@ static double zero_min_bytes(void) {
   return v == 0 ? INFINITY : v == 1 ? 0 : v;
 }
 
-static bool zero_layout(const dt_tensor *p, const dt_tensor *g, dt_placement *q) {
-  if (!p->spec || !g->spec || p->spec->mesh != g->spec->mesh) return false;
-  int nd = dt_mesh_ndim(p->spec->mesh), ndim = p->spec->shape.ndim;
-  dt_shape ms = dt_mesh_shape(p->spec->mesh);
+/* The layout of the sharded step: q, the placements it runs in, on the
+ * parameter's shape or (flat) on the view of its shards as [n, numel / n]
+ * (dt_view_shards). The replica's shard is a narrowing of the local shard
+ * along k, the largest dim no mesh dim shards; when a local dim in front of
+ * k holds more than one element that narrowing is strided, and so are the
+ * reduce-scatter's packing, the narrowing copy and the all-gather's
+ * unpacking (a column-parallel weight [4 h, h] as S(0) on tp: k = 1, three
+ * strided copies of the shard per step). When only one mesh dim shards the
+ * parameter, along dim 0 and evenly, the view [n, numel / n] holds each
+ * rank's shard as one row, and its k = 1 is a contiguous range of it: the
+ * reduce-scatter and all-gather move the shard in place and the narrowing
+ * is one memcpy. The values are the same either way (the update is
+ * elementwise; each element's reduction is the same tree). */
+/* t's shards as shape (mesh/view_shards.c); inside an SPMD function its
+ * failure is the call's, as a public op's */
+static dt_tensor *view(dt_tensor *t, dt_shape shape, const dt_placement *pl,
+                       bool writable) {
+  return mesh_spmd_checked(mesh_view_shards(t, shape, pl, writable));
+}
+
+typedef struct zero_plan {
+  dt_placement q[DT_MAX_DIMS];
+  bool flat;
+  dt_shape shape; /* the view's shape (flat) */
+} zero_plan;
+
+/* q for a parameter of shape with placements pl whose gradient has gl;
+ * false when the step stays replicated */
+static bool zero_q(const dt_mesh *m, const dt_shape *shape, const dt_placement *pl,
+                   const dt_placement *gl, size_t es, dt_placement *q, int *kout) {
+  int nd = dt_mesh_ndim((dt_mesh *)m), ndim = shape->ndim;
+  dt_shape ms = dt_mesh_shape((dt_mesh *)m);
   bool sharded[DT_MAX_DIMS] = {false}, any = false;
-  double shard_bytes = (double)core_dtype_size(p->dtype); /* a replica's shard */
-  for (int t = 0; t < ndim; t++) shard_bytes *= (double)p->spec->shape.dims[t];
+  double shard_bytes = (double)es; /* a replica's shard */
+  for (int t = 0; t < ndim; t++) shard_bytes *= (double)shape->dims[t];
   for (int d = 0; d < nd; d++)
-    if (p->spec->placements[d].kind == DT_PLACEMENT_SHARD) {
-      sharded[p->spec->placements[d].dim] = true;
+    if (pl[d].kind == DT_PLACEMENT_SHARD) {
+      sharded[pl[d].dim] = true;
       shard_bytes /= (double)ms.dims[d];
     }
   int k = -1;
   for (int t = 0; t < ndim; t++)
-    if (!sharded[t] && (k < 0 || p->spec->shape.dims[t] > p->spec->shape.dims[k])) k = t;
+    if (!sharded[t] && (k < 0 || shape->dims[t] > shape->dims[k])) k = t;
   /* the dims where p is Replicate and g Partial(sum|avg) shard over k;
    * the others keep p's placement (g moves to it, as the replicated step's) */
   for (int d = 0; d < nd; d++) {
-    dt_placement x = p->spec->placements[d], y = g->spec->placements[d];
+    dt_placement x = pl[d], y = gl[d];
     q[d] = x;
     if (x.kind == DT_PLACEMENT_REPLICATE && y.kind == DT_PLACEMENT_PARTIAL &&
         (y.reduce == DT_REDUCE_SUM || y.reduce == DT_REDUCE_AVG)) {
-      if (k < 0 || p->spec->shape.dims[k] < ms.dims[d]) return false;
+      if (k < 0 || shape->dims[k] < ms.dims[d]) return false;
       q[d] = DT_SHARD(k);
       shard_bytes /= (double)ms.dims[d];
       any = true;
     }
   }
+  *kout = k;
   return any && shard_bytes >= zero_min_bytes();
+}
+
+/* the one mesh dim that shards, if it shards dim 0 evenly; else -1 */
+static int flat_mesh_dim(const dt_tensor *p) {
+  const dt_mesh *m = p->spec->mesh;
+  int nd = dt_mesh_ndim((dt_mesh *)m), md = -1;
+  dt_shape ms = dt_mesh_shape((dt_mesh *)m);
+  for (int d = 0; d < nd; d++)
+    if (p->spec->placements[d].kind == DT_PLACEMENT_SHARD) {
+      if (md >= 0 || p->spec->placements[d].dim != 0) return -1;
+      md = d;
+    }
+  return md >= 0 && p->spec->shape.ndim >= 2 &&
+                 p->spec->shape.dims[0] % ms.dims[md] == 0 ? md : -1;
+}
+
+static bool zero_layout(const dt_tensor *p, const dt_tensor *g, zero_plan *z) {
+  if (!p->spec || !g->spec || p->spec->mesh != g->spec->mesh) return false;
+  const dt_mesh *m = p->spec->mesh;
+  size_t es = core_dtype_size(p->dtype);
+  int k;
+  z->flat = false;
+  if (!zero_q(m, &p->spec->shape, p->spec->placements, g->spec->placements, es, z->q, &k))
+    return false;
+  int md = flat_mesh_dim(p);
+  if (k <= 0 || md < 0) return true; /* k = 0: a contiguous narrowing already */
+  int64_t n = dt_mesh_shape((dt_mesh *)m).dims[md];
+  z->shape = DT_SHAPE(n, core_numel_of(p->spec->shape.dims, p->spec->shape.ndim) / n);
+  z->flat = zero_q(m, &z->shape, p->spec->placements, g->spec->placements, es, z->q, &k);
+  if (!z->flat) /* cannot happen (same bytes, a longer k); the plain layout */
+    zero_q(m, &p->spec->shape, p->spec->placements, g->spec->placements, es, z->q, &k);
+  return true;
 }
 
 /* ---- creation */
@@ -301,31 +364,53 @@ static dt_tensor *adamw_update(dt_optimizer *o, int i, dt_tensor *p, dt_tensor *
 }
 
 /* a state buffer laid out as g (a step that took the other path before,
- * or state placed by the caller); NULL + error if it cannot move */
-static bool align(dt_tensor **buf, const dt_tensor *g) {
-  if (!*buf || same_placements(*buf, g)) return true;
-  dt_tensor *r = dt_redistribute(*buf, NULL, g->spec->placements);
+ * or state placed by the caller); base: the parameter's placements, valid
+ * on the parameter's shape and on its flat view (zero_plan), through which
+ * a buffer moves between the two; NULL + error if it cannot move */
+static bool align(dt_tensor **buf, const dt_tensor *g, const dt_placement *base) {
+  if (!*buf || !g->spec) return true;
+  dt_shape bs = core_tensor_shape(*buf), gs = core_tensor_shape(g);
+  bool same_shape = bs.ndim == gs.ndim &&
+                    !memcmp(bs.dims, gs.dims, sizeof(int64_t) * (size_t)bs.ndim);
+  if (same_shape && same_placements(*buf, g)) return true;
+  dt_tensor *r = dt_tensor_retain(*buf);
+  if (!same_shape) {
+    r = take(r, dt_redistribute(r, NULL, base));
+    r = r ? take(r, view(r, gs, base, true)) : NULL;
+  }
+  if (r && !same_placements(r, g)) r = take(r, dt_redistribute(r, NULL, g->spec->placements));
   if (!r) return false;
   dt_tensor_release(*buf);
   *buf = r;
   return true;
 }
 
-static dt_tensor *update(dt_optimizer *o, int i, dt_tensor *p, dt_tensor *g) {
-  if (g->spec && (!align(&o->buf1[i], g) || (o->buf2 && !align(&o->buf2[i], g))))
+static dt_tensor *update(dt_optimizer *o, int i, dt_tensor *p, dt_tensor *g,
+                         const dt_placement *base) {
+  if (g->spec && (!align(&o->buf1[i], g, base) ||
+                  (o->buf2 && !align(&o->buf2[i], g, base))))
     return NULL;
   return o->kind == OPT_SGD ? sgd_update(o, i, p, g) : adamw_update(o, i, p, g);
 }
 
-/* p's new value by the sharded step (zero_layout gave q), or NULL with
+/* p's new value by the sharded step (zero_layout gave z), or NULL with
  * *st set (p's gradient is left as it was: the slot gets a fresh leaf) */
 static dt_tensor *sharded_step(dt_optimizer *o, int i, dt_tensor *p, dt_tensor *g,
-                               const dt_placement *q, dt_status *st) {
-  dt_tensor *gq = dt_redistribute(g, NULL, q);
-  dt_tensor *pq = gq ? dt_redistribute(p, NULL, q) : NULL;
-  dt_tensor *nq = pq ? update(o, i, pq, gq) : NULL;
-  dt_tensor *np = nq ? dt_redistribute(nq, NULL, p->spec->placements) : NULL;
+                               const zero_plan *z, dt_status *st) {
+  const dt_placement *base = p->spec->placements;
+  dt_tensor *gv = z->flat ? view(g, z->shape, g->spec->placements, false)
+                          : dt_tensor_retain(g);
+  dt_tensor *pv = gv && z->flat ? view(p, z->shape, base, false)
+                                : dt_tensor_retain(p);
+  dt_tensor *gq = gv && pv ? dt_redistribute(gv, NULL, z->q) : NULL;
+  dt_tensor *pq = gq ? dt_redistribute(pv, NULL, z->q) : NULL;
+  dt_tensor *nq = pq ? update(o, i, pq, gq, base) : NULL;
+  dt_tensor *np = nq ? dt_redistribute(nq, NULL, base) : NULL;
+  /* the new value's only handle once nq and the views go: writable */
+  if (np && z->flat) np = take(np, view(np, p->spec->shape, base, true));
   if (!np) *st = dt_last_status();
+  dt_tensor_release(gv);
+  dt_tensor_release(pv);
   dt_tensor_release(gq);
   dt_tensor_release(pq);
   dt_tensor_release(nq);
@@ -338,16 +423,16 @@ dt_status dt_optimizer_step(dt_optimizer *o) {
   dt_status st = DT_OK;
   for (int i = 0; i < o->n && st == DT_OK; i++) {
     dt_tensor *p = o->params[i], *np;
-    dt_placement q[DT_MAX_DIMS];
+    zero_plan z;
     dt_tensor *g = dispatch_grad(p);
-    if (g && zero_layout(p, g, q)) {
-      np = sharded_step(o, i, p, g, q, &st);
+    if (g && zero_layout(p, g, &z)) {
+      np = sharded_step(o, i, p, g, &z, &st);
       dt_tensor_release(g);
       if (!np) break;
     } else {
       dt_tensor_release(g);
       if (!(g = reduced_grad(p, "dt_optimizer_step", &st))) continue;
-      np = update(o, i, p, g);
+      np = update(o, i, p, g, p->spec ? p->spec->placements : NULL);
       dt_tensor_release(g);
     }
     if (!np || (st = dispatch_set_requires_grad(np, true, "dt_optimizer_step")) != DT_OK) {

@@ -160,6 +160,12 @@ int64_t mesh_dry_max_box(const dt_tensor *t) {
   return s ? most : core_numel(t);
 }
 
+void mesh_dry_forget(dt_tensor *t) {
+  if (!t->spec->dry_es) return;
+  dry_account(t->spec, -1);
+  t->spec->dry_es = 0;
+}
+
 static void spec_dealloc(core_spec *s) {
   if (s->dry_es) dry_account(s, -1);
   mesh_release(s->mesh); /* the storage pointers live in s's allocation */

@@ -16,6 +16,13 @@
  * placements already validated and normalised. */
 dt_tensor *mesh_dtensor_make(dt_mesh *m, const dt_placement *pl, dt_shape shape,
                         dt_dtype dtype, const char *fn);
+/* a dry run stops counting t's shards (a handle over another's shards) */
+void mesh_dry_forget(dt_tensor *t);
+/* dt_view_shards (dtorch.h; mesh/view_shards.c). writable: in-place
+ * writes into the result are allowed (the caller drops every other handle
+ * on the shards: the optimiser's new parameter) */
+dt_tensor *mesh_view_shards(dt_tensor *t, dt_shape shape, const dt_placement *pl,
+                            bool writable);
 /* Specs are immutable once made; equal specs (same mesh content, placements,
  * global shape, dtype) hash equal — the key material of the sharding cache. */
 uint64_t mesh_spec_hash(const core_spec *s, dt_dtype dtype);

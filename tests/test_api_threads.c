@@ -6,7 +6,8 @@
  * dt_tensor_local_data (the embedding API); dt_clamp_typed on an int
  * tensor with a float bound (the kind decides the dtype), and this
  * thread's redistribution mode (dt_redistribute_mode_set / _get): a mixed
- * Shard(0) + Shard(1) add refused on the strict runtime, run under AUTO. */
+ * Shard(0) + Shard(1) add refused on the strict runtime, run under AUTO;
+ * dt_view_shards, valid and refused. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,7 +17,7 @@
 #include "testutil.h"
 #include "threads.h"
 
-enum { NV = 13 };
+enum { NV = 14 };
 static dt_runtime *rt;
 static dt_mesh *mesh;
 
@@ -57,6 +58,23 @@ static double clamp_typed(void) {
   bool kinds = f && i && dt_tensor_dtype(f) == DT_FLOAT32 && dt_tensor_dtype(i) == DT_INT32;
   double r = kinds ? 1000 + sum_of(f) + 100 * sum_of(i) : NAN;
   TU_RELEASE(a, f, i);
+  return r;
+}
+
+/* x [4, 3] as Shard(0) on 2 ranks viewed as [2, 6] (dt_view_shards: each
+ * rank's 6 elements one row): 100 when rank 1's shard is x's last 6
+ * values and [3, 4] (rank 0 would hold 8) is refused, + the view's sum */
+static double view_shards(dt_tensor *x, const double *xv) {
+  dt_tensor *v = dt_view_shards(x, DT_SHAPE(2, 6), DT_PLACEMENTS(DT_SHARD(0)));
+  dt_tensor *no = dt_view_shards(x, DT_SHAPE(3, 4), DT_PLACEMENTS(DT_SHARD(0)));
+  bool refused = !no && dt_last_status() == DT_ERR_PLACEMENT &&
+                 strstr(dt_last_error(), "dt_view_shards") &&
+                 strstr(dt_last_error(), "rank 0");
+  double loc[6] = {0};
+  bool local = v && dt_local_to_host(v, 1, loc, sizeof loc) == DT_OK;
+  for (int i = 0; local && i < 6; i++) local = loc[i] == xv[6 + i];
+  double r = refused && local ? 100 + sum_of(v) : NAN;
+  TU_RELEASE(v, no);
   return r;
 }
 
@@ -127,6 +145,7 @@ static void run(double *out) {
   TU_RELEASE(h, h2);
   out[11] = typed_and_mode(x);
   out[12] = clamp_typed();
+  out[13] = view_shards(x, xv);
   dt_optimizer_release(opt);
   TU_RELEASE(ps, p[0], y, l, x, idx, t, one, xt, ax);
   for (int k = 0; k < 6; k++) dt_tensor_release(r[k]);
@@ -172,6 +191,8 @@ static void test_threads_and_callback(void **state) {
   for (int i = 0; i < 12; i++) xs += 2 * (0.3 * i - 1.5);
   if (!(fabs(want[11] - xs) <= 1e-12)) fail_msg("mixed add: %.17g, want %.17g", want[11], xs);
   if (want[12] != 1000 + 7 + 100 * 6) fail_msg("typed clamps: %.17g, want 1607", want[12]);
+  if (!(fabs(want[13] - 100 - xs / 2) <= 1e-12))
+    fail_msg("shards view: %.17g, want %.17g", want[13], 100 + xs / 2);
   tu_run_threads(4, body, NULL);
   TU_ASSERT_NO_THREAD_FAILURES();
   dt_tensor *a = dt_ones(DT_SHAPE(4), NULL);

@@ -1,6 +1,7 @@
 /* dt_runtime_destroy against everything else a program may be doing with
  * the runtime: issuing threads that made it current (ops, fetches,
- * synchronize, async fetches and events), a future callback that
+ * synchronize, async fetches and events, DTensor redistributes and
+ * shard views), a future callback that
  * destroys it, a second destroy, a destroy from inside an SPMD function,
  * an SPMD run that waits behind a run that never ends, and
  * dt_runtime_cancel from threads and callbacks during a destroy. Each call that
@@ -125,6 +126,14 @@ static bool dtensor_round(dt_tensor *x, float *out) {
   dt_status st = dt_to_host(z ? z : y, out, sizeof(float) * N);
   check_status(st, "dt_to_host (DTensor)");
   if (st == DT_OK) TU_CHECK(out[N - 1] == 8.0f, "sum %g", out[N - 1]);
+  /* y's shards as [4, N / 4]: each rank's 16 elements one row */
+  dt_tensor *v = dt_view_shards(y, DT_SHAPE(4, N / 4), (dt_placement[]){DT_SHARD(0)});
+  if (!v) check_status(dt_last_status(), "dt_view_shards");
+  st = v ? dt_to_host(v, out, sizeof(float) * N) : dt_last_status();
+  check_status(st, "dt_to_host (shards view)");
+  if (st == DT_OK) TU_CHECK(out[N - 1] == 8.0f, "view %g", out[N - 1]);
+  ok &= v != NULL && st == DT_OK;
+  dt_tensor_release(v);
   dt_tensor_release(z);
   dt_tensor_release(y);
   return ok && st == DT_OK;

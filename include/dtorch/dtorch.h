@@ -600,6 +600,20 @@ DT_API dt_tensor *dt_redistribute_by_dict(dt_tensor *t, dt_mesh *mesh,
     const char *const *dim_names, const dt_placement *placements, int n,
     dt_default_placement mode);
 
+/* A DTensor of global `shape` and `placements` over t's own shards: no
+ * data moves and no collective runs. Valid when every rank's shard holds
+ * the same elements in the same order under both layouts (each is one
+ * contiguous range of the row-major order, the same range; Partial mesh
+ * dims stay Partial with the same op): it is then t.reshape(shape), held
+ * where t is held. [4096, 1024] as [R, S(0)] on a 2 x 4 mesh gives
+ * [4, 1048576] as [R, S(0)], each rank's 1024 rows one row. Else
+ * DT_ERR_SHAPE / DT_ERR_PLACEMENT naming the first rank whose shard would
+ * move (dt_reshape copies). The result shares t's storage: a later
+ * in-place write into t shows through it, in-place writes into it are
+ * refused, and it does not require grad (not differentiable). */
+DT_API dt_tensor *dt_view_shards(dt_tensor *t, dt_shape shape,
+                                 const dt_placement *placements);
+
 /* This thread's redistribution mode, over the runtime's auto_redistribute
  * option, for the ops this thread issues on DTensors whose placements
  * need a collective (docs/sharding.md "Strict and auto"):

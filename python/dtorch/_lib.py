@@ -373,6 +373,7 @@ for _n, _r, _a in [
     ("dt_future_wait", I, (P, I64)), ("dt_future_ready", B, (P,)),
     ("dt_future_fd", I, (P,)), ("dt_future_release", None, (P,)),
     ("dt_redistribute", P, (P, P, PP)), ("dt_redistribute_like", P, (P, P)),
+    ("dt_view_shards", P, (P, Shape, PP)),
     ("dt_redistribute_by_dict", P, (P, P, ctypes.POINTER(S), PP, I, I)),
     ("dt_transpose", P, (P, I, I)), ("dt_permute", P, (P, PI, I)),
     ("dt_view", P, (P, Shape)), ("dt_reshape", P, (P, Shape)),

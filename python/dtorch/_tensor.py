@@ -456,6 +456,19 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
         _spmd_site()
         return _wrap(_lib.dt_redistribute(self._h, device_mesh._h if device_mesh else None, arr))
 
+    def view_shards(self, shape, placements):
+        """This DTensor as global `shape` with `placements` over its own
+        shards (dt_view_shards: no data moves; valid when every rank's
+        shard is the same elements in the same order under both layouts,
+        else an error naming the rank). Shares this tensor's storage:
+        later in-place writes into it show through; the view itself
+        refuses them. Not differentiable."""
+        if self.device_mesh is None:
+            raise ValueError("view_shards: a single-device tensor has no shards")
+        arr = _placements_array(list(placements), self.device_mesh.ndim)
+        _spmd_site()
+        return _wrap(_lib.dt_view_shards(self._h, _lib.shape_of(shape, "view_shards: shape"), arr))
+
     def redistribute_like(self, other):
         _spmd_site()
         return _wrap(_lib.dt_redistribute_like(self._h, other._h))

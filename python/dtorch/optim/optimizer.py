@@ -123,7 +123,10 @@ class Optimizer:
     # ---- checkpoints, in torch's format
     def state_dict(self):
         """{"state": {index: {key: value}}, "param_groups": [{..., "params":
-        [indices]}]}; the values are the state's tensors (not copies)."""
+        [indices]}]}; the values are the state's tensors (not copies),
+        except a sharded step's entries on the flat view of their shards
+        (optim/_sharded.py), given laid out like their parameter."""
+        from ._sharded import param_layout
         mapping = {}
         start = 0
 
@@ -137,7 +140,9 @@ class Optimizer:
             return packed
         groups = [pack(g) for g in self.param_groups]
         # a key that is no parameter (a loaded state's index with none) as is
-        state = {mapping[id(k)] if isinstance(k, Tensor) else k: v
+        state = {mapping[id(k)] if isinstance(k, Tensor) else k:
+                 {key: param_layout(val, k) for key, val in v.items()}
+                 if isinstance(k, Tensor) and isinstance(v, dict) else v
                  for k, v in self.state.items()}
         return {"state": state, "param_groups": groups}
 
