@@ -390,3 +390,34 @@ def test_placement_str_and_repr_are_torchs():
                          (Partial("avg"), tdt.Partial("avg"))]:
         assert str(ours) == str(theirs) and repr(ours) == repr(theirs)
         assert f"{ours}" == f"{theirs}"
+
+
+def test_view_shards():
+    """Tensor.view_shards (dt_view_shards): the shards as another global
+    shape, no data moved; each rank's local is its contiguous piece of the
+    row-major order; a layout whose shards would move is refused naming
+    the rank; the view refuses in-place writes and shows writes into its
+    base."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"))
+    x = torch.arange(16 * 6, dtype=torch.float32).reshape(16, 6)
+    t = distribute_tensor(x, mesh, [Replicate(), Shard(0)])
+    v = t.view_shards((4, 24), [Replicate(), Shard(0)])
+    assert tuple(v.shape) == (4, 24) and not v.requires_grad
+    assert torch.equal(torch.from_numpy(v.full_tensor().numpy()), x.reshape(4, 24))
+    # the optimiser's layout: each dp rank holds half of its tp rank's row
+    q = v.redistribute(mesh, [Shard(1), Shard(0)])
+    for r in range(8):
+        want = x.reshape(4, 24)[r % 4, (r // 4) * 12:(r // 4 + 1) * 12]
+        assert torch.equal(q.to_local(r).reshape(-1), want)
+    with pytest.raises(Exception, match=r"view_shards.*rank 0's shard"):
+        distribute_tensor(x, mesh, [Replicate(), Shard(1)]).view_shards(
+            (4, 24), [Replicate(), Shard(0)])
+    with pytest.raises(Exception, match="does not hold"):
+        t.view_shards((5, 24), [Replicate(), Shard(0)])
+    with pytest.raises(ValueError, match="single-device"):
+        dtorch.Tensor(x).view_shards((4, 24), [Shard(0)])
+    with pytest.raises(Exception):
+        v.copy_(v + 1)  # it would write t's shards
+    y = x * -3
+    t.copy_(distribute_tensor(y, mesh, [Replicate(), Shard(0)]))
+    assert torch.equal(torch.from_numpy(v.full_tensor().numpy()), y.reshape(4, 24))

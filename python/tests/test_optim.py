@@ -437,6 +437,18 @@ def test_data_parallel_step_sharded_over_replicas(name, kwargs, monkeypatch):
         topt.step()
     torch.testing.assert_close(ws, tw.detach(), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(bs, tb.detach(), rtol=1e-5, atol=1e-6)
+    # the weight's step ran on the flat view of its shards ([2, 24]); its
+    # state_dict entries are laid out like the weight, equal to torch's
+    assert any(tuple(t.shape) == (2, 24) for t in bufs)
+    sd, tsd = opt.state_dict(), topt.state_dict()
+    for i, shape in ((0, (8, 6)), (1, (6,))):
+        for key, want in tsd["state"][i].items():
+            if key == "step":
+                continue
+            got = sd["state"][i][key]
+            assert tuple(got.shape) == shape, (key, tuple(got.shape))
+            torch.testing.assert_close(torch.from_numpy(got.full_tensor().numpy()), want,
+                                       rtol=1e-5, atol=1e-7)
 
 
 def test_sharded_step_threshold(monkeypatch):
