@@ -420,6 +420,67 @@ static void test_int64_exact(void **state) {
   tu_leaks_end();
 }
 
+/* float32 sums and means over short rows (the register tiles of
+ * kernels/cpu/reduce.c: rows of at most 256 positions read down the
+ * columns) are bitwise those of the same values laid out as dense rows
+ * (the lane sums), for row lengths around the 8 lanes and the 256 limit,
+ * 67 columns (a full tile of 64, then 3 in the tail), signed zeros and
+ * magnitudes 2^40 apart (so a change of order changes the bits), one
+ * reduced dim or two; and each equals a naive double sum to rounding */
+static void test_short_rows_bitwise(void **state) {
+  (void)state;
+  tu_leaks_begin();
+  const int64_t lens[] = {1, 2, 3, 7, 8, 9, 16, 31, 256, 257};
+  enum { COLS = 67 };
+  for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+    int64_t n = lens[li];
+    double *v = tu_random_values(n * COLS, DT_FLOAT32, 7 + li, -3, 3, false);
+    double *t = malloc(sizeof(double) * (size_t)(n * COLS));
+    for (int64_t i = 0; i < n * COLS; i += 5) v[i] = -0.0; /* zeros' signs */
+    /* magnitudes 2^40 apart: double sums round, so the order shows */
+    for (int64_t i = 1; i < n * COLS; i += 3) v[i] = (i % 2 ? 1 : -1) * ldexp(1.0 + (double)(i % 7), 40);
+    for (int64_t c = 0; c < COLS; c++)
+      for (int64_t j = 0; j < n; j++) t[j * COLS + c] = v[c * n + j];
+    dt_tensor *rows = tu_tensor(v, DT_SHAPE(COLS, n), DT_FLOAT32);  /* dense rows */
+    dt_tensor *cols = tu_tensor(t, DT_SHAPE(n, COLS), DT_FLOAT32);  /* tiles */
+    /* the same rows as [a, b] reduced over both dims (n = a * b) */
+    int64_t a = n % 2 == 0 ? 2 : 1;
+    dt_tensor *cols2 = tu_tensor(t, DT_SHAPE(a, n / a, COLS), DT_FLOAT32);
+    for (int op = R_SUM; op <= R_MEAN; op++) {
+      dt_tensor *x = call((rop)op, rows, (int[]){1}, 1, false);
+      dt_tensor *y = call((rop)op, cols, (int[]){0}, 1, false);
+      dt_tensor *z = call((rop)op, cols2, (int[]){0, 1}, 2, false);
+      assert_true(x && y && z);
+      float bx[COLS], by[COLS], bz[COLS];
+      assert_int_equal(dt_to_host(x, bx, sizeof bx), DT_OK);
+      assert_int_equal(dt_to_host(y, by, sizeof by), DT_OK);
+      assert_int_equal(dt_to_host(z, bz, sizeof bz), DT_OK);
+      for (int c = 0; c < COLS; c++) {
+        if (memcmp(&bx[c], &by[c], sizeof(float)) || memcmp(&bx[c], &bz[c], sizeof(float)))
+          fail_msg("%s over %lld: column %d: rows %a, tiles %a, two dims %a", rop_names[op],
+                   (long long)n, c, (double)bx[c], (double)by[c], (double)bz[c]);
+        double want = 0, mag = 0; /* double rounding: n eps sum |v|, then float's */
+        for (int64_t j = 0; j < n; j++) {
+          want += v[c * n + j];
+          mag += fabs(v[c * n + j]);
+        }
+        if (op == R_MEAN) {
+          want /= (double)n;
+          mag /= (double)n;
+        }
+        if (fabs(bx[c] - want) > 4e-16 * (double)n * mag + 1.2e-7 * fabs(want) + 1e-30)
+          fail_msg("%s over %lld: column %d is %g, naive %g", rop_names[op],
+                   (long long)n, c, (double)bx[c], want);
+      }
+      TU_RELEASE(x, y, z);
+    }
+    TU_RELEASE(rows, cols, cols2);
+    free(v);
+    free(t);
+  }
+  tu_leaks_end();
+}
+
 /* float sums are bitwise the same for any layout of the same values and
  * run to run (the order depends only on the sizes), and a long dense row
  * (the in-place fast path) matches the reference */
@@ -666,6 +727,7 @@ int main(void) {
       cmocka_unit_test(test_nan_inf),
       cmocka_unit_test(test_int64_exact),
       cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_short_rows_bitwise),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_empty_reduced_leading_dim),
       cmocka_unit_test(test_dtensor_mean_of_nothing),
