@@ -91,6 +91,13 @@ static double zero_min_bytes(void) {
   return v == 0 ? INFINITY : v == 1 ? 0 : v;
 }
 
+/* t's shards as shape (mesh/view_shards.c); inside an SPMD function its
+ * failure is the call's, as a public op's */
+static dt_tensor *view(dt_tensor *t, dt_shape shape, const dt_placement *pl,
+                       bool writable) {
+  return mesh_spmd_checked(mesh_view_shards(t, shape, pl, writable));
+}
+
 /* The layout of the sharded step: q, the placements it runs in, on the
  * parameter's shape or (flat) on the view of its shards as [n, numel / n]
  * (dt_view_shards). The replica's shard is a narrowing of the local shard
@@ -104,13 +111,6 @@ static double zero_min_bytes(void) {
  * reduce-scatter and all-gather move the shard in place and the narrowing
  * is one memcpy. The values are the same either way (the update is
  * elementwise; each element's reduction is the same tree). */
-/* t's shards as shape (mesh/view_shards.c); inside an SPMD function its
- * failure is the call's, as a public op's */
-static dt_tensor *view(dt_tensor *t, dt_shape shape, const dt_placement *pl,
-                       bool writable) {
-  return mesh_spmd_checked(mesh_view_shards(t, shape, pl, writable));
-}
-
 typedef struct zero_plan {
   dt_placement q[DT_MAX_DIMS];
   bool flat;
