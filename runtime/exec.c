@@ -275,6 +275,13 @@ bool runtime_exec_pending(void *ctx, int rank) {
 }
 
 void runtime_wait_remote_frees(dt_runtime *rt) {
+  /* a parked owner drains when woken (storage.c does not wake it at the
+   * hand-over): wake every owner that holds some first, so they drain
+   * side by side, then wait for each (relaxed: a hint; the wait below
+   * reads the count with acquire) */
+  for (int r = 0; r < rt->nranks; r++)
+    if (atomic_load_explicit(&rt->ranks[r].remote_pending, memory_order_relaxed))
+      sched_pool_wake(rt->pool, r - rt->first_rank);
   long sleep_ns = 1000;
   for (int r = 0, round = 0; r < rt->nranks;) {
     /* acquire: pairs with the drain's release decrement (the frees and
@@ -282,9 +289,13 @@ void runtime_wait_remote_frees(dt_runtime *rt) {
     if (atomic_load_explicit(&rt->ranks[r].remote_pending,
                              memory_order_acquire) == 0) {
       r++;
+      round = 0;
+      sleep_ns = 1000;
       continue;
     }
-    /* the owner was woken by whoever handed it the storage: give it time */
+    /* again now and then: a wake-up that raced with the owner's parking
+     * finds it parked the next time (one that finds it awake is a no-op) */
+    if (round % 64 == 63) sched_pool_wake(rt->pool, r - rt->first_rank);
     if (round++ < 64) {
       sched_yield();
     } else {

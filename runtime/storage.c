@@ -6,7 +6,9 @@
  * allocator needs no lock). When the last reference drops:
  *   - on the owning rank's thread: freed there and then;
  *   - on another rank's thread: pushed on the owner's remote-free stack
- *     (rank threads never publish into the ring: one could wait on itself);
+ *     (rank threads never publish into the ring: one could wait on itself),
+ *     which the owner drains before its next record, before it parks, or
+ *     when a synchronize wakes it (runtime_wait_remote_frees);
  *   - on any other thread: a release record is published to the owner, so
  *     the free happens in stream order.
  * Storage of a destroyed runtime has no data left (the teardown freed every
@@ -139,8 +141,11 @@ static void last_release(core_storage *s) {
        * the acquire exchange in runtime_drain_remote_frees */
     } while (!atomic_compare_exchange_weak_explicit(
         head, &old, s, memory_order_release, memory_order_relaxed));
-    /* a parked owner frees it now, not at its next record */
-    sched_pool_wake(rt->pool, owner - rt->first_rank);
+    /* no wake-up: the owner frees it before its next record or when it
+     * parks; a synchronize wakes owners that still hold some
+     * (runtime_wait_remote_frees). Waking here cost one futex call and
+     * two context switches per rank per op: the last release of a
+     * DTensor on one rank's thread hands every other rank its shard. */
     runtime_unref(rt);
   } else if (!runtime_publish_free(s)) { /* inside already: cannot fail */
     free_struct(s);
