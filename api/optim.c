@@ -79,9 +79,11 @@ static dt_tensor *reduced_grad(dt_tensor *p, const char *fn, dt_status *st) {
  * more per replica (zero_min_bytes). */
 /* the smallest replica's shard worth the sharded step, bytes: below it the
  * extra collective (two where one was) costs more than the passes saved
- * (at 256 ranks, 4 KiB shards ran the step 1.8x slower; at 8 ranks, 2 MiB
- * shards 1.5x faster). DTORCH_SHARDED_OPTIMIZER: 0 off, 1 always, N bytes */
-enum { ZERO_MIN_BYTES = 32768 };
+ * (`dtorch bench demo --ranks-sweep`, 2-core AMD EPYC: at 64 ranks 16 KiB
+ * shards ran the step in 0.84x the CPU time of the replicated step, at
+ * 256 ranks 4 KiB shards in 0.97-1.1x; at 8 ranks, 2 MiB shards 1.5x
+ * faster). DTORCH_SHARDED_OPTIMIZER: 0 off, 1 always, N bytes */
+enum { ZERO_MIN_BYTES = 8192 };
 static double zero_min_bytes(void) {
   const char *e = getenv("DTORCH_SHARDED_OPTIMIZER");
   if (!e || !*e) return ZERO_MIN_BYTES;

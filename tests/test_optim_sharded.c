@@ -10,7 +10,7 @@
  * - the slots hold fresh leaves with the parameters' placements;
  * - switching the path between steps keeps the state (the buffers move
  *   to the other layout);
- * - the size threshold (32 KiB per replica's shard by default,
+ * - the size threshold (8 KiB per replica's shard by default,
  *   DTORCH_SHARDED_OPTIMIZER = 0 / 1 / bytes). */
 #include <math.h>
 #include <stdlib.h>
@@ -92,7 +92,7 @@ static void check(dt_tensor *p, const ref *r, int n, const char *what, int k) {
   free(v);
 }
 
-/* on: always (the test's shards are far below the default 32 KiB) */
+/* on: always (the test's shards are far below the default 8 KiB) */
 static void set_sharded(bool on) { setenv("DTORCH_SHARDED_OPTIMIZER", on ? "1" : "0", 1); }
 
 /* STEPS steps of AdamW (or SGD) on the weight and the bias; out: the
@@ -182,7 +182,7 @@ static void test_switching_path_keeps_state(void **state) {
   }
 }
 
-/* by default only shards of 32 KiB or more per replica take the sharded
+/* by default only shards of 8 KiB or more per replica take the sharded
  * step: a [256, 64] float64 weight (64 KiB per replica on dp 2 x tp 2)
  * does, a [64, 32] one (4 KiB) all-reduces; a threshold in bytes moves it */
 static dt_counts_pair step_counts(job *j, int64_t rows, int64_t cols) {

@@ -379,7 +379,7 @@ def _dp_tp_steps(opt_cls, kwargs, sharded, monkeypatch, steps=3):
     Replicate] on a dp 2 x tp 2 mesh, trained on batches Shard(0) on dp:
     (final values, the collectives of the last step, the loss values)."""
     from dtorch.distributed.tensor.debug import CommDebugMode
-    if sharded is None:  # the default: shards under 32 KiB all-reduce
+    if sharded is None:  # the default: shards under 8 KiB all-reduce
         monkeypatch.delenv("DTORCH_SHARDED_OPTIMIZER", raising=False)
     else:
         monkeypatch.setenv("DTORCH_SHARDED_OPTIMIZER", "1" if sharded else "0")  # 1: any size
@@ -452,7 +452,7 @@ def test_data_parallel_step_sharded_over_replicas(name, kwargs, monkeypatch):
 
 
 def test_sharded_step_threshold(monkeypatch):
-    """By default a replica's shard under 32 KiB takes the replicated step
+    """By default a replica's shard under 8 KiB takes the replicated step
     (the [8, 6] float32 weight here: 48 B), as the C optimisers decide."""
     *_, comm, _, _, _ = _dp_tp_steps(dtorch.optim.AdamW, dict(lr=0.05), None, monkeypatch,
                                      steps=1)

@@ -13,7 +13,7 @@ narrowing of the rank's local shard); where that narrowing is strided and
 one mesh dim shards the parameter along dim 0 evenly, the step runs on
 the view of the shards as [n, numel / n] (Tensor.view_shards: each rank's
 shard one row, its replica's shard a contiguous piece); without one, or for a replica's
-shard under 32 KiB (DTORCH_SHARDED_OPTIMIZER: 0 off, 1 always, or the
+shard under 8 KiB (DTORCH_SHARDED_OPTIMIZER: 0 off, 1 always, or the
 bytes), the replicated step. The state buffers keep
 the sharded layout (a loaded state, laid out like its parameter, moves to
 it at the next step; full_tensor() reads either); state_dict() gives a
@@ -25,12 +25,12 @@ from ..nn.parameter import _copy_into
 from .optimizer import _grad_like
 
 
-_MIN_BYTES = 32768  # api/optim.c's ZERO_MIN_BYTES
+_MIN_BYTES = 8192  # api/optim.c's ZERO_MIN_BYTES
 
 
 def _min_bytes():
     """The smallest replica's shard worth the sharded step (C's rule):
-    DTORCH_SHARDED_OPTIMIZER 0 off, 1 always, else bytes; 32 KiB unset."""
+    DTORCH_SHARDED_OPTIMIZER 0 off, 1 always, else bytes; 8 KiB unset."""
     e = os.environ.get("DTORCH_SHARDED_OPTIMIZER", "")
     try:
         v = float(e) if e else _MIN_BYTES
