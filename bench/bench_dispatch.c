@@ -22,6 +22,16 @@
  *                     call (a training loop's step): `ns` as above,
  *                     `hit_rate` = the cache hits / calls of the timed
  *                     bursts (1: the changing scalar still hits)
+ *   dtensor_add_loop  the whole job's cost of the same cached add: a loop
+ *                     of adds ending in dt_runtime_synchronize, at 8, 64
+ *                     and 256 ranks (20,000 / 4,000 / 1,000 ops): `us`
+ *                     wall µs per op, `cpu_us` the process's CPU µs per
+ *                     op (the issuing thread and every rank's record),
+ *                     `record_cpu_us` = cpu_us / ranks (the fixed cost
+ *                     per op per rank), `single_device_us` the same loop
+ *                     on single-device tensors of the same runtime in
+ *                     the same run, `ratio` = us / single_device_us; best
+ *                     of the reps (loops alternate)
  *   matmul_miss       a [64, 32] x [32, 16] matmul on a 2x4 mesh with the
  *                     cache cleared before each call: the full first-time
  *                     propagation (infer, rule per mesh dim, costs, checks)
@@ -74,7 +84,7 @@ typedef struct add_setup {
 } add_setup;
 
 static void add_setup_init(add_setup *x, int ranks) {
-  *x = (add_setup){.ranks = ranks, .rows = ranks == 8 ? 2 : 8,
+  *x = (add_setup){.ranks = ranks, .rows = ranks == 8 ? 2 : ranks == 256 ? 16 : 8,
                    .d = {1e300, 1e300}, .s = {1e300, 1e300},
                    .t = {1e300, 1e300}};
   x->rt = dt_runtime_create(&(dt_runtime_options){.num_ranks = ranks});
@@ -150,6 +160,45 @@ static void bench_add(int reps) {
   add_setup_print(&x64, &x8);
   add_setup_free(&x8);
   add_setup_free(&x64);
+}
+
+static double proc_cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* n adds a + b and a synchronize: per-op wall and process CPU µs */
+static burst add_loop(dt_runtime *rt, dt_tensor *a, dt_tensor *b, int n) {
+  double t0 = bench_now(), c0 = proc_cpu_now();
+  for (int i = 0; i < n; i++) {
+    dt_tensor *c = dt_add(a, b);
+    if (!c) die("dt_add");
+    dt_tensor_release(c);
+  }
+  if (dt_runtime_synchronize(rt) != DT_OK) die("dt_runtime_synchronize");
+  return (burst){(proc_cpu_now() - c0) / n * 1e6, (bench_now() - t0) / n * 1e6};
+}
+
+static void bench_add_loop(int reps) {
+  static const int ranks[] = {8, 64, 256}, ops[] = {20000, 4000, 1000};
+  for (int k = 0; k < 3; k++) {
+    add_setup x;
+    add_setup_init(&x, ranks[k]);
+    dt_runtime_set_current(x.rt);
+    for (int r = 0; r < reps; r++) {
+      burst d = add_loop(x.rt, x.a, x.b, ops[k]), s = add_loop(x.rt, x.sa, x.sb, ops[k]);
+      if (d.wall < x.d.wall) x.d = d;
+      if (s.wall < x.s.wall) x.s = s;
+    }
+    dt_runtime_set_current(NULL);
+    printf("{\"bench\":\"dtensor_add_loop\",\"ranks\":%d,\"mesh\":\"%lldx%lld\","
+           "\"ops\":%d,\"us\":%.3f,\"cpu_us\":%.3f,\"record_cpu_us\":%.3f,"
+           "\"single_device_us\":%.3f,\"ratio\":%.2f}\n", x.ranks, (long long)x.rows,
+           (long long)(x.ranks / x.rows), ops[k], x.d.wall, x.d.cpu,
+           x.d.cpu / x.ranks, x.s.wall, x.d.wall / x.s.wall);
+    add_setup_free(&x);
+  }
 }
 
 /* one burst of 256 add_scalar calls, the scalar changing each call */
@@ -275,6 +324,7 @@ int bench_dispatch(int argc, char **argv) {
   static const bench_figure figs[] = {{"cache_hit_lookup", bench_lookup},
                                       {"dtensor_add_hit", bench_add},
                                       {"dtensor_add_scalar_hit", bench_add_scalar},
+                                      {"dtensor_add_loop", bench_add_loop},
                                       {"matmul_miss", bench_matmul_miss}};
-  return bench_main(argc, argv, "dispatch", figs, 4);
+  return bench_main(argc, argv, "dispatch", figs, 5);
 }
