@@ -109,7 +109,10 @@ if(DTORCH_BUILD_TESTS AND NOT DTORCH_SANITIZE)
       ${CMAKE_CURRENT_SOURCE_DIR}/scripts/python-example.sh
       ${CMAKE_CURRENT_BINARY_DIR}/python-venv ${CMAKE_CURRENT_SOURCE_DIR}
       $<TARGET_FILE:dtorch> ${example}.py)
+    # after python_package, which makes the venv with torch: under ctest -j
+    # an example started beside it found no torch and skipped
     set_tests_properties(python_example_${example} PROPERTIES
-      LABELS "python;example" SKIP_RETURN_CODE 77 TIMEOUT 120)
+      LABELS "python;example" SKIP_RETURN_CODE 77 TIMEOUT 120
+      DEPENDS python_package)
   endforeach()
 endif()
