@@ -83,7 +83,9 @@ static void make_input(rank_call *r, mesh_rank_mem *rm, int pos, bool ctx,
                        dt_tensor *whole, core_storage *zst, mesh_buf *zbuf) {
   const core_spec *s = t->spec;
   mesh_box have = mesh_box_of(m, s->placements, &s->shape, idx);
-  mesh_box want = mesh_box_of(m, to, &s->shape, idx);
+  /* read as placed (most arguments): the same box */
+  bool as_placed = !memcmp(to, s->placements, sizeof *to * (size_t)m->ndim);
+  mesh_box want = as_placed ? have : mesh_box_of(m, to, &s->shape, idx);
   int64_t strides[DT_MAX_DIMS], offset = 0;
   core_contiguous_strides(have.len, have.n, strides);
   core_storage *st = s->storages[idx];
@@ -99,7 +101,7 @@ static void make_input(rank_call *r, mesh_rank_mem *rm, int pos, bool ctx,
   }
   if (!mesh_box_numel(&want)) r->empty_input = true;
   double v;
-  if (identity_term(t, to, m, idx, &v)) {
+  if (!as_placed && identity_term(t, to, m, idx, &v)) {
     size_t bytes = (size_t)mesh_box_numel(&want) * core_dtype_size(t->dtype);
     *zbuf = mesh_rank_alloc(rm, bytes);
     if (!zbuf->p ||
