@@ -165,11 +165,10 @@ static bool make_inputs(rank_call *r, mesh_rank_mem *rm,
 static void make_outputs(rank_call *r, mesh_rank_mem *rm,
                          const dispatch_dtensor_job *j, int idx) {
   for (int o = 0; o < j->nout; o++) {
-    const core_spec *s = j->out[o]->spec;
-    core_storage *st = mesh_rank_storage(rm, j->out[o], idx);
+    mesh_box box;
+    core_storage *st = mesh_rank_storage_box(rm, j->out[o], idx, &box);
     mesh_buf b = mesh_rank_alloc(rm, st->nbytes);
     mesh_rank_finish(rm, st, b);
-    mesh_box box = mesh_box_of(j->mesh, s->placements, &s->shape, idx);
     int64_t strides[DT_MAX_DIMS];
     core_contiguous_strides(box.len, box.n, strides);
     local_init(&r->out[o], j->out[o]->dtype, st, box.n, box.len, strides, 0);

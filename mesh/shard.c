@@ -89,9 +89,15 @@ static core_storage no_memory_storage = {
     .refcount = INT64_MAX / 2, .poison = &core_poison_no_memory};
 
 core_storage *mesh_rank_storage(mesh_rank_mem *rm, const dt_tensor *t, int idx) {
+  mesh_box b;
+  return mesh_rank_storage_box(rm, t, idx, &b);
+}
+
+core_storage *mesh_rank_storage_box(mesh_rank_mem *rm, const dt_tensor *t, int idx,
+                                    mesh_box *box) {
   const core_spec *s = t->spec;
-  mesh_box b = mesh_box_of(s->mesh, s->placements, &s->shape, idx);
-  size_t bytes = (size_t)mesh_box_numel(&b) * core_dtype_size(t->dtype);
+  *box = mesh_box_of(s->mesh, s->placements, &s->shape, idx);
+  size_t bytes = (size_t)mesh_box_numel(box) * core_dtype_size(t->dtype);
   core_storage *st = runtime_storage_new(rm->rt, rm->rank, bytes, rm->api);
   rm->made = t;
   rm->made_idx = idx;

@@ -95,6 +95,9 @@ dt_status mesh_download(mesh_rank_mem *rm, const cpu_view *host,
  * for the struct, the error is noted in rm and a static poisoned storage
  * stands in (never freed), so callers need no NULL check. */
 core_storage *mesh_rank_storage(mesh_rank_mem *rm, const dt_tensor *t, int idx);
+/* the same, and the box it sized (mesh_box_of of t's spec at idx) */
+core_storage *mesh_rank_storage_box(mesh_rank_mem *rm, const dt_tensor *t, int idx,
+                                    mesh_box *box);
 /* Entry idx of a spec's storages from any thread: NULL while the rank has
  * not made it (an acquire load; pairs with mesh_rank_storage). */
 static inline core_storage *mesh_spec_storage(const core_spec *s, int idx) {
