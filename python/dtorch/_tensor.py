@@ -241,7 +241,6 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
 
     def __init__(self, data, *, dtype=None, device=None, device_mesh=None,
                  placements=None, requires_grad=False):
-        self._h = None
         t = data if isinstance(data, torch.Tensor) else torch.as_tensor(data)
         t = t.detach()
         if dtype is not None:
@@ -250,8 +249,13 @@ class Tensor(*((_C.TensorBase,) if _C else ()), InplaceMethods, TensorMethods):
         o = _Options(t.dtype, device, device_mesh, placements, requires_grad)
         shape = _lib.shape_of(t.shape)
         # dt_from_host copies the data before it returns
-        self._h = o.call(lambda opts: _lib.dt_from_host(
+        h = o.call(lambda opts: _lib.dt_from_host(
             ctypes.c_void_p(t.data_ptr()), shape, opts))
+        # a second __init__ replaces the handle: the old one is released
+        # (a failed call above leaves the object as it was)
+        old, self._h = getattr(self, "_h", None), h
+        if old:
+            _lib.dt_tensor_release(old)
 
     @classmethod
     def _from_handle(cls, h):

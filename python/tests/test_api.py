@@ -112,6 +112,27 @@ def test_no_leaked_handles():
     assert dtorch.live_tensors() == base
 
 
+def test_init_twice_releases_the_old_handle():
+    """Tensor.__init__ called again replaces the tensor: the old handle is
+    released (it leaked), and a call that fails leaves the object as it was."""
+    gc.collect()
+    base = dtorch.live_tensors()
+    t = dtorch.Tensor(torch.ones(3))
+    for k in range(5):
+        t.__init__(torch.full((2,), float(k)))
+    dtorch.synchronize()  # the copies' records hold their handles until they ran
+    assert dtorch.live_tensors() == base + 1
+    assert t.tolist() == [4.0, 4.0]
+    with pytest.raises(ValueError):
+        t.__init__(torch.ones(2), placements=[dtorch.Replicate()])  # no mesh
+    dtorch.synchronize()
+    assert t.tolist() == [4.0, 4.0] and dtorch.live_tensors() == base + 1
+    del t
+    gc.collect()
+    dtorch.synchronize()
+    assert dtorch.live_tensors() == base
+
+
 def test_backward_and_grad():
     x = torch.randn(3, 4)
     a = dtorch.Tensor(x, requires_grad=True)

@@ -274,3 +274,37 @@ def test_a_torch_tensor_where_a_dtorch_one_belongs_is_named(fn, call):
             continue
         with pytest.raises(TypeError, match=f"{fn}: .* must be a dtorch.Tensor, got .*{what}"):
             call(bad)
+
+
+@pytest.mark.parametrize("case", ["nll_loss", "nll_loss_weighted", "cross_entropy_weighted",
+                                  "cross_entropy_weighted_smoothed"])
+def test_mean_loss_sharded_target(case):
+    """A Replicate input with a Shard(0) target: reduction='mean' divides two
+    Partial(sum) sums, which needs communication. Without auto-redistribution
+    the error names the loss and its arguments' placements (not the
+    Tensor.__truediv__ it is composed of); with it, torch's value."""
+    from dtorch.distributed.tensor import Replicate, Shard, distribute_tensor
+    g = torch.Generator().manual_seed(5)
+    x0, t0, w0 = torch.randn(4, 5, generator=g), torch.tensor([1, 0, 3, 2]), torch.rand(5, generator=g)
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    x = distribute_tensor(x0, mesh, [Replicate()])
+    t = distribute_tensor(t0, mesh, [Shard(0)])
+    w = distribute_tensor(w0, mesh, [Replicate()])
+    name = case.split("_weighted")[0]
+    fns = {"nll_loss": (lambda: F.nll_loss(F.log_softmax(x, 1), t),
+                        lambda: TF.nll_loss(TF.log_softmax(x0, 1), t0)),
+           "nll_loss_weighted": (lambda: F.nll_loss(F.log_softmax(x, 1), t, weight=w),
+                                 lambda: TF.nll_loss(TF.log_softmax(x0, 1), t0, weight=w0)),
+           "cross_entropy_weighted": (lambda: F.cross_entropy(x, t, weight=w),
+                                      lambda: TF.cross_entropy(x0, t0, weight=w0)),
+           "cross_entropy_weighted_smoothed": (
+               lambda: F.cross_entropy(x, t, weight=w, label_smoothing=0.1),
+               lambda: TF.cross_entropy(x0, t0, weight=w0, label_smoothing=0.1))}
+    ours, theirs = fns[case]
+    with pytest.raises(dtorch.PlacementError,
+                       match=rf"^{name}: reduction='mean'.*input placements \[R\] and "
+                             r"target \[S\(0\)\].*auto_redistribute"):
+        ours()
+    with dtorch.auto_redistribute():
+        got = ours().full_tensor()
+    torch.testing.assert_close(torch.from_numpy(got.numpy()), theirs(), rtol=1e-6, atol=1e-7)

@@ -280,6 +280,40 @@ def _index_mask(target, num_classes, ignore_index):
     return hot, valid.float()
 
 
+def _placed(t):
+    """a tensor's placements as the library prints them ("[R, S(0)]"), or
+    "(no mesh)" for a single-device tensor"""
+    if getattr(t, "device_mesh", None) is None:
+        return "(no mesh)"
+    return "[" + ", ".join(_short(p) for p in t.placements) + "]"
+
+
+def _short(p):
+    name = type(p).__name__
+    if name == "Shard":
+        return f"S({p.dim})"
+    if name == "Partial":
+        return f"P({p.reduce_op})"
+    return "R"
+
+
+def _mean_of(fn, num, den, input, target):
+    """num / den, the loss's sum over the weights' sum of a reduction='mean':
+    where the batch is sharded both sums come out Partial, and their
+    quotient needs communication; the error then names fn and its
+    arguments' placements (the division alone names Tensor.__truediv__)."""
+    try:
+        return num / den
+    except _errors.PlacementError as e:
+        raise _errors.PlacementError(
+            f"{fn}: reduction='mean' divides the loss's sum by the sum of the target "
+            f"weights, and with input placements {_placed(input)} and target "
+            f"{_placed(target)} both sums are {_placed(num)} and {_placed(den)}: the "
+            f"division needs communication. Redistribute the target (and the input) to "
+            f"Replicate on the mesh dims that shard it, use reduction='sum', or enable "
+            f"auto_redistribute ({e})", "DT_ERR_PLACEMENT") from None
+
+
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,
              reduce=None, reduction="mean"):
     """-input[n, target[n]] * weight[target[n]]; mean divides by the sum of
@@ -299,7 +333,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,
         return loss
     if reduction == "sum":
         return loss.sum()
-    return loss.sum() / hot.sum()
+    return _mean_of("nll_loss", loss.sum(), hot.sum(), input, target)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
@@ -340,12 +374,13 @@ def _weighted_cross_entropy(input, target, weight, ignore_index, reduction, eps)
     nll = -(logp * whot).sum(-1)
     if eps == 0:
         if reduction == "mean":
-            return nll.sum() / whot.sum()
+            return _mean_of("cross_entropy", nll.sum(), whot.sum(), input, target)
         return _reduce(nll, reduction)
     smooth = -(logp * weight).sum(-1) * valid
     if reduction == "mean":
         wsum = whot.sum()
-        nll, smooth = nll.sum() / wsum, smooth.sum() / wsum
+        nll = _mean_of("cross_entropy", nll.sum(), wsum, input, target)
+        smooth = _mean_of("cross_entropy", smooth.sum(), wsum, input, target)
     elif reduction == "sum":
         nll, smooth = nll.sum(), smooth.sum()
     return nll * (1 - eps) + smooth * (eps / num_classes)
