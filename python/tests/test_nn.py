@@ -441,3 +441,40 @@ def test_modules_on_dtensors():
     dlin.load_state_dict(tlin.state_dict())
     assert dlin.weight.placements == (dtorch.Shard(0),)
     close(dlin.weight, tlin.weight.detach())
+
+
+def test_buffer_as_torch():
+    """nn.Buffer returns a plain Tensor marked as a buffer (torch's): the
+    module holds that tensor itself, isinstance(t, nn.Buffer) holds for it
+    only, persistent=False keeps it out of state_dict, and it is a detached
+    alias of its data (writes shared, requires_grad as the data's)."""
+    import gc
+
+    def build(nn, lib, data):
+        m = nn.Module()
+        b = nn.Buffer(data)
+        m.mean = b
+        m.tmp = nn.Buffer(lib.zeros(2), persistent=False)
+        m.plain = lib.ones(1)  # a plain tensor attribute: no buffer
+        return m, b
+
+    tm, tb = build(torch.nn, torch, torch.arange(3.0))
+    dm, db = build(dtorch.nn, dtorch, dtorch.Tensor(torch.arange(3.0)))
+    for m, b, nn, T in ((tm, tb, torch.nn, torch.Tensor), (dm, db, dtorch.nn, dtorch.Tensor)):
+        assert type(m.mean) is T and m.mean is b
+        assert isinstance(m.mean, nn.Buffer) and isinstance(m.tmp, nn.Buffer)
+        assert not isinstance(m.plain, nn.Buffer)
+        assert [n for n, _ in m.named_buffers()] == ["mean", "tmp"]
+        assert list(m.state_dict()) == ["mean"]
+    src = dtorch.Tensor(torch.arange(3.0))
+    b = dtorch.nn.Buffer(src)
+    src.add_(1.0)
+    assert b.tolist() == [1.0, 2.0, 3.0] and not b.requires_grad
+    w = dtorch.Tensor(torch.ones(2), requires_grad=True)
+    assert dtorch.nn.Buffer(w).requires_grad and dtorch.nn.Buffer(w).grad_fn is None
+    # the mark goes with its tensor
+    from dtorch.nn.parameter import _BUFFER_MARKS
+    n = len(_BUFFER_MARKS)
+    del b
+    gc.collect()
+    assert len(_BUFFER_MARKS) == n - 1

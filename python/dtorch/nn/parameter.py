@@ -6,6 +6,8 @@ write to one is seen by the other, as torch's Parameter(t) shares t's
 memory) and requires grad unless requires_grad=False; data itself is left
 as it was. A DTensor stays a DTensor with its mesh and placements.
 """
+import weakref
+
 import torch
 
 from .. import _errors, _inplace, _lib  # noqa: F401  (_inplace declares dt_detach)
@@ -85,20 +87,46 @@ class Parameter(Tensor):
         return result
 
 
-class Buffer(Tensor):
-    """Buffer(data, *, persistent=True): assigning one to a Module
-    attribute registers it as a buffer (torch.nn.Buffer). It holds data's
-    own handle (the same tensor: writes, requires_grad and grad shared);
-    the module holds this object, of class Buffer (torch's holds a plain
-    Tensor, a detached alias of data)."""
+# the tensors nn.Buffer made: id -> (a weak reference to it, persistent).
+# A dtorch.Tensor has no __dict__ to carry torch's `_is_buffer` and
+# `persistent` attributes, so the mark lives here; an entry goes with its
+# tensor (the reference's callback).
+_BUFFER_MARKS = {}
+
+
+def _mark_buffer(t, persistent):
+    key = id(t)
+
+    def gone(ref, key=key):
+        if _BUFFER_MARKS.get(key, (None,))[0] is ref:
+            del _BUFFER_MARKS[key]
+    _BUFFER_MARKS[key] = (weakref.ref(t, gone), bool(persistent))
+
+
+def buffer_persistent(t):
+    """persistent= of the nn.Buffer that made t, or None if none did"""
+    e = _BUFFER_MARKS.get(id(t))
+    return e[1] if e is not None and e[0]() is t else None
+
+
+class _BufferMeta(type):
+    # isinstance(t, nn.Buffer) for the plain tensors nn.Buffer returns, as
+    # torch's _BufferMeta answers from their `_is_buffer` mark
+    def __instancecheck__(cls, obj):
+        return buffer_persistent(obj) is not None or super().__instancecheck__(obj)
+
+
+class Buffer(Tensor, metaclass=_BufferMeta):
+    """Buffer(data, *, persistent=True): a plain dtorch.Tensor, detached
+    from data (the same storage: writes show in both; requires_grad as
+    data's), marked so that assigning it to a Module attribute registers it
+    as a buffer, persistent or not, and isinstance(t, nn.Buffer) holds — as
+    torch.nn.Buffer returns a marked plain Tensor, and the module holds
+    that tensor itself."""
 
     def __new__(cls, data=None, *, persistent=True):
         from .._ops import empty
         data = empty(0) if data is None else _as_dtorch(data, "nn.Buffer")
-        obj = Tensor.__new__(cls)
-        obj._h = _lib.dt_tensor_retain(data._h)
-        obj.persistent = persistent
-        return obj
-
-    def __init__(self, data=None, *, persistent=True):
-        pass
+        t = Tensor._from_handle(_leaf_alias(data, data.requires_grad))
+        _mark_buffer(t, persistent)
+        return t

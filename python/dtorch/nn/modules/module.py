@@ -24,7 +24,7 @@ from torch.utils.hooks import RemovableHandle
 from ... import _lib
 from ..._grad_mode import no_grad
 from ..._tensor import Tensor
-from ..parameter import Buffer, Parameter, _copy_into, _leaf_alias
+from ..parameter import Buffer, Parameter, _copy_into, _leaf_alias, buffer_persistent
 
 
 _typename = torch.typename
@@ -228,7 +228,7 @@ class Module:
                     raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
                                     "(dtorch.nn.Buffer, dtorch.Tensor or None expected)")
                 if isinstance(value, Buffer):
-                    persistent = value.persistent
+                    persistent = buffer_persistent(value)
                 else:
                     persistent = name not in self._non_persistent_buffers_set
                 self.register_buffer(name, value, persistent)
