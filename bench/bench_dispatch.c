@@ -30,8 +30,10 @@
  *                     `record_cpu_us` = cpu_us / ranks (the fixed cost
  *                     per op per rank), `single_device_us` the same loop
  *                     on single-device tensors of the same runtime in
- *                     the same run, `ratio` = us / single_device_us; best
- *                     of the reps (loops alternate)
+ *                     the same run, `ratio` = us / single_device_us (what
+ *                     spreading the op over the ranks costs against one
+ *                     device: not the same work, the ranks run one record
+ *                     each); best of the reps (loops alternate)
  *   matmul_miss       a [64, 32] x [32, 16] matmul on a 2x4 mesh with the
  *                     cache cleared before each call: the full first-time
  *                     propagation (infer, rule per mesh dim, costs, checks)

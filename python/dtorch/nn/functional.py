@@ -281,20 +281,11 @@ def _index_mask(target, num_classes, ignore_index):
 
 
 def _placed(t):
-    """a tensor's placements as the library prints them ("[R, S(0)]"), or
-    "(no mesh)" for a single-device tensor"""
+    """a tensor's placements in their short form ("[R, S(0)]", the
+    placements' own str), or "(no mesh)" for a single-device tensor"""
     if getattr(t, "device_mesh", None) is None:
         return "(no mesh)"
-    return "[" + ", ".join(_short(p) for p in t.placements) + "]"
-
-
-def _short(p):
-    name = type(p).__name__
-    if name == "Shard":
-        return f"S({p.dim})"
-    if name == "Partial":
-        return f"P({p.reduce_op})"
-    return "R"
+    return "[" + ", ".join(str(p) for p in t.placements) + "]"
 
 
 def _mean_of(fn, num, den, input, target):
